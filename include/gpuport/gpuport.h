@@ -1,0 +1,147 @@
+/*
+ * gpuport public host API.
+ *
+ * A communicator (gpuport_comm_t) is created from a bootstrap (MPI: see
+ * gpuport_mpi.h) and owns one proxy service: a proxy thread that consumes the
+ * communicator's trigger FIFO and a flusher thread that performs long copies.
+ * Port channels bind a peer, a local source region and the peer's destination
+ * region; their operations are pushed into the FIFO and carried out by the
+ * proxy. Every call returns a gpuport_status_t; output arguments end in _p and
+ * are written only on success.
+ */
+#ifndef GPUPORT_GPUPORT_H
+#define GPUPORT_GPUPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPUPORT_VERSION_MAJOR 0
+#define GPUPORT_VERSION_MINOR 1
+#define GPUPORT_VERSION_PATCH 0
+
+/* Errors are negative and grouped by kind, one decade per kind. */
+typedef enum {
+    GPUPORT_OK = 0,
+    GPUPORT_ERR_INVALID_ARG = -1,    /* a bad argument to a call */
+    GPUPORT_ERR_INVALID_CONFIG = -2, /* a bad GPUPORT_* value */
+    GPUPORT_ERR_OUT_OF_RANGE = -3,   /* offset/size outside a registered region */
+    GPUPORT_ERR_NOT_SUPPORTED = -10, /* feature or transport not available */
+    GPUPORT_ERR_NO_MEMORY = -20,
+    GPUPORT_ERR_NO_RESOURCE = -21,   /* channel ids, segments, threads */
+    GPUPORT_ERR_AGAIN = -22,         /* non-blocking call: try again */
+    GPUPORT_ERR_TRANSPORT = -30,     /* a transport operation failed */
+    GPUPORT_ERR_PEER = -40,          /* the peer failed or disappeared */
+    GPUPORT_ERR_TIMEOUT = -50,       /* a blocking call ran past its limit */
+    GPUPORT_ERR_VERSION = -60,       /* peers run different library versions */
+    GPUPORT_ERR_CHANNEL = -70,       /* the channel is in an error state */
+    GPUPORT_ERR_SHUTDOWN = -71,      /* the communicator is stopping */
+    GPUPORT_ERR_INTERNAL = -99
+} gpuport_status_t;
+
+const char *gpuport_status_string(gpuport_status_t status);
+
+/* "0.1.0"; the version this library was built as. */
+const char *gpuport_version_string(void);
+
+/*
+ * Bootstrap: how a communicator talks to its peers while it sets up. The MPI
+ * bootstrap (gpuport_mpi.h) fills one in; tests and other launchers may supply
+ * their own. Calls happen only on the thread that calls gpuport_comm_*,
+ * gpuport_mem_* and gpuport_channel_create, never on the proxy thread.
+ * Ranks that share a host are identified by gpuport itself (host identity),
+ * so local_rank/local_size are informational.
+ */
+typedef struct gpuport_bootstrap {
+    void *ctx;
+    int rank;
+    int size;
+    int local_rank;
+    int local_size;
+    /* every rank contributes `bytes` bytes; recv holds size*bytes, rank order */
+    gpuport_status_t (*allgather)(void *ctx, const void *send, void *recv, size_t bytes);
+    gpuport_status_t (*barrier)(void *ctx);
+    gpuport_status_t (*send)(void *ctx, int peer, int tag, const void *buf, size_t bytes);
+    gpuport_status_t (*recv)(void *ctx, int peer, int tag, void *buf, size_t bytes);
+    /* called once by gpuport_comm_destroy (or on a failed create) */
+    void (*destroy)(void *ctx);
+} gpuport_bootstrap_t;
+
+typedef struct gpuport_comm *gpuport_comm_t;
+typedef struct gpuport_mem *gpuport_mem_t;
+typedef struct gpuport_channel *gpuport_channel_t;
+
+/*
+ * Takes ownership of the bootstrap (its destroy runs with the communicator's,
+ * also when creation fails). Collective over the bootstrap's ranks: reads the
+ * GPUPORT_* configuration, exchanges a versioned record with every rank and
+ * starts the proxy service.
+ */
+gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bootstrap, gpuport_comm_t *comm_p);
+
+/*
+ * Collective. Stops the proxy service: triggers already in the FIFO are
+ * carried out (or, if they cannot complete within the configured timeout,
+ * failed and counted in the log); then every channel and registration still
+ * open is released.
+ */
+gpuport_status_t gpuport_comm_destroy(gpuport_comm_t comm);
+
+int gpuport_comm_rank(gpuport_comm_t comm);
+int gpuport_comm_size(gpuport_comm_t comm);
+
+/* Memory. Host memory from malloc (or anywhere) can be registered; memory
+ * from gpuport_mem_alloc is shared-mappable, so same-host peers copy into it
+ * directly instead of through the kernel. */
+gpuport_status_t gpuport_mem_alloc(gpuport_comm_t comm, size_t size, void **ptr_p);
+gpuport_status_t gpuport_mem_free(gpuport_comm_t comm, void *ptr);
+gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t size,
+                                      gpuport_mem_t *mem_p);
+gpuport_status_t gpuport_mem_deregister(gpuport_mem_t mem);
+
+/*
+ * Creates a port channel to `peer`. Pairwise collective: `peer` must call it
+ * with this rank as its peer, and two ranks create their channels to each
+ * other in the same order. `src` is the local region puts read from (NULL if
+ * this side never puts); `dst` is the local region the peer's puts on its
+ * side of this channel write into (NULL if the peer never puts). The
+ * transport is chosen here (GPUPORT_TRANSPORT); a forced transport that
+ * cannot reach the peer fails on both sides with a message saying why.
+ */
+gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_mem_t src,
+                                        gpuport_mem_t dst, gpuport_channel_t *channel_p);
+gpuport_status_t gpuport_channel_destroy(gpuport_channel_t channel);
+
+/* Operations. put and signal return once the trigger is queued. Offsets are
+ * relative to the start of the registered regions; a put that does not fit in
+ * both regions is rejected here with GPUPORT_ERR_OUT_OF_RANGE and nothing is
+ * queued. */
+gpuport_status_t gpuport_channel_put(gpuport_channel_t ch, uint64_t dst_off, uint64_t src_off,
+                                     uint64_t size);
+/* increments the peer's semaphore once every earlier put is visible there */
+gpuport_status_t gpuport_channel_signal(gpuport_channel_t ch);
+gpuport_status_t gpuport_channel_put_with_signal(gpuport_channel_t ch, uint64_t dst_off,
+                                                 uint64_t src_off, uint64_t size);
+/* returns when every earlier operation of this channel is complete: sources
+ * reusable and data delivered */
+gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch);
+/* consumes one signal from the peer; blocks up to GPUPORT_TIMEOUT_MS */
+gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch);
+/* consumes one signal if one has arrived: *ready_p is 1, else 0 */
+gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p);
+
+/* The channel's error state: GPUPORT_OK, or the error the proxy or the peer
+ * hit (for example a trigger with offsets outside the registered regions). */
+gpuport_status_t gpuport_channel_status(gpuport_channel_t ch);
+
+/* "shm", "cuda_ipc", ... : the transport the channel uses */
+const char *gpuport_channel_transport(gpuport_channel_t ch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

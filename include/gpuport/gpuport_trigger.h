@@ -1,0 +1,135 @@
+/*
+ * Trigger encoding: the 16-byte records that producers (host threads, and
+ * CUDA threads through the device API) write into a communicator's FIFO and
+ * the proxy decodes. Plain C usable from host and device code; no state.
+ *
+ * Word 0 ("tag") is written last, with release ordering, and carries the
+ * lap-parity bit that makes the slot valid:
+ *   63     parity   ((pos >> log2(fifo size)) & 1) ^ 1: lap 0 expects 1, so a
+ *                   zeroed ring holds no valid slot and slots are never cleared
+ *   62..59 op       gpuport_trigger_op_t
+ *   58..44 channel  15 bits, channel id within the communicator
+ *   43..12 size     bits 31..0 of the size in bytes
+ *   11..6  src_hi   bits 37..32 of the source offset
+ *    5..0  dst_hi   bits 37..32 of the destination offset
+ * Word 1:
+ *   63..32 src_lo   bits 31..0 of the source offset
+ *   31..0  dst_lo   bits 31..0 of the destination offset
+ *
+ * A put whose size needs more than 32 bits or whose offsets need more than 38
+ * bits is preceded, in the next-lower slot, by an EXT trigger of the same
+ * channel carrying the high bits (two slots reserved at once, so the pair is
+ * contiguous):
+ *   word 0: parity, op = EXT, channel, bits 43..24 = size bits 51..32
+ *   word 1: bits 57..32 = source offset bits 63..38,
+ *           bits 25..0  = destination offset bits 63..38
+ * So sizes up to 2^52 - 1 and any 64-bit offset are expressible; nothing is
+ * ever truncated.
+ */
+#ifndef GPUPORT_TRIGGER_H
+#define GPUPORT_TRIGGER_H
+
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define GPUPORT_HD static __host__ __device__ __forceinline__
+#else
+#define GPUPORT_HD static inline
+#endif
+
+typedef enum {
+    GPUPORT_OP_NONE = 0,
+    GPUPORT_OP_PUT = 1,
+    GPUPORT_OP_SIGNAL = 2,
+    GPUPORT_OP_PUT_SIGNAL = 3,
+    GPUPORT_OP_FLUSH = 4,
+    GPUPORT_OP_EXT = 5,
+    GPUPORT_OP_MAX_ = 6
+} gpuport_trigger_op_t;
+
+#define GPUPORT_TRIGGER_CHANNEL_BITS 15
+#define GPUPORT_TRIGGER_MAX_CHANNELS (1u << GPUPORT_TRIGGER_CHANNEL_BITS)
+#define GPUPORT_TRIGGER_SIZE_MAX ((1ull << 52) - 1)
+
+typedef struct __attribute__((aligned(16))) gpuport_trigger {
+    uint64_t w[2];
+} gpuport_trigger_t;
+
+/* What the proxy works with after decoding one trigger (or an EXT pair). */
+typedef struct gpuport_op_desc {
+    uint32_t op;
+    uint32_t channel;
+    uint64_t src_off;
+    uint64_t dst_off;
+    uint64_t size;
+} gpuport_op_desc_t;
+
+#define GPUPORT_TRG_PARITY_SHIFT 63
+#define GPUPORT_TRG_OP_SHIFT 59
+#define GPUPORT_TRG_CHAN_SHIFT 44
+#define GPUPORT_TRG_SIZE_SHIFT 12
+#define GPUPORT_TRG_SRCHI_SHIFT 6
+#define GPUPORT_TRG_LOW_OFF_BITS 38
+#define GPUPORT_TRG_EXT_SIZE_SHIFT 24
+
+GPUPORT_HD uint64_t gpuport_trigger_parity(uint64_t pos, uint32_t log2_size)
+{
+    return ((pos >> log2_size) & 1u) ^ 1u;
+}
+
+/* 1 when the op needs an EXT slot in front of it */
+GPUPORT_HD int gpuport_trigger_needs_ext(uint64_t src_off, uint64_t dst_off, uint64_t size)
+{
+    return (size >> 32) != 0 || (src_off >> GPUPORT_TRG_LOW_OFF_BITS) != 0 ||
+           (dst_off >> GPUPORT_TRG_LOW_OFF_BITS) != 0;
+}
+
+/* Encodes the main trigger; the parity bit is left 0 (added at publication). */
+GPUPORT_HD void gpuport_trigger_encode(gpuport_trigger_t *t, uint32_t op, uint32_t channel,
+                                       uint64_t src_off, uint64_t dst_off, uint64_t size)
+{
+    t->w[0] = ((uint64_t)(op & 0xf) << GPUPORT_TRG_OP_SHIFT) |
+              ((uint64_t)(channel & (GPUPORT_TRIGGER_MAX_CHANNELS - 1)) << GPUPORT_TRG_CHAN_SHIFT) |
+              ((size & 0xffffffffull) << GPUPORT_TRG_SIZE_SHIFT) |
+              (((src_off >> 32) & 0x3f) << GPUPORT_TRG_SRCHI_SHIFT) | ((dst_off >> 32) & 0x3f);
+    t->w[1] = ((src_off & 0xffffffffull) << 32) | (dst_off & 0xffffffffull);
+}
+
+GPUPORT_HD void gpuport_trigger_encode_ext(gpuport_trigger_t *t, uint32_t channel,
+                                           uint64_t src_off, uint64_t dst_off, uint64_t size)
+{
+    t->w[0] = ((uint64_t)GPUPORT_OP_EXT << GPUPORT_TRG_OP_SHIFT) |
+              ((uint64_t)(channel & (GPUPORT_TRIGGER_MAX_CHANNELS - 1)) << GPUPORT_TRG_CHAN_SHIFT) |
+              (((size >> 32) & 0xfffffull) << GPUPORT_TRG_EXT_SIZE_SHIFT);
+    t->w[1] = ((src_off >> GPUPORT_TRG_LOW_OFF_BITS) << 32) |
+              (dst_off >> GPUPORT_TRG_LOW_OFF_BITS);
+}
+
+GPUPORT_HD uint32_t gpuport_trigger_op(uint64_t w0)
+{
+    return (uint32_t)((w0 >> GPUPORT_TRG_OP_SHIFT) & 0xf);
+}
+
+GPUPORT_HD uint32_t gpuport_trigger_channel(uint64_t w0)
+{
+    return (uint32_t)((w0 >> GPUPORT_TRG_CHAN_SHIFT) & (GPUPORT_TRIGGER_MAX_CHANNELS - 1));
+}
+
+/* Decodes a main trigger; `ext` is the EXT trigger in front of it, or NULL. */
+GPUPORT_HD void gpuport_trigger_decode(const gpuport_trigger_t *t, const gpuport_trigger_t *ext,
+                                       gpuport_op_desc_t *d)
+{
+    uint64_t w0 = t->w[0], w1 = t->w[1];
+    d->op = gpuport_trigger_op(w0);
+    d->channel = gpuport_trigger_channel(w0);
+    d->size = (w0 >> GPUPORT_TRG_SIZE_SHIFT) & 0xffffffffull;
+    d->src_off = (((w0 >> GPUPORT_TRG_SRCHI_SHIFT) & 0x3f) << 32) | (w1 >> 32);
+    d->dst_off = ((w0 & 0x3f) << 32) | (w1 & 0xffffffffull);
+    if (ext) {
+        d->size |= ((ext->w[0] >> GPUPORT_TRG_EXT_SIZE_SHIFT) & 0xfffffull) << 32;
+        d->src_off |= (ext->w[1] >> 32) << GPUPORT_TRG_LOW_OFF_BITS;
+        d->dst_off |= (ext->w[1] & 0x3ffffffull) << GPUPORT_TRG_LOW_OFF_BITS;
+    }
+}
+
+#endif

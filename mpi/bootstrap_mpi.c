@@ -1,0 +1,144 @@
+/* The MPI bootstrap: the only code that includes mpi.h; see gpuport_mpi.h. */
+#include <limits.h>
+#include <stdlib.h>
+
+#include "gpuport/gpuport_mpi.h"
+#include "log.h"
+
+typedef struct mpi_ctx {
+    MPI_Comm comm;
+} mpi_ctx_t;
+
+static gpuport_status_t mpi_status(int rc, const char *call)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+
+    if (rc == MPI_SUCCESS)
+        return GPUPORT_OK;
+    MPI_Error_string(rc, text, &len);
+    log_error("%s failed: %.*s", call, len, text);
+    return GPUPORT_ERR_PEER;
+}
+
+static gpuport_status_t check_bytes(size_t bytes)
+{
+    if (bytes > INT_MAX) {
+        log_error("bootstrap message of %zu bytes is larger than MPI's int count", bytes);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    return GPUPORT_OK;
+}
+
+static gpuport_status_t mpi_allgather(void *ctx, const void *send, void *recv, size_t bytes)
+{
+    mpi_ctx_t *c = ctx;
+    if (check_bytes(bytes))
+        return GPUPORT_ERR_INVALID_ARG;
+    return mpi_status(MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE,
+                                    c->comm),
+                      "MPI_Allgather");
+}
+
+static gpuport_status_t mpi_barrier(void *ctx)
+{
+    mpi_ctx_t *c = ctx;
+    return mpi_status(MPI_Barrier(c->comm), "MPI_Barrier");
+}
+
+static gpuport_status_t mpi_send(void *ctx, int peer, int tag, const void *buf, size_t bytes)
+{
+    mpi_ctx_t *c = ctx;
+    if (check_bytes(bytes))
+        return GPUPORT_ERR_INVALID_ARG;
+    return mpi_status(MPI_Send(buf, (int)bytes, MPI_BYTE, peer, tag, c->comm), "MPI_Send");
+}
+
+static gpuport_status_t mpi_recv(void *ctx, int peer, int tag, void *buf, size_t bytes)
+{
+    mpi_ctx_t *c = ctx;
+    MPI_Status st;
+    int count = 0;
+    gpuport_status_t status;
+
+    if (check_bytes(bytes))
+        return GPUPORT_ERR_INVALID_ARG;
+    status = mpi_status(MPI_Recv(buf, (int)bytes, MPI_BYTE, peer, tag, c->comm, &st), "MPI_Recv");
+    if (status)
+        return status;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    if ((size_t)count != bytes) {
+        log_error("rank %d sent %d bytes where %zu were expected (tag %d): mismatched gpuport "
+                  "versions or set-up order",
+                  peer, count, bytes, tag);
+        return GPUPORT_ERR_VERSION;
+    }
+    return GPUPORT_OK;
+}
+
+static void mpi_destroy(void *ctx)
+{
+    mpi_ctx_t *c = ctx;
+    int finalized = 0;
+
+    MPI_Finalized(&finalized);
+    if (!finalized)
+        MPI_Comm_free(&c->comm);
+    free(c);
+}
+
+gpuport_status_t gpuport_bootstrap_mpi(MPI_Comm comm, gpuport_bootstrap_t *bs_p)
+{
+    gpuport_bootstrap_t bs = {0};
+    mpi_ctx_t *c;
+    MPI_Comm local;
+    int initialized = 0;
+    gpuport_status_t status;
+
+    MPI_Initialized(&initialized);
+    if (!initialized || !bs_p) {
+        log_error("gpuport_bootstrap_mpi: %s", !bs_p ? "bootstrap_p is NULL"
+                                                     : "MPI is not initialized (call MPI_Init first)");
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return GPUPORT_ERR_NO_MEMORY;
+    status = mpi_status(MPI_Comm_dup(comm, &c->comm), "MPI_Comm_dup");
+    if (status) {
+        free(c);
+        return status;
+    }
+    /* Errors come back as codes that gpuport reports, instead of aborting. */
+    MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(c->comm, &bs.rank);
+    MPI_Comm_size(c->comm, &bs.size);
+    status = mpi_status(MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, bs.rank, MPI_INFO_NULL,
+                                            &local),
+                        "MPI_Comm_split_type");
+    if (status) {
+        MPI_Comm_free(&c->comm);
+        free(c);
+        return status;
+    }
+    MPI_Comm_rank(local, &bs.local_rank);
+    MPI_Comm_size(local, &bs.local_size);
+    MPI_Comm_free(&local);
+    bs.ctx = c;
+    bs.allgather = mpi_allgather;
+    bs.barrier = mpi_barrier;
+    bs.send = mpi_send;
+    bs.recv = mpi_recv;
+    bs.destroy = mpi_destroy;
+    *bs_p = bs;
+    return GPUPORT_OK;
+}
+
+gpuport_status_t gpuport_comm_init_mpi(MPI_Comm comm, gpuport_comm_t *comm_p)
+{
+    gpuport_bootstrap_t bs;
+    gpuport_status_t status = gpuport_bootstrap_mpi(comm, &bs);
+    if (status)
+        return status;
+    return gpuport_comm_create(&bs, comm_p);
+}

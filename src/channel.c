@@ -1,0 +1,448 @@
+/*
+ * Port channels, application side: creation (a pairwise exchange of channel
+ * records through the bootstrap), the operations that push triggers into the
+ * FIFO, and the waits on what the proxy publishes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define TAG_CHANNEL 0x4750
+#define TAG_CHANNEL_ACK 0x4751
+/* how often a long wait checks that a same-host peer still exists */
+#define PEER_CHECK_NS (20 * 1000 * 1000ull)
+
+static gpuport_status_t exchange(gpuport_comm_t comm, int peer, int tag, const void *mine,
+                                 void *theirs, size_t bytes)
+{
+    gpuport_status_t status;
+
+    if (peer == comm->rank) {
+        memcpy(theirs, mine, bytes);
+        return GPUPORT_OK;
+    }
+    /* lower rank sends first: blocking sends cannot deadlock */
+    if (comm->rank < peer) {
+        status = comm->bs.send(comm->bs.ctx, peer, tag, mine, bytes);
+        if (!status)
+            status = comm->bs.recv(comm->bs.ctx, peer, tag, theirs, bytes);
+    } else {
+        status = comm->bs.recv(comm->bs.ctx, peer, tag, theirs, bytes);
+        if (!status)
+            status = comm->bs.send(comm->bs.ctx, peer, tag, mine, bytes);
+    }
+    if (status)
+        log_error("bootstrap exchange with rank %d failed: %s", peer, gpuport_status_string(status));
+    return status;
+}
+
+static gpuport_status_t id_alloc(gpuport_comm_t comm, uint32_t *id_p)
+{
+    gpuport_status_t status = GPUPORT_ERR_NO_RESOURCE;
+
+    pthread_mutex_lock(&comm->lock);
+    for (uint32_t i = 0; i < comm->config.max_channels; i++) {
+        if (!comm->id_used[i]) {
+            comm->id_used[i] = 1;
+            *id_p = i;
+            status = GPUPORT_OK;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&comm->lock);
+    if (status)
+        log_error("all %u channels of this communicator are in use (raise GPUPORT_MAX_CHANNELS)",
+                  comm->config.max_channels);
+    return status;
+}
+
+static void id_free(gpuport_comm_t comm, uint32_t id)
+{
+    pthread_mutex_lock(&comm->lock);
+    comm->id_used[id] = 0;
+    pthread_mutex_unlock(&comm->lock);
+}
+
+static gpuport_status_t conn_get(gpuport_comm_t comm, int peer, const gpuport_transport_ops_t *ops,
+                                 gpuport_conn_t **conn_p)
+{
+    gpuport_conn_t *conn;
+    gpuport_status_t status = GPUPORT_OK;
+
+    pthread_mutex_lock(&comm->lock);
+    conn = comm->conns[peer];
+    if (conn && conn->ops != ops) {
+        log_error("rank %d is already connected over %s; GPUPORT_TRANSPORT changed to %s", peer,
+                  conn->ops->name, ops->name);
+        status = GPUPORT_ERR_INVALID_CONFIG;
+    } else if (!conn) {
+        conn = calloc(1, sizeof(*conn));
+        if (!conn) {
+            status = GPUPORT_ERR_NO_MEMORY;
+        } else {
+            conn->comm = comm;
+            conn->peer = peer;
+            conn->ops = ops;
+            status = ops->conn_open(conn);
+            if (status) {
+                free(conn);
+                conn = NULL;
+            } else {
+                comm->conns[peer] = conn;
+            }
+        }
+    }
+    if (!status)
+        conn->refs++;
+    pthread_mutex_unlock(&comm->lock);
+    if (!status)
+        *conn_p = conn;
+    return status;
+}
+
+static int mem_ok(gpuport_comm_t comm, gpuport_mem_t mem)
+{
+    return mem == NULL || mem->comm == comm;
+}
+
+gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_mem_t src,
+                                        gpuport_mem_t dst, gpuport_channel_t *channel_p)
+{
+    gpuport_channel_rec_t mine, theirs;
+    const gpuport_transport_ops_t *ops = NULL;
+    gpuport_conn_t *conn = NULL;
+    gpuport_channel_t ch = NULL;
+    gpuport_pchan_t *pc;
+    gpuport_status_t status, peer_status;
+    int32_t ack, peer_ack;
+    uint32_t id = 0;
+    int have_id = 0;
+
+    if (!comm || !channel_p || peer < 0 || peer >= comm->size || !mem_ok(comm, src) ||
+        !mem_ok(comm, dst)) {
+        log_error("gpuport_channel_create: peer %d must be a rank below %d, and src/dst "
+                  "registrations of this communicator (or NULL)",
+                  peer, comm ? comm->size : 0);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    /* Both sides always reach the exchange, carrying their local result, so
+     * that a failure on one side fails the other too instead of hanging it. */
+    memset(&mine, 0, sizeof(mine));
+    gpuport_record_header_init(&mine.hdr, GPUPORT_REC_CHANNEL, sizeof(mine));
+    status = id_alloc(comm, &id);
+    have_id = status == GPUPORT_OK;
+    if (!status)
+        status = gpuport_transport_select(comm, peer, &ops, mine.why, sizeof(mine.why));
+    if (!status)
+        status = conn_get(comm, peer, ops, &conn);
+    if (!status && !(ch = calloc(1, sizeof(*ch))))
+        status = GPUPORT_ERR_NO_MEMORY;
+    if (status && !mine.why[0])
+        snprintf(mine.why, sizeof(mine.why), "%s", gpuport_status_string(status));
+    mine.status = status;
+    mine.transport = ops ? (uint32_t)ops->kind : 0;
+    mine.channel_id = status ? 0 : id;
+    if (dst)
+        mine.dst = dst->rec;
+
+    peer_status = exchange(comm, peer, TAG_CHANNEL, &mine, &theirs, sizeof(theirs));
+    if (peer_status)
+        goto fail;
+    peer_status = gpuport_record_check(&theirs.hdr, GPUPORT_REC_CHANNEL, sizeof(theirs), peer);
+    if (peer_status)
+        goto fail;
+    if (status)
+        goto fail;
+    if (theirs.status) {
+        log_error("rank %d could not create its side of the channel: %.*s", peer,
+                  (int)sizeof(theirs.why), theirs.why);
+        status = GPUPORT_ERR_PEER;
+        goto fail;
+    }
+    if (theirs.transport != mine.transport) {
+        log_error("rank %d chose transport %s for this channel and this rank chose %s: set "
+                  "GPUPORT_TRANSPORT the same on every rank",
+                  peer, gpuport_transport_name((int)theirs.transport), ops->name);
+        status = GPUPORT_ERR_INVALID_CONFIG;
+        goto fail;
+    }
+
+    pc = &comm->pchans[id];
+    memset(pc, 0, sizeof(*pc));
+    pc->id = id;
+    pc->comm = comm;
+    pc->conn = conn;
+    pc->ops = ops;
+    pc->src_base = src ? src->ptr : NULL;
+    pc->src_size = src ? src->size : 0;
+    pc->peer_pid = comm->procs[peer].pid;
+    pc->state = &comm->states[id];
+    atomic_store(&pc->state->flushed, 0);
+    atomic_store(&pc->state->status, GPUPORT_OK);
+    atomic_store(&comm->ctrl[id].value, 0);
+    atomic_store(&comm->ctrl[id].peer_status, GPUPORT_OK);
+    status = ops->chan_connect(pc, &theirs);
+    /* The second exchange makes both sides agree that both connected. */
+    ack = status;
+    peer_status = exchange(comm, peer, TAG_CHANNEL_ACK, &ack, &peer_ack, sizeof(ack));
+    if (!status && !peer_status && peer_ack) {
+        log_error("rank %d could not connect its side of the channel (%s)", peer,
+                  gpuport_status_string((gpuport_status_t)peer_ack));
+        status = GPUPORT_ERR_PEER;
+    }
+    if (status || peer_status) {
+        ops->chan_disconnect(pc);
+        pc->ops = NULL;
+        goto fail;
+    }
+
+    ch->comm = comm;
+    ch->id = id;
+    ch->peer = peer;
+    ch->pchan = pc;
+    ch->state = pc->state;
+    ch->inbound = &comm->ctrl[id];
+    ch->src_size = pc->src_size;
+    ch->dst_size = theirs.dst.size;
+    ch->peer_pid = pc->peer_pid;
+    ch->peer_same_host = comm->procs[peer].host_id == comm->procs[comm->rank].host_id;
+    comm->chans[id] = ch;
+    atomic_store_explicit(&pc->active, 1, memory_order_release);
+    log_debug("channel %u to rank %d (its channel %u) over %s, source %llu bytes, destination "
+              "%llu bytes",
+              id, peer, theirs.channel_id, ops->name, (unsigned long long)ch->src_size,
+              (unsigned long long)ch->dst_size);
+    *channel_p = ch;
+    return GPUPORT_OK;
+
+fail:
+    free(ch);
+    if (conn) {
+        pthread_mutex_lock(&comm->lock);
+        conn->refs--;
+        pthread_mutex_unlock(&comm->lock);
+    }
+    if (have_id)
+        id_free(comm, id);
+    return status ? status : peer_status;
+}
+
+gpuport_status_t gpuport_channel_push(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
+                                      uint64_t src_off, uint64_t size, uint64_t *pos_p)
+{
+    gpuport_comm_t comm = ch->comm;
+    gpuport_trigger_t t[2];
+    uint32_t n = 0;
+    gpuport_status_t status;
+
+    if (atomic_load_explicit(&comm->proxy.stop, memory_order_acquire))
+        return GPUPORT_ERR_SHUTDOWN;
+    if (gpuport_trigger_needs_ext(src_off, dst_off, size))
+        gpuport_trigger_encode_ext(&t[n++], ch->id, src_off, dst_off, size);
+    gpuport_trigger_encode(&t[n++], op, ch->id, src_off, dst_off, size);
+    status = gpuport_fifo_push(&comm->fifo, t, n, comm->timeout_ns ? comm->timeout_ns : UINT64_MAX,
+                               pos_p);
+    if (status == GPUPORT_ERR_TIMEOUT)
+        log_error("channel %u: the FIFO stayed full for %llu ms; is the proxy thread stuck?",
+                  ch->id, (unsigned long long)comm->config.timeout_ms);
+    return status;
+}
+
+static gpuport_status_t check_put(gpuport_channel_t ch, uint64_t dst_off, uint64_t src_off,
+                                  uint64_t size)
+{
+    if (size > GPUPORT_TRIGGER_SIZE_MAX || src_off > ch->src_size ||
+        size > ch->src_size - src_off || dst_off > ch->dst_size || size > ch->dst_size - dst_off) {
+        log_error("channel %u (to rank %d): put of %llu bytes from source offset %llu to "
+                  "destination offset %llu does not fit (source region %llu bytes, destination "
+                  "region %llu bytes); nothing was queued",
+                  ch->id, ch->peer, (unsigned long long)size, (unsigned long long)src_off,
+                  (unsigned long long)dst_off, (unsigned long long)ch->src_size,
+                  (unsigned long long)ch->dst_size);
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    }
+    return GPUPORT_OK;
+}
+
+static gpuport_status_t channel_state(gpuport_channel_t ch)
+{
+    return (gpuport_status_t)atomic_load_explicit(&ch->state->status, memory_order_acquire);
+}
+
+static gpuport_status_t push_op(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
+                                uint64_t src_off, uint64_t size)
+{
+    uint64_t pos;
+    gpuport_status_t status;
+
+    if (!ch)
+        return GPUPORT_ERR_INVALID_ARG;
+    status = channel_state(ch);
+    if (status)
+        return status;
+    if (op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_SIGNAL) {
+        status = check_put(ch, dst_off, src_off, size);
+        if (status)
+            return status;
+    }
+    return gpuport_channel_push(ch, op, dst_off, src_off, size, &pos);
+}
+
+gpuport_status_t gpuport_channel_put(gpuport_channel_t ch, uint64_t dst_off, uint64_t src_off,
+                                     uint64_t size)
+{
+    return push_op(ch, GPUPORT_OP_PUT, dst_off, src_off, size);
+}
+
+gpuport_status_t gpuport_channel_signal(gpuport_channel_t ch)
+{
+    return push_op(ch, GPUPORT_OP_SIGNAL, 0, 0, 0);
+}
+
+gpuport_status_t gpuport_channel_put_with_signal(gpuport_channel_t ch, uint64_t dst_off,
+                                                 uint64_t src_off, uint64_t size)
+{
+    return push_op(ch, GPUPORT_OP_PUT_SIGNAL, dst_off, src_off, size);
+}
+
+static gpuport_status_t timed_out(gpuport_channel_t ch, const char *what)
+{
+    log_error("channel %u (to rank %d): %s did not complete within GPUPORT_TIMEOUT_MS=%llu", ch->id,
+              ch->peer, what, (unsigned long long)ch->comm->config.timeout_ms);
+    return GPUPORT_ERR_TIMEOUT;
+}
+
+gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
+{
+    uint64_t pos, deadline;
+    uint32_t iter = 0;
+    gpuport_status_t status;
+
+    if (!ch)
+        return GPUPORT_ERR_INVALID_ARG;
+    status = channel_state(ch);
+    if (status)
+        return status;
+    status = gpuport_channel_push(ch, GPUPORT_OP_FLUSH, 0, 0, 0, &pos);
+    if (status)
+        return status;
+    deadline = ch->comm->timeout_ns ? gpuport_now_ns() + ch->comm->timeout_ns : UINT64_MAX;
+    while (atomic_load_explicit(&ch->state->flushed, memory_order_acquire) <= pos) {
+        if ((iter & 1023) == 1023 && gpuport_now_ns() > deadline)
+            return timed_out(ch, "flush");
+        gpuport_wait_backoff(&iter);
+    }
+    return channel_state(ch);
+}
+
+/* Takes one signal if one is there: 1 taken, 0 none, <0 error. */
+static int take_signal(gpuport_channel_t ch)
+{
+    uint64_t consumed = atomic_load_explicit(&ch->consumed, memory_order_relaxed);
+    int32_t peer_status;
+
+    while (atomic_load_explicit(&ch->inbound->value, memory_order_acquire) > consumed) {
+        if (atomic_compare_exchange_weak_explicit(&ch->consumed, &consumed, consumed + 1,
+                                                  memory_order_acq_rel, memory_order_relaxed))
+            return 1;
+    }
+    peer_status = atomic_load_explicit(&ch->inbound->peer_status, memory_order_acquire);
+    if (peer_status) {
+        log_error("channel %u: rank %d's side of the channel failed (%s); no more signals will "
+                  "come",
+                  ch->id, ch->peer, gpuport_status_string((gpuport_status_t)peer_status));
+        return GPUPORT_ERR_PEER;
+    }
+    return 0;
+}
+
+gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p)
+{
+    int rc;
+
+    if (!ch || !ready_p)
+        return GPUPORT_ERR_INVALID_ARG;
+    rc = take_signal(ch);
+    if (rc < 0)
+        return (gpuport_status_t)rc;
+    *ready_p = rc;
+    return GPUPORT_OK;
+}
+
+gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
+{
+    uint64_t start, next_check, deadline;
+    uint32_t iter = 0;
+    int rc;
+
+    if (!ch)
+        return GPUPORT_ERR_INVALID_ARG;
+    rc = take_signal(ch);
+    if (rc)
+        return rc > 0 ? GPUPORT_OK : (gpuport_status_t)rc;
+    start = gpuport_now_ns();
+    next_check = start + PEER_CHECK_NS;
+    deadline = ch->comm->timeout_ns ? start + ch->comm->timeout_ns : UINT64_MAX;
+    for (;;) {
+        rc = take_signal(ch);
+        if (rc)
+            return rc > 0 ? GPUPORT_OK : (gpuport_status_t)rc;
+        if ((++iter & 1023) == 0) {
+            uint64_t now = gpuport_now_ns();
+            if (now > deadline)
+                return timed_out(ch, "wait for the peer's signal");
+            if (now > next_check) {
+                next_check = now + PEER_CHECK_NS;
+                if (ch->peer_same_host && !gpuport_pid_alive(ch->peer_pid)) {
+                    log_error("channel %u: rank %d (pid %d) exited while this rank waited for "
+                              "its signal",
+                              ch->id, ch->peer, ch->peer_pid);
+                    return GPUPORT_ERR_PEER;
+                }
+            }
+        }
+        gpuport_wait_backoff(&iter);
+    }
+}
+
+gpuport_status_t gpuport_channel_status(gpuport_channel_t ch)
+{
+    return ch ? channel_state(ch) : GPUPORT_ERR_INVALID_ARG;
+}
+
+const char *gpuport_channel_transport(gpuport_channel_t ch)
+{
+    return ch && ch->pchan->ops ? ch->pchan->ops->name : "none";
+}
+
+gpuport_status_t gpuport_channel_destroy(gpuport_channel_t ch)
+{
+    gpuport_comm_t comm;
+    gpuport_status_t status = GPUPORT_OK;
+
+    if (!ch)
+        return GPUPORT_ERR_INVALID_ARG;
+    comm = ch->comm;
+    /* Nothing of this channel may still be moving when its entry goes. */
+    if (channel_state(ch) == GPUPORT_OK && !atomic_load(&comm->proxy.stop))
+        status = gpuport_channel_flush(ch);
+    if (status == GPUPORT_ERR_TIMEOUT) {
+        log_error("channel %u: operations still pending at destroy; the channel is kept until "
+                  "the communicator is destroyed",
+                  ch->id);
+        return status;
+    }
+    atomic_store_explicit(&ch->pchan->active, 0, memory_order_release);
+    ch->pchan->ops->chan_disconnect(ch->pchan);
+    ch->pchan->ops = NULL;
+    pthread_mutex_lock(&comm->lock);
+    ch->pchan->conn->refs--;
+    comm->chans[ch->id] = NULL;
+    comm->id_used[ch->id] = 0;
+    pthread_mutex_unlock(&comm->lock);
+    free(ch);
+    return GPUPORT_OK;
+}

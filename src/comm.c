@@ -1,0 +1,278 @@
+/* Communicator creation and destruction; see gpuport.h. */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hostid.h"
+#include "internal.h"
+
+uint64_t gpuport_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void gpuport_wait_backoff(uint32_t *iter)
+{
+    /* Spinning keeps latency low while the wait is short; yielding keeps an
+     * oversubscribed node (more ranks and proxies than cores) moving. */
+    if (++*iter > 128)
+        sched_yield();
+}
+
+int gpuport_pid_alive(int pid)
+{
+    return !(kill(pid, 0) == -1 && errno == ESRCH);
+}
+
+/* Cross-memory attach into this process is allowed for same-user peers
+ * unless Yama restricts ptrace; under scope 1 we name any process as an
+ * allowed tracer, as Open MPI's shared-memory transport does. */
+static uint32_t cma_features(void)
+{
+    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+    int scope = 0;
+
+    if (f) {
+        if (fscanf(f, "%d", &scope) != 1)
+            scope = 0;
+        fclose(f);
+    }
+    if (scope == 1 && prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) != 0) {
+        log_warn("prctl(PR_SET_PTRACER) failed: %s; peers cannot write into this rank's "
+                 "private memory, use gpuport_mem_alloc for destinations",
+                 strerror(errno));
+        return 0;
+    }
+    return scope <= 1 ? GPUPORT_FEATURE_CMA : 0;
+}
+
+static gpuport_status_t ctrl_create(gpuport_comm_t comm)
+{
+    comm->ctrl_size = (size_t)comm->config.max_channels * sizeof(gpuport_sem_slot_t);
+    comm->ctrl_fd = memfd_create("gpuport-ctrl", MFD_CLOEXEC);
+    if (comm->ctrl_fd < 0) {
+        log_error("memfd_create(gpuport-ctrl) failed: %s", strerror(errno));
+        return GPUPORT_ERR_NO_RESOURCE;
+    }
+    if (ftruncate(comm->ctrl_fd, (off_t)comm->ctrl_size) != 0) {
+        log_error("ftruncate(control segment, %zu bytes) failed: %s", comm->ctrl_size,
+                  strerror(errno));
+        goto err_close;
+    }
+    comm->ctrl = mmap(NULL, comm->ctrl_size, PROT_READ | PROT_WRITE, MAP_SHARED, comm->ctrl_fd, 0);
+    if (comm->ctrl == MAP_FAILED) {
+        log_error("mmap(control segment, %zu bytes) failed: %s", comm->ctrl_size, strerror(errno));
+        comm->ctrl = NULL;
+        goto err_close;
+    }
+    return GPUPORT_OK;
+
+err_close:
+    close(comm->ctrl_fd);
+    comm->ctrl_fd = -1;
+    return GPUPORT_ERR_NO_RESOURCE;
+}
+
+static void ctrl_destroy(gpuport_comm_t comm)
+{
+    if (comm->ctrl)
+        munmap(comm->ctrl, comm->ctrl_size);
+    if (comm->ctrl_fd >= 0)
+        close(comm->ctrl_fd);
+}
+
+/* Two rounds: first only headers, whose layout never changes, so that ranks
+ * of different versions fail with a clear message instead of a size
+ * mismatch inside the bootstrap; then the full records. */
+static gpuport_status_t exchange_procs(gpuport_comm_t comm)
+{
+    gpuport_proc_rec_t me;
+    gpuport_rec_header_t *hdrs;
+    gpuport_status_t status = GPUPORT_OK, first = GPUPORT_OK;
+
+    memset(&me, 0, sizeof(me));
+    gpuport_record_header_init(&me.hdr, GPUPORT_REC_PROC, sizeof(me));
+    me.rank = comm->rank;
+    me.pid = getpid();
+    me.host_id = comm->config.host_id ? comm->config.host_id : gpuport_host_id();
+    me.ctrl_fd = comm->ctrl_fd;
+    me.max_channels = comm->config.max_channels;
+    me.ctrl_size = comm->ctrl_size;
+    me.uid = (uint32_t)getuid();
+    me.features = cma_features();
+    gethostname(me.hostname, sizeof(me.hostname) - 1);
+
+    hdrs = calloc((size_t)comm->size, sizeof(*hdrs));
+    comm->procs = calloc((size_t)comm->size, sizeof(*comm->procs));
+    if (!hdrs || !comm->procs) {
+        free(hdrs);
+        return GPUPORT_ERR_NO_MEMORY;
+    }
+    status = comm->bs.allgather(comm->bs.ctx, &me.hdr, hdrs, sizeof(me.hdr));
+    if (status) {
+        log_error("bootstrap allgather of version headers failed: %s",
+                  gpuport_status_string(status));
+        free(hdrs);
+        return status;
+    }
+    for (int r = 0; r < comm->size; r++) {
+        status = gpuport_record_check(&hdrs[r], GPUPORT_REC_PROC, sizeof(me), r);
+        if (status && !first)
+            first = status;
+    }
+    free(hdrs);
+    if (first)
+        return first;
+    status = comm->bs.allgather(comm->bs.ctx, &me, comm->procs, sizeof(me));
+    if (status) {
+        log_error("bootstrap allgather of rank records failed: %s", gpuport_status_string(status));
+        return status;
+    }
+    for (int r = 0; r < comm->size; r++) {
+        if (comm->procs[r].rank != r) {
+            log_error("bootstrap returned rank %d's record in place %d", comm->procs[r].rank, r);
+            return GPUPORT_ERR_INTERNAL;
+        }
+    }
+    return GPUPORT_OK;
+}
+
+static void comm_free(gpuport_comm_t comm)
+{
+    if (comm->conns) {
+        for (int p = 0; p < comm->size; p++) {
+            if (comm->conns[p]) {
+                comm->conns[p]->ops->conn_close(comm->conns[p]);
+                free(comm->conns[p]);
+            }
+        }
+    }
+    if (comm->chans) {
+        for (uint32_t i = 0; i < comm->config.max_channels; i++)
+            free(comm->chans[i]);
+    }
+    gpuport_mem_free_all(comm);
+    free(comm->chans);
+    free(comm->conns);
+    free(comm->id_used);
+    free(comm->states);
+    free(comm->pchans);
+    if (comm->fifo.own_mem)
+        gpuport_fifo_fini(&comm->fifo);
+    ctrl_destroy(comm);
+    free(comm->procs);
+    pthread_mutex_destroy(&comm->lock);
+    if (comm->bs.destroy)
+        comm->bs.destroy(comm->bs.ctx);
+    free(comm);
+}
+
+gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bs, gpuport_comm_t *comm_p)
+{
+    gpuport_comm_t comm;
+    gpuport_config_t config;
+    gpuport_status_t status;
+
+    if (!bs || !comm_p || !bs->allgather || !bs->barrier || !bs->send || !bs->recv ||
+        bs->size < 1 || bs->rank < 0 || bs->rank >= bs->size) {
+        log_error("gpuport_comm_create: bootstrap %p or comm_p %p is invalid (every operation "
+                  "must be set, 0 <= rank < size)",
+                  (const void *)bs, (void *)comm_p);
+        if (bs && bs->destroy)
+            bs->destroy(bs->ctx);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    gpuport_log_set_rank(bs->rank);
+    status = gpuport_config_load(&config);
+    if (status) {
+        bs->destroy(bs->ctx);
+        return status;
+    }
+    gpuport_log_set_level(config.log_level);
+
+    comm = calloc(1, sizeof(*comm));
+    if (!comm) {
+        bs->destroy(bs->ctx);
+        return GPUPORT_ERR_NO_MEMORY;
+    }
+    comm->bs = *bs;
+    comm->config = config;
+    comm->rank = bs->rank;
+    comm->size = bs->size;
+    comm->ctrl_fd = -1;
+    comm->timeout_ns = config.timeout_ms * 1000000ull;
+    pthread_mutex_init(&comm->lock, NULL);
+
+    status = ctrl_create(comm);
+    if (status)
+        goto err;
+    status = exchange_procs(comm);
+    if (status)
+        goto err;
+    status = gpuport_fifo_init(&comm->fifo, config.fifo_size);
+    if (status)
+        goto err;
+    comm->pchans = calloc(config.max_channels, sizeof(*comm->pchans));
+    comm->states = aligned_alloc(64, config.max_channels * sizeof(*comm->states));
+    comm->id_used = calloc(config.max_channels, 1);
+    comm->conns = calloc((size_t)comm->size, sizeof(*comm->conns));
+    comm->chans = calloc(config.max_channels, sizeof(*comm->chans));
+    if (!comm->pchans || !comm->states || !comm->id_used || !comm->conns || !comm->chans) {
+        log_error("cannot allocate tables for %u channels and %d ranks", config.max_channels,
+                  comm->size);
+        status = GPUPORT_ERR_NO_MEMORY;
+        goto err;
+    }
+    memset(comm->states, 0, config.max_channels * sizeof(*comm->states));
+    status = gpuport_proxy_start(comm);
+    if (status)
+        goto err;
+    log_info("communicator ready: rank %d of %d, pid %d, FIFO %u triggers, %u channels max",
+             comm->rank, comm->size, (int)getpid(), config.fifo_size, config.max_channels);
+    *comm_p = comm;
+    return GPUPORT_OK;
+
+err:
+    comm_free(comm);
+    return status;
+}
+
+gpuport_status_t gpuport_comm_destroy(gpuport_comm_t comm)
+{
+    gpuport_status_t status = GPUPORT_OK;
+
+    if (!comm)
+        return GPUPORT_ERR_INVALID_ARG;
+    gpuport_proxy_stop(comm);
+    if (comm->proxy.abandoned)
+        status = GPUPORT_ERR_SHUTDOWN;
+    for (uint32_t i = 0; i < comm->config.max_channels; i++) {
+        gpuport_pchan_t *ch = &comm->pchans[i];
+        if (ch->ops)
+            ch->ops->chan_disconnect(ch);
+    }
+    /* Peers may still be writing into our memory until they have stopped too. */
+    if (comm->bs.barrier(comm->bs.ctx) != GPUPORT_OK)
+        log_warn("bootstrap barrier at communicator destruction failed; releasing anyway");
+    comm_free(comm);
+    return status;
+}
+
+int gpuport_comm_rank(gpuport_comm_t comm)
+{
+    return comm ? comm->rank : -1;
+}
+
+int gpuport_comm_size(gpuport_comm_t comm)
+{
+    return comm ? comm->size : -1;
+}

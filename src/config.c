@@ -1,0 +1,187 @@
+/* The GPUPORT_* configuration table and its parser; see config.h. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fifo.h"
+#include "log.h"
+
+extern char **environ;
+
+static const char *const log_words[] = {"none", "error", "warn", "info", "debug", "trace", NULL};
+static const char *const transport_words[] = {"auto", "shm", "cuda_ipc", "ib", "tcp", NULL};
+
+#define FIELD(f) offsetof(gpuport_config_t, f), sizeof(((gpuport_config_t *)0)->f)
+
+const gpuport_config_var_t gpuport_config_vars[] = {
+    {"GPUPORT_LOG_LEVEL", "warn", GPUPORT_CFG_ENUM, FIELD(log_level), 0, 0, log_words,
+     "messages printed to stderr, each tagged with the rank"},
+    {"GPUPORT_TRANSPORT", "auto", GPUPORT_CFG_ENUM, FIELD(transport), 0, 0, transport_words,
+     "transport for every channel; auto picks per peer, a forced one that cannot reach a peer "
+     "fails at channel creation"},
+    {"GPUPORT_FIFO_SIZE", "1024", GPUPORT_CFG_POW2, FIELD(fifo_size), GPUPORT_FIFO_MIN_SIZE,
+     GPUPORT_FIFO_MAX_SIZE, NULL, "triggers the communicator's FIFO holds"},
+    {"GPUPORT_MAX_CHANNELS", "1024", GPUPORT_CFG_UINT, FIELD(max_channels), 1, 32768, NULL,
+     "port channels one communicator can hold at once"},
+    {"GPUPORT_TIMEOUT_MS", "60000", GPUPORT_CFG_UINT, FIELD(timeout_ms), 0, 86400000ull, NULL,
+     "limit for every blocking call (wait, flush, a full FIFO, draining at destroy); 0 waits "
+     "forever"},
+    {"GPUPORT_SHM_ASYNC_MIN", "256k", GPUPORT_CFG_UINT, FIELD(shm_async_min), 0,
+     (1ull << 52), NULL,
+     "shm puts of at least this many bytes are copied by the flusher thread, not the proxy"},
+    {"GPUPORT_PROXY_IDLE_US", "200", GPUPORT_CFG_UINT, FIELD(proxy_idle_us), 0, 10000000ull,
+     NULL, "microseconds without work after which the proxy stops spinning and backs off"},
+    {"GPUPORT_PROXY_SLEEP_MAX_US", "200", GPUPORT_CFG_UINT, FIELD(proxy_sleep_max_us), 0,
+     100000ull, NULL,
+     "longest sleep of an idle proxy: bounds the latency of the first operation after idle"},
+    {"GPUPORT_HOST_ID", "0", GPUPORT_CFG_HEX64, FIELD(host_id), 0, 0, NULL,
+     "host identity in hex; ranks with equal ids share a host; 0 derives it from the host"},
+};
+
+const size_t gpuport_config_nvars = sizeof(gpuport_config_vars) / sizeof(gpuport_config_vars[0]);
+
+void gpuport_config_describe(const gpuport_config_var_t *var, char *buf, size_t len)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    switch (var->type) {
+    case GPUPORT_CFG_ENUM:
+        for (size_t i = 0; var->words[i] && used < len; i++)
+            used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "|" : "",
+                                     var->words[i]);
+        break;
+    case GPUPORT_CFG_POW2:
+        snprintf(buf, len, "a power of two, %llu..%llu", (unsigned long long)var->min,
+                 (unsigned long long)var->max);
+        break;
+    case GPUPORT_CFG_UINT:
+        snprintf(buf, len, "an integer %llu..%llu (k, m, g suffixes allowed)",
+                 (unsigned long long)var->min, (unsigned long long)var->max);
+        break;
+    case GPUPORT_CFG_HEX64:
+        snprintf(buf, len, "a hexadecimal number of up to 16 digits");
+        break;
+    }
+}
+
+static int parse_uint(const char *s, uint64_t *v_p)
+{
+    char *end;
+    unsigned long long v;
+    uint64_t mult = 1;
+
+    while (isspace((unsigned char)*s))
+        s++;
+    if (!isdigit((unsigned char)*s))
+        return -1;
+    errno = 0;
+    v = strtoull(s, &end, 0);
+    if (errno)
+        return -1;
+    switch (tolower((unsigned char)*end)) {
+    case 'k': mult = 1ull << 10; end++; break;
+    case 'm': mult = 1ull << 20; end++; break;
+    case 'g': mult = 1ull << 30; end++; break;
+    default: break;
+    }
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end != '\0' || (v && mult > UINT64_MAX / v))
+        return -1;
+    *v_p = v * mult;
+    return 0;
+}
+
+static void store(const gpuport_config_var_t *var, gpuport_config_t *config, uint64_t v)
+{
+    char *field = (char *)config + var->offset;
+    if (var->field_size == sizeof(uint64_t))
+        memcpy(field, &v, sizeof(uint64_t));
+    else {
+        uint32_t v32 = (uint32_t)v;
+        memcpy(field, &v32, sizeof(uint32_t));
+    }
+}
+
+gpuport_status_t gpuport_config_parse_var(const gpuport_config_var_t *var, const char *value,
+                                          gpuport_config_t *config)
+{
+    char accepted[256];
+    uint64_t v = 0;
+    int ok = 0;
+
+    switch (var->type) {
+    case GPUPORT_CFG_ENUM:
+        for (uint64_t i = 0; var->words[i]; i++) {
+            if (strcasecmp(value, var->words[i]) == 0) {
+                v = i;
+                ok = 1;
+                break;
+            }
+        }
+        break;
+    case GPUPORT_CFG_UINT:
+    case GPUPORT_CFG_POW2:
+        ok = parse_uint(value, &v) == 0 && v >= var->min && v <= var->max &&
+             (var->type != GPUPORT_CFG_POW2 || (v & (v - 1)) == 0);
+        break;
+    case GPUPORT_CFG_HEX64: {
+        char *end;
+        const char *s = value;
+        if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+            s += 2;
+        errno = 0;
+        v = strtoull(s, &end, 16);
+        ok = *s && isxdigit((unsigned char)*s) && *end == '\0' && errno == 0 && strlen(s) <= 16;
+        break;
+    }
+    }
+    if (!ok) {
+        gpuport_config_describe(var, accepted, sizeof(accepted));
+        log_error("%s=\"%s\" is not valid: expected %s", var->name, value, accepted);
+        return GPUPORT_ERR_INVALID_CONFIG;
+    }
+    store(var, config, v);
+    return GPUPORT_OK;
+}
+
+gpuport_status_t gpuport_config_load(gpuport_config_t *config_p)
+{
+    gpuport_config_t config;
+    gpuport_status_t status = GPUPORT_OK;
+
+    memset(&config, 0, sizeof(config));
+    for (size_t i = 0; i < gpuport_config_nvars; i++) {
+        if (gpuport_config_parse_var(&gpuport_config_vars[i],
+                                     gpuport_config_vars[i].default_value, &config) != GPUPORT_OK)
+            return GPUPORT_ERR_INTERNAL;
+    }
+    /* Every bad variable is reported, not only the first. */
+    for (size_t i = 0; i < gpuport_config_nvars; i++) {
+        const char *value = getenv(gpuport_config_vars[i].name);
+        if (value && gpuport_config_parse_var(&gpuport_config_vars[i], value, &config))
+            status = GPUPORT_ERR_INVALID_CONFIG;
+    }
+    for (char **e = environ; e && *e; e++) {
+        size_t known = 0, len;
+        if (strncmp(*e, "GPUPORT_", 8) != 0)
+            continue;
+        len = strcspn(*e, "=");
+        for (size_t i = 0; i < gpuport_config_nvars && !known; i++)
+            known = strlen(gpuport_config_vars[i].name) == len &&
+                    strncmp(gpuport_config_vars[i].name, *e, len) == 0;
+        /* GPUPORT_TEST_* belongs to the test suite, not the library */
+        if (!known && strncmp(*e, "GPUPORT_TEST_", 13) != 0)
+            log_warn("%.*s is not a gpuport variable and is ignored (gpuport_info -c lists them)",
+                     (int)len, *e);
+    }
+    if (status != GPUPORT_OK)
+        return status;
+    *config_p = config;
+    return GPUPORT_OK;
+}

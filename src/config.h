@@ -1,0 +1,69 @@
+/*
+ * The GPUPORT_* configuration: one declarative table (config.c) is the single
+ * source for parsing, the README's table and gpuport_info. A bad value is an
+ * error naming the variable and the accepted values, never a silent default.
+ * Read once per communicator, on the thread that creates it.
+ */
+#ifndef GPUPORT_CONFIG_H
+#define GPUPORT_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpuport/gpuport.h"
+
+typedef enum {
+    GPUPORT_TRANSPORT_AUTO = 0,
+    GPUPORT_TRANSPORT_SHM,
+    GPUPORT_TRANSPORT_CUDA_IPC,
+    GPUPORT_TRANSPORT_IB,
+    GPUPORT_TRANSPORT_TCP
+} gpuport_transport_kind_t;
+
+typedef struct gpuport_config {
+    int log_level;              /* GPUPORT_LOG_LEVEL */
+    uint32_t fifo_size;         /* GPUPORT_FIFO_SIZE, power of two */
+    int transport;              /* GPUPORT_TRANSPORT, gpuport_transport_kind_t */
+    uint32_t max_channels;      /* GPUPORT_MAX_CHANNELS */
+    uint64_t timeout_ms;        /* GPUPORT_TIMEOUT_MS, 0 = never */
+    uint64_t shm_async_min;     /* GPUPORT_SHM_ASYNC_MIN: puts this large go to the flusher */
+    uint64_t proxy_idle_us;     /* GPUPORT_PROXY_IDLE_US */
+    uint64_t proxy_sleep_max_us; /* GPUPORT_PROXY_SLEEP_MAX_US */
+    uint64_t host_id;           /* GPUPORT_HOST_ID, 0 = derived from the host */
+} gpuport_config_t;
+
+typedef enum {
+    GPUPORT_CFG_UINT,   /* decimal or 0x hex, with optional k/m/g (binary) suffix */
+    GPUPORT_CFG_POW2,   /* UINT that must be a power of two */
+    GPUPORT_CFG_ENUM,   /* one of a list of words */
+    GPUPORT_CFG_HEX64   /* 64-bit hex identifier */
+} gpuport_cfg_type_t;
+
+typedef struct gpuport_config_var {
+    const char *name;
+    const char *default_value;
+    gpuport_cfg_type_t type;
+    size_t offset;         /* field in gpuport_config_t */
+    size_t field_size;     /* 4 or 8 bytes (enums are int) */
+    uint64_t min, max;     /* UINT and POW2 */
+    const char *const *words; /* ENUM: NULL-terminated, value = index */
+    const char *doc;       /* one line */
+} gpuport_config_var_t;
+
+extern const gpuport_config_var_t gpuport_config_vars[];
+extern const size_t gpuport_config_nvars;
+
+/* Parses one value for a table row into the config; on error logs a message
+ * naming the variable, the value and what is accepted. */
+gpuport_status_t gpuport_config_parse_var(const gpuport_config_var_t *var, const char *value,
+                                          gpuport_config_t *config);
+
+/* Defaults, then each GPUPORT_* variable from the environment. An unknown
+ * GPUPORT_* variable (a likely typo) is a warning naming it. */
+gpuport_status_t gpuport_config_load(gpuport_config_t *config_p);
+
+/* Writes the accepted values of a row ("power of two, 64..1048576",
+ * "auto|shm|...") into buf. */
+void gpuport_config_describe(const gpuport_config_var_t *var, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,154 @@
+/* The flusher thread; see flusher.h. */
+#include "flusher.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+/* process_vm_writev moves at most this much per iovec pass; loop for more */
+#define CMA_CHUNK (1ull << 30)
+
+static gpuport_status_t cma_write(int pid, void *dst, const void *src, uint64_t size)
+{
+    while (size > 0) {
+        size_t n = size > CMA_CHUNK ? CMA_CHUNK : (size_t)size;
+        struct iovec local = {(void *)src, n}, remote = {dst, n};
+        ssize_t done = process_vm_writev(pid, &local, 1, &remote, 1, 0);
+        if (done <= 0) {
+            log_error("process_vm_writev(pid %d, %p, %zu bytes) failed: %s", pid, dst, n,
+                      done < 0 ? strerror(errno) : "no progress");
+            return errno == ESRCH ? GPUPORT_ERR_PEER : GPUPORT_ERR_TRANSPORT;
+        }
+        dst = (char *)dst + done;
+        src = (const char *)src + done;
+        size -= (uint64_t)done;
+    }
+    return GPUPORT_OK;
+}
+
+gpuport_status_t gpuport_work_execute(const gpuport_work_t *w)
+{
+    switch (w->kind) {
+    case GPUPORT_WORK_MEMCPY:
+        memcpy(w->dst, w->src, w->size);
+        return GPUPORT_OK;
+    case GPUPORT_WORK_CMA_WRITE:
+        return cma_write(w->pid, w->dst, w->src, w->size);
+    case GPUPORT_WORK_SEM_ADD:
+        atomic_fetch_add_explicit(w->sem, w->value, memory_order_release);
+        return GPUPORT_OK;
+    }
+    log_error("flusher work item of unknown kind %u for channel %u", w->kind, w->channel);
+    return GPUPORT_ERR_INTERNAL;
+}
+
+static void futex_wait(_Atomic int *addr, int expected, long timeout_ns)
+{
+    struct timespec ts = {0, timeout_ns};
+    syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, &ts, NULL, 0);
+}
+
+static void futex_wake(_Atomic int *addr)
+{
+    syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void *flusher_main(void *arg)
+{
+    gpuport_flusher_t *fl = arg;
+    uint32_t idle = 0;
+
+    gpuport_log_set_rank(fl->rank);
+    for (;;) {
+        gpuport_work_t *w = gpuport_ring_peek(&fl->work);
+        if (w) {
+            gpuport_work_done_t done = {w->channel, gpuport_work_execute(w)};
+            /* The proxy never has more items outstanding than `done` holds,
+             * so this push cannot fail. */
+            while (gpuport_ring_push(&fl->done, &done) != 0)
+                ;
+            gpuport_ring_pop(&fl->work);
+            fl->completed++;
+            idle = 0;
+            continue;
+        }
+        if (atomic_load_explicit(&fl->stop, memory_order_acquire))
+            break;
+        if (++idle < 2000)
+            continue;
+        /* Sleep until posted to; the timeout is only a safety net. */
+        atomic_store(&fl->sleeping, 1);
+        if (gpuport_ring_empty(&fl->work) && !atomic_load(&fl->stop))
+            futex_wait(&fl->sleeping, 1, 10 * 1000 * 1000);
+        atomic_store(&fl->sleeping, 0);
+        idle = 0;
+    }
+    return NULL;
+}
+
+gpuport_status_t gpuport_flusher_start(gpuport_flusher_t *fl, uint32_t capacity, int rank)
+{
+    gpuport_status_t status;
+    int rc;
+
+    memset(fl, 0, sizeof(*fl));
+    fl->capacity = capacity;
+    fl->rank = rank;
+    status = gpuport_ring_init(&fl->work, capacity, sizeof(gpuport_work_t));
+    if (status)
+        goto err;
+    status = gpuport_ring_init(&fl->done, capacity, sizeof(gpuport_work_done_t));
+    if (status)
+        goto err_work;
+    rc = pthread_create(&fl->thread, NULL, flusher_main, fl);
+    if (rc) {
+        log_error("pthread_create(flusher) failed: %s", strerror(rc));
+        status = GPUPORT_ERR_NO_RESOURCE;
+        goto err_done;
+    }
+    fl->started = 1;
+    return GPUPORT_OK;
+
+err_done:
+    gpuport_ring_fini(&fl->done);
+err_work:
+    gpuport_ring_fini(&fl->work);
+err:
+    if (status == GPUPORT_ERR_NO_MEMORY)
+        log_error("cannot allocate flusher rings of %u items", capacity);
+    return status;
+}
+
+void gpuport_flusher_post(gpuport_flusher_t *fl, const gpuport_work_t *w)
+{
+    if (gpuport_ring_push(&fl->work, w) != 0) {
+        /* has_room was not checked: a proxy bug, not a runtime condition */
+        log_error("flusher ring full although the proxy counted room (channel %u)", w->channel);
+        return;
+    }
+    fl->outstanding++;
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&fl->sleeping, memory_order_relaxed)) {
+        atomic_store(&fl->sleeping, 0);
+        futex_wake(&fl->sleeping);
+    }
+}
+
+void gpuport_flusher_stop(gpuport_flusher_t *fl)
+{
+    if (!fl->started)
+        return;
+    atomic_store_explicit(&fl->stop, 1, memory_order_release);
+    atomic_store(&fl->sleeping, 0);
+    futex_wake(&fl->sleeping);
+    pthread_join(fl->thread, NULL);
+    fl->started = 0;
+    gpuport_ring_fini(&fl->done);
+    gpuport_ring_fini(&fl->work);
+}

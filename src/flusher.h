@@ -1,0 +1,85 @@
+/*
+ * The flusher thread: executes long or ordered work that the proxy hands it
+ * through a lock-free single-producer ring, in order, and reports each item's
+ * completion through a second ring. On a CPU build its work is host copies
+ * (memcpy into a peer's shared mapping, process_vm_writev into a peer's
+ * private memory) and semaphore increments that must follow them; the CUDA
+ * build adds copy-engine work in a private context. Only the proxy thread
+ * posts work and reads completions.
+ */
+#ifndef GPUPORT_FLUSHER_H
+#define GPUPORT_FLUSHER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "ring.h"
+
+typedef enum {
+    GPUPORT_WORK_MEMCPY = 1,    /* dst <- src, size bytes, both mapped here */
+    GPUPORT_WORK_CMA_WRITE = 2, /* pid's dst <- local src, process_vm_writev */
+    GPUPORT_WORK_SEM_ADD = 3    /* *sem += value, release */
+} gpuport_work_kind_t;
+
+typedef struct gpuport_work {
+    uint32_t kind;
+    uint32_t channel;
+    void *dst;
+    const void *src;
+    uint64_t size;
+    _Atomic uint64_t *sem;
+    uint64_t value;
+    int32_t pid;
+    int32_t reserved;
+} gpuport_work_t;
+
+typedef struct gpuport_work_done {
+    uint32_t channel;
+    int32_t status;
+} gpuport_work_done_t;
+
+typedef struct gpuport_flusher {
+    gpuport_ring_t work; /* proxy -> flusher */
+    gpuport_ring_t done; /* flusher -> proxy, never fuller than `work` allows */
+    uint32_t capacity;
+    uint32_t outstanding; /* proxy's count: posted minus completions read */
+    _Atomic int stop;
+    _Atomic int sleeping;
+    pthread_t thread;
+    int started;
+    int rank;
+    uint64_t completed; /* flusher's count, for stats */
+} gpuport_flusher_t;
+
+/* Executes one work item on the calling thread. Shared with the proxy, which
+ * runs short copies inline. */
+gpuport_status_t gpuport_work_execute(const gpuport_work_t *w);
+
+gpuport_status_t gpuport_flusher_start(gpuport_flusher_t *fl, uint32_t capacity, int rank);
+/* Drains queued work, then joins the thread. */
+void gpuport_flusher_stop(gpuport_flusher_t *fl);
+
+/* Proxy side: room for n more items? */
+static inline int gpuport_flusher_has_room(const gpuport_flusher_t *fl, uint32_t n)
+{
+    return fl->outstanding + n <= fl->capacity;
+}
+
+/* Proxy side: queues one item; the caller checked has_room. Wakes the
+ * flusher if it sleeps. */
+void gpuport_flusher_post(gpuport_flusher_t *fl, const gpuport_work_t *w);
+
+/* Proxy side: next completion or NULL; gpuport_flusher_release frees it. */
+static inline gpuport_work_done_t *gpuport_flusher_poll(gpuport_flusher_t *fl)
+{
+    return (gpuport_work_done_t *)gpuport_ring_peek(&fl->done);
+}
+
+static inline void gpuport_flusher_release(gpuport_flusher_t *fl)
+{
+    gpuport_ring_pop(&fl->done);
+    fl->outstanding--;
+}
+
+#endif

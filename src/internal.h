@@ -1,0 +1,158 @@
+/*
+ * The core's shared definitions: communicator, registrations, connections
+ * and channels. Included by the core and the transports, never installed.
+ *
+ * Each channel exists twice: the application-side handle (gpuport_channel)
+ * that pushes triggers, and the proxy-side entry (gpuport_pchan) in the
+ * communicator's table that the proxy thread owns once it is activated.
+ * They share one gpuport_chan_state_t that the proxy publishes into.
+ */
+#ifndef GPUPORT_INTERNAL_H
+#define GPUPORT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "fifo.h"
+#include "flusher.h"
+#include "gpuport/gpuport.h"
+#include "log.h"
+#include "record.h"
+#include "transport/transport.h"
+
+/* Published by the proxy, read by pushers. One cache line per channel. */
+typedef struct gpuport_chan_state {
+    _Alignas(64) _Atomic uint64_t flushed; /* all ops at FIFO positions < flushed are complete */
+    _Atomic int32_t status;                /* GPUPORT_OK or the channel's error */
+} gpuport_chan_state_t;
+
+/* A channel's inbound semaphore, in the control segment that peers map. */
+typedef struct gpuport_sem_slot {
+    _Alignas(64) _Atomic uint64_t value;
+    _Atomic int32_t peer_status; /* the peer's side of the channel failed */
+} gpuport_sem_slot_t;
+
+typedef struct gpuport_conn {
+    struct gpuport_comm *comm;
+    int peer;
+    const gpuport_transport_ops_t *ops;
+    void *priv; /* the transport's */
+    int refs;   /* channels using it */
+} gpuport_conn_t;
+
+#define GPUPORT_PENDING_FLUSHES 8
+
+/* Proxy-side channel: written by the application thread before activation,
+ * then only by the proxy thread until deactivation. */
+typedef struct gpuport_pchan {
+    _Atomic int active;
+    uint32_t id;
+    struct gpuport_comm *comm;
+    gpuport_conn_t *conn;
+    const gpuport_transport_ops_t *ops;
+    void *src_base;
+    uint64_t src_size;
+    gpuport_remote_region_t dst; /* the peer's destination region */
+    _Atomic uint64_t *remote_sem;    /* the peer's inbound semaphore for us, mapped */
+    _Atomic int32_t *remote_status;  /* where our failures are reported to the peer */
+    int peer_pid;
+    gpuport_chan_state_t *state;
+    /* proxy thread only */
+    uint64_t work_posted;     /* items queued at the flusher */
+    uint64_t work_done;       /* of those, completed */
+    uint32_t nflush;          /* pending flushes in flush_pos/flush_target */
+    uint64_t flush_pos[GPUPORT_PENDING_FLUSHES];
+    uint64_t flush_target[GPUPORT_PENDING_FLUSHES];
+} gpuport_pchan_t;
+
+struct gpuport_mem {
+    struct gpuport_mem *next, *prev; /* the communicator's registrations */
+    struct gpuport_comm *comm;
+    void *ptr;
+    uint64_t size;
+    gpuport_region_rec_t rec; /* how peers reach it */
+};
+
+/* An allocation from gpuport_mem_alloc. */
+typedef struct gpuport_alloc {
+    struct gpuport_alloc *next;
+    void *ptr;
+    size_t size;
+    size_t map_len;
+    int fd;
+} gpuport_alloc_t;
+
+struct gpuport_channel {
+    struct gpuport_comm *comm;
+    uint32_t id;
+    int peer;
+    gpuport_pchan_t *pchan;
+    gpuport_chan_state_t *state;
+    gpuport_sem_slot_t *inbound; /* our semaphore, incremented by the peer */
+    _Atomic uint64_t consumed; /* signals taken by wait/poll */
+    uint64_t src_size;
+    uint64_t dst_size;         /* the peer's destination region */
+    int peer_pid;
+    int peer_same_host;
+};
+
+typedef struct gpuport_proxy {
+    pthread_t thread;
+    int started;
+    _Atomic int stop;
+    _Atomic int exited;
+    uint64_t drain_deadline_ns;
+    gpuport_flusher_t flusher;
+    /* counters, proxy thread only; read after join */
+    uint64_t triggers;
+    uint64_t rejected;
+    uint64_t abandoned;
+} gpuport_proxy_t;
+
+struct gpuport_comm {
+    gpuport_bootstrap_t bs;
+    gpuport_config_t config;
+    int rank;
+    int size;
+    gpuport_proc_rec_t *procs; /* every rank's record, by rank */
+    /* control segment: inbound semaphores, mapped by same-host peers */
+    int ctrl_fd;
+    gpuport_sem_slot_t *ctrl;
+    size_t ctrl_size;
+    gpuport_fifo_t fifo;
+    uint64_t timeout_ns;
+    gpuport_pchan_t *pchans;       /* max_channels */
+    gpuport_chan_state_t *states;  /* max_channels */
+    pthread_mutex_t lock;          /* ids, conns, allocs: application threads */
+    unsigned char *id_used;
+    gpuport_conn_t **conns;        /* by peer, opened on first channel */
+    gpuport_alloc_t *allocs;
+    struct gpuport_mem *mems;
+    struct gpuport_channel **chans; /* handles by id, freed at destroy if left open */
+    gpuport_proxy_t proxy;
+};
+
+/* proxy.c */
+gpuport_status_t gpuport_proxy_start(struct gpuport_comm *comm);
+/* Drains the FIFO and the flusher until the configured timeout, fails what
+ * is left, joins both threads. */
+void gpuport_proxy_stop(struct gpuport_comm *comm);
+
+/* channel.c */
+gpuport_status_t gpuport_channel_push(struct gpuport_channel *ch, uint32_t op, uint64_t dst_off,
+                                      uint64_t src_off, uint64_t size, uint64_t *pos_p);
+
+/* comm.c */
+uint64_t gpuport_now_ns(void);
+/* Backoff for waiting loops on application threads: spin, then yield. */
+void gpuport_wait_backoff(uint32_t *iter);
+/* 0 if the process is gone (same host only) */
+int gpuport_pid_alive(int pid);
+
+/* mem.c */
+gpuport_alloc_t *gpuport_alloc_find(struct gpuport_comm *comm, const void *ptr, size_t size);
+void gpuport_mem_free_all(struct gpuport_comm *comm);
+
+#endif

@@ -1,0 +1,170 @@
+/*
+ * Memory: gpuport_mem_alloc hands out memfd-backed shared memory that
+ * same-host peers map; gpuport_mem_register describes any host range (inside
+ * such an allocation, or private memory that peers reach by cross-memory
+ * attach) so that it can be a channel's source or destination.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+gpuport_status_t gpuport_mem_alloc(gpuport_comm_t comm, size_t size, void **ptr_p)
+{
+    gpuport_alloc_t *a;
+    long page = sysconf(_SC_PAGESIZE);
+
+    if (!comm || !ptr_p || size == 0) {
+        log_error("gpuport_mem_alloc: comm %p, ptr_p %p and size %zu must be set",
+                  (void *)comm, (void *)ptr_p, size);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    a = calloc(1, sizeof(*a));
+    if (!a)
+        return GPUPORT_ERR_NO_MEMORY;
+    a->size = size;
+    a->map_len = (size + (size_t)page - 1) & ~((size_t)page - 1);
+    a->fd = memfd_create("gpuport-mem", MFD_CLOEXEC);
+    if (a->fd < 0) {
+        log_error("memfd_create(gpuport-mem) failed: %s", strerror(errno));
+        goto err_free;
+    }
+    if (ftruncate(a->fd, (off_t)a->map_len) != 0) {
+        log_error("ftruncate(gpuport-mem, %zu bytes) failed: %s", a->map_len, strerror(errno));
+        goto err_close;
+    }
+    a->ptr = mmap(NULL, a->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+    if (a->ptr == MAP_FAILED) {
+        log_error("mmap(gpuport-mem, %zu bytes) failed: %s", a->map_len, strerror(errno));
+        goto err_close;
+    }
+    pthread_mutex_lock(&comm->lock);
+    a->next = comm->allocs;
+    comm->allocs = a;
+    pthread_mutex_unlock(&comm->lock);
+    *ptr_p = a->ptr;
+    return GPUPORT_OK;
+
+err_close:
+    close(a->fd);
+err_free:
+    free(a);
+    return GPUPORT_ERR_NO_MEMORY;
+}
+
+static void alloc_release(gpuport_alloc_t *a)
+{
+    munmap(a->ptr, a->map_len);
+    close(a->fd);
+    free(a);
+}
+
+gpuport_status_t gpuport_mem_free(gpuport_comm_t comm, void *ptr)
+{
+    gpuport_alloc_t **pp, *a = NULL;
+
+    if (!comm || !ptr)
+        return GPUPORT_ERR_INVALID_ARG;
+    pthread_mutex_lock(&comm->lock);
+    for (pp = &comm->allocs; *pp; pp = &(*pp)->next) {
+        if ((*pp)->ptr == ptr) {
+            a = *pp;
+            *pp = a->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&comm->lock);
+    if (!a) {
+        log_error("gpuport_mem_free(%p): not a pointer from gpuport_mem_alloc on this "
+                  "communicator",
+                  ptr);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    alloc_release(a);
+    return GPUPORT_OK;
+}
+
+/* Caller holds comm->lock. */
+gpuport_alloc_t *gpuport_alloc_find(gpuport_comm_t comm, const void *ptr, size_t size)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    for (gpuport_alloc_t *a = comm->allocs; a; a = a->next) {
+        uintptr_t base = (uintptr_t)a->ptr;
+        if (p >= base && p - base <= a->size && size <= a->size - (p - base))
+            return a;
+    }
+    return NULL;
+}
+
+gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t size,
+                                      gpuport_mem_t *mem_p)
+{
+    gpuport_mem_t mem;
+    gpuport_alloc_t *a;
+
+    if (!comm || !mem_p || (!ptr && size)) {
+        log_error("gpuport_mem_register: comm %p, ptr %p (size %zu) and mem_p %p must be set",
+                  (void *)comm, ptr, size, (void *)mem_p);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    mem = calloc(1, sizeof(*mem));
+    if (!mem)
+        return GPUPORT_ERR_NO_MEMORY;
+    mem->comm = comm;
+    mem->ptr = ptr;
+    mem->size = size;
+    mem->rec.addr = (uint64_t)(uintptr_t)ptr;
+    mem->rec.size = size;
+    mem->rec.fd = -1;
+    pthread_mutex_lock(&comm->lock);
+    a = gpuport_alloc_find(comm, ptr, size);
+    if (a) {
+        mem->rec.kind = GPUPORT_REGION_HOST_SHARED;
+        mem->rec.fd = a->fd;
+        mem->rec.fd_offset = (uint64_t)((uintptr_t)ptr - (uintptr_t)a->ptr);
+    } else {
+        mem->rec.kind = GPUPORT_REGION_HOST;
+    }
+    mem->next = comm->mems;
+    if (comm->mems)
+        comm->mems->prev = mem;
+    comm->mems = mem;
+    pthread_mutex_unlock(&comm->lock);
+    log_debug("registered %p, %zu bytes, as %s", ptr, size,
+              a ? "shared memory (peers map it)" : "private memory (peers use CMA)");
+    *mem_p = mem;
+    return GPUPORT_OK;
+}
+
+gpuport_status_t gpuport_mem_deregister(gpuport_mem_t mem)
+{
+    gpuport_comm_t comm;
+
+    if (!mem)
+        return GPUPORT_ERR_INVALID_ARG;
+    comm = mem->comm;
+    pthread_mutex_lock(&comm->lock);
+    if (mem->prev)
+        mem->prev->next = mem->next;
+    else
+        comm->mems = mem->next;
+    if (mem->next)
+        mem->next->prev = mem->prev;
+    pthread_mutex_unlock(&comm->lock);
+    free(mem);
+    return GPUPORT_OK;
+}
+
+void gpuport_mem_free_all(gpuport_comm_t comm)
+{
+    while (comm->mems)
+        gpuport_mem_deregister(comm->mems);
+    while (comm->allocs) {
+        gpuport_alloc_t *a = comm->allocs;
+        comm->allocs = a->next;
+        alloc_release(a);
+    }
+}

@@ -1,0 +1,316 @@
+/*
+ * The proxy thread: consumes the communicator's FIFO, validates and decodes
+ * triggers, has transports carry them out or queues their work at the
+ * flusher, and publishes channel progress. It makes no CUDA call and never
+ * blocks: when the flusher has no room it leaves the trigger in the FIFO and
+ * comes back to it after reading completions.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+/* triggers consumed per pass before completions are read again */
+#define BATCH 64
+
+enum { EXEC_DONE, EXEC_RETRY };
+
+static void chan_fail(gpuport_pchan_t *ch, gpuport_status_t status)
+{
+    int32_t ok = GPUPORT_OK;
+    /* the first error sticks; the peer learns of it so its waiters stop */
+    if (atomic_compare_exchange_strong(&ch->state->status, &ok, (int32_t)status) &&
+        ch->remote_status)
+        atomic_store_explicit(ch->remote_status, (int32_t)status, memory_order_release);
+}
+
+static void publish_flushes(gpuport_pchan_t *ch)
+{
+    uint32_t n = 0;
+    while (n < ch->nflush && ch->work_done >= ch->flush_target[n])
+        n++;
+    if (n == 0)
+        return;
+    atomic_store_explicit(&ch->state->flushed, ch->flush_pos[n - 1] + 1, memory_order_release);
+    memmove(ch->flush_pos, ch->flush_pos + n, (ch->nflush - n) * sizeof(uint64_t));
+    memmove(ch->flush_target, ch->flush_target + n, (ch->nflush - n) * sizeof(uint64_t));
+    ch->nflush -= n;
+}
+
+static void queue_work(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_work_t *w)
+{
+    gpuport_work_t item = *w;
+    item.channel = ch->id;
+    gpuport_flusher_post(&comm->proxy.flusher, &item);
+    ch->work_posted++;
+}
+
+static int range_ok(uint64_t off, uint64_t size, uint64_t region)
+{
+    return off <= region && size <= region - off;
+}
+
+static int exec_put(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_op_desc_t *d)
+{
+    gpuport_work_t w;
+    int rc;
+
+    if (!range_ok(d->src_off, d->size, ch->src_size) ||
+        !range_ok(d->dst_off, d->size, ch->dst.rec.size)) {
+        log_error("channel %u (to rank %d): put of %llu bytes from source offset %llu to "
+                  "destination offset %llu is outside the regions (source %llu bytes, "
+                  "destination %llu bytes); the channel is now in error",
+                  ch->id, ch->conn->peer, (unsigned long long)d->size,
+                  (unsigned long long)d->src_off, (unsigned long long)d->dst_off,
+                  (unsigned long long)ch->src_size, (unsigned long long)ch->dst.rec.size);
+        comm->proxy.rejected++;
+        chan_fail(ch, GPUPORT_ERR_OUT_OF_RANGE);
+        return EXEC_DONE;
+    }
+    if (d->size == 0)
+        return EXEC_DONE;
+    /* A put behind queued work of its channel must queue too: overlapping
+     * puts land in the order they were issued. */
+    memset(&w, 0, sizeof(w));
+    rc = ch->ops->put(ch, d->dst_off, d->src_off, d->size, ch->work_done < ch->work_posted, &w);
+    if (rc == GPUPORT_TRANSPORT_QUEUE)
+        queue_work(comm, ch, &w);
+    else if (rc < 0)
+        chan_fail(ch, (gpuport_status_t)rc);
+    return EXEC_DONE;
+}
+
+static void exec_signal(gpuport_comm_t comm, gpuport_pchan_t *ch)
+{
+    gpuport_work_t w;
+    int rc;
+
+    memset(&w, 0, sizeof(w));
+    rc = ch->ops->signal(ch, ch->work_done < ch->work_posted, &w);
+    if (rc == GPUPORT_TRANSPORT_QUEUE)
+        queue_work(comm, ch, &w);
+    else if (rc < 0)
+        chan_fail(ch, (gpuport_status_t)rc);
+}
+
+static void exec_flush(gpuport_pchan_t *ch, uint64_t pos)
+{
+    if (ch->nflush == 0 && ch->work_done == ch->work_posted) {
+        atomic_store_explicit(&ch->state->flushed, pos + 1, memory_order_release);
+        return;
+    }
+    if (ch->nflush == GPUPORT_PENDING_FLUSHES) {
+        /* Fold into the newest: its waiters wait for a little more work. */
+        ch->flush_pos[ch->nflush - 1] = pos;
+        ch->flush_target[ch->nflush - 1] = ch->work_posted;
+        return;
+    }
+    ch->flush_pos[ch->nflush] = pos;
+    ch->flush_target[ch->nflush] = ch->work_posted;
+    ch->nflush++;
+}
+
+/* Carries out one decoded trigger at FIFO position pos. */
+static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, uint64_t pos)
+{
+    gpuport_pchan_t *ch;
+    int need;
+
+    if (d->channel >= comm->config.max_channels ||
+        !atomic_load_explicit(&comm->pchans[d->channel].active, memory_order_acquire)) {
+        log_error("trigger at FIFO position %llu names channel %u, which does not exist "
+                  "(op %u); dropped",
+                  (unsigned long long)pos, d->channel, d->op);
+        comm->proxy.rejected++;
+        return EXEC_DONE;
+    }
+    ch = &comm->pchans[d->channel];
+    if (d->op == GPUPORT_OP_FLUSH) {
+        exec_flush(ch, pos);
+        return EXEC_DONE;
+    }
+    /* a channel in error carries out nothing more, but its flushes complete
+     * so that waiters wake and see the error */
+    if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) != GPUPORT_OK)
+        return EXEC_DONE;
+    need = d->op == GPUPORT_OP_PUT_SIGNAL ? 2 : 1;
+    if (!gpuport_flusher_has_room(&comm->proxy.flusher, (uint32_t)need))
+        return EXEC_RETRY;
+    switch (d->op) {
+    case GPUPORT_OP_PUT:
+        return exec_put(comm, ch, d);
+    case GPUPORT_OP_SIGNAL:
+        exec_signal(comm, ch);
+        return EXEC_DONE;
+    case GPUPORT_OP_PUT_SIGNAL:
+        exec_put(comm, ch, d);
+        if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) == GPUPORT_OK)
+            exec_signal(comm, ch);
+        return EXEC_DONE;
+    default:
+        log_error("trigger at FIFO position %llu on channel %u has unknown op %u; the channel "
+                  "is now in error",
+                  (unsigned long long)pos, d->channel, d->op);
+        comm->proxy.rejected++;
+        chan_fail(ch, GPUPORT_ERR_INVALID_ARG);
+        return EXEC_DONE;
+    }
+}
+
+static int read_completions(gpuport_comm_t comm)
+{
+    gpuport_work_done_t *c;
+    int n = 0;
+
+    while ((c = gpuport_flusher_poll(&comm->proxy.flusher)) != NULL) {
+        gpuport_pchan_t *ch = &comm->pchans[c->channel];
+        if (c->status != GPUPORT_OK)
+            chan_fail(ch, (gpuport_status_t)c->status);
+        ch->work_done++;
+        publish_flushes(ch);
+        gpuport_flusher_release(&comm->proxy.flusher);
+        n++;
+    }
+    return n;
+}
+
+static int consume_fifo(gpuport_comm_t comm)
+{
+    gpuport_fifo_t *f = &comm->fifo;
+    int n;
+
+    for (n = 0; n < BATCH; n++) {
+        gpuport_trigger_t t[2];
+        gpuport_op_desc_t d;
+        uint32_t used = 1;
+
+        if (!gpuport_fifo_peek(f, 0, &t[0]))
+            break;
+        if (gpuport_trigger_op(t[0].w[0]) == GPUPORT_OP_EXT) {
+            if (!gpuport_fifo_peek(f, 1, &t[1]))
+                break; /* its partner is still being written */
+            gpuport_trigger_decode(&t[1], &t[0], &d);
+            used = 2;
+        } else {
+            gpuport_trigger_decode(&t[0], NULL, &d);
+        }
+        if (execute(comm, &d, f->pos + used - 1) == EXEC_RETRY)
+            break;
+        gpuport_fifo_advance(f, used);
+        comm->proxy.triggers++;
+    }
+    return n;
+}
+
+static int outstanding_work(gpuport_comm_t comm)
+{
+    return comm->proxy.flusher.outstanding > 0;
+}
+
+/* Fails what could not be drained before the deadline, so no waiter hangs
+ * and nothing is dropped without a word. */
+static void abandon(gpuport_comm_t comm)
+{
+    uint64_t left = gpuport_fifo_head(&comm->fifo) - comm->fifo.pos;
+
+    comm->proxy.abandoned = left + comm->proxy.flusher.outstanding;
+    log_error("stopping with %llu trigger(s) not carried out and %u flusher item(s) not "
+              "completed after %llu ms; their channels are failed with 'shutting down'",
+              (unsigned long long)left, comm->proxy.flusher.outstanding,
+              (unsigned long long)comm->config.timeout_ms);
+    for (uint32_t i = 0; i < comm->config.max_channels; i++) {
+        gpuport_pchan_t *ch = &comm->pchans[i];
+        if (atomic_load(&ch->active) &&
+            (ch->work_done < ch->work_posted || ch->nflush > 0 || left > 0))
+            chan_fail(ch, GPUPORT_ERR_SHUTDOWN);
+    }
+}
+
+static void idle_wait(const gpuport_config_t *cfg, uint64_t idle_since, uint32_t *sleep_us)
+{
+    uint64_t idle_ns = gpuport_now_ns() - idle_since;
+    struct timespec ts;
+
+    if (idle_ns < cfg->proxy_idle_us * 1000ull)
+        return; /* spin: work was recent */
+    if (idle_ns < 2 * cfg->proxy_idle_us * 1000ull || cfg->proxy_sleep_max_us == 0) {
+        sched_yield();
+        return;
+    }
+    *sleep_us = *sleep_us ? *sleep_us * 2 : 1;
+    if (*sleep_us > cfg->proxy_sleep_max_us)
+        *sleep_us = (uint32_t)cfg->proxy_sleep_max_us;
+    ts.tv_sec = 0;
+    ts.tv_nsec = (long)*sleep_us * 1000;
+    nanosleep(&ts, NULL);
+}
+
+static void *proxy_main(void *arg)
+{
+    gpuport_comm_t comm = arg;
+    uint64_t idle_since = gpuport_now_ns();
+    uint32_t sleep_us = 0;
+
+    gpuport_log_set_rank(comm->rank);
+    for (;;) {
+        int progressed = read_completions(comm);
+        progressed += consume_fifo(comm);
+        if (progressed) {
+            idle_since = gpuport_now_ns();
+            sleep_us = 0;
+            continue;
+        }
+        if (atomic_load_explicit(&comm->proxy.stop, memory_order_acquire)) {
+            int drained = gpuport_fifo_head(&comm->fifo) == comm->fifo.pos &&
+                          !outstanding_work(comm);
+            if (drained)
+                break;
+            if (gpuport_now_ns() > comm->proxy.drain_deadline_ns) {
+                abandon(comm);
+                break;
+            }
+        }
+        idle_wait(&comm->config, idle_since, &sleep_us);
+    }
+    atomic_store_explicit(&comm->proxy.exited, 1, memory_order_release);
+    return NULL;
+}
+
+gpuport_status_t gpuport_proxy_start(gpuport_comm_t comm)
+{
+    gpuport_status_t status;
+    int rc;
+
+    /* Room for every FIFO entry to need two work items. */
+    status = gpuport_flusher_start(&comm->proxy.flusher, 2 * comm->config.fifo_size, comm->rank);
+    if (status)
+        return status;
+    rc = pthread_create(&comm->proxy.thread, NULL, proxy_main, comm);
+    if (rc) {
+        log_error("pthread_create(proxy) failed: %s", strerror(rc));
+        gpuport_flusher_stop(&comm->proxy.flusher);
+        return GPUPORT_ERR_NO_RESOURCE;
+    }
+    comm->proxy.started = 1;
+    return GPUPORT_OK;
+}
+
+void gpuport_proxy_stop(gpuport_comm_t comm)
+{
+    if (!comm->proxy.started)
+        return;
+    comm->proxy.drain_deadline_ns =
+        comm->config.timeout_ms ? gpuport_now_ns() + comm->config.timeout_ms * 1000000ull
+                                : UINT64_MAX;
+    atomic_store_explicit(&comm->proxy.stop, 1, memory_order_release);
+    pthread_join(comm->proxy.thread, NULL);
+    comm->proxy.started = 0;
+    /* What the proxy abandoned, the flusher may still be copying: it drains
+     * its ring (bounded work) before it exits. */
+    gpuport_flusher_stop(&comm->proxy.flusher);
+    log_debug("proxy stopped: %llu triggers, %llu rejected, %llu abandoned",
+              (unsigned long long)comm->proxy.triggers, (unsigned long long)comm->proxy.rejected,
+              (unsigned long long)comm->proxy.abandoned);
+}

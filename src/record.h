@@ -1,0 +1,80 @@
+/*
+ * Fixed-width, versioned records exchanged through the bootstrap. Every
+ * record starts with a header naming the library version and the record's
+ * type and size; a record from another version is rejected with an error
+ * that names both versions and the peer.
+ */
+#ifndef GPUPORT_RECORD_H
+#define GPUPORT_RECORD_H
+
+#include <stdint.h>
+
+#include "gpuport/gpuport.h"
+
+#define GPUPORT_RECORD_MAGIC 0x54505047u /* "GPPT" */
+/* Bumped whenever any record's layout changes. */
+#define GPUPORT_RECORD_LAYOUT 1
+
+typedef enum {
+    GPUPORT_REC_PROC = 1,    /* one per rank at communicator creation */
+    GPUPORT_REC_CHANNEL = 2  /* one per side at channel creation */
+} gpuport_rec_type_t;
+
+typedef struct gpuport_rec_header {
+    uint32_t magic;
+    uint16_t version_major;
+    uint16_t version_minor;
+    uint16_t version_patch;
+    uint16_t layout;
+    uint16_t type;
+    uint16_t size; /* whole record, header included */
+} gpuport_rec_header_t;
+
+/* Per rank, allgathered at communicator creation. */
+typedef struct gpuport_proc_rec {
+    gpuport_rec_header_t hdr;
+    int32_t rank;
+    int32_t pid;
+    uint64_t host_id;
+    int32_t ctrl_fd;      /* memfd of the control segment (inbound semaphores) */
+    uint32_t max_channels;
+    uint64_t ctrl_size;
+    uint32_t uid;
+    uint32_t features;    /* GPUPORT_FEATURE_* */
+    char hostname[64];
+} gpuport_proc_rec_t;
+
+#define GPUPORT_FEATURE_CMA 0x1u /* peers may process_vm_writev into this rank */
+
+typedef enum {
+    GPUPORT_REGION_NONE = 0,
+    GPUPORT_REGION_HOST = 1,       /* private host memory: reachable by CMA */
+    GPUPORT_REGION_HOST_SHARED = 2 /* memfd-backed host memory: mappable */
+} gpuport_region_kind_t;
+
+typedef struct gpuport_region_rec {
+    uint32_t kind;
+    int32_t fd;       /* HOST_SHARED: memfd in the owner's fd table */
+    uint64_t addr;    /* owner's virtual address */
+    uint64_t size;
+    uint64_t fd_offset; /* HOST_SHARED: offset of addr in the memfd */
+} gpuport_region_rec_t;
+
+/* Exchanged by the two sides of a channel at creation. */
+typedef struct gpuport_channel_rec {
+    gpuport_rec_header_t hdr;
+    int32_t status;       /* the sender's local result so far */
+    uint32_t transport;   /* gpuport_transport_kind_t it chose */
+    uint32_t channel_id;  /* sender's id: its inbound semaphore index */
+    uint32_t reserved;
+    gpuport_region_rec_t dst; /* where the receiver's puts land */
+    char why[128];        /* the sender's error text when status != OK */
+} gpuport_channel_rec_t;
+
+void gpuport_record_header_init(gpuport_rec_header_t *hdr, uint16_t type, uint16_t size);
+
+/* GPUPORT_OK, or GPUPORT_ERR_VERSION (logged, naming versions and peer). */
+gpuport_status_t gpuport_record_check(const gpuport_rec_header_t *hdr, uint16_t type,
+                                      uint16_t size, int peer);
+
+#endif

@@ -1,0 +1,24 @@
+/* Status codes to text. */
+#include "gpuport/gpuport.h"
+
+const char *gpuport_status_string(gpuport_status_t status)
+{
+    switch (status) {
+    case GPUPORT_OK: return "success";
+    case GPUPORT_ERR_INVALID_ARG: return "invalid argument";
+    case GPUPORT_ERR_INVALID_CONFIG: return "invalid GPUPORT_* configuration value";
+    case GPUPORT_ERR_OUT_OF_RANGE: return "offset or size outside the registered region";
+    case GPUPORT_ERR_NOT_SUPPORTED: return "not supported";
+    case GPUPORT_ERR_NO_MEMORY: return "out of memory";
+    case GPUPORT_ERR_NO_RESOURCE: return "out of resources";
+    case GPUPORT_ERR_AGAIN: return "resource temporarily unavailable, try again";
+    case GPUPORT_ERR_TRANSPORT: return "transport failure";
+    case GPUPORT_ERR_PEER: return "peer failure";
+    case GPUPORT_ERR_TIMEOUT: return "timed out";
+    case GPUPORT_ERR_VERSION: return "library version mismatch between ranks";
+    case GPUPORT_ERR_CHANNEL: return "channel is in an error state";
+    case GPUPORT_ERR_SHUTDOWN: return "communicator is shutting down";
+    case GPUPORT_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown status";
+}

@@ -1,0 +1,46 @@
+/* Transport choice per peer; see transport.h. */
+#include <stdio.h>
+
+#include "internal.h"
+
+static const char *const names[] = {"auto", "shm", "cuda_ipc", "ib", "tcp"};
+
+const char *gpuport_transport_name(int kind)
+{
+    return kind >= 0 && kind < (int)(sizeof(names) / sizeof(names[0])) ? names[kind] : "?";
+}
+
+/* Built transports in the order `auto` prefers them. */
+static const gpuport_transport_ops_t *const built[] = {&gpuport_transport_shm};
+#define NBUILT (sizeof(built) / sizeof(built[0]))
+
+gpuport_status_t gpuport_transport_select(gpuport_comm_t comm, int peer,
+                                          const gpuport_transport_ops_t **ops_p, char *why,
+                                          size_t len)
+{
+    int want = comm->config.transport;
+    char reason[160];
+    size_t used = 0;
+
+    for (size_t i = 0; i < NBUILT; i++) {
+        if (want != GPUPORT_TRANSPORT_AUTO && want != built[i]->kind)
+            continue;
+        if (built[i]->reachable(comm, peer, reason, sizeof(reason))) {
+            *ops_p = built[i];
+            return GPUPORT_OK;
+        }
+        used += (size_t)snprintf(why + used, used < len ? len - used : 0, "%s%s: %s",
+                                 used ? "; " : "", built[i]->name, reason);
+    }
+    if (want != GPUPORT_TRANSPORT_AUTO && used == 0) {
+        snprintf(why, len, "GPUPORT_TRANSPORT=%s is not available in this build of gpuport "
+                 "(built: shm)", gpuport_transport_name(want));
+        log_error("cannot connect rank %d to rank %d: %s", comm->rank, peer, why);
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    if (used == 0)
+        snprintf(why, len, "no transport is built");
+    log_error("cannot connect rank %d to rank %d with GPUPORT_TRANSPORT=%s: %s", comm->rank, peer,
+              gpuport_transport_name(want), why);
+    return GPUPORT_ERR_NOT_SUPPORTED;
+}
