@@ -318,7 +318,7 @@ static gpuport_status_t timed_out(gpuport_channel_t ch, const char *what)
 gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
 {
     uint64_t pos, deadline;
-    uint32_t iter = 0;
+    uint32_t iter = 0, polls = 0;
     gpuport_status_t status;
 
     if (!ch)
@@ -331,7 +331,7 @@ gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
         return status;
     deadline = ch->comm->timeout_ns ? gpuport_now_ns() + ch->comm->timeout_ns : UINT64_MAX;
     while (atomic_load_explicit(&ch->state->flushed, memory_order_acquire) <= pos) {
-        if ((iter & 1023) == 1023 && gpuport_now_ns() > deadline)
+        if ((++polls & 1023) == 0 && gpuport_now_ns() > deadline)
             return timed_out(ch, "flush");
         gpuport_wait_backoff(&iter);
     }
@@ -375,7 +375,7 @@ gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p)
 gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
 {
     uint64_t start, next_check, deadline;
-    uint32_t iter = 0;
+    uint32_t iter = 0, polls = 0;
     int rc;
 
     if (!ch)
@@ -390,7 +390,7 @@ gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
         rc = take_signal(ch);
         if (rc)
             return rc > 0 ? GPUPORT_OK : (gpuport_status_t)rc;
-        if ((++iter & 1023) == 0) {
+        if ((++polls & 1023) == 0) {
             uint64_t now = gpuport_now_ns();
             if (now > deadline)
                 return timed_out(ch, "wait for the peer's signal");

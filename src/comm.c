@@ -30,7 +30,20 @@ void gpuport_wait_backoff(uint32_t *iter)
 
 int gpuport_pid_alive(int pid)
 {
-    return !(kill(pid, 0) == -1 && errno == ESRCH);
+    char path[64], buf[256], *state;
+    FILE *f;
+    size_t n;
+
+    /* kill(pid, 0) succeeds on a zombie, which has exited all the same */
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    f = fopen(path, "r");
+    if (!f)
+        return !(kill(pid, 0) == -1 && errno == ESRCH);
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    state = strrchr(buf, ')'); /* the command name may hold spaces */
+    return !(state && (state[2] == 'Z' || state[2] == 'X'));
 }
 
 /* Cross-memory attach into this process is allowed for same-user peers

@@ -1,0 +1,195 @@
+/*
+ * Channels between real processes (fork + socketpair bootstrap, no MPI) and
+ * the lifecycle cases that need them: cross-memory attach and shared
+ * mappings across address spaces, a peer that dies while we wait or put,
+ * destroy draining queued work, and destroy failing (not dropping) work that
+ * cannot drain. Also a channel to oneself.
+ */
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "internal.h"
+#include "local_bootstrap.h"
+#include "pair_bootstrap.h"
+
+#define REGION (8u << 20)
+
+static unsigned char pat(int rank, uint64_t i)
+{
+    return (unsigned char)(rank * 101 + (int)(i * 7 % 253));
+}
+
+typedef struct side {
+    gpuport_comm_t comm;
+    unsigned char *src, *dst;
+    gpuport_mem_t msrc, mdst;
+    gpuport_channel_t ch;
+    int use_malloc;
+} side_t;
+
+static void side_open(side_t *s, gpuport_bootstrap_t *bs, int use_malloc)
+{
+    memset(s, 0, sizeof(*s));
+    s->use_malloc = use_malloc;
+    CHECK_OK(gpuport_comm_create(bs, &s->comm));
+    if (use_malloc) {
+        s->src = malloc(REGION);
+        s->dst = malloc(REGION);
+        CHECK(s->src && s->dst);
+    } else {
+        CHECK_OK(gpuport_mem_alloc(s->comm, REGION, (void **)&s->src));
+        CHECK_OK(gpuport_mem_alloc(s->comm, REGION, (void **)&s->dst));
+    }
+    for (uint64_t i = 0; i < REGION; i++)
+        s->src[i] = pat(gpuport_comm_rank(s->comm), i);
+    memset(s->dst, 0, REGION);
+    CHECK_OK(gpuport_mem_register(s->comm, s->src, REGION, &s->msrc));
+    CHECK_OK(gpuport_mem_register(s->comm, s->dst, REGION, &s->mdst));
+    CHECK_OK(gpuport_channel_create(s->comm, 1 - gpuport_comm_rank(s->comm), s->msrc, s->mdst,
+                                    &s->ch));
+}
+
+static void verify(const unsigned char *dst, int from, uint64_t off, uint64_t size)
+{
+    for (uint64_t i = off; i < off + size; i++)
+        CHECK_MSG(dst[i] == pat(from, i), "byte %llu: 0x%02x, expected 0x%02x",
+                  (unsigned long long)i, dst[i], pat(from, i));
+}
+
+/* Both directions; sizes on both sides of GPUPORT_SHM_ASYNC_MIN. */
+static int cross_process(gpuport_bootstrap_t *bs, int use_malloc)
+{
+    static const uint64_t sizes[] = {1, 4096, 300000, 3u << 20};
+    side_t s;
+    int rank = bs->rank;
+    uint64_t off = 0;
+
+    side_open(&s, bs, use_malloc);
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        CHECK_OK(gpuport_channel_put_with_signal(s.ch, off, off, sizes[k]));
+        CHECK_OK(gpuport_channel_wait(s.ch));
+        verify(s.dst, 1 - rank, off, sizes[k]);
+        off += sizes[k];
+    }
+    for (uint64_t i = off; i < REGION; i++)
+        CHECK_MSG(s.dst[i] == 0, "byte %llu past the written range changed", (unsigned long long)i);
+    CHECK_OK(gpuport_channel_flush(s.ch));
+    CHECK_OK(gpuport_comm_destroy(s.comm));
+    return 0;
+}
+
+/* The child dies without a word; the parent's wait must end with a peer
+ * error well before the timeout, and a put into the dead child's private
+ * memory must fail the channel. */
+static int peer_dies(gpuport_bootstrap_t *bs, int use_malloc)
+{
+    side_t s;
+    uint64_t t0;
+
+    side_open(&s, bs, use_malloc);
+    if (bs->rank == 1)
+        _exit(0);
+    t0 = gpuport_now_ns();
+    CHECK_STATUS(gpuport_channel_wait(s.ch), GPUPORT_ERR_PEER);
+    CHECK_MSG(gpuport_now_ns() - t0 < 5000000000ull, "took %llu ms",
+              (unsigned long long)((gpuport_now_ns() - t0) / 1000000));
+    if (use_malloc) {
+        CHECK_OK(gpuport_channel_put(s.ch, 0, 0, 64));
+        CHECK_STATUS(gpuport_channel_flush(s.ch), GPUPORT_ERR_PEER);
+    }
+    /* destroy's closing barrier fails (the peer is gone); destroy still returns */
+    CHECK_OK(gpuport_comm_destroy(s.comm));
+    return 0;
+}
+
+/* Queued puts are carried out by destroy, not dropped: the sender destroys
+ * right after queueing; the receiver still gets every byte. */
+static int drain_at_destroy(gpuport_bootstrap_t *bs, int use_malloc)
+{
+    side_t s;
+    const uint64_t chunk = 1u << 20;
+
+    side_open(&s, bs, use_malloc);
+    if (bs->rank == 0) {
+        for (uint64_t off = 0; off < REGION; off += chunk)
+            CHECK_OK(gpuport_channel_put(s.ch, off, off, chunk));
+        CHECK_OK(gpuport_channel_signal(s.ch));
+        CHECK_OK(gpuport_comm_destroy(s.comm));
+    } else {
+        CHECK_OK(gpuport_channel_wait(s.ch));
+        verify(s.dst, 0, 0, REGION);
+        CHECK_OK(gpuport_comm_destroy(s.comm));
+    }
+    return 0;
+}
+
+static int run_pair(int (*fn)(gpuport_bootstrap_t *, int), int use_malloc, const char *name)
+{
+    gpuport_bootstrap_t bs;
+    pid_t child;
+    int rank = pair_fork(&bs, &child);
+
+    CHECK(rank >= 0);
+    if (rank == 1)
+        _exit(fn(&bs, use_malloc));
+    CHECK_MSG(fn(&bs, use_malloc) == 0, "%s: parent failed", name);
+    CHECK_MSG(pair_join(child) == 0, "%s (malloc %d): child failed", name, use_malloc);
+    printf("PASS %s (%s)\n", name, use_malloc ? "malloc, cross-memory attach" : "shared mapping");
+    return 0;
+}
+
+/* One rank, a channel to itself; then a FIFO slot reserved but never
+ * written (a producer that died mid-push): destroy must give up after
+ * GPUPORT_TIMEOUT_MS and say so, failing the work instead of hanging. */
+static int self_and_abandon(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
+{
+    side_t s;
+    uint64_t t0, ms;
+
+    (void)rank;
+    (void)size;
+    (void)arg;
+    memset(&s, 0, sizeof(s));
+    CHECK_OK(gpuport_comm_create(bs, &s.comm));
+    CHECK_OK(gpuport_mem_alloc(s.comm, 4096, (void **)&s.src));
+    CHECK_OK(gpuport_mem_alloc(s.comm, 4096, (void **)&s.dst));
+    memset(s.src, 0x5a, 4096);
+    memset(s.dst, 0, 4096);
+    CHECK_OK(gpuport_mem_register(s.comm, s.src, 4096, &s.msrc));
+    CHECK_OK(gpuport_mem_register(s.comm, s.dst, 4096, &s.mdst));
+    CHECK_OK(gpuport_channel_create(s.comm, 0, s.msrc, s.mdst, &s.ch));
+    CHECK_OK(gpuport_channel_put_with_signal(s.ch, 100, 0, 1000));
+    CHECK_OK(gpuport_channel_wait(s.ch));
+    for (int i = 0; i < 4096; i++)
+        CHECK(s.dst[i] == (i >= 100 && i < 1100 ? 0x5a : 0));
+
+    atomic_fetch_add(s.comm->fifo.head, 1);
+    CHECK_OK(gpuport_channel_signal(s.ch));
+    t0 = gpuport_now_ns();
+    CHECK_STATUS(gpuport_comm_destroy(s.comm), GPUPORT_ERR_SHUTDOWN);
+    ms = (gpuport_now_ns() - t0) / 1000000;
+    CHECK_MSG(ms >= 250 && ms < 5000, "destroy took %llu ms with GPUPORT_TIMEOUT_MS=300",
+              (unsigned long long)ms);
+    return 0;
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IONBF, 0);
+    setenv("GPUPORT_TIMEOUT_MS", "30000", 1);
+    for (int m = 0; m <= 1; m++) {
+        run_pair(cross_process, m, "cross-process");
+        run_pair(drain_at_destroy, m, "drain-at-destroy");
+    }
+    setenv("GPUPORT_LOG_LEVEL", "none", 1);
+    for (int m = 0; m <= 1; m++)
+        run_pair(peer_dies, m, "peer-dies");
+    setenv("GPUPORT_TIMEOUT_MS", "300", 1);
+    CHECK(local_run(1, self_and_abandon, NULL) == 0);
+    printf("PASS self-channel and abandon-at-destroy\n");
+    return 0;
+}
