@@ -79,8 +79,15 @@ static int parse_uint(const char *s, uint64_t *v_p)
         s++;
     if (!isdigit((unsigned char)*s))
         return -1;
+    /* decimal, or hex with 0x: a leading zero is not octal */
     errno = 0;
-    v = strtoull(s, &end, 0);
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        if (!isxdigit((unsigned char)s[2]))
+            return -1;
+        v = strtoull(s + 2, &end, 16);
+    } else {
+        v = strtoull(s, &end, 10);
+    }
     if (errno)
         return -1;
     switch (tolower((unsigned char)*end)) {
@@ -137,7 +144,8 @@ gpuport_status_t gpuport_config_parse_var(const gpuport_config_var_t *var, const
             s += 2;
         errno = 0;
         v = strtoull(s, &end, 16);
-        ok = *s && isxdigit((unsigned char)*s) && *end == '\0' && errno == 0 && strlen(s) <= 16;
+        ok = *s && strspn(s, "0123456789abcdefABCDEF") == strlen(s) && *end == '\0' &&
+             errno == 0 && strlen(s) <= 16;
         break;
     }
     }

@@ -69,8 +69,11 @@ gpuport_status_t gpuport_fifo_push(gpuport_fifo_t *fifo, const gpuport_trigger_t
         }
         if (timeout_ns == 0)
             return GPUPORT_ERR_AGAIN;
-        if (deadline == 0)
-            deadline = now_ns() + timeout_ns;
+        if (deadline == 0) {
+            uint64_t now = now_ns();
+            /* a "forever" timeout must not wrap into the past */
+            deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
+        }
         else if ((++spins & 255) == 0 && now_ns() > deadline)
             return GPUPORT_ERR_TIMEOUT;
         if (spins > 64)

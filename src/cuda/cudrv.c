@@ -1,0 +1,107 @@
+/* Run-time loading of the CUDA driver; see cudrv.h. */
+#include "cuda/cudrv.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+
+/* The API version whose symbol variants we were compiled against. */
+#define CU_API_VERSION CUDA_VERSION
+
+gpuport_cudrv_t gpuport_cu;
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static gpuport_status_t load_status = GPUPORT_ERR_NOT_SUPPORTED;
+static char load_why[256] = "not loaded";
+static int device_count;
+
+typedef CUresult (*get_proc_t)(const char *, void **, int, cuuint64_t,
+                               CUdriverProcAddressQueryResult *);
+
+static void load(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    get_proc_t get_proc;
+    CUresult rc;
+
+    if (!lib) {
+        snprintf(load_why, sizeof(load_why), "no CUDA driver: dlopen(libcuda.so.1): %s", dlerror());
+        return;
+    }
+    get_proc = (get_proc_t)dlsym(lib, "cuGetProcAddress_v2");
+    if (!get_proc) {
+        snprintf(load_why, sizeof(load_why),
+                 "the CUDA driver is too old: it lacks cuGetProcAddress_v2 (CUDA 12 or newer needed)");
+        return;
+    }
+#define GPUPORT_CU_RESOLVE(name)                                                                \
+    do {                                                                                        \
+        CUdriverProcAddressQueryResult q;                                                       \
+        void *fn = NULL;                                                                        \
+        if (get_proc(#name, &fn, CU_API_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &q) !=            \
+                CUDA_SUCCESS ||                                                                 \
+            !fn) {                                                                              \
+            snprintf(load_why, sizeof(load_why),                                                \
+                     "the CUDA driver lacks %s for API version %d (query result %d)", #name,    \
+                     CU_API_VERSION, (int)q);                                                   \
+            return;                                                                             \
+        }                                                                                       \
+        gpuport_cu.name = (__typeof__(gpuport_cu.name))fn;                                      \
+    } while (0);
+    GPUPORT_CU_FUNCS(GPUPORT_CU_RESOLVE)
+#undef GPUPORT_CU_RESOLVE
+    rc = gpuport_cu.cuInit(0);
+    if (rc != CUDA_SUCCESS) {
+        const char *text = NULL;
+        gpuport_cu.cuGetErrorString(rc, &text);
+        snprintf(load_why, sizeof(load_why), "cuInit failed: %s (%d)", text ? text : "?", (int)rc);
+        return;
+    }
+    rc = gpuport_cu.cuDeviceGetCount(&device_count);
+    if (rc != CUDA_SUCCESS || device_count == 0) {
+        device_count = 0;
+        snprintf(load_why, sizeof(load_why), "the CUDA driver sees no device");
+        return;
+    }
+    load_status = GPUPORT_OK;
+    load_why[0] = '\0';
+}
+
+gpuport_status_t gpuport_cudrv_load(char *why, size_t len)
+{
+    pthread_once(&load_once, load);
+    if (load_status && why && len)
+        snprintf(why, len, "%s", load_why);
+    return load_status;
+}
+
+int gpuport_cudrv_device_count(void)
+{
+    return load_status == GPUPORT_OK ? device_count : 0;
+}
+
+gpuport_status_t gpuport_cu_status(CUresult rc, const char *call, const char *file, int line)
+{
+    const char *name = NULL, *text = NULL;
+
+    if (rc == CUDA_SUCCESS)
+        return GPUPORT_OK;
+    if (rc == CUDA_ERROR_NOT_READY)
+        return GPUPORT_ERR_AGAIN;
+    gpuport_cu.cuGetErrorName(rc, &name);
+    gpuport_cu.cuGetErrorString(rc, &text);
+    if (GPUPORT_LOG_ERROR <= gpuport_log_level_current)
+        gpuport_log_write(GPUPORT_LOG_ERROR, file, line, "%s failed: %s (%s)", call,
+                          text ? text : "?", name ? name : "?");
+    switch (rc) {
+    case CUDA_ERROR_OUT_OF_MEMORY: return GPUPORT_ERR_NO_MEMORY;
+    case CUDA_ERROR_INVALID_VALUE:
+    case CUDA_ERROR_INVALID_HANDLE: return GPUPORT_ERR_INVALID_ARG;
+    case CUDA_ERROR_NOT_SUPPORTED:
+    case CUDA_ERROR_PEER_ACCESS_UNSUPPORTED: return GPUPORT_ERR_NOT_SUPPORTED;
+    default: return GPUPORT_ERR_TRANSPORT;
+    }
+}

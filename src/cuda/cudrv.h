@@ -1,0 +1,82 @@
+/*
+ * The CUDA driver, loaded at run time: libcuda.so.1 is dlopen()ed on first
+ * use and every entry point is resolved through cuGetProcAddress, so a CUDA
+ * build of gpuport loads and runs its host path on machines without a GPU
+ * or driver. Calls go through CU_CALL, which turns a CUresult into a
+ * gpuport_status_t and logs the failing call's text once.
+ *
+ * Only the flusher and GPU set-up code (application thread) may call these;
+ * the proxy thread never does.
+ */
+#ifndef GPUPORT_CUDRV_H
+#define GPUPORT_CUDRV_H
+
+#include <cuda.h>
+
+#include "gpuport/gpuport.h"
+
+#define GPUPORT_CU_FUNCS(X)                                                                     \
+    X(cuInit)                                                                                   \
+    X(cuDriverGetVersion)                                                                       \
+    X(cuGetErrorString)                                                                         \
+    X(cuGetErrorName)                                                                           \
+    X(cuDeviceGetCount)                                                                         \
+    X(cuDeviceGet)                                                                              \
+    X(cuDeviceGetAttribute)                                                                     \
+    X(cuDeviceGetPCIBusId)                                                                      \
+    X(cuDeviceGetUuid)                                                                          \
+    X(cuDevicePrimaryCtxRetain)                                                                 \
+    X(cuDevicePrimaryCtxRelease)                                                                \
+    X(cuCtxCreate)                                                                              \
+    X(cuCtxDestroy)                                                                             \
+    X(cuCtxSetCurrent)                                                                          \
+    X(cuCtxGetCurrent)                                                                          \
+    X(cuCtxGetDevice)                                                                           \
+    X(cuMemAlloc)                                                                               \
+    X(cuMemFree)                                                                                \
+    X(cuMemHostAlloc)                                                                           \
+    X(cuMemFreeHost)                                                                            \
+    X(cuMemHostGetDevicePointer)                                                                \
+    X(cuMemGetAddressRange)                                                                     \
+    X(cuMemcpyHtoD)                                                                             \
+    X(cuMemcpyDtoH)                                                                             \
+    X(cuMemsetD8)                                                                               \
+    X(cuPointerGetAttribute)                                                                    \
+    X(cuIpcGetMemHandle)                                                                        \
+    X(cuIpcOpenMemHandle)                                                                       \
+    X(cuIpcCloseMemHandle)                                                                      \
+    X(cuStreamCreate)                                                                           \
+    X(cuStreamDestroy)                                                                          \
+    X(cuStreamQuery)                                                                            \
+    X(cuStreamSynchronize)                                                                      \
+    X(cuMemcpyDtoDAsync)                                                                        \
+    X(cuMemcpyHtoDAsync)                                                                        \
+    X(cuStreamWriteValue64)                                                                     \
+    X(cuEventCreate)                                                                            \
+    X(cuEventRecord)                                                                            \
+    X(cuEventQuery)                                                                             \
+    X(cuEventDestroy)                                                                           \
+    X(cuThreadExchangeStreamCaptureMode)
+
+/* One pointer per entry point, typed from cuda.h's own prototype (the
+ * macros there select the current versioned symbol, e.g. cuCtxCreate_v4). */
+typedef struct gpuport_cudrv {
+#define GPUPORT_CU_FIELD(name) __typeof__(name) *name;
+    GPUPORT_CU_FUNCS(GPUPORT_CU_FIELD)
+#undef GPUPORT_CU_FIELD
+} gpuport_cudrv_t;
+
+extern gpuport_cudrv_t gpuport_cu;
+
+/* Loads the driver once; GPUPORT_ERR_NOT_SUPPORTED (with the reason in why)
+ * when there is no driver or no device. Thread-safe. */
+gpuport_status_t gpuport_cudrv_load(char *why, size_t len);
+
+/* Number of devices after a successful load, else 0. */
+int gpuport_cudrv_device_count(void);
+
+gpuport_status_t gpuport_cu_status(CUresult rc, const char *call, const char *file, int line);
+
+#define CU_CALL(fn, args) gpuport_cu_status(gpuport_cu.fn args, #fn #args, __FILE__, __LINE__)
+
+#endif

@@ -1,0 +1,499 @@
+/*
+ * Configuration is the library's user interface on a cluster: a value that is
+ * misread, silently replaced by a default, or rejected with a vague message
+ * costs a job. Every row of the table is driven through gpuport_config_load
+ * from the environment: defaults, accepted spellings, rejected values (config
+ * untouched, message naming variable, value and what is accepted), several
+ * errors at once, typo warnings, and the table's own consistency.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "config.h"
+#include "fifo.h"
+#include "log.h"
+
+extern char **environ;
+
+#define SENTINEL 0xa5
+
+static gpuport_config_t defaults;
+
+/* ---- stderr capture: the library logs there ---- */
+
+static FILE *cap_file;
+static int saved_stderr = -1;
+static char cap_buf[65536];
+
+static void capture_begin(void)
+{
+    cap_file = tmpfile();
+    CHECK(cap_file != NULL);
+    fflush(stderr);
+    saved_stderr = dup(STDERR_FILENO);
+    CHECK(saved_stderr >= 0);
+    CHECK(dup2(fileno(cap_file), STDERR_FILENO) == STDERR_FILENO);
+}
+
+static const char *capture_end(void)
+{
+    size_t n;
+
+    fflush(stderr);
+    CHECK(dup2(saved_stderr, STDERR_FILENO) == STDERR_FILENO);
+    close(saved_stderr);
+    rewind(cap_file);
+    n = fread(cap_buf, 1, sizeof(cap_buf) - 1, cap_file);
+    cap_buf[n] = '\0';
+    fclose(cap_file);
+    return cap_buf;
+}
+
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* ---- helpers ---- */
+
+static void clean_env(void)
+{
+    char names[64][128];
+    int n = 0;
+
+    for (char **e = environ; e && *e && n < 64; e++) {
+        size_t len = strcspn(*e, "=");
+        if (strncmp(*e, "GPUPORT_", 8) == 0 && len < sizeof(names[0])) {
+            memcpy(names[n], *e, len);
+            names[n++][len] = '\0';
+        }
+    }
+    for (int i = 0; i < n; i++)
+        unsetenv(names[i]);
+    for (char **e = environ; e && *e; e++)
+        CHECK(strncmp(*e, "GPUPORT_", 8) != 0);
+}
+
+static uint64_t field_get(const gpuport_config_t *c, const gpuport_config_var_t *var)
+{
+    const char *field = (const char *)c + var->offset;
+    if (var->field_size == sizeof(uint64_t)) {
+        uint64_t v;
+        memcpy(&v, field, sizeof(v));
+        return v;
+    }
+    uint32_t v32;
+    memcpy(&v32, field, sizeof(v32));
+    return v32;
+}
+
+/* Loads with name=value as the only GPUPORT_ variable; the config starts as
+ * a sentinel pattern so that a write on failure shows. */
+static gpuport_status_t load_one(const char *name, const char *value, gpuport_config_t *c,
+                                 const char **log_p)
+{
+    gpuport_status_t status;
+
+    memset(c, SENTINEL, sizeof(*c));
+    CHECK(setenv(name, value, 1) == 0);
+    capture_begin();
+    status = gpuport_config_load(c);
+    *log_p = capture_end();
+    unsetenv(name);
+    return status;
+}
+
+static int is_pow2(uint64_t v)
+{
+    return v && (v & (v - 1)) == 0;
+}
+
+/* ---- the table itself ---- */
+
+static void test_table(void)
+{
+    CHECK(gpuport_config_nvars > 0);
+    for (size_t i = 0; i < gpuport_config_nvars; i++) {
+        const gpuport_config_var_t *v = &gpuport_config_vars[i];
+        gpuport_config_t c;
+
+        CHECK(v->name && strncmp(v->name, "GPUPORT_", 8) == 0 && strlen(v->name) > 8);
+        CHECK_MSG(strncmp(v->name, "GPUPORT_TEST_", 13) != 0, "%s is reserved for tests", v->name);
+        for (size_t j = 0; j < i; j++)
+            CHECK_MSG(strcmp(v->name, gpuport_config_vars[j].name) != 0, "%s twice", v->name);
+        CHECK_MSG(v->doc && v->doc[0] && !strchr(v->doc, '\n'), "%s: doc", v->name);
+        CHECK_MSG(v->field_size == 4 || v->field_size == 8, "%s: field size %zu", v->name,
+                  v->field_size);
+        CHECK(v->offset + v->field_size <= sizeof(gpuport_config_t));
+        for (size_t j = 0; j < i; j++) {
+            const gpuport_config_var_t *w = &gpuport_config_vars[j];
+            CHECK_MSG(v->offset + v->field_size <= w->offset ||
+                          w->offset + w->field_size <= v->offset,
+                      "%s and %s share a field", v->name, w->name);
+        }
+        switch (v->type) {
+        case GPUPORT_CFG_POW2:
+            CHECK(is_pow2(v->min) && is_pow2(v->max));
+            /* fall through */
+        case GPUPORT_CFG_UINT:
+            CHECK(v->min <= v->max);
+            CHECK(v->field_size == 8 || v->max <= UINT32_MAX);
+            break;
+        case GPUPORT_CFG_ENUM:
+            CHECK(v->words && v->words[0] && v->field_size == sizeof(int));
+            for (size_t k = 0; v->words[k]; k++)
+                CHECK(v->words[k][0] && !strchr(v->words[k], '|'));
+            break;
+        case GPUPORT_CFG_HEX64: CHECK(v->field_size == 8); break;
+        default: CHECK_MSG(0, "%s: unknown type %d", v->name, (int)v->type);
+        }
+        memset(&c, 0, sizeof(c));
+        CHECK_MSG(gpuport_config_parse_var(v, v->default_value, &c) == GPUPORT_OK,
+                  "%s: default \"%s\" does not parse", v->name, v->default_value);
+    }
+}
+
+/* The accepted-values text names what it promises. */
+static void test_describe(void)
+{
+    for (size_t i = 0; i < gpuport_config_nvars; i++) {
+        const gpuport_config_var_t *v = &gpuport_config_vars[i];
+        char text[256], num[32];
+
+        gpuport_config_describe(v, text, sizeof(text));
+        CHECK(text[0]);
+        if (v->type == GPUPORT_CFG_UINT || v->type == GPUPORT_CFG_POW2) {
+            snprintf(num, sizeof(num), "%llu", (unsigned long long)v->min);
+            CHECK_MSG(strstr(text, num), "%s: \"%s\" lacks the minimum", v->name, text);
+            snprintf(num, sizeof(num), "%llu", (unsigned long long)v->max);
+            CHECK_MSG(strstr(text, num), "%s: \"%s\" lacks the maximum", v->name, text);
+            CHECK(v->type != GPUPORT_CFG_POW2 || strstr(text, "power of two"));
+        } else if (v->type == GPUPORT_CFG_ENUM) {
+            for (size_t k = 0; v->words[k]; k++)
+                CHECK_MSG(strstr(text, v->words[k]), "%s: \"%s\" lacks %s", v->name, text,
+                          v->words[k]);
+        } else {
+            CHECK(strstr(text, "hexadecimal"));
+        }
+    }
+}
+
+static void test_defaults(void)
+{
+    gpuport_config_t c;
+
+    memset(&defaults, 0, sizeof(defaults));
+    for (size_t i = 0; i < gpuport_config_nvars; i++)
+        CHECK_OK(gpuport_config_parse_var(&gpuport_config_vars[i],
+                                          gpuport_config_vars[i].default_value, &defaults));
+    memset(&c, SENTINEL, sizeof(c));
+    capture_begin();
+    CHECK_OK(gpuport_config_load(&c));
+    CHECK_MSG(capture_end()[0] == '\0', "a clean load logged: %s", cap_buf);
+    for (size_t i = 0; i < gpuport_config_nvars; i++)
+        CHECK_MSG(field_get(&c, &gpuport_config_vars[i]) ==
+                      field_get(&defaults, &gpuport_config_vars[i]),
+                  "%s: loaded %llu, default \"%s\" parses as %llu", gpuport_config_vars[i].name,
+                  (unsigned long long)field_get(&c, &gpuport_config_vars[i]),
+                  gpuport_config_vars[i].default_value,
+                  (unsigned long long)field_get(&defaults, &gpuport_config_vars[i]));
+    /* the documented defaults, spelled out */
+    CHECK(c.log_level == GPUPORT_LOG_WARN && c.log_level == 2);
+    CHECK(c.transport == GPUPORT_TRANSPORT_AUTO && c.transport == 0);
+    CHECK(c.fifo_size == 1024);
+    CHECK(c.max_channels == 1024);
+    CHECK(c.timeout_ms == 60000);
+    CHECK(c.shm_async_min == 256 * 1024);
+    CHECK(c.proxy_idle_us == 200);
+    CHECK(c.proxy_sleep_max_us == 200);
+    CHECK(c.host_id == 0);
+
+    /* every variable set to its default: same result, no warning */
+    for (size_t i = 0; i < gpuport_config_nvars; i++)
+        CHECK(setenv(gpuport_config_vars[i].name, gpuport_config_vars[i].default_value, 1) == 0);
+    memset(&c, SENTINEL, sizeof(c));
+    capture_begin();
+    CHECK_OK(gpuport_config_load(&c));
+    CHECK_MSG(capture_end()[0] == '\0', "known variables logged: %s", cap_buf);
+    for (size_t i = 0; i < gpuport_config_nvars; i++) {
+        CHECK(field_get(&c, &gpuport_config_vars[i]) ==
+              field_get(&defaults, &gpuport_config_vars[i]));
+        unsetenv(gpuport_config_vars[i].name);
+    }
+}
+
+/* ---- accepted values ---- */
+
+/* value is accepted and stored; nothing else changes; nothing is logged */
+static void expect_accepted(const gpuport_config_var_t *var, const char *value, uint64_t want)
+{
+    gpuport_config_t c;
+    const char *log;
+    gpuport_status_t status = load_one(var->name, value, &c, &log);
+
+    CHECK_MSG(status == GPUPORT_OK, "%s=\"%s\" rejected: %s", var->name, value, log);
+    CHECK_MSG(field_get(&c, var) == want, "%s=\"%s\" stored %llu, expected %llu", var->name, value,
+              (unsigned long long)field_get(&c, var), (unsigned long long)want);
+    CHECK_MSG(log[0] == '\0', "%s=\"%s\" logged: %s", var->name, value, log);
+    for (size_t i = 0; i < gpuport_config_nvars; i++) {
+        const gpuport_config_var_t *o = &gpuport_config_vars[i];
+        if (o != var)
+            CHECK_MSG(field_get(&c, o) == field_get(&defaults, o), "%s=\"%s\" changed %s",
+                      var->name, value, o->name);
+    }
+}
+
+/* value is rejected by load and by parse_var, the config is untouched, and
+ * the one message names the variable, the value and what is accepted */
+static void expect_rejected(const gpuport_config_var_t *var, const char *value)
+{
+    gpuport_config_t c, untouched;
+    char accepted[256], quoted[256];
+    const char *log;
+    gpuport_status_t status = load_one(var->name, value, &c, &log);
+
+    memset(&untouched, SENTINEL, sizeof(untouched));
+    CHECK_MSG(status == GPUPORT_ERR_INVALID_CONFIG, "%s=\"%s\" gave %s, stored %llu", var->name,
+              value, gpuport_status_string(status), (unsigned long long)field_get(&c, var));
+    CHECK_MSG(memcmp(&c, &untouched, sizeof(c)) == 0, "%s=\"%s\": config written on failure",
+              var->name, value);
+    gpuport_config_describe(var, accepted, sizeof(accepted));
+    snprintf(quoted, sizeof(quoted), "%s=\"%s\"", var->name, value);
+    CHECK_MSG(count_of(log, "ERROR") == 1, "%s=\"%s\": expected one error, got: %s", var->name,
+              value, log);
+    CHECK_MSG(strstr(log, quoted), "%s=\"%s\": message lacks the variable and value: %s", var->name,
+              value, log);
+    CHECK_MSG(strstr(log, accepted), "%s=\"%s\": message lacks \"%s\": %s", var->name, value,
+              accepted, log);
+
+    c = defaults;
+    capture_begin();
+    status = gpuport_config_parse_var(var, value, &c);
+    capture_end();
+    CHECK(status == GPUPORT_ERR_INVALID_CONFIG);
+    CHECK(memcmp(&c, &defaults, sizeof(c)) == 0);
+}
+
+typedef struct {
+    const char *text;
+    uint64_t value;
+} spelling_t;
+
+/* Numbers whose value is known; each row accepts those in its range. */
+static const spelling_t numbers[] = {
+    {"0", 0},         {"1", 1},           {"2", 2},
+    {"4", 4},         {"64", 64},         {"0x40", 64},
+    {"0X40", 64},     {"1k", 1024},       {"1K", 1024},
+    {"4k", 4096},     {"0x10k", 16384},   {"2m", 2u << 20},
+    {"1M", 1u << 20}, {"1g", 1u << 30},   {"1000", 1000},
+    {"1024", 1024},   {"100000", 100000}, {"86400000", 86400000},
+};
+
+/* "17179869184g" is 2^64 */
+static const char *const bad_numbers[] = {
+    "", "abc", "-1", "12x", "1.5", "99999999999999999999", "20000000000000g", "17179869184g",
+    "k", "1kk", "0x", "1 2", "+5", "1e3", "64 k"};
+
+static void test_number_row(const gpuport_config_var_t *var)
+{
+    char buf[32];
+    int accepted = 0;
+
+    for (size_t i = 0; i < sizeof(numbers) / sizeof(numbers[0]); i++) {
+        uint64_t v = numbers[i].value;
+        if (v >= var->min && v <= var->max && (var->type != GPUPORT_CFG_POW2 || is_pow2(v))) {
+            expect_accepted(var, numbers[i].text, v);
+            accepted++;
+        } else {
+            expect_rejected(var, numbers[i].text);
+        }
+    }
+    CHECK_MSG(accepted >= 3, "%s: only %d sample values in range", var->name, accepted);
+    snprintf(buf, sizeof(buf), "%llu", (unsigned long long)var->min);
+    expect_accepted(var, buf, var->min);
+    snprintf(buf, sizeof(buf), "%llu", (unsigned long long)var->max);
+    expect_accepted(var, buf, var->max);
+    snprintf(buf, sizeof(buf), "%llu", (unsigned long long)var->max + 1);
+    expect_rejected(var, buf);
+    if (var->min > 0) {
+        snprintf(buf, sizeof(buf), "%llu", (unsigned long long)var->min - 1);
+        expect_rejected(var, buf);
+    }
+    if (var->type == GPUPORT_CFG_POW2) {
+        /* powers of two just outside the range, and a non-power inside it */
+        snprintf(buf, sizeof(buf), "%llu", (unsigned long long)var->max * 2);
+        expect_rejected(var, buf);
+        if (var->min > 1) {
+            snprintf(buf, sizeof(buf), "%llu", (unsigned long long)var->min / 2);
+            expect_rejected(var, buf);
+        }
+        snprintf(buf, sizeof(buf), "%llu", (unsigned long long)var->min + var->min / 2 + 1);
+        expect_rejected(var, buf);
+    }
+    for (size_t i = 0; i < sizeof(bad_numbers) / sizeof(bad_numbers[0]); i++)
+        expect_rejected(var, bad_numbers[i]);
+}
+
+static void test_enum_row(const gpuport_config_var_t *var)
+{
+    static const char *const bad[] = {"", "abc", "-1", "12x", "1.5", "shmm", "0", "1"};
+    char buf[64];
+
+    for (size_t k = 0; var->words[k]; k++) {
+        size_t len = strlen(var->words[k]);
+        CHECK(len < sizeof(buf) - 2);
+        expect_accepted(var, var->words[k], k);
+        for (size_t j = 0; j <= len; j++)
+            buf[j] = (char)(var->words[k][j] >= 'a' && var->words[k][j] <= 'z'
+                                ? var->words[k][j] - 'a' + 'A'
+                                : var->words[k][j]);
+        expect_accepted(var, buf, k);
+        buf[0] = var->words[k][0]; /* mixed case */
+        expect_accepted(var, buf, k);
+        /* a word with one letter too many or too few is not the word */
+        snprintf(buf, sizeof(buf), "%sx", var->words[k]);
+        expect_rejected(var, buf);
+        snprintf(buf, sizeof(buf), "%.*s", (int)len - 1, var->words[k]);
+        expect_rejected(var, buf);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        expect_rejected(var, bad[i]);
+}
+
+static void test_hex_row(const gpuport_config_var_t *var)
+{
+    static const spelling_t good[] = {
+        {"0", 0},
+        {"1", 1},
+        {"0x1", 1},
+        {"0X1F", 31},
+        {"abc", 0xabc},
+        {"DeadBeef", 0xdeadbeefull},
+        {"0123456789abcdef", 0x0123456789abcdefull},
+        {"ffffffffffffffff", UINT64_MAX},
+        {"0xFFFFFFFFFFFFFFFF", UINT64_MAX},
+    };
+    static const char *const bad[] = {
+        "", "xyz", "-1", "12x", "1.5", "0x", "g", "+1", " 1", "1 ", "12345678901234567",
+        "0x12345678901234567", "99999999999999999999"};
+
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+        expect_accepted(var, good[i].text, good[i].value);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        expect_rejected(var, bad[i]);
+}
+
+static void test_rows(void)
+{
+    for (size_t i = 0; i < gpuport_config_nvars; i++) {
+        const gpuport_config_var_t *var = &gpuport_config_vars[i];
+        switch (var->type) {
+        case GPUPORT_CFG_UINT:
+        case GPUPORT_CFG_POW2: test_number_row(var); break;
+        case GPUPORT_CFG_ENUM: test_enum_row(var); break;
+        case GPUPORT_CFG_HEX64: test_hex_row(var); break;
+        }
+    }
+}
+
+/* ---- several variables at once ---- */
+
+static void test_many_bad(void)
+{
+    gpuport_config_t c, untouched;
+    const char *log;
+
+    memset(&untouched, SENTINEL, sizeof(untouched));
+    memset(&c, SENTINEL, sizeof(c));
+    setenv("GPUPORT_FIFO_SIZE", "1000", 1);
+    setenv("GPUPORT_TRANSPORT", "shmm", 1);
+    setenv("GPUPORT_TIMEOUT_MS", "5s", 1);
+    setenv("GPUPORT_LOG_LEVEL", "info", 1); /* a good one among them */
+    capture_begin();
+    CHECK_STATUS(gpuport_config_load(&c), GPUPORT_ERR_INVALID_CONFIG);
+    log = capture_end();
+    unsetenv("GPUPORT_FIFO_SIZE");
+    unsetenv("GPUPORT_TRANSPORT");
+    unsetenv("GPUPORT_TIMEOUT_MS");
+    unsetenv("GPUPORT_LOG_LEVEL");
+    CHECK(memcmp(&c, &untouched, sizeof(c)) == 0);
+    CHECK_MSG(strstr(log, "GPUPORT_FIFO_SIZE=\"1000\"") &&
+                  strstr(log, "GPUPORT_TRANSPORT=\"shmm\"") &&
+                  strstr(log, "GPUPORT_TIMEOUT_MS=\"5s\""),
+              "not every bad variable reported: %s", log);
+    CHECK_MSG(count_of(log, "ERROR") == 3 && !strstr(log, "GPUPORT_LOG_LEVEL"), "log: %s", log);
+}
+
+/* ---- variables that are not the library's ---- */
+
+static void test_unknown(void)
+{
+    gpuport_config_t c;
+    const char *log;
+
+    CHECK_OK(load_one("GPUPORT_FIFO_SIZ", "8", &c, &log));
+    CHECK(memcmp(&c, &defaults, sizeof(c)) == 0);
+    CHECK_MSG(count_of(log, "\n") == 1 && strstr(log, "WARN") &&
+                  strstr(log, "GPUPORT_FIFO_SIZ is not a gpuport variable"),
+              "typo not warned about: \"%s\"", log);
+
+    CHECK_OK(load_one("GPUPORT_TEST_ANYTHING", "1", &c, &log));
+    CHECK(memcmp(&c, &defaults, sizeof(c)) == 0);
+    CHECK_MSG(log[0] == '\0', "GPUPORT_TEST_* warned: %s", log);
+
+    /* a typo next to a bad value: both reported, load fails */
+    setenv("GPUPORT_TRANSPROT", "shm", 1);
+    CHECK_STATUS(load_one("GPUPORT_TRANSPORT", "tcpp", &c, &log), GPUPORT_ERR_INVALID_CONFIG);
+    unsetenv("GPUPORT_TRANSPROT");
+    CHECK_MSG(strstr(log, "GPUPORT_TRANSPROT is not") && strstr(log, "GPUPORT_TRANSPORT=\"tcpp\""),
+              "log: %s", log);
+}
+
+/* ---- library bugs: kept last so that the checks above still run ---- */
+
+static void test_known_bugs(void)
+{
+    gpuport_config_t c;
+    const char *log;
+    gpuport_status_t status;
+
+    /* config.h: UINT is "decimal or 0x hex"; strtoull(base 0) reads a leading
+     * 0 as octal, so "010" is 8 and "08" is rejected */
+    status = load_one("GPUPORT_TIMEOUT_MS", "010", &c, &log);
+    CHECK_MSG(status == GPUPORT_OK && c.timeout_ms == 10,
+              "GPUPORT_TIMEOUT_MS=\"010\" gave %s, timeout_ms %llu (expected 10)",
+              gpuport_status_string(status), (unsigned long long)c.timeout_ms);
+    status = load_one("GPUPORT_TIMEOUT_MS", "08", &c, &log);
+    CHECK_MSG(status == GPUPORT_OK && c.timeout_ms == 8,
+              "GPUPORT_TIMEOUT_MS=\"08\" gave %s (expected 8): %s", gpuport_status_string(status),
+              log);
+
+    /* HEX64: the 0x prefix is stripped, then strtoull(base 16) accepts a
+     * second one */
+    status = load_one("GPUPORT_HOST_ID", "0x0x5", &c, &log);
+    CHECK_MSG(status == GPUPORT_ERR_INVALID_CONFIG, "GPUPORT_HOST_ID=\"0x0x5\" accepted as 0x%llx",
+              (unsigned long long)c.host_id);
+}
+
+int main(void)
+{
+    clean_env();
+    gpuport_log_set_level(GPUPORT_LOG_WARN);
+    test_table();
+    test_describe();
+    test_defaults();
+    test_rows();
+    test_many_bad();
+    test_unknown();
+    test_known_bugs();
+    printf("config: all checks passed\n");
+    return 0;
+}
