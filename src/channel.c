@@ -108,6 +108,11 @@ static int mem_ok(gpuport_comm_t comm, gpuport_mem_t mem)
     return mem == NULL || mem->comm == comm;
 }
 
+static int is_device(gpuport_mem_t mem)
+{
+    return mem && mem->rec.kind == GPUPORT_REGION_DEVICE;
+}
+
 gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_mem_t src,
                                         gpuport_mem_t dst, gpuport_channel_t *channel_p)
 {
@@ -135,7 +140,8 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
     status = id_alloc(comm, &id);
     have_id = status == GPUPORT_OK;
     if (!status)
-        status = gpuport_transport_select(comm, peer, &ops, mine.why, sizeof(mine.why));
+        status = gpuport_transport_select(comm, peer, is_device(src) || is_device(dst), &ops,
+                                          mine.why, sizeof(mine.why));
     if (!status)
         status = conn_get(comm, peer, ops, &conn);
     if (!status && !(ch = calloc(1, sizeof(*ch))))
@@ -178,13 +184,17 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
     pc->ops = ops;
     pc->src_base = src ? src->ptr : NULL;
     pc->src_size = src ? src->size : 0;
+    pc->src_kind = src ? (int)src->rec.kind : GPUPORT_REGION_NONE;
     pc->peer_pid = comm->procs[peer].pid;
     pc->state = &comm->states[id];
-    atomic_store(&pc->state->flushed, 0);
+    for (int f = 0; f < GPUPORT_NFIFOS; f++)
+        atomic_store(&pc->state->flushed[f], 0);
     atomic_store(&pc->state->status, GPUPORT_OK);
     atomic_store(&comm->ctrl[id].value, 0);
     atomic_store(&comm->ctrl[id].peer_status, GPUPORT_OK);
-    status = ops->chan_connect(pc, &theirs);
+    status = gpuport_gpu_channel_reset(comm, id);
+    if (!status)
+        status = ops->chan_connect(pc, &theirs);
     /* The second exchange makes both sides agree that both connected. */
     ack = status;
     peer_status = exchange(comm, peer, TAG_CHANNEL_ACK, &ack, &peer_ack, sizeof(ack));
@@ -330,8 +340,9 @@ gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
     if (status)
         return status;
     deadline = ch->comm->timeout_ns ? gpuport_now_ns() + ch->comm->timeout_ns : UINT64_MAX;
-    while (atomic_load_explicit(&ch->state->flushed, memory_order_acquire) <= pos) {
-        if ((++polls & 1023) == 0 && gpuport_now_ns() > deadline)
+    while (atomic_load_explicit(&ch->state->flushed[GPUPORT_FIFO_HOST], memory_order_acquire) <=
+           pos) {
+        if ((iter > GPUPORT_SPIN_POLLS || (++polls & 1023) == 0) && gpuport_now_ns() > deadline)
             return timed_out(ch, "flush");
         gpuport_wait_backoff(&iter);
     }
@@ -390,7 +401,7 @@ gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
         rc = take_signal(ch);
         if (rc)
             return rc > 0 ? GPUPORT_OK : (gpuport_status_t)rc;
-        if ((++polls & 1023) == 0) {
+        if (iter > GPUPORT_SPIN_POLLS || (++polls & 1023) == 0) {
             uint64_t now = gpuport_now_ns();
             if (now > deadline)
                 return timed_out(ch, "wait for the peer's signal");

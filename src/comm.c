@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cuda/fcuda.h"
 #include "hostid.h"
 #include "internal.h"
 
@@ -20,12 +21,14 @@ uint64_t gpuport_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void gpuport_wait_backoff(uint32_t *iter)
+int gpuport_wait_backoff(uint32_t *iter)
 {
     /* Spinning keeps latency low while the wait is short; yielding keeps an
      * oversubscribed node (more ranks and proxies than cores) moving. */
-    if (++*iter > 128)
-        sched_yield();
+    if (++*iter <= GPUPORT_SPIN_POLLS)
+        return 0;
+    sched_yield();
+    return 1;
 }
 
 int gpuport_pid_alive(int pid)
@@ -68,9 +71,16 @@ static uint32_t cma_features(void)
     return scope <= 1 ? GPUPORT_FEATURE_CMA : 0;
 }
 
+static size_t page_round(size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + page - 1) & ~(page - 1);
+}
+
 static gpuport_status_t ctrl_create(gpuport_comm_t comm)
 {
-    comm->ctrl_size = (size_t)comm->config.max_channels * sizeof(gpuport_sem_slot_t);
+    /* whole pages: the segment is registered with CUDA in GPU mode */
+    comm->ctrl_size = page_round((size_t)comm->config.max_channels * sizeof(gpuport_sem_slot_t));
     comm->ctrl_fd = memfd_create("gpuport-ctrl", MFD_CLOEXEC);
     if (comm->ctrl_fd < 0) {
         log_error("memfd_create(gpuport-ctrl) failed: %s", strerror(errno));
@@ -122,6 +132,7 @@ static gpuport_status_t exchange_procs(gpuport_comm_t comm)
     me.ctrl_size = comm->ctrl_size;
     me.uid = (uint32_t)getuid();
     me.features = cma_features();
+    me.gpu = comm->gpu_device;
     gethostname(me.hostname, sizeof(me.hostname) - 1);
 
     hdrs = calloc((size_t)comm->size, sizeof(*hdrs));
@@ -174,6 +185,9 @@ static void comm_free(gpuport_comm_t comm)
             free(comm->chans[i]);
     }
     gpuport_mem_free_all(comm);
+    /* the flusher's context outlives its thread until peer handles are closed */
+    gpuport_fcuda_release(&comm->proxy.flusher);
+    gpuport_gpu_close(comm);
     free(comm->chans);
     free(comm->conns);
     free(comm->id_used);
@@ -207,14 +221,16 @@ gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bs, gpuport_comm
     gpuport_log_set_rank(bs->rank);
     status = gpuport_config_load(&config);
     if (status) {
-        bs->destroy(bs->ctx);
+        if (bs->destroy)
+            bs->destroy(bs->ctx);
         return status;
     }
     gpuport_log_set_level(config.log_level);
 
     comm = calloc(1, sizeof(*comm));
     if (!comm) {
-        bs->destroy(bs->ctx);
+        if (bs->destroy)
+            bs->destroy(bs->ctx);
         return GPUPORT_ERR_NO_MEMORY;
     }
     comm->bs = *bs;
@@ -222,20 +238,19 @@ gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bs, gpuport_comm
     comm->rank = bs->rank;
     comm->size = bs->size;
     comm->ctrl_fd = -1;
+    comm->gpu_device = -1;
     comm->timeout_ns = config.timeout_ms * 1000000ull;
     pthread_mutex_init(&comm->lock, NULL);
 
     status = ctrl_create(comm);
     if (status)
         goto err;
-    status = exchange_procs(comm);
-    if (status)
-        goto err;
     status = gpuport_fifo_init(&comm->fifo, config.fifo_size);
     if (status)
         goto err;
     comm->pchans = calloc(config.max_channels, sizeof(*comm->pchans));
-    comm->states = aligned_alloc(64, config.max_channels * sizeof(*comm->states));
+    comm->states_size = page_round(config.max_channels * sizeof(*comm->states));
+    comm->states = aligned_alloc((size_t)sysconf(_SC_PAGESIZE), comm->states_size);
     comm->id_used = calloc(config.max_channels, 1);
     comm->conns = calloc((size_t)comm->size, sizeof(*comm->conns));
     comm->chans = calloc(config.max_channels, sizeof(*comm->chans));
@@ -245,7 +260,13 @@ gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bs, gpuport_comm
         status = GPUPORT_ERR_NO_MEMORY;
         goto err;
     }
-    memset(comm->states, 0, config.max_channels * sizeof(*comm->states));
+    memset(comm->states, 0, comm->states_size);
+    status = gpuport_gpu_open(comm);
+    if (status)
+        goto err;
+    status = exchange_procs(comm);
+    if (status)
+        goto err;
     status = gpuport_proxy_start(comm);
     if (status)
         goto err;

@@ -14,6 +14,7 @@ extern char **environ;
 
 static const char *const log_words[] = {"none", "error", "warn", "info", "debug", "trace", NULL};
 static const char *const transport_words[] = {"auto", "shm", "cuda_ipc", "ib", "tcp", NULL};
+static const char *const gpu_words[] = {"auto", "off", "on", NULL};
 
 #define FIELD(f) offsetof(gpuport_config_t, f), sizeof(((gpuport_config_t *)0)->f)
 
@@ -40,6 +41,8 @@ const gpuport_config_var_t gpuport_config_vars[] = {
      "longest sleep of an idle proxy: bounds the latency of the first operation after idle"},
     {"GPUPORT_HOST_ID", "0", GPUPORT_CFG_HEX64, FIELD(host_id), 0, 0, NULL,
      "host identity in hex; ranks with equal ids share a host; 0 derives it from the host"},
+    {"GPUPORT_GPU", "auto", GPUPORT_CFG_ENUM, FIELD(gpu), 0, 0, gpu_words,
+     "GPU mode: auto uses the current CUDA device if there is one; on fails without one"},
 };
 
 const size_t gpuport_config_nvars = sizeof(gpuport_config_vars) / sizeof(gpuport_config_vars[0]);

@@ -20,6 +20,8 @@ typedef enum {
     GPUPORT_TRANSPORT_TCP
 } gpuport_transport_kind_t;
 
+typedef enum { GPUPORT_GPU_AUTO = 0, GPUPORT_GPU_OFF, GPUPORT_GPU_ON } gpuport_gpu_mode_t;
+
 typedef struct gpuport_config {
     int log_level;              /* GPUPORT_LOG_LEVEL */
     uint32_t fifo_size;         /* GPUPORT_FIFO_SIZE, power of two */
@@ -30,6 +32,7 @@ typedef struct gpuport_config {
     uint64_t proxy_idle_us;     /* GPUPORT_PROXY_IDLE_US */
     uint64_t proxy_sleep_max_us; /* GPUPORT_PROXY_SLEEP_MAX_US */
     uint64_t host_id;           /* GPUPORT_HOST_ID, 0 = derived from the host */
+    int gpu;                    /* GPUPORT_GPU, gpuport_gpu_mode_t */
 } gpuport_config_t;
 
 typedef enum {

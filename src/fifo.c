@@ -74,7 +74,8 @@ gpuport_status_t gpuport_fifo_push(gpuport_fifo_t *fifo, const gpuport_trigger_t
             /* a "forever" timeout must not wrap into the past */
             deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
         }
-        else if ((++spins & 255) == 0 && now_ns() > deadline)
+        /* once yielding, every pass may have cost a time slice: check the clock */
+        else if ((++spins > 64 || (spins & 255) == 0) && now_ns() > deadline)
             return GPUPORT_ERR_TIMEOUT;
         if (spins > 64)
             sched_yield();

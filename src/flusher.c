@@ -3,12 +3,14 @@
 
 #include <errno.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "cuda/fcuda.h"
 #include "log.h"
 
 /* process_vm_writev moves at most this much per iovec pass; loop for more */
@@ -59,29 +61,76 @@ static void futex_wake(_Atomic int *addr)
     syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
+static void complete(gpuport_flusher_t *fl, uint32_t channel, gpuport_status_t status)
+{
+    gpuport_work_done_t done = {channel, status};
+    /* The proxy never has more items outstanding than `done` holds, so this
+     * push cannot fail. */
+    while (gpuport_ring_push(&fl->done, &done) != 0)
+        ;
+    fl->completed++;
+}
+
+/* Takes the next work item if it can be started now; 1 if one was taken.
+ * CUDA items are queued on the private stream and complete later; host
+ * items run here, but only once queued CUDA work is done, so that items
+ * complete in the order they were posted. */
+static int take_work(gpuport_flusher_t *fl)
+{
+    gpuport_work_t *w = gpuport_ring_peek(&fl->work);
+
+    if (!w)
+        return 0;
+    if (gpuport_work_is_cuda(w->kind)) {
+        gpuport_status_t st;
+        if (!fl->cuda) {
+            log_error("CUDA work for channel %u, but this flusher has no CUDA context",
+                      w->channel);
+            complete(fl, w->channel, GPUPORT_ERR_NOT_SUPPORTED);
+        } else if (!gpuport_fcuda_room(fl)) {
+            return 0;
+        } else if ((st = gpuport_fcuda_issue(fl, w)) != GPUPORT_OK) {
+            complete(fl, w->channel, st);
+        }
+    } else {
+        if (!gpuport_fcuda_idle(fl))
+            return 0;
+        complete(fl, w->channel, gpuport_work_execute(w));
+    }
+    gpuport_ring_pop(&fl->work);
+    return 1;
+}
+
 static void *flusher_main(void *arg)
 {
     gpuport_flusher_t *fl = arg;
     uint32_t idle = 0;
 
     gpuport_log_set_rank(fl->rank);
+    if (fl->cuda_device >= 0) {
+        gpuport_status_t st = gpuport_fcuda_start(fl);
+        if (st) {
+            atomic_store(&fl->ready, (int)st);
+            return NULL;
+        }
+    }
+    atomic_store(&fl->ready, 1);
     for (;;) {
-        gpuport_work_t *w = gpuport_ring_peek(&fl->work);
-        if (w) {
-            gpuport_work_done_t done = {w->channel, gpuport_work_execute(w)};
-            /* The proxy never has more items outstanding than `done` holds,
-             * so this push cannot fail. */
-            while (gpuport_ring_push(&fl->done, &done) != 0)
-                ;
-            gpuport_ring_pop(&fl->work);
-            fl->completed++;
+        int progressed = fl->cuda ? gpuport_fcuda_progress(fl) : 0;
+        progressed += take_work(fl);
+        if (progressed) {
             idle = 0;
             continue;
         }
-        if (atomic_load_explicit(&fl->stop, memory_order_acquire))
+        if (atomic_load_explicit(&fl->stop, memory_order_acquire) &&
+            gpuport_ring_empty(&fl->work) && gpuport_fcuda_idle(fl))
             break;
-        if (++idle < 2000)
+        /* While the GPU has our work, keep polling its events. */
+        if (!gpuport_fcuda_idle(fl) || ++idle < 2000) {
+            if (idle > 1000)
+                sched_yield();
             continue;
+        }
         /* Sleep until posted to; the timeout is only a safety net. */
         atomic_store(&fl->sleeping, 1);
         if (gpuport_ring_empty(&fl->work) && !atomic_load(&fl->stop))
@@ -89,17 +138,24 @@ static void *flusher_main(void *arg)
         atomic_store(&fl->sleeping, 0);
         idle = 0;
     }
+    gpuport_fcuda_stop(fl);
     return NULL;
 }
 
-gpuport_status_t gpuport_flusher_start(gpuport_flusher_t *fl, uint32_t capacity, int rank)
+gpuport_status_t gpuport_flusher_start(gpuport_flusher_t *fl, uint32_t capacity, int rank,
+                                       int cuda_device, void *app_ctx, uint64_t app_probe,
+                                       uint64_t timeout_ns)
 {
     gpuport_status_t status;
-    int rc;
+    int rc, ready;
 
     memset(fl, 0, sizeof(*fl));
     fl->capacity = capacity;
     fl->rank = rank;
+    fl->cuda_device = cuda_device;
+    fl->cuda_app_ctx = app_ctx;
+    fl->cuda_app_probe = app_probe;
+    fl->start_timeout_ns = timeout_ns;
     status = gpuport_ring_init(&fl->work, capacity, sizeof(gpuport_work_t));
     if (status)
         goto err;
@@ -110,6 +166,14 @@ gpuport_status_t gpuport_flusher_start(gpuport_flusher_t *fl, uint32_t capacity,
     if (rc) {
         log_error("pthread_create(flusher) failed: %s", strerror(rc));
         status = GPUPORT_ERR_NO_RESOURCE;
+        goto err_done;
+    }
+    /* the private context is made and exercised before any kernel can wait */
+    while ((ready = atomic_load(&fl->ready)) == 0)
+        sched_yield();
+    if (ready < 0) {
+        pthread_join(fl->thread, NULL);
+        status = (gpuport_status_t)ready;
         goto err_done;
     }
     fl->started = 1;

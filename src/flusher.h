@@ -19,8 +19,15 @@
 typedef enum {
     GPUPORT_WORK_MEMCPY = 1,    /* dst <- src, size bytes, both mapped here */
     GPUPORT_WORK_CMA_WRITE = 2, /* pid's dst <- local src, process_vm_writev */
-    GPUPORT_WORK_SEM_ADD = 3    /* *sem += value, release */
+    GPUPORT_WORK_SEM_ADD = 3,   /* *sem += value, release */
+    GPUPORT_WORK_CU_COPY = 4,   /* copy engine: dst (flusher context) <- src (context aux) */
+    GPUPORT_WORK_CU_WRITE = 5   /* cuStreamWriteValue64(dst, value), after earlier copies */
 } gpuport_work_kind_t;
+
+static inline int gpuport_work_is_cuda(uint32_t kind)
+{
+    return kind >= GPUPORT_WORK_CU_COPY;
+}
 
 typedef struct gpuport_work {
     uint32_t kind;
@@ -30,6 +37,7 @@ typedef struct gpuport_work {
     uint64_t size;
     _Atomic uint64_t *sem;
     uint64_t value;
+    void *aux; /* CU_COPY: the source's CUDA context */
     int32_t pid;
     int32_t reserved;
 } gpuport_work_t;
@@ -50,13 +58,24 @@ typedef struct gpuport_flusher {
     int started;
     int rank;
     uint64_t completed; /* flusher's count, for stats */
+    /* GPU mode: the flusher owns a private CUDA context on this device */
+    int cuda_device;    /* -1: no CUDA work */
+    void *cuda_app_ctx; /* the application's primary context (copy sources) */
+    uint64_t cuda_app_probe; /* 8 bytes of device memory in that context */
+    struct gpuport_fcuda *cuda;
+    _Atomic int ready;  /* 0 starting, 1 ready, <0 failed (a gpuport_status_t) */
+    uint64_t start_timeout_ns;
 } gpuport_flusher_t;
 
 /* Executes one work item on the calling thread. Shared with the proxy, which
  * runs short copies inline. */
 gpuport_status_t gpuport_work_execute(const gpuport_work_t *w);
 
-gpuport_status_t gpuport_flusher_start(gpuport_flusher_t *fl, uint32_t capacity, int rank);
+/* cuda_device >= 0 (GPU mode): the flusher creates its private context
+ * there and exercises every CUDA operation it uses before this returns. */
+gpuport_status_t gpuport_flusher_start(gpuport_flusher_t *fl, uint32_t capacity, int rank,
+                                       int cuda_device, void *app_ctx, uint64_t app_probe,
+                                       uint64_t timeout_ns);
 /* Drains queued work, then joins the thread. */
 void gpuport_flusher_stop(gpuport_flusher_t *fl);
 

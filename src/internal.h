@@ -23,9 +23,17 @@
 #include "transport/transport.h"
 
 /* Published by the proxy, read by pushers. One cache line per channel. */
+/* FIFOs of a communicator: host threads push into the host FIFO, kernels
+ * into the device FIFO (GPU mode). Flush progress is per FIFO because
+ * positions are. */
+#define GPUPORT_FIFO_HOST 0
+#define GPUPORT_FIFO_DEVICE 1
+#define GPUPORT_NFIFOS 2
+
 typedef struct gpuport_chan_state {
-    _Alignas(64) _Atomic uint64_t flushed; /* all ops at FIFO positions < flushed are complete */
-    _Atomic int32_t status;                /* GPUPORT_OK or the channel's error */
+    /* per FIFO: all ops at positions < flushed[f] are complete */
+    _Alignas(64) _Atomic uint64_t flushed[GPUPORT_NFIFOS];
+    _Atomic int32_t status; /* GPUPORT_OK or the channel's error */
 } gpuport_chan_state_t;
 
 /* A channel's inbound semaphore, in the control segment that peers map. */
@@ -54,17 +62,21 @@ typedef struct gpuport_pchan {
     const gpuport_transport_ops_t *ops;
     void *src_base;
     uint64_t src_size;
+    int src_kind;                /* gpuport_region_kind_t */
     gpuport_remote_region_t dst; /* the peer's destination region */
     _Atomic uint64_t *remote_sem;    /* the peer's inbound semaphore for us, mapped */
     _Atomic int32_t *remote_status;  /* where our failures are reported to the peer */
+    uint64_t remote_sem_dev;         /* cuda_ipc: remote_sem in the flusher's context */
     int peer_pid;
     gpuport_chan_state_t *state;
     /* proxy thread only */
     uint64_t work_posted;     /* items queued at the flusher */
     uint64_t work_done;       /* of those, completed */
-    uint32_t nflush;          /* pending flushes in flush_pos/flush_target */
+    uint64_t signals_sent;    /* transports that write absolute semaphore values */
+    uint32_t nflush;          /* pending flushes in flush_* */
     uint64_t flush_pos[GPUPORT_PENDING_FLUSHES];
     uint64_t flush_target[GPUPORT_PENDING_FLUSHES];
+    uint8_t flush_fifo[GPUPORT_PENDING_FLUSHES];
 } gpuport_pchan_t;
 
 struct gpuport_mem {
@@ -121,10 +133,16 @@ struct gpuport_comm {
     int ctrl_fd;
     gpuport_sem_slot_t *ctrl;
     size_t ctrl_size;
-    gpuport_fifo_t fifo;
+    gpuport_fifo_t fifo;         /* host pushers */
+    gpuport_fifo_t dfifo;        /* device pushers (GPU mode), head in device memory */
+    struct gpuport_gpu *gpu;     /* NULL: host-only communicator */
+    int gpu_device;              /* CUDA ordinal of the communicator's GPU, -1: none */
+    void *gpu_app_ctx;           /* the application's (primary) CUcontext */
+    uint64_t gpu_app_probe;      /* 8 bytes of device memory in that context */
     uint64_t timeout_ns;
     gpuport_pchan_t *pchans;       /* max_channels */
-    gpuport_chan_state_t *states;  /* max_channels */
+    gpuport_chan_state_t *states;  /* max_channels; page-aligned for GPU mapping */
+    size_t states_size;
     pthread_mutex_t lock;          /* ids, conns, allocs: application threads */
     unsigned char *id_used;
     gpuport_conn_t **conns;        /* by peer, opened on first channel */
@@ -146,10 +164,25 @@ gpuport_status_t gpuport_channel_push(struct gpuport_channel *ch, uint32_t op, u
 
 /* comm.c */
 uint64_t gpuport_now_ns(void);
-/* Backoff for waiting loops on application threads: spin, then yield. */
-void gpuport_wait_backoff(uint32_t *iter);
+/* Backoff for waiting loops on application threads: spin, then yield.
+ * Returns 1 once yielding: a yield can take a whole time slice, so callers
+ * then check their deadline on every pass instead of every 1024th. */
+#define GPUPORT_SPIN_POLLS 128
+int gpuport_wait_backoff(uint32_t *iter);
 /* 0 if the process is gone (same host only) */
 int gpuport_pid_alive(int pid);
+
+/* GPU mode (src/cuda/gpu.c; src/gpu_none.c in builds without CUDA). All run
+ * on application threads. */
+/* Sets comm->gpu when the process has a GPU (GPUPORT_GPU); GPU-less is not
+ * an error unless GPUPORT_GPU=on. */
+gpuport_status_t gpuport_gpu_open(struct gpuport_comm *comm);
+void gpuport_gpu_close(struct gpuport_comm *comm);
+/* 1 and rec filled if ptr is GPU memory, 0 if not, <0 on error */
+int gpuport_gpu_mem_describe(struct gpuport_comm *comm, void *ptr, size_t size,
+                             gpuport_region_rec_t *rec);
+/* zeroes the device waiters' signal count of a (re)used channel id */
+gpuport_status_t gpuport_gpu_channel_reset(struct gpuport_comm *comm, uint32_t id);
 
 /* mem.c */
 gpuport_alloc_t *gpuport_alloc_find(struct gpuport_comm *comm, const void *ptr, size_t size);

@@ -103,7 +103,8 @@ gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t siz
                                       gpuport_mem_t *mem_p)
 {
     gpuport_mem_t mem;
-    gpuport_alloc_t *a;
+    gpuport_alloc_t *a = NULL;
+    int device;
 
     if (!comm || !mem_p || (!ptr && size)) {
         log_error("gpuport_mem_register: comm %p, ptr %p (size %zu) and mem_p %p must be set",
@@ -119,14 +120,21 @@ gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t siz
     mem->rec.addr = (uint64_t)(uintptr_t)ptr;
     mem->rec.size = size;
     mem->rec.fd = -1;
+    device = gpuport_gpu_mem_describe(comm, ptr, size, &mem->rec);
+    if (device < 0) {
+        free(mem);
+        return (gpuport_status_t)device;
+    }
     pthread_mutex_lock(&comm->lock);
-    a = gpuport_alloc_find(comm, ptr, size);
-    if (a) {
-        mem->rec.kind = GPUPORT_REGION_HOST_SHARED;
-        mem->rec.fd = a->fd;
-        mem->rec.fd_offset = (uint64_t)((uintptr_t)ptr - (uintptr_t)a->ptr);
-    } else {
-        mem->rec.kind = GPUPORT_REGION_HOST;
+    if (!device) {
+        a = gpuport_alloc_find(comm, ptr, size);
+        if (a) {
+            mem->rec.kind = GPUPORT_REGION_HOST_SHARED;
+            mem->rec.fd = a->fd;
+            mem->rec.fd_offset = (uint64_t)((uintptr_t)ptr - (uintptr_t)a->ptr);
+        } else {
+            mem->rec.kind = GPUPORT_REGION_HOST;
+        }
     }
     mem->next = comm->mems;
     if (comm->mems)
@@ -134,7 +142,8 @@ gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t siz
     comm->mems = mem;
     pthread_mutex_unlock(&comm->lock);
     log_debug("registered %p, %zu bytes, as %s", ptr, size,
-              a ? "shared memory (peers map it)" : "private memory (peers use CMA)");
+              device ? "GPU memory (CUDA IPC)"
+                     : a ? "shared memory (peers map it)" : "private memory (peers use CMA)");
     *mem_p = mem;
     return GPUPORT_OK;
 }

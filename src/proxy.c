@@ -29,13 +29,17 @@ static void chan_fail(gpuport_pchan_t *ch, gpuport_status_t status)
 static void publish_flushes(gpuport_pchan_t *ch)
 {
     uint32_t n = 0;
-    while (n < ch->nflush && ch->work_done >= ch->flush_target[n])
+    /* entries are in FIFO order, and positions grow within each FIFO */
+    while (n < ch->nflush && ch->work_done >= ch->flush_target[n]) {
+        atomic_store_explicit(&ch->state->flushed[ch->flush_fifo[n]], ch->flush_pos[n] + 1,
+                              memory_order_release);
         n++;
+    }
     if (n == 0)
         return;
-    atomic_store_explicit(&ch->state->flushed, ch->flush_pos[n - 1] + 1, memory_order_release);
     memmove(ch->flush_pos, ch->flush_pos + n, (ch->nflush - n) * sizeof(uint64_t));
     memmove(ch->flush_target, ch->flush_target + n, (ch->nflush - n) * sizeof(uint64_t));
+    memmove(ch->flush_fifo, ch->flush_fifo + n, (ch->nflush - n) * sizeof(uint8_t));
     ch->nflush -= n;
 }
 
@@ -95,42 +99,47 @@ static void exec_signal(gpuport_comm_t comm, gpuport_pchan_t *ch)
         chan_fail(ch, (gpuport_status_t)rc);
 }
 
-static void exec_flush(gpuport_pchan_t *ch, uint64_t pos)
+static int exec_flush(gpuport_pchan_t *ch, int fifo, uint64_t pos)
 {
+    uint32_t last = ch->nflush - 1;
+
     if (ch->nflush == 0 && ch->work_done == ch->work_posted) {
-        atomic_store_explicit(&ch->state->flushed, pos + 1, memory_order_release);
-        return;
+        atomic_store_explicit(&ch->state->flushed[fifo], pos + 1, memory_order_release);
+        return EXEC_DONE;
     }
     if (ch->nflush == GPUPORT_PENDING_FLUSHES) {
-        /* Fold into the newest: its waiters wait for a little more work. */
-        ch->flush_pos[ch->nflush - 1] = pos;
-        ch->flush_target[ch->nflush - 1] = ch->work_posted;
-        return;
+        /* Fold into the newest of the same FIFO: its waiters wait for a
+         * little more work. Another FIFO's entry cannot take it. */
+        if (ch->flush_fifo[last] != fifo)
+            return EXEC_RETRY;
+        ch->flush_pos[last] = pos;
+        ch->flush_target[last] = ch->work_posted;
+        return EXEC_DONE;
     }
     ch->flush_pos[ch->nflush] = pos;
     ch->flush_target[ch->nflush] = ch->work_posted;
+    ch->flush_fifo[ch->nflush] = (uint8_t)fifo;
     ch->nflush++;
+    return EXEC_DONE;
 }
 
-/* Carries out one decoded trigger at FIFO position pos. */
-static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, uint64_t pos)
+/* Carries out one decoded trigger at position pos of FIFO `fifo`. */
+static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint64_t pos)
 {
     gpuport_pchan_t *ch;
     int need;
 
     if (d->channel >= comm->config.max_channels ||
         !atomic_load_explicit(&comm->pchans[d->channel].active, memory_order_acquire)) {
-        log_error("trigger at FIFO position %llu names channel %u, which does not exist "
+        log_error("trigger at %s FIFO position %llu names channel %u, which does not exist "
                   "(op %u); dropped",
-                  (unsigned long long)pos, d->channel, d->op);
+                  fifo ? "device" : "host", (unsigned long long)pos, d->channel, d->op);
         comm->proxy.rejected++;
         return EXEC_DONE;
     }
     ch = &comm->pchans[d->channel];
-    if (d->op == GPUPORT_OP_FLUSH) {
-        exec_flush(ch, pos);
-        return EXEC_DONE;
-    }
+    if (d->op == GPUPORT_OP_FLUSH)
+        return exec_flush(ch, fifo, pos);
     /* a channel in error carries out nothing more, but its flushes complete
      * so that waiters wake and see the error */
     if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) != GPUPORT_OK)
@@ -176,9 +185,8 @@ static int read_completions(gpuport_comm_t comm)
     return n;
 }
 
-static int consume_fifo(gpuport_comm_t comm)
+static int consume_fifo(gpuport_comm_t comm, gpuport_fifo_t *f, int fifo)
 {
-    gpuport_fifo_t *f = &comm->fifo;
     int n;
 
     for (n = 0; n < BATCH; n++) {
@@ -196,7 +204,7 @@ static int consume_fifo(gpuport_comm_t comm)
         } else {
             gpuport_trigger_decode(&t[0], NULL, &d);
         }
-        if (execute(comm, &d, f->pos + used - 1) == EXEC_RETRY)
+        if (execute(comm, &d, fifo, f->pos + used - 1) == EXEC_RETRY)
             break;
         gpuport_fifo_advance(f, used);
         comm->proxy.triggers++;
@@ -209,11 +217,24 @@ static int outstanding_work(gpuport_comm_t comm)
     return comm->proxy.flusher.outstanding > 0;
 }
 
+/* Triggers known to be queued but not consumed. The device FIFO's head is
+ * in device memory, which the proxy does not read: there, a valid slot at
+ * the consumer's position is what says work is left. */
+static uint64_t fifo_backlog(gpuport_comm_t comm)
+{
+    uint64_t left = gpuport_fifo_head(&comm->fifo) - comm->fifo.pos;
+    gpuport_trigger_t t;
+
+    if (comm->dfifo.slots && gpuport_fifo_peek(&comm->dfifo, 0, &t))
+        left++;
+    return left;
+}
+
 /* Fails what could not be drained before the deadline, so no waiter hangs
  * and nothing is dropped without a word. */
 static void abandon(gpuport_comm_t comm)
 {
-    uint64_t left = gpuport_fifo_head(&comm->fifo) - comm->fifo.pos;
+    uint64_t left = fifo_backlog(comm);
 
     comm->proxy.abandoned = left + comm->proxy.flusher.outstanding;
     log_error("stopping with %llu trigger(s) not carried out and %u flusher item(s) not "
@@ -256,15 +277,16 @@ static void *proxy_main(void *arg)
     gpuport_log_set_rank(comm->rank);
     for (;;) {
         int progressed = read_completions(comm);
-        progressed += consume_fifo(comm);
+        progressed += consume_fifo(comm, &comm->fifo, GPUPORT_FIFO_HOST);
+        if (comm->dfifo.slots)
+            progressed += consume_fifo(comm, &comm->dfifo, GPUPORT_FIFO_DEVICE);
         if (progressed) {
             idle_since = gpuport_now_ns();
             sleep_us = 0;
             continue;
         }
         if (atomic_load_explicit(&comm->proxy.stop, memory_order_acquire)) {
-            int drained = gpuport_fifo_head(&comm->fifo) == comm->fifo.pos &&
-                          !outstanding_work(comm);
+            int drained = fifo_backlog(comm) == 0 && !outstanding_work(comm);
             if (drained)
                 break;
             if (gpuport_now_ns() > comm->proxy.drain_deadline_ns) {
@@ -284,7 +306,9 @@ gpuport_status_t gpuport_proxy_start(gpuport_comm_t comm)
     int rc;
 
     /* Room for every FIFO entry to need two work items. */
-    status = gpuport_flusher_start(&comm->proxy.flusher, 2 * comm->config.fifo_size, comm->rank);
+    status = gpuport_flusher_start(&comm->proxy.flusher, 2 * comm->config.fifo_size, comm->rank,
+                                   comm->gpu_device, comm->gpu_app_ctx, comm->gpu_app_probe,
+                                   comm->timeout_ns ? comm->timeout_ns : UINT64_MAX);
     if (status)
         return status;
     rc = pthread_create(&comm->proxy.thread, NULL, proxy_main, comm);

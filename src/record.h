@@ -41,6 +41,9 @@ typedef struct gpuport_proc_rec {
     uint64_t ctrl_size;
     uint32_t uid;
     uint32_t features;    /* GPUPORT_FEATURE_* */
+    int32_t gpu;          /* CUDA ordinal of the communicator's GPU, -1 if none */
+    uint32_t reserved;
+    char gpu_bus_id[32];
     char hostname[64];
 } gpuport_proc_rec_t;
 
@@ -48,8 +51,9 @@ typedef struct gpuport_proc_rec {
 
 typedef enum {
     GPUPORT_REGION_NONE = 0,
-    GPUPORT_REGION_HOST = 1,       /* private host memory: reachable by CMA */
-    GPUPORT_REGION_HOST_SHARED = 2 /* memfd-backed host memory: mappable */
+    GPUPORT_REGION_HOST = 1,        /* private host memory: reachable by CMA */
+    GPUPORT_REGION_HOST_SHARED = 2, /* memfd-backed host memory: mappable */
+    GPUPORT_REGION_DEVICE = 3       /* GPU memory: a CUDA IPC handle */
 } gpuport_region_kind_t;
 
 typedef struct gpuport_region_rec {
@@ -57,7 +61,9 @@ typedef struct gpuport_region_rec {
     int32_t fd;       /* HOST_SHARED: memfd in the owner's fd table */
     uint64_t addr;    /* owner's virtual address */
     uint64_t size;
-    uint64_t fd_offset; /* HOST_SHARED: offset of addr in the memfd */
+    uint64_t fd_offset; /* HOST_SHARED: offset of addr in the memfd;
+                         * DEVICE: offset of addr in the IPC allocation */
+    unsigned char ipc[64]; /* DEVICE: CUipcMemHandle of the allocation */
 } gpuport_region_rec_t;
 
 /* Exchanged by the two sides of a channel at creation. */

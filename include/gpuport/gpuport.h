@@ -66,7 +66,8 @@ typedef struct gpuport_bootstrap {
     gpuport_status_t (*barrier)(void *ctx);
     gpuport_status_t (*send)(void *ctx, int peer, int tag, const void *buf, size_t bytes);
     gpuport_status_t (*recv)(void *ctx, int peer, int tag, void *buf, size_t bytes);
-    /* called once by gpuport_comm_destroy (or on a failed create) */
+    /* called once by gpuport_comm_destroy (or on a failed create); may be
+     * NULL when the caller keeps the bootstrap for later communicators */
     void (*destroy)(void *ctx);
 } gpuport_bootstrap_t;
 

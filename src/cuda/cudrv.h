@@ -32,6 +32,11 @@
     X(cuCtxSetCurrent)                                                                          \
     X(cuCtxGetCurrent)                                                                          \
     X(cuCtxGetDevice)                                                                           \
+    X(cuCtxPushCurrent)                                                                         \
+    X(cuCtxPopCurrent)                                                                          \
+    X(cuMemHostRegister)                                                                        \
+    X(cuMemHostUnregister)                                                                      \
+    X(cuMemcpyPeerAsync)                                                                        \
     X(cuMemAlloc)                                                                               \
     X(cuMemFree)                                                                                \
     X(cuMemHostAlloc)                                                                           \

@@ -1,6 +1,7 @@
 /* Transport choice per peer; see transport.h. */
 #include <stdio.h>
 
+#include "build_config.h"
 #include "internal.h"
 
 static const char *const names[] = {"auto", "shm", "cuda_ipc", "ib", "tcp"};
@@ -11,10 +12,27 @@ const char *gpuport_transport_name(int kind)
 }
 
 /* Built transports in the order `auto` prefers them. */
-static const gpuport_transport_ops_t *const built[] = {&gpuport_transport_shm};
+static const gpuport_transport_ops_t *const built[] = {
+#if GPUPORT_HAVE_CUDA
+    &gpuport_transport_cuda_ipc,
+#endif
+    &gpuport_transport_shm,
+};
 #define NBUILT (sizeof(built) / sizeof(built[0]))
+#if GPUPORT_HAVE_CUDA
+#define BUILT_NAMES "cuda_ipc, shm"
+#else
+#define BUILT_NAMES "shm"
+#endif
 
-gpuport_status_t gpuport_transport_select(gpuport_comm_t comm, int peer,
+/* auto: GPU regions move by copy engine, host regions by the CPU */
+static int auto_fits(const gpuport_transport_ops_t *t, int device_regions)
+{
+    return device_regions ? t->kind == GPUPORT_TRANSPORT_CUDA_IPC
+                          : t->kind == GPUPORT_TRANSPORT_SHM;
+}
+
+gpuport_status_t gpuport_transport_select(gpuport_comm_t comm, int peer, int device_regions,
                                           const gpuport_transport_ops_t **ops_p, char *why,
                                           size_t len)
 {
@@ -23,7 +41,8 @@ gpuport_status_t gpuport_transport_select(gpuport_comm_t comm, int peer,
     size_t used = 0;
 
     for (size_t i = 0; i < NBUILT; i++) {
-        if (want != GPUPORT_TRANSPORT_AUTO && want != built[i]->kind)
+        if (want != GPUPORT_TRANSPORT_AUTO ? want != built[i]->kind
+                                           : !auto_fits(built[i], device_regions))
             continue;
         if (built[i]->reachable(comm, peer, reason, sizeof(reason))) {
             *ops_p = built[i];
@@ -34,12 +53,13 @@ gpuport_status_t gpuport_transport_select(gpuport_comm_t comm, int peer,
     }
     if (want != GPUPORT_TRANSPORT_AUTO && used == 0) {
         snprintf(why, len, "GPUPORT_TRANSPORT=%s is not available in this build of gpuport "
-                 "(built: shm)", gpuport_transport_name(want));
+                 "(built: " BUILT_NAMES ")", gpuport_transport_name(want));
         log_error("cannot connect rank %d to rank %d: %s", comm->rank, peer, why);
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
     if (used == 0)
-        snprintf(why, len, "no transport is built");
+        snprintf(why, len, "no transport for %s memory is built (built: " BUILT_NAMES ")",
+                 device_regions ? "GPU" : "host");
     log_error("cannot connect rank %d to rank %d with GPUPORT_TRANSPORT=%s: %s", comm->rank, peer,
               gpuport_transport_name(want), why);
     return GPUPORT_ERR_NOT_SUPPORTED;

@@ -51,10 +51,12 @@ typedef struct gpuport_transport_ops {
 } gpuport_transport_ops_t;
 
 extern const gpuport_transport_ops_t gpuport_transport_shm;
+extern const gpuport_transport_ops_t gpuport_transport_cuda_ipc;
 
 /* The transport for (comm, peer) under the configured choice, or an error
- * with the reason written to why. */
-gpuport_status_t gpuport_transport_select(struct gpuport_comm *comm, int peer,
+ * with the reason written to why. device_regions: the channel's local
+ * regions are GPU memory. */
+gpuport_status_t gpuport_transport_select(struct gpuport_comm *comm, int peer, int device_regions,
                                           const gpuport_transport_ops_t **ops_p, char *why,
                                           size_t len);
 

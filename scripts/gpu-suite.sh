@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Every GPU test and benchmark, on a machine with 2 GPUs, from a build made
+# by scripts/gpu-build.sh: the CPU suites (CUDA build), the GPU tests, the
+# launch-queue stall matrix, and gpuport_bench in GPU mode. Logs go to OUT.
+#   usage: scripts/gpu-suite.sh [BUILD_DIR] [OUT_DIR]
+set -u
+cd "$(dirname "$0")/.."
+build=${1:-_build/gpu}
+out=${2:-gpu-results}
+mkdir -p "$out"
+export top_builddir=$build top_srcdir=. GPUPORT_LOG_LEVEL=${GPUPORT_LOG_LEVEL:-warn}
+pass=0 fail=0 skip=0
+
+{
+    date -u
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+    nvidia-smi topo -m
+} >"$out/machine.txt" 2>&1
+
+# step NAME LIMIT COMMAND...: runs with a time limit, log in OUT/NAME.log
+step() {
+    local name=$1 limit=$2
+    shift 2
+    local t0=$SECONDS rc=0
+    timeout --kill-after=10 "$limit" "$@" >"$out/$name.log" 2>&1 || rc=$?
+    case $rc in
+    0) pass=$((pass + 1)); verdict=PASS ;;
+    77) skip=$((skip + 1)); verdict=SKIP ;;
+    124 | 137) fail=$((fail + 1)); verdict="FAIL (timeout ${limit}s)" ;;
+    *) fail=$((fail + 1)); verdict="FAIL (exit $rc)" ;;
+    esac
+    echo "$verdict $name ($((SECONDS - t0)) s)"
+    if [ "$verdict" != PASS ]; then tail -n 25 "$out/$name.log"; fi
+}
+
+for t in test_trigger test_fifo test_ring test_config test_record test_readme_vars \
+    test_local_channels test_process_channels; do
+    step "unit-$t" 120 "$build/test/unit/$t"
+done
+step mpi-np2 300 "$build/test/mpi/mpirun.sh" 2 "$build/test/mpi/test_mpi_channels"
+step gpu-fifo 120 "$build/test/gpu/test_gpu_fifo"
+step gpu-channels 300 "$build/test/gpu/test_gpu_channels"
+step gpu-stall 420 sh test/gpu/stall_suite.sh
+step bench-gpu 300 "$build/test/mpi/mpirun.sh" 2 "$build/tools/gpuport_bench"
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]

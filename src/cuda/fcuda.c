@@ -1,0 +1,233 @@
+/* The flusher's CUDA side; see fcuda.h. */
+#include "cuda/fcuda.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda/cudrv.h"
+#include "log.h"
+
+#define INFLIGHT 256 /* events, so items queued on the GPU at once */
+
+struct gpuport_fcuda {
+    CUcontext ctx;
+    CUcontext app_ctx;
+    CUstream stream;
+    CUdeviceptr scratch;
+    void *host_probe;
+    CUevent events[INFLIGHT];
+    uint32_t channel[INFLIGHT];
+    uint32_t head, tail; /* recorded, completed */
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Start-up only: waits for the stream with a limit, never on the hot path. */
+static gpuport_status_t sync_bounded(struct gpuport_fcuda *c, uint64_t timeout_ns)
+{
+    uint64_t deadline = now_ns() + timeout_ns;
+    for (;;) {
+        CUresult rc = gpuport_cu.cuStreamQuery(c->stream);
+        if (rc == CUDA_SUCCESS)
+            return GPUPORT_OK;
+        if (rc != CUDA_ERROR_NOT_READY)
+            return gpuport_cu_status(rc, "cuStreamQuery(warm-up)", __FILE__, __LINE__);
+        if (now_ns() > deadline) {
+            log_error("the flusher's warm-up copies did not finish within %llu ms",
+                      (unsigned long long)(timeout_ns / 1000000));
+            return GPUPORT_ERR_TIMEOUT;
+        }
+    }
+}
+
+/* Every kind of operation the flusher will issue, once, before any user
+ * kernel can wait on it: first uses load code and take locks that must not
+ * happen while a kernel waits (DESIGN.md, hazard H1). */
+static gpuport_status_t warm_up(gpuport_flusher_t *fl, struct gpuport_fcuda *c)
+{
+    volatile uint64_t *probe;
+    CUdeviceptr probe_d;
+    gpuport_status_t st;
+
+    st = CU_CALL(cuMemAlloc, (&c->scratch, 256));
+    if (!st)
+        st = CU_CALL(cuMemsetD8, (c->scratch, 0, 256));
+    if (!st)
+        st = CU_CALL(cuMemHostAlloc, (&c->host_probe, 64, CU_MEMHOSTALLOC_PORTABLE |
+                                                            CU_MEMHOSTALLOC_DEVICEMAP));
+    if (st)
+        return st;
+    probe = c->host_probe;
+    probe[0] = 0;
+    st = CU_CALL(cuMemHostGetDevicePointer, (&probe_d, c->host_probe, 0));
+    if (!st)
+        st = CU_CALL(cuMemcpyDtoDAsync, (c->scratch + 128, c->scratch, 64, c->stream));
+    /* copies from the application's memory name its context */
+    if (!st && fl->cuda_app_ctx && fl->cuda_app_probe)
+        st = CU_CALL(cuMemcpyPeerAsync, (c->scratch + 64, c->ctx, (CUdeviceptr)fl->cuda_app_probe,
+                                         (CUcontext)fl->cuda_app_ctx, 8, c->stream));
+    if (!st)
+        st = CU_CALL(cuStreamWriteValue64, (c->stream, c->scratch, 1, CU_STREAM_WRITE_VALUE_DEFAULT));
+    if (!st)
+        st = CU_CALL(cuStreamWriteValue64, (c->stream, probe_d, 42, CU_STREAM_WRITE_VALUE_DEFAULT));
+    if (!st)
+        st = CU_CALL(cuEventRecord, (c->events[0], c->stream));
+    if (!st)
+        st = sync_bounded(c, fl->start_timeout_ns);
+    if (!st) {
+        CUresult rc = gpuport_cu.cuEventQuery(c->events[0]);
+        st = gpuport_cu_status(rc, "cuEventQuery(warm-up)", __FILE__, __LINE__);
+    }
+    if (!st && probe[0] != 42) {
+        log_error("cuStreamWriteValue64 into pinned host memory did not arrive (read %llu, "
+                  "expected 42): signals cannot reach peers on this system",
+                  (unsigned long long)probe[0]);
+        st = GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    return st;
+}
+
+gpuport_status_t gpuport_fcuda_start(gpuport_flusher_t *fl)
+{
+    struct gpuport_fcuda *c = calloc(1, sizeof(*c));
+    CUctxCreateParams params;
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CUdevice dev;
+    gpuport_status_t st;
+    uint32_t i;
+
+    if (!c)
+        return GPUPORT_ERR_NO_MEMORY;
+    memset(&params, 0, sizeof(params));
+    c->app_ctx = fl->cuda_app_ctx;
+    st = CU_CALL(cuDeviceGet, (&dev, fl->cuda_device));
+    if (!st)
+        st = CU_CALL(cuCtxCreate, (&c->ctx, &params, 0, dev));
+    if (st)
+        goto err;
+    /* An application capturing a graph in global mode must not make our
+     * calls fail. */
+    st = CU_CALL(cuThreadExchangeStreamCaptureMode, (&mode));
+    if (!st)
+        st = CU_CALL(cuStreamCreate, (&c->stream, CU_STREAM_NON_BLOCKING));
+    for (i = 0; !st && i < INFLIGHT; i++)
+        st = CU_CALL(cuEventCreate, (&c->events[i], CU_EVENT_DISABLE_TIMING));
+    if (!st)
+        st = warm_up(fl, c);
+    if (st)
+        goto err_ctx;
+    fl->cuda = c;
+    log_debug("flusher: private CUDA context on device %d ready", fl->cuda_device);
+    return GPUPORT_OK;
+
+err_ctx:
+    gpuport_cu.cuCtxDestroy(c->ctx);
+err:
+    log_error("the flusher could not set up its private CUDA context on device %d",
+              fl->cuda_device);
+    free(c);
+    return st;
+}
+
+void gpuport_fcuda_stop(gpuport_flusher_t *fl)
+{
+    struct gpuport_fcuda *c = fl->cuda;
+
+    if (!c)
+        return;
+    /* the proxy has drained or abandoned everything; let the copies end */
+    sync_bounded(c, fl->start_timeout_ns);
+    for (uint32_t i = 0; i < INFLIGHT; i++)
+        gpuport_cu.cuEventDestroy(c->events[i]);
+    gpuport_cu.cuStreamDestroy(c->stream);
+    gpuport_cu.cuMemFree(c->scratch);
+    gpuport_cu.cuMemFreeHost(c->host_probe);
+    c->head = c->tail = 0;
+}
+
+void gpuport_fcuda_release(gpuport_flusher_t *fl)
+{
+    struct gpuport_fcuda *c = fl->cuda;
+
+    if (!c)
+        return;
+    gpuport_cu.cuCtxDestroy(c->ctx);
+    free(c);
+    fl->cuda = NULL;
+}
+
+int gpuport_fcuda_room(gpuport_flusher_t *fl)
+{
+    return fl->cuda->head - fl->cuda->tail < INFLIGHT;
+}
+
+int gpuport_fcuda_idle(gpuport_flusher_t *fl)
+{
+    return fl->cuda == NULL || fl->cuda->head == fl->cuda->tail;
+}
+
+gpuport_status_t gpuport_fcuda_issue(gpuport_flusher_t *fl, const gpuport_work_t *w)
+{
+    struct gpuport_fcuda *c = fl->cuda;
+    CUdeviceptr dst = (CUdeviceptr)(uintptr_t)w->dst, src = (CUdeviceptr)(uintptr_t)w->src;
+    uint32_t slot = c->head % INFLIGHT;
+    gpuport_status_t st;
+
+    if (w->kind == GPUPORT_WORK_CU_COPY) {
+        /* sources belong to the application's context, destinations (peer
+         * handles) to ours: a peer copy names both */
+        if (w->aux && w->aux != (void *)c->ctx)
+            st = CU_CALL(cuMemcpyPeerAsync, (dst, c->ctx, src, (CUcontext)w->aux, w->size, c->stream));
+        else
+            st = CU_CALL(cuMemcpyDtoDAsync, (dst, src, w->size, c->stream));
+    } else {
+        st = CU_CALL(cuStreamWriteValue64, (c->stream, dst, w->value, CU_STREAM_WRITE_VALUE_DEFAULT));
+    }
+    if (!st)
+        st = CU_CALL(cuEventRecord, (c->events[slot], c->stream));
+    if (st)
+        return st;
+    c->channel[slot] = w->channel;
+    c->head++;
+    return GPUPORT_OK;
+}
+
+int gpuport_fcuda_progress(gpuport_flusher_t *fl)
+{
+    struct gpuport_fcuda *c = fl->cuda;
+    int n = 0;
+
+    while (c->tail != c->head) {
+        uint32_t slot = c->tail % INFLIGHT;
+        CUresult rc = gpuport_cu.cuEventQuery(c->events[slot]);
+        gpuport_work_done_t done;
+        if (rc == CUDA_ERROR_NOT_READY)
+            break;
+        done.channel = c->channel[slot];
+        done.status = gpuport_cu_status(rc, "cuEventQuery(copy or signal)", __FILE__, __LINE__);
+        while (gpuport_ring_push(&fl->done, &done) != 0)
+            ;
+        c->tail++;
+        n++;
+    }
+    return n;
+}
+
+gpuport_status_t gpuport_fcuda_ctx_push(gpuport_flusher_t *fl)
+{
+    if (!fl->cuda)
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    return CU_CALL(cuCtxPushCurrent, (fl->cuda->ctx));
+}
+
+void gpuport_fcuda_ctx_pop(void)
+{
+    CUcontext ctx;
+    gpuport_cu.cuCtxPopCurrent(&ctx);
+}

@@ -1,0 +1,33 @@
+/*
+ * The flusher's CUDA side: a private context on the communicator's GPU (not
+ * the application's primary context, whose launch queue the application may
+ * fill), one non-blocking stream, and events that tell when queued work is
+ * done. Everything here runs on the flusher thread, except fcuda_ctx_push /
+ * fcuda_ctx_pop, which set-up code on application threads uses to open peer
+ * handles in the private context. Builds without CUDA link gpu_none.c's
+ * versions, which are never reached because no CUDA work is ever queued.
+ */
+#ifndef GPUPORT_FCUDA_H
+#define GPUPORT_FCUDA_H
+
+#include "flusher.h"
+
+/* Creates the context and exercises every operation the flusher uses. */
+gpuport_status_t gpuport_fcuda_start(gpuport_flusher_t *fl);
+/* Flusher thread, at exit: lets queued work finish, frees the stream. The
+ * context stays: channels still close their peer handles in it. */
+void gpuport_fcuda_stop(gpuport_flusher_t *fl);
+/* Application thread, after every channel and connection is closed. */
+void gpuport_fcuda_release(gpuport_flusher_t *fl);
+/* room for one more queued item */
+int gpuport_fcuda_room(gpuport_flusher_t *fl);
+/* no queued CUDA work left */
+int gpuport_fcuda_idle(gpuport_flusher_t *fl);
+gpuport_status_t gpuport_fcuda_issue(gpuport_flusher_t *fl, const gpuport_work_t *w);
+/* Reports finished items through the done ring; returns how many. */
+int gpuport_fcuda_progress(gpuport_flusher_t *fl);
+
+gpuport_status_t gpuport_fcuda_ctx_push(gpuport_flusher_t *fl);
+void gpuport_fcuda_ctx_pop(void);
+
+#endif

@@ -1,0 +1,221 @@
+/* GPU mode of a communicator; see gpu.h. */
+#include "cuda/gpu.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cudrv.h"
+#include "cuda/fcuda.h"
+#include "gpuport/gpuport_device.h"
+
+static gpuport_status_t pick_device(gpuport_comm_t comm, struct gpuport_gpu *g)
+{
+    CUcontext cur = NULL;
+    gpuport_status_t st = CU_CALL(cuCtxGetCurrent, (&cur));
+
+    if (st)
+        return st;
+    if (cur) {
+        g->app_ctx = cur;
+        return CU_CALL(cuCtxGetDevice, (&g->dev));
+    }
+    /* The application has not chosen a device: one per local rank, as
+     * cudaSetDevice(local_rank % count) would. */
+    st = CU_CALL(cuDeviceGet, (&g->dev, comm->bs.local_rank % gpuport_cudrv_device_count()));
+    if (!st)
+        st = CU_CALL(cuDevicePrimaryCtxRetain, (&g->app_ctx, g->dev));
+    if (st)
+        return st;
+    g->retained = 1;
+    log_info("no CUDA context was current: using device %d (local rank %d of %d) and making its "
+             "primary context current",
+             (int)g->dev, comm->bs.local_rank, comm->bs.local_size);
+    return CU_CALL(cuCtxSetCurrent, (g->app_ctx));
+}
+
+static gpuport_status_t map_host(void *ptr, size_t len, CUdeviceptr *d_p, int *registered_p)
+{
+    gpuport_status_t st = CU_CALL(cuMemHostRegister, (ptr, len, CU_MEMHOSTREGISTER_PORTABLE |
+                                                                     CU_MEMHOSTREGISTER_DEVICEMAP));
+    if (st)
+        return st;
+    *registered_p = 1;
+    return CU_CALL(cuMemHostGetDevicePointer, (d_p, ptr, 0));
+}
+
+static void gpu_free(gpuport_comm_t comm, struct gpuport_gpu *g)
+{
+    if (g->ctrl_registered)
+        gpuport_cu.cuMemHostUnregister(comm->ctrl);
+    if (g->states_registered)
+        gpuport_cu.cuMemHostUnregister(comm->states);
+    if (g->consumed)
+        gpuport_cu.cuMemFree(g->consumed);
+    if (g->fifo_dmem)
+        gpuport_cu.cuMemFree(g->fifo_dmem);
+    if (g->fifo_host)
+        gpuport_cu.cuMemFreeHost(g->fifo_host);
+    if (g->retained)
+        gpuport_cu.cuDevicePrimaryCtxRelease(g->dev);
+    free(g);
+}
+
+gpuport_status_t gpuport_gpu_open(gpuport_comm_t comm)
+{
+    struct gpuport_gpu *g;
+    size_t nslots = comm->config.fifo_size;
+    char why[256];
+    gpuport_status_t st;
+
+    comm->gpu_device = -1;
+    if (comm->config.gpu == GPUPORT_GPU_OFF)
+        return GPUPORT_OK;
+    if (gpuport_cudrv_load(why, sizeof(why)) != GPUPORT_OK) {
+        if (comm->config.gpu == GPUPORT_GPU_ON) {
+            log_error("GPUPORT_GPU=on, but %s", why);
+            return GPUPORT_ERR_NOT_SUPPORTED;
+        }
+        log_info("host-only communicator: %s", why);
+        return GPUPORT_OK;
+    }
+    g = calloc(1, sizeof(*g));
+    if (!g)
+        return GPUPORT_ERR_NO_MEMORY;
+    st = pick_device(comm, g);
+    if (st)
+        goto err;
+    g->fifo_host_len = GPUPORT_DFIFO_HDR + nslots * sizeof(gpuport_trigger_t);
+    st = CU_CALL(cuMemHostAlloc, (&g->fifo_host, g->fifo_host_len,
+                                  CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+    if (st)
+        goto err;
+    memset(g->fifo_host, 0, g->fifo_host_len);
+    st = CU_CALL(cuMemHostGetDevicePointer, (&g->fifo_host_d, g->fifo_host, 0));
+    if (!st)
+        st = CU_CALL(cuMemAlloc, (&g->fifo_dmem, 128));
+    if (!st)
+        st = CU_CALL(cuMemsetD8, (g->fifo_dmem, 0, 128));
+    if (!st)
+        st = CU_CALL(cuMemAlloc, (&g->consumed, comm->config.max_channels * sizeof(uint64_t)));
+    if (!st)
+        st = CU_CALL(cuMemsetD8, (g->consumed, 0, comm->config.max_channels * sizeof(uint64_t)));
+    if (!st)
+        st = map_host(comm->states, comm->states_size, &g->states_d, &g->states_registered);
+    if (!st)
+        st = map_host(comm->ctrl, comm->ctrl_size, &g->ctrl_d, &g->ctrl_registered);
+    if (st)
+        goto err;
+
+    memset(&comm->dfifo, 0, sizeof(comm->dfifo));
+    comm->dfifo.tail = (_Atomic uint64_t *)g->fifo_host;
+    comm->dfifo.slots = (gpuport_trigger_t *)((char *)g->fifo_host + GPUPORT_DFIFO_HDR);
+    comm->dfifo.size = (uint32_t)nslots;
+    comm->dfifo.log2_size = (uint32_t)__builtin_ctz((uint32_t)nslots);
+    comm->gpu = g;
+    comm->gpu_device = (int)g->dev;
+    comm->gpu_app_ctx = g->app_ctx;
+    comm->gpu_app_probe = (uint64_t)g->consumed;
+    log_info("GPU mode on device %d", (int)g->dev);
+    return GPUPORT_OK;
+
+err:
+    log_error("cannot set up GPU mode on device %d; GPUPORT_GPU=off runs host-only",
+              (int)g->dev);
+    gpu_free(comm, g);
+    return st;
+}
+
+void gpuport_gpu_close(gpuport_comm_t comm)
+{
+    if (!comm->gpu)
+        return;
+    gpu_free(comm, comm->gpu);
+    comm->gpu = NULL;
+    memset(&comm->dfifo, 0, sizeof(comm->dfifo));
+}
+
+int gpuport_gpu_mem_describe(gpuport_comm_t comm, void *ptr, size_t size,
+                             gpuport_region_rec_t *rec)
+{
+    CUmemorytype type = 0;
+    CUdeviceptr base = 0, p = (CUdeviceptr)(uintptr_t)ptr;
+    size_t len = 0;
+    CUipcMemHandle handle;
+    CUresult rc;
+
+    if (!comm->gpu || !ptr)
+        return 0;
+    rc = gpuport_cu.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
+    if (rc != CUDA_SUCCESS || type != CU_MEMORYTYPE_DEVICE)
+        return 0; /* plain host memory is unknown to CUDA */
+    if (CU_CALL(cuMemGetAddressRange, (&base, &len, p)))
+        return GPUPORT_ERR_INVALID_ARG;
+    if (p - base + size > len) {
+        log_error("GPU range %p + %zu bytes runs past its allocation (%zu bytes at 0x%llx)", ptr,
+                  size, len, (unsigned long long)base);
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    }
+    if (CU_CALL(cuIpcGetMemHandle, (&handle, base))) {
+        log_error("GPU memory at %p cannot be shared by CUDA IPC (memory from cudaMalloc is "
+                  "needed; pools and VMM allocations are not supported yet)",
+                  ptr);
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    rec->kind = GPUPORT_REGION_DEVICE;
+    rec->fd = -1;
+    rec->fd_offset = p - base;
+    memcpy(rec->ipc, &handle, sizeof(rec->ipc));
+    return 1;
+}
+
+gpuport_status_t gpuport_gpu_channel_reset(gpuport_comm_t comm, uint32_t id)
+{
+    if (!comm->gpu)
+        return GPUPORT_OK;
+    return CU_CALL(cuMemsetD8, (comm->gpu->consumed + id * sizeof(uint64_t), 0, sizeof(uint64_t)));
+}
+
+gpuport_status_t gpuport_channel_device(gpuport_channel_t ch, gpuport_port_channel_dev_t *dev_p)
+{
+    gpuport_comm_t comm;
+    struct gpuport_gpu *g;
+    gpuport_port_channel_dev_t d;
+
+    if (!ch || !dev_p)
+        return GPUPORT_ERR_INVALID_ARG;
+    comm = ch->comm;
+    g = comm->gpu;
+    if (!g) {
+        log_error("channel %u: device handles need a communicator in GPU mode (this one is "
+                  "host-only; see GPUPORT_GPU)",
+                  ch->id);
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    memset(&d, 0, sizeof(d));
+    d.fifo.slots = (gpuport_trigger_t *)(uintptr_t)(g->fifo_host_d + GPUPORT_DFIFO_HDR);
+    d.fifo.head = (unsigned long long *)(uintptr_t)g->fifo_dmem;
+    d.fifo.tail = (const volatile uint64_t *)(uintptr_t)g->fifo_host_d;
+    d.fifo.tail_cache = (unsigned long long *)(uintptr_t)(g->fifo_dmem + 64);
+    d.fifo.size = comm->dfifo.size;
+    d.fifo.log2_size = comm->dfifo.log2_size;
+    d.id = ch->id;
+    d.rank = comm->rank;
+    d.peer = ch->peer;
+    d.src_size = ch->src_size;
+    d.dst_size = ch->dst_size;
+    d.flushed = (const volatile uint64_t *)(uintptr_t)(
+        g->states_d + ch->id * sizeof(gpuport_chan_state_t) +
+        offsetof(gpuport_chan_state_t, flushed) + GPUPORT_FIFO_DEVICE * sizeof(uint64_t));
+    d.status = (const volatile int32_t *)(uintptr_t)(
+        g->states_d + ch->id * sizeof(gpuport_chan_state_t) + offsetof(gpuport_chan_state_t, status));
+    d.inbound = (const volatile uint64_t *)(uintptr_t)(
+        g->ctrl_d + ch->id * sizeof(gpuport_sem_slot_t) + offsetof(gpuport_sem_slot_t, value));
+    d.peer_status = (const volatile int32_t *)(uintptr_t)(
+        g->ctrl_d + ch->id * sizeof(gpuport_sem_slot_t) +
+        offsetof(gpuport_sem_slot_t, peer_status));
+    d.consumed = (unsigned long long *)(uintptr_t)(g->consumed + ch->id * sizeof(uint64_t));
+    d.timeout_ns = comm->timeout_ns;
+    *dev_p = d;
+    return GPUPORT_OK;
+}

@@ -1,0 +1,99 @@
+/*
+ * GPU mode in a build without CUDA: every communicator is host-only, no
+ * memory is GPU memory, and the flusher never receives CUDA work, so its
+ * CUDA entry points are unreachable.
+ */
+#include "cuda/fcuda.h"
+#include "gpuport/gpuport_device.h"
+#include "internal.h"
+
+gpuport_status_t gpuport_gpu_open(gpuport_comm_t comm)
+{
+    comm->gpu_device = -1;
+    if (comm->config.gpu == GPUPORT_GPU_ON) {
+        log_error("GPUPORT_GPU=on, but this gpuport was built without CUDA (configure "
+                  "--with-cuda)");
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    return GPUPORT_OK;
+}
+
+void gpuport_gpu_close(gpuport_comm_t comm)
+{
+    (void)comm;
+}
+
+int gpuport_gpu_mem_describe(gpuport_comm_t comm, void *ptr, size_t size, gpuport_region_rec_t *rec)
+{
+    (void)comm;
+    (void)ptr;
+    (void)size;
+    (void)rec;
+    return 0;
+}
+
+gpuport_status_t gpuport_gpu_channel_reset(gpuport_comm_t comm, uint32_t id)
+{
+    (void)comm;
+    (void)id;
+    return GPUPORT_OK;
+}
+
+gpuport_status_t gpuport_channel_device(gpuport_channel_t ch, gpuport_port_channel_dev_t *dev_p)
+{
+    (void)ch;
+    (void)dev_p;
+    log_error("gpuport_channel_device: this gpuport was built without CUDA");
+    return GPUPORT_ERR_NOT_SUPPORTED;
+}
+
+gpuport_status_t gpuport_fcuda_start(gpuport_flusher_t *fl)
+{
+    (void)fl;
+    return GPUPORT_ERR_NOT_SUPPORTED;
+}
+
+void gpuport_fcuda_stop(gpuport_flusher_t *fl)
+{
+    (void)fl;
+}
+
+void gpuport_fcuda_release(gpuport_flusher_t *fl)
+{
+    (void)fl;
+}
+
+int gpuport_fcuda_room(gpuport_flusher_t *fl)
+{
+    (void)fl;
+    return 0;
+}
+
+int gpuport_fcuda_idle(gpuport_flusher_t *fl)
+{
+    (void)fl;
+    return 1;
+}
+
+gpuport_status_t gpuport_fcuda_issue(gpuport_flusher_t *fl, const gpuport_work_t *w)
+{
+    (void)fl;
+    (void)w;
+    return GPUPORT_ERR_NOT_SUPPORTED;
+}
+
+int gpuport_fcuda_progress(gpuport_flusher_t *fl)
+{
+    (void)fl;
+    return 0;
+}
+
+gpuport_status_t gpuport_fcuda_ctx_push(gpuport_flusher_t *fl)
+{
+    (void)fl;
+    return GPUPORT_ERR_NOT_SUPPORTED;
+}
+
+void gpuport_fcuda_ctx_pop(void)
+{
+}

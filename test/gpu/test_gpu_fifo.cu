@@ -1,0 +1,140 @@
+/*
+ * The device FIFO on its own: many CUDA threads (more than the FIFO has
+ * slots) push triggers with gpuport_dev_fifo_push into pinned host memory
+ * while the host consumes them with the proxy's own peek/advance code. Every
+ * trigger must arrive exactly once, each thread's in order, and EXT pairs
+ * (sizes > 4 GiB, offsets > 256 GiB) contiguous and exact.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <vector>
+
+#include "fifo_consumer.h"
+#include "gpu_check.h"
+#include "gpuport/gpuport_device.h"
+
+#define PER_THREAD 64
+
+__global__ void pusher(gpuport_port_channel_dev_t ch, int *errors)
+{
+    uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+    for (uint32_t i = 0; i < PER_THREAD; i++) {
+        gpuport_trigger_t t[2];
+        uint64_t pos;
+        uint32_t n = 0;
+        /* every 5th op of a thread is an EXT pair */
+        uint64_t big = (i % 5 == 4) ? (1ull << 40) : 0;
+        uint64_t size = big ? (5ull << 30) : i + 1;
+        if (gpuport_trigger_needs_ext(big + tid, big + i, size))
+            gpuport_trigger_encode_ext(&t[n++], tid & 0x7fff, big + tid, big + i, size);
+        gpuport_trigger_encode(&t[n++], GPUPORT_OP_PUT, tid & 0x7fff, big + tid, big + i, size);
+        if (gpuport_dev_fifo_push(&ch, t, n, &pos) != GPUPORT_OK)
+            atomicAdd(errors, 1);
+    }
+}
+
+typedef struct consumer {
+    fifo_consumer_t *fifo;
+    uint64_t expect_triggers;
+    uint32_t nthreads;
+    std::vector<uint32_t> *next; /* per pushing thread: next i expected */
+    int failures;
+    uint64_t ext_pairs;
+} consumer_t;
+
+static void *consume(void *arg)
+{
+    consumer_t *c = (consumer_t *)arg;
+    uint64_t got = 0;
+    while (got < c->expect_triggers) {
+        gpuport_op_desc_t d;
+        uint32_t used = fifo_consumer_pop(c->fifo, &d);
+        if (used == 0)
+            continue;
+        if (used == 2)
+            c->ext_pairs++;
+        uint64_t big = used == 2 ? (1ull << 40) : 0;
+        uint32_t tid = (uint32_t)(d.src_off - big), i = (uint32_t)(d.dst_off - big);
+        if (d.op != GPUPORT_OP_PUT || tid >= c->nthreads || (tid & 0x7fff) != d.channel ||
+            (*c->next)[tid] != i || d.size != (big ? (5ull << 30) : i + 1) ||
+            (i % 5 == 4) != (used == 2)) {
+            if (c->failures++ < 5)
+                fprintf(stderr, "bad trigger: op %u chan %u src %llx dst %llx size %llu (tid %u "
+                        "expected i %u)\n", d.op, d.channel, (unsigned long long)d.src_off,
+                        (unsigned long long)d.dst_off, (unsigned long long)d.size, tid,
+                        tid < c->nthreads ? (*c->next)[tid] : 0);
+        } else {
+            (*c->next)[tid]++;
+        }
+        got += used;
+    }
+    return NULL;
+}
+
+static void run(uint32_t fifo_size, uint32_t blocks, uint32_t threads)
+{
+    uint32_t nthreads = blocks * threads;
+    size_t host_len = 128 + fifo_size * sizeof(gpuport_trigger_t);
+    void *host;
+    unsigned long long *dmem;
+    int *errors, herrors = 0;
+    fifo_consumer_t *fifo;
+    gpuport_port_channel_dev_t ch;
+    std::vector<uint32_t> next(nthreads, 0);
+    consumer_t c;
+    pthread_t thr;
+
+    CUDA_CHECK(cudaHostAlloc(&host, host_len, cudaHostAllocMapped | cudaHostAllocPortable));
+    memset(host, 0, host_len);
+    CUDA_CHECK(cudaMalloc(&dmem, 128));
+    CUDA_CHECK(cudaMemset(dmem, 0, 128));
+    CUDA_CHECK(cudaMalloc(&errors, sizeof(int)));
+    CUDA_CHECK(cudaMemset(errors, 0, sizeof(int)));
+    fifo = fifo_consumer_create((char *)host + 128, host, fifo_size);
+    CHECK(fifo != NULL);
+
+    memset(&ch, 0, sizeof(ch));
+    void *host_d;
+    CUDA_CHECK(cudaHostGetDevicePointer(&host_d, host, 0));
+    ch.fifo.slots = (gpuport_trigger_t *)((char *)host_d + 128);
+    ch.fifo.tail = (const volatile uint64_t *)host_d;
+    ch.fifo.head = dmem;
+    ch.fifo.tail_cache = dmem + 8;
+    ch.fifo.size = fifo_size;
+    ch.fifo.log2_size = (uint32_t)__builtin_ctz(fifo_size);
+    ch.timeout_ns = 30ull * 1000000000ull;
+
+    c.fifo = fifo;
+    c.nthreads = nthreads;
+    c.next = &next;
+    c.failures = 0;
+    c.ext_pairs = 0;
+    /* an EXT pair takes two slots */
+    c.expect_triggers = (uint64_t)nthreads * (PER_THREAD + PER_THREAD / 5);
+    CHECK(pthread_create(&thr, NULL, consume, &c) == 0);
+    pusher<<<blocks, threads>>>(ch, errors);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaDeviceSynchronize());
+    pthread_join(thr, NULL);
+    CUDA_CHECK(cudaMemcpy(&herrors, errors, sizeof(int), cudaMemcpyDeviceToHost));
+    CHECK_MSG(herrors == 0, "%d device pushes failed", herrors);
+    CHECK_MSG(c.failures == 0, "%d triggers wrong or out of order", c.failures);
+    for (uint32_t t = 0; t < nthreads; t++)
+        CHECK_MSG(next[t] == PER_THREAD, "thread %u delivered %u of %d", t, next[t], PER_THREAD);
+    CHECK(c.ext_pairs == (uint64_t)nthreads * (PER_THREAD / 5));
+    printf("PASS fifo %u slots, %u pushers x %d triggers (%llu EXT pairs)\n", fifo_size, nthreads,
+           PER_THREAD, (unsigned long long)c.ext_pairs);
+    fifo_consumer_destroy(fifo);
+    cudaFree(errors);
+    cudaFree(dmem);
+    cudaFreeHost(host);
+}
+
+int main(void)
+{
+    gpu_require(1);
+    run(1024, 4, 128);   /* fewer pushers than slots */
+    run(64, 32, 256);    /* 8192 pushers, 64 slots */
+    run(4, 8, 32);       /* extreme back-pressure */
+    return 0;
+}

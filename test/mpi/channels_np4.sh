@@ -1,0 +1,3 @@
+#!/bin/sh
+# test_mpi_channels on 4 ranks (oversubscribed on small machines).
+exec "${top_builddir:-.}/test/mpi/mpirun.sh" 4 "${top_builddir:-.}/test/mpi/test_mpi_channels"

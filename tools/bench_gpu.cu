@@ -1,0 +1,463 @@
+/*
+ * GPU benchmarks of gpuport_bench; see bench_gpu.h. Every figure is printed
+ * beside its baseline measured in the same run on the same GPUs:
+ *  - FIFO push + sync: a kernel thread pushes a flush trigger and waits for
+ *    the proxy to publish it, beside a raw round trip of a flag through
+ *    pinned host memory answered by a host thread (the floor for any
+ *    GPU->proxy->GPU interaction);
+ *  - FIFO throughput: every lane of W warps pushes triggers; triggers/s from
+ *    the first push to the proxy having consumed the last;
+ *  - IPC ping-pong: 8-byte put_with_signal, wait for the reply, per round
+ *    trip, beside an 8-byte cudaMemcpyAsync into the peer's buffer plus
+ *    stream synchronize (the raw copy-engine latency);
+ *  - IPC put bandwidth, one direction and both: R puts then a flush, beside
+ *    R cudaMemcpyAsync into the same peer buffer (CUDA IPC), both timed with
+ *    events; the received bytes are verified after each size.
+ */
+#include <atomic>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_gpu.h"
+#include "gpuport/gpuport_device.h"
+#include <cuda_runtime.h>
+
+#define CK(call)                                                                                \
+    do {                                                                                        \
+        cudaError_t e_ = (call);                                                                \
+        if (e_ != cudaSuccess) {                                                                \
+            fprintf(stderr, "gpuport_bench: %s failed: %s (%s:%d)\n", #call,                    \
+                    cudaGetErrorString(e_), __FILE__, __LINE__);                                \
+            return -1;                                                                          \
+        }                                                                                       \
+    } while (0)
+
+#define GK(call)                                                                                \
+    do {                                                                                        \
+        gpuport_status_t s_ = (call);                                                           \
+        if (s_ != GPUPORT_OK) {                                                                 \
+            fprintf(stderr, "gpuport_bench: %s failed: %s\n", #call, gpuport_status_string(s_)); \
+            return -1;                                                                          \
+        }                                                                                       \
+    } while (0)
+
+extern "C" int bench_gpu_count(void)
+{
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+extern "C" int bench_gpu_select(int dev)
+{
+    if (cudaSetDevice(dev) != cudaSuccess || cudaFree(0) != cudaSuccess)
+        return -1;
+    return 0;
+}
+
+__device__ static uint64_t gtime(void)
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* ---- FIFO latency ---- */
+
+__global__ void k_roundtrip(volatile uint64_t *ping, volatile uint64_t *pong, int iters,
+                            uint64_t *ns)
+{
+    uint64_t t0 = gtime();
+    for (int i = 1; i <= iters; i++) {
+        asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(ping), "l"((uint64_t)i) : "memory");
+        while (gpuport_dev_load_sys(pong) != (uint64_t)i)
+            ;
+    }
+    *ns = gtime() - t0;
+}
+
+__global__ void k_push_sync(gpuport_port_channel_dev_t ch, int iters, uint64_t *ns, int *rc)
+{
+    uint64_t t0 = gtime();
+    int st = 0;
+    for (int i = 0; i < iters && !st; i++)
+        st = gpuport_flush(&ch);
+    *ns = gtime() - t0;
+    *rc = st;
+}
+
+typedef struct echo {
+    volatile uint64_t *ping, *pong;
+    int iters;
+} echo_t;
+
+static void *echo_main(void *arg)
+{
+    echo_t *e = (echo_t *)arg;
+    for (int i = 1; i <= e->iters; i++) {
+        while (__atomic_load_n(e->ping, __ATOMIC_ACQUIRE) != (uint64_t)i)
+            ;
+        __atomic_store_n(e->pong, (uint64_t)i, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+/* ---- FIFO throughput ---- */
+
+__global__ void k_throughput(gpuport_port_channel_dev_t ch, int per_thread,
+                             unsigned long long *t_start, unsigned int *warps_done,
+                             uint64_t *t_end, int *rc)
+{
+    uint64_t pos;
+    int st = 0;
+    atomicMin(t_start, (unsigned long long)gtime());
+    for (int i = 0; i < per_thread && !st; i++)
+        st = gpuport_dev_push_op(&ch, GPUPORT_OP_FLUSH, 0, 0, 0, &pos);
+    if (st)
+        atomicExch(rc, st);
+    __syncwarp();
+    __threadfence();
+    if ((threadIdx.x & 31) == 0) {
+        unsigned int nwarps = gridDim.x * (blockDim.x / 32);
+        if (atomicAdd(warps_done, 1u) == nwarps - 1) {
+            /* the last pusher waits until the proxy has consumed everything */
+            st = gpuport_flush(&ch);
+            if (st)
+                atomicExch(rc, st);
+            *t_end = gtime();
+        }
+    }
+}
+
+/* ---- IPC ---- */
+
+__global__ void k_pingpong(gpuport_port_channel_dev_t ch, int first, int iters, uint64_t *ns,
+                           int *rc)
+{
+    uint64_t t0 = gtime();
+    int st = 0;
+    for (int i = 0; i < iters && !st; i++) {
+        if (first) {
+            st = gpuport_put_with_signal(&ch, 0, 0, 8);
+            if (!st)
+                st = gpuport_wait(&ch);
+        } else {
+            st = gpuport_wait(&ch);
+            if (!st)
+                st = gpuport_put_with_signal(&ch, 0, 0, 8);
+        }
+    }
+    *ns = gtime() - t0;
+    *rc = st;
+}
+
+__global__ void k_puts(gpuport_port_channel_dev_t ch, uint64_t size, int reps, int *rc)
+{
+    int st = 0;
+    for (int r = 0; r < reps && !st; r++)
+        st = gpuport_put(&ch, 0, 0, size);
+    if (!st)
+        st = gpuport_flush(&ch);
+    *rc = st;
+}
+
+__host__ __device__ static unsigned char bpat(uint64_t i)
+{
+    return (unsigned char)((i * 2654435761u) >> 13);
+}
+
+__global__ void k_fill(unsigned char *p, uint64_t n)
+{
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x)
+        p[i] = bpat(i);
+}
+
+__global__ void k_check(const unsigned char *p, uint64_t n, unsigned long long *bad)
+{
+    unsigned long long b = 0;
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x)
+        b += p[i] != bpat(i);
+    if (b)
+        atomicAdd(bad, b);
+}
+
+static uint64_t host_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+typedef struct state {
+    const bench_gpu_env_t *env;
+    unsigned char *src, *dst, *peer_dst;
+    uint64_t region;
+    gpuport_channel_t ch;
+    gpuport_port_channel_dev_t dev;
+    uint64_t *d_ns;
+    int *d_rc;
+    unsigned long long *d_bad;
+    cudaStream_t s;
+    cudaEvent_t e0, e1;
+} state_t;
+
+static int scaled(const bench_gpu_env_t *env, int n)
+{
+    int v = (int)(n * env->iters_scale);
+    return v < 1 ? 1 : v;
+}
+
+static int fifo_latency(state_t *st)
+{
+    const bench_gpu_env_t *env = st->env;
+    int iters = scaled(env, 20000);
+    uint64_t *ping, *pong, ns_rt = 0, ns_ps = 0;
+    int rc = 0;
+    echo_t e;
+    pthread_t thr;
+
+    CK(cudaHostAlloc(&ping, 128, cudaHostAllocMapped));
+    pong = ping + 8;
+    memset(ping, 0, 128);
+    e.ping = ping;
+    e.pong = pong;
+    e.iters = iters;
+    pthread_create(&thr, NULL, echo_main, &e);
+    uint64_t *dping, *dpong;
+    CK(cudaHostGetDevicePointer((void **)&dping, ping, 0));
+    dpong = dping + 8;
+    k_roundtrip<<<1, 1, 0, st->s>>>(dping, dpong, iters, st->d_ns);
+    CK(cudaStreamSynchronize(st->s));
+    pthread_join(thr, NULL);
+    CK(cudaMemcpy(&ns_rt, st->d_ns, 8, cudaMemcpyDeviceToHost));
+    k_push_sync<<<1, 1, 0, st->s>>>(st->dev, 100, st->d_ns, st->d_rc); /* warm */
+    k_push_sync<<<1, 1, 0, st->s>>>(st->dev, iters, st->d_ns, st->d_rc);
+    CK(cudaStreamSynchronize(st->s));
+    CK(cudaMemcpy(&ns_ps, st->d_ns, 8, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
+    cudaFreeHost(ping);
+    if (env->report) {
+        printf("\nFIFO push + sync latency (one kernel thread, %d iterations, mean)\n", iters);
+        printf("  %-44s %8.2f us\n", "raw GPU->CPU->GPU round trip, pinned memory",
+               ns_rt / 1e3 / iters);
+        printf("  %-44s %8.2f us   (%.2fx the raw round trip)%s\n",
+               "gpuport push flush trigger + proxy publish", ns_ps / 1e3 / iters,
+               (double)ns_ps / (double)ns_rt, rc ? "  ERROR" : "");
+    }
+    return rc ? 1 : 0;
+}
+
+static int fifo_throughput(state_t *st)
+{
+    const bench_gpu_env_t *env = st->env;
+    static const int warps[] = {1, 4, 16, 64};
+    unsigned long long *d_start;
+    unsigned int *d_done;
+    uint64_t *d_end;
+    int fails = 0;
+
+    CK(cudaMalloc(&d_start, 8));
+    CK(cudaMalloc(&d_done, 4));
+    CK(cudaMalloc(&d_end, 8));
+    if (env->report)
+        printf("\nFIFO throughput (every lane of W warps pushes; FIFO of %s triggers)\n",
+               getenv("GPUPORT_FIFO_SIZE") ? getenv("GPUPORT_FIFO_SIZE") : "1024");
+    for (size_t k = 0; k < sizeof(warps) / sizeof(warps[0]); k++) {
+        int w = warps[k], per = scaled(env, 2000) * 4 / (w < 4 ? 4 : w) + 1;
+        unsigned long long start = ~0ull;
+        uint64_t end = 0;
+        int rc = 0;
+        CK(cudaMemcpy(d_start, &start, 8, cudaMemcpyHostToDevice));
+        CK(cudaMemset(d_done, 0, 4));
+        CK(cudaMemset(st->d_rc, 0, sizeof(int)));
+        k_throughput<<<w, 32, 0, st->s>>>(st->dev, per, d_start, d_done, d_end, st->d_rc);
+        CK(cudaStreamSynchronize(st->s));
+        CK(cudaMemcpy(&start, d_start, 8, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(&end, d_end, 8, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
+        fails += rc != 0;
+        if (env->report)
+            printf("  %3d warps (%4d pushers) x %6d triggers: %8.2f M triggers/s%s\n", w, w * 32,
+                   per, (double)w * 32 * per / ((end - start) / 1e9) / 1e6, rc ? "  ERROR" : "");
+    }
+    cudaFree(d_start);
+    cudaFree(d_done);
+    cudaFree(d_end);
+    return fails;
+}
+
+static int ipc_pingpong(state_t *st)
+{
+    const bench_gpu_env_t *env = st->env;
+    int iters = scaled(env, 10000), rc = 0;
+    uint64_t ns = 0, t0, raw;
+
+    env->barrier(env->ctx);
+    k_pingpong<<<1, 1, 0, st->s>>>(st->dev, env->rank < env->peer, 100, st->d_ns, st->d_rc);
+    CK(cudaStreamSynchronize(st->s));
+    env->barrier(env->ctx);
+    k_pingpong<<<1, 1, 0, st->s>>>(st->dev, env->rank < env->peer, iters, st->d_ns, st->d_rc);
+    CK(cudaStreamSynchronize(st->s));
+    CK(cudaMemcpy(&ns, st->d_ns, 8, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
+    env->barrier(env->ctx);
+    /* raw copy engine: 8 bytes into the peer's buffer, issue to completion */
+    int raw_iters = scaled(env, 2000);
+    for (int i = 0; i < 50; i++)
+        CK(cudaMemcpyAsync(st->peer_dst + 64, st->src, 8, cudaMemcpyDefault, st->s));
+    CK(cudaStreamSynchronize(st->s));
+    t0 = host_ns();
+    for (int i = 0; i < raw_iters; i++) {
+        CK(cudaMemcpyAsync(st->peer_dst + 64, st->src, 8, cudaMemcpyDefault, st->s));
+        CK(cudaStreamSynchronize(st->s));
+    }
+    raw = host_ns() - t0;
+    env->barrier(env->ctx);
+    if (env->report) {
+        printf("\nIPC ping-pong, 8 B (%d round trips, mean)\n", iters);
+        printf("  %-44s %8.2f us\n", "raw copy engine: 8 B cudaMemcpyAsync + sync", raw / 1e3 / raw_iters);
+        printf("  %-44s %8.2f us per round trip%s\n", "gpuport put_with_signal + wait for reply",
+               ns / 1e3 / iters, rc ? "  ERROR" : "");
+    }
+    return rc ? 1 : 0;
+}
+
+/* One size: gpuport puts (one or both directions) and the raw copies. */
+static int ipc_bw_size(state_t *st, uint64_t size, int both, double *gp_gbs, double *raw_gbs,
+                       int *verified)
+{
+    const bench_gpu_env_t *env = st->env;
+    int sender = both || env->rank < env->peer;
+    int reps = size >= (64u << 20) ? 10 : size >= (1u << 20) ? 50 : 200;
+    float ms = 0;
+    int rc = 0;
+    unsigned long long bad = 0;
+
+    reps = scaled(env, reps);
+    CK(cudaMemset(st->dst, 0, size));
+    CK(cudaStreamSynchronize(st->s));
+    CK(cudaDeviceSynchronize());
+    env->barrier(env->ctx);
+    if (sender) {
+        k_puts<<<1, 1, 0, st->s>>>(st->dev, size, 1, st->d_rc); /* warm */
+        CK(cudaEventRecord(st->e0, st->s));
+        k_puts<<<1, 1, 0, st->s>>>(st->dev, size, reps, st->d_rc);
+        CK(cudaEventRecord(st->e1, st->s));
+        CK(cudaEventSynchronize(st->e1));
+        CK(cudaEventElapsedTime(&ms, st->e0, st->e1));
+        CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
+        *gp_gbs = (double)size * reps / (ms / 1e3) / 1e9;
+    }
+    env->barrier(env->ctx);
+    /* the receiver checks what arrived: our puts flushed, so it is all there */
+    if (both || env->rank > env->peer) {
+        CK(cudaMemset(st->d_bad, 0, sizeof(*st->d_bad)));
+        k_check<<<1024, 256, 0, st->s>>>(st->dst, size, st->d_bad);
+        CK(cudaMemcpy(&bad, st->d_bad, sizeof(bad), cudaMemcpyDeviceToHost));
+    }
+    env->barrier(env->ctx);
+    if (sender) {
+        CK(cudaMemcpyAsync(st->peer_dst, st->src, size, cudaMemcpyDefault, st->s));
+        CK(cudaEventRecord(st->e0, st->s));
+        for (int r = 0; r < reps; r++)
+            CK(cudaMemcpyAsync(st->peer_dst, st->src, size, cudaMemcpyDefault, st->s));
+        CK(cudaEventRecord(st->e1, st->s));
+        CK(cudaEventSynchronize(st->e1));
+        CK(cudaEventElapsedTime(&ms, st->e0, st->e1));
+        *raw_gbs = (double)size * reps / (ms / 1e3) / 1e9;
+    }
+    env->barrier(env->ctx);
+    int mine[2] = {rc != 0, bad != 0}, theirs[2] = {0, 0};
+    env->exchange(env->ctx, mine, theirs, sizeof(mine));
+    *verified = !(mine[0] || mine[1] || theirs[0] || theirs[1]);
+    return *verified ? 0 : 1;
+}
+
+static int ipc_bandwidth(state_t *st)
+{
+    const bench_gpu_env_t *env = st->env;
+    int fails = 0;
+    uint64_t lo = env->min_size < 1024 ? 1024 : env->min_size;
+    uint64_t hi = env->max_size > st->region ? st->region : env->max_size;
+
+    if (env->report) {
+        printf("\nIPC put bandwidth (GB/s = 1e9 B/s; baseline: cudaMemcpyAsync into the same "
+               "peer buffer through CUDA IPC)\n");
+        printf("  %10s | %12s %12s %6s | %12s %12s %6s | %s\n", "size", "gpuport 1-way",
+               "memcpy 1-way", "ratio", "gpuport 2-way", "memcpy 2-way", "ratio", "verified");
+    }
+    for (uint64_t size = lo; size <= hi; size *= 4) {
+        double g1 = 0, r1 = 0, g2 = 0, r2 = 0;
+        int v1 = 0, v2 = 0;
+        fails += ipc_bw_size(st, size, 0, &g1, &r1, &v1);
+        fails += ipc_bw_size(st, size, 1, &g2, &r2, &v2);
+        if (env->report) {
+            char sz[32];
+            if (size >= (1u << 30)) snprintf(sz, sizeof(sz), "%llu GiB", (unsigned long long)(size >> 30));
+            else if (size >= (1u << 20)) snprintf(sz, sizeof(sz), "%llu MiB", (unsigned long long)(size >> 20));
+            else snprintf(sz, sizeof(sz), "%llu KiB", (unsigned long long)(size >> 10));
+            /* both-direction figures: this rank's direction; the pair moves twice that */
+            printf("  %10s | %12.1f %12.1f %5.0f%% | %12.1f %12.1f %5.0f%% | %s\n", sz, g1, r1,
+                   100 * g1 / r1, g2, r2, 100 * g2 / r2, v1 && v2 ? "yes" : "NO");
+        }
+    }
+    if (env->report)
+        printf("  (2-way: rank %d's direction while both send at once)\n", env->rank);
+    return fails;
+}
+
+extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
+{
+    state_t st;
+    gpuport_mem_t msrc, mdst;
+    cudaIpcMemHandle_t mine, theirs;
+    int fails = 0;
+
+    memset(&st, 0, sizeof(st));
+    st.env = env;
+    st.region = env->max_size < (1u << 20) ? (1u << 20) : env->max_size;
+    if (st.region > (1ull << 30))
+        st.region = 1ull << 30;
+    CK(cudaMalloc(&st.src, st.region));
+    CK(cudaMalloc(&st.dst, st.region));
+    CK(cudaMalloc(&st.d_ns, 8));
+    CK(cudaMalloc(&st.d_rc, sizeof(int)));
+    CK(cudaMalloc(&st.d_bad, sizeof(*st.d_bad)));
+    CK(cudaStreamCreateWithFlags(&st.s, cudaStreamNonBlocking));
+    CK(cudaEventCreate(&st.e0));
+    CK(cudaEventCreate(&st.e1));
+    k_fill<<<1024, 256>>>(st.src, st.region);
+    CK(cudaDeviceSynchronize());
+    GK(gpuport_mem_register(env->comm, st.src, st.region, &msrc));
+    GK(gpuport_mem_register(env->comm, st.dst, st.region, &mdst));
+    GK(gpuport_channel_create(env->comm, env->peer, msrc, mdst, &st.ch));
+    GK(gpuport_channel_device(st.ch, &st.dev));
+    /* the baseline writes the same peer buffer through the application's context */
+    CK(cudaIpcGetMemHandle(&mine, st.dst));
+    env->exchange(env->ctx, &mine, &theirs, sizeof(mine));
+    CK(cudaIpcOpenMemHandle((void **)&st.peer_dst, theirs, cudaIpcMemLazyEnablePeerAccess));
+
+    if (env->report)
+        printf("\nGPU mode: transport %s, device %d\n", gpuport_channel_transport(st.ch),
+               env->rank);
+    fails += fifo_latency(&st);
+    fails += fifo_throughput(&st);
+    fails += ipc_pingpong(&st);
+    fails += ipc_bandwidth(&st);
+
+    env->barrier(env->ctx);
+    CK(cudaIpcCloseMemHandle(st.peer_dst));
+    GK(gpuport_channel_destroy(st.ch));
+    gpuport_mem_deregister(msrc);
+    gpuport_mem_deregister(mdst);
+    cudaFree(st.src);
+    cudaFree(st.dst);
+    cudaFree(st.d_ns);
+    cudaFree(st.d_rc);
+    cudaFree(st.d_bad);
+    cudaStreamDestroy(st.s);
+    return fails;
+}

@@ -1,0 +1,43 @@
+/*
+ * GPU mode of gpuport_bench (tools/bench_gpu.cu): FIFO push+sync latency
+ * beside a raw GPU<->CPU round trip, FIFO throughput by pushing warps, IPC
+ * ping-pong beside a raw copy-engine copy, and IPC put bandwidth beside
+ * cudaMemcpyAsync into the same peer buffer. The MPI side (tools/
+ * gpuport_bench.c) provides the pairing and a bootstrap-like exchange.
+ */
+#ifndef GPUPORT_BENCH_GPU_H
+#define GPUPORT_BENCH_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpuport/gpuport.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bench_gpu_env {
+    gpuport_comm_t comm;
+    int rank;       /* in the communicator */
+    int peer;       /* the pair's other rank */
+    int report;     /* 1: this rank prints the tables */
+    uint64_t min_size, max_size;
+    double iters_scale;
+    void *ctx;
+    void (*barrier)(void *ctx); /* the pair, or everyone */
+    void (*exchange)(void *ctx, const void *mine, void *theirs, size_t bytes); /* with peer */
+} bench_gpu_env_t;
+
+/* GPUs this process can use; 0 when CUDA or a driver is missing. */
+int bench_gpu_count(void);
+/* Makes device `dev` current; call before the communicator is created. */
+int bench_gpu_select(int dev);
+/* Runs every GPU benchmark; returns the number of verification failures. */
+int bench_gpu_run(const bench_gpu_env_t *env);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

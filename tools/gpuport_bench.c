@@ -1,0 +1,960 @@
+/*
+ * gpuport_bench: a port-channel demo and benchmark between pairs of MPI ranks.
+ *
+ * Ranks pair up (0-1, 2-3, ...; an odd last rank only joins the collectives)
+ * and every pair runs the same sweep of message sizes at the same time; rank 0
+ * prints its own pair's figures. Each pair holds one gpuport channel over
+ * whole buffers of the largest size. In each pair, A is the even rank and B
+ * the odd one. For each size:
+ *
+ *   gpuport lat  A put_with_signal(size) -> B wait -> B put_with_signal(size)
+ *                back -> A wait. A times every round; the column is half the
+ *                median round trip.
+ *   MPI lat      the same ping-pong with MPI_Send/MPI_Recv, same statistic.
+ *   gpuport bw   A puts a window of W messages of `size` to the same place in
+ *                B's buffer, the last one as put_with_signal; B waits and
+ *                answers with a signal; A waits. W*size*rounds bytes over the
+ *                time of all timed rounds (1 GB = 1e9 bytes).
+ *   MPI bw       the same with MPI one-sided: W MPI_Put into a window held
+ *                under MPI_Win_lock_all, MPI_Win_flush, then a zero-byte
+ *                MPI_Send/MPI_Recv acknowledgement each way. The window comes
+ *                from MPI_Win_allocate_shared when the pair shares a node (MPI's
+ *                fastest path there: Open MPI 4.1 would otherwise pick osc/rdma,
+ *                several times slower on one host), else MPI_Win_allocate.
+ *
+ * Every measurement runs warm-up rounds, then timed rounds, then one
+ * verification round. Messages carry a pattern made from the size, the test,
+ * the sending rank and the round: word 0 changes every round and the receiver
+ * checks it after every round it receives; after the timed rounds the
+ * receiver checks every byte of the region, then the sender refills the whole
+ * source with a new pattern, the receiver overwrites its region with garbage,
+ * one more round runs and every byte is checked again. A mismatch is printed
+ * (byte, expected, actual) and makes the exit status 1 after the table.
+ *
+ * Buffers live behind a mem_kind_t table (allocate, release, write pattern,
+ * check pattern), so a GPU mode can be added as one more table; this file has
+ * host memory only.
+ */
+#ifndef _GNU_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+#include "gpuport/gpuport.h"
+#include "gpuport/gpuport_mpi.h"
+#if GPUPORT_BENCH_GPU
+#include "bench_gpu.h"
+#endif
+
+#define KIB (1ull << 10)
+#define MIB (1ull << 20)
+#define GIB (1ull << 30)
+
+/* Round counts before --iters scaling; large sizes move fewer rounds so that
+ * the default sweep takes a minute or two on a small machine. */
+#define LAT_BYTES (512 * MIB) /* bytes each way over the timed ping-pong rounds */
+#define LAT_ROUNDS_MIN 16
+#define LAT_ROUNDS_MAX 2000
+#define BW_BYTES (2 * GIB) /* bytes over the timed bandwidth rounds */
+#define BW_ROUNDS_MIN 4
+#define BW_ROUNDS_MAX 500
+#define WARM_MAX 20
+
+#define TAG_DATA 1
+#define TAG_ACK 2
+#define MAX_REPORTS 5 /* mismatch messages per rank and test */
+
+/* ---- options ---------------------------------------------------------- */
+
+typedef struct opts {
+    uint64_t min_size;
+    uint64_t max_size;
+    double iter_scale;
+    int use_malloc;
+    int no_mpi;
+    int host;
+    int help;
+} opts_t;
+
+static void usage(FILE *f, const char *prog)
+{
+    fprintf(f,
+            "usage: mpirun -np N %s [options]\n"
+            "Port-channel latency and bandwidth between rank pairs (0-1, 2-3, ...), with MPI\n"
+            "baselines, on host memory. Every transfer is verified.\n"
+            "  --min-size S   smallest message (default 8); k, m, g suffixes allowed\n"
+            "  --max-size S   largest message (default 256m); sizes double from min to max\n"
+            "  --iters X      scale every round count by X (default 1, may be fractional)\n"
+            "  --malloc       buffers from malloc + gpuport_mem_register (peers write by\n"
+            "                 cross-memory attach) instead of gpuport_mem_alloc (shared mapping)\n"
+            "  --no-mpi       skip the MPI baselines\n"
+            "  --host         host memory even where GPUs are present (GPU mode is chosen\n"
+            "                 when every rank has a GPU of its own)\n"
+            "  -h, --help     this text\n",
+            prog);
+}
+
+static int parse_size(const char *s, uint64_t *v_p)
+{
+    char *end;
+    unsigned long long v;
+    uint64_t mult = 1;
+
+    if (*s < '0' || *s > '9')
+        return -1;
+    v = strtoull(s, &end, 10);
+    switch (*end) {
+    case 'k': case 'K': mult = KIB; end++; break;
+    case 'm': case 'M': mult = MIB; end++; break;
+    case 'g': case 'G': mult = GIB; end++; break;
+    default: break;
+    }
+    if (*end != '\0' || v == 0 || v > UINT64_MAX / mult)
+        return -1;
+    *v_p = v * mult;
+    return 0;
+}
+
+/* The value of option `name` at argv[*i] ("--name V" or "--name=V"), or NULL
+ * if argv[*i] is another option; *missing_p is set if the value is absent. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name, int *missing_p)
+{
+    size_t len = strlen(name);
+
+    if (strncmp(argv[*i], name, len) != 0)
+        return NULL;
+    if (argv[*i][len] == '=')
+        return argv[*i] + len + 1;
+    if (argv[*i][len] != '\0')
+        return NULL;
+    if (*i + 1 >= argc) {
+        *missing_p = 1;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+/* 0 on success; -1 with a message on rank 0 */
+static int parse_args(int argc, char **argv, int rank, opts_t *o)
+{
+    const char *bad = NULL, *v = NULL;
+    int missing = 0;
+
+    o->min_size = 8;
+    o->max_size = 256 * MIB;
+    o->iter_scale = 1.0;
+    o->use_malloc = o->no_mpi = o->host = o->help = 0;
+    for (int i = 1; i < argc && !bad; i++) {
+        const char *arg = argv[i];
+        char *end;
+
+        v = NULL;
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+            o->help = 1;
+        } else if (!strcmp(arg, "--malloc")) {
+            o->use_malloc = 1;
+        } else if (!strcmp(arg, "--no-mpi")) {
+            o->no_mpi = 1;
+        } else if (!strcmp(arg, "--host")) {
+            o->host = 1;
+        } else if ((v = opt_value(argc, argv, &i, "--min-size", &missing))) {
+            if (parse_size(v, &o->min_size))
+                bad = arg;
+        } else if ((v = opt_value(argc, argv, &i, "--max-size", &missing))) {
+            if (parse_size(v, &o->max_size))
+                bad = arg;
+        } else if ((v = opt_value(argc, argv, &i, "--iters", &missing))) {
+            o->iter_scale = strtod(v, &end);
+            if (*end != '\0' || !(o->iter_scale > 0 && o->iter_scale < 1e6))
+                bad = arg;
+        } else {
+            bad = arg;
+        }
+    }
+    if (bad && rank == 0)
+        fprintf(stderr, "%s: %s %s%s%s\n", argv[0], missing ? "missing value for" :
+                v ? "bad value for" : "unknown option", bad, v ? ": " : "", v ? v : "");
+    else if (!bad && o->min_size > o->max_size && rank == 0)
+        fprintf(stderr, "%s: --min-size is larger than --max-size\n", argv[0]);
+    if (!bad && o->min_size <= o->max_size)
+        return 0;
+    if (rank == 0)
+        usage(stderr, argv[0]);
+    return -1;
+}
+
+/* ---- data pattern and memory kinds ------------------------------------ */
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Word j of a message: word 0 depends on the round, so that a round's arrival
+ * can be checked for the cost of 8 bytes; the rest depends on the seed. */
+static uint64_t pattern_word(uint64_t seed, uint64_t round, uint64_t j)
+{
+    return j ? mix64(seed + j) : mix64(seed ^ mix64(~round));
+}
+
+typedef struct mismatch {
+    uint64_t offset;
+    unsigned expected;
+    unsigned actual;
+} mismatch_t;
+
+static void host_write(void *buf, uint64_t nbytes, uint64_t seed, uint64_t round)
+{
+    unsigned char *p = buf;
+
+    for (uint64_t off = 0; off < nbytes; off += 8) {
+        uint64_t w = pattern_word(seed, round, off / 8);
+        memcpy(p + off, &w, nbytes - off < 8 ? nbytes - off : 8);
+    }
+}
+
+static int host_check(const void *buf, uint64_t nbytes, uint64_t seed, uint64_t round,
+                      mismatch_t *m_p)
+{
+    const unsigned char *p = buf;
+
+    for (uint64_t off = 0; off < nbytes; off += 8) {
+        uint64_t w = pattern_word(seed, round, off / 8), got = 0;
+        size_t n = nbytes - off < 8 ? (size_t)(nbytes - off) : 8;
+        const unsigned char *e = (const unsigned char *)&w;
+
+        memcpy(&got, p + off, n);
+        if (n == 8 ? got == w : memcmp(p + off, e, n) == 0)
+            continue;
+        for (size_t i = 0; i < n; i++) {
+            if (p[off + i] != e[i]) {
+                m_p->offset = off + i;
+                m_p->expected = e[i];
+                m_p->actual = p[off + i];
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static gpuport_status_t host_malloc(gpuport_comm_t comm, size_t size, void **ptr_p)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    void *p = aligned_alloc(page, (size + page - 1) / page * page);
+
+    (void)comm;
+    if (!p)
+        return GPUPORT_ERR_NO_MEMORY;
+    *ptr_p = p;
+    return GPUPORT_OK;
+}
+
+static gpuport_status_t host_free(gpuport_comm_t comm, void *ptr)
+{
+    (void)comm;
+    free(ptr);
+    return GPUPORT_OK;
+}
+
+/* Where the buffers live. A GPU mode adds a table whose write/check go
+ * through a host staging copy; the tests only touch buffers through here
+ * and through gpuport and MPI calls. */
+typedef struct mem_kind {
+    const char *mode;
+    const char *desc;
+    gpuport_status_t (*alloc)(gpuport_comm_t comm, size_t size, void **ptr_p);
+    gpuport_status_t (*release)(gpuport_comm_t comm, void *ptr);
+    /* writes / checks bytes [0, nbytes) of the message (seed, round) */
+    void (*write)(void *buf, uint64_t nbytes, uint64_t seed, uint64_t round);
+    int (*check)(const void *buf, uint64_t nbytes, uint64_t seed, uint64_t round, mismatch_t *m_p);
+} mem_kind_t;
+
+static const mem_kind_t mem_host_shared = {
+    .mode = "host memory",
+    .desc = "gpuport_mem_alloc (memfd shared mapping: the proxy memcpys into the peer's mapping)",
+    .alloc = gpuport_mem_alloc,
+    .release = gpuport_mem_free,
+    .write = host_write,
+    .check = host_check,
+};
+
+static const mem_kind_t mem_host_malloc = {
+    .mode = "host memory",
+    .desc = "malloc + gpuport_mem_register (private: the proxy writes by cross-memory attach)",
+    .alloc = host_malloc,
+    .release = host_free,
+    .write = host_write,
+    .check = host_check,
+};
+
+/* ---- benchmark state and helpers -------------------------------------- */
+
+typedef struct bench {
+    const opts_t *o;
+    const mem_kind_t *mem;
+    int rank;
+    int nranks;
+    int role; /* 0: A (even rank), 1: B (odd rank), -1: idle */
+    int peer; /* world rank of the other side */
+    MPI_Comm pair; /* A is rank 0 and B rank 1 in it; MPI_COMM_NULL when idle */
+    gpuport_comm_t comm;
+    gpuport_mem_t reg_src, reg_dst;
+    gpuport_channel_t ch;
+    unsigned char *src, *dst;
+    MPI_Win win;
+    unsigned char *win_base;
+    const char *win_alloc; /* the MPI call that made the window */
+    /* the measurement being run */
+    const char *test;
+    uint64_t size;
+    int window;
+    unsigned char *rx; /* where this rank receives data */
+    uint64_t seed_tx, seed_rx;
+    int mismatches;
+} bench_t;
+
+static void gp_check(gpuport_status_t status, const char *call, int line)
+{
+    int rank = 0;
+
+    if (status == GPUPORT_OK)
+        return;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "rank %d: %s failed: %s (gpuport_bench.c:%d)\n", rank, call,
+            gpuport_status_string(status), line);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* MPI calls need no wrapper: MPI_COMM_WORLD's default handler aborts on error. */
+#define GP_CHECK(call) gp_check((call), #call, __LINE__)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t stamp_bytes(const bench_t *b)
+{
+    return b->size < 8 ? b->size : 8;
+}
+
+static void report(bench_t *b, const char *when, uint64_t round, const mismatch_t *m)
+{
+    if (b->mismatches++ >= MAX_REPORTS)
+        return;
+    fprintf(stderr,
+            "rank %d: MISMATCH in %s, %llu-byte messages from rank %d, %s (round %llu): byte "
+            "%llu is 0x%02x, expected 0x%02x%s\n",
+            b->rank, b->test, (unsigned long long)b->size, b->peer, when,
+            (unsigned long long)round, (unsigned long long)m->offset, m->actual, m->expected,
+            b->mismatches == MAX_REPORTS ? " (further mismatches of this test not shown)" : "");
+}
+
+static void check_rx(bench_t *b, uint64_t nbytes, uint64_t round, const char *when)
+{
+    mismatch_t m;
+
+    if (b->mem->check(b->rx, nbytes, b->seed_rx, round, &m))
+        report(b, when, round, &m);
+}
+
+static void tx_stamp(bench_t *b, uint64_t round)
+{
+    b->mem->write(b->src, stamp_bytes(b), b->seed_tx, round);
+}
+
+/* ---- the rounds ------------------------------------------------------- */
+
+static void gp_send(bench_t *b, uint64_t round)
+{
+    tx_stamp(b, round);
+    GP_CHECK(gpuport_channel_put_with_signal(b->ch, 0, 0, b->size));
+}
+
+static void gp_recv(bench_t *b, uint64_t round)
+{
+    GP_CHECK(gpuport_channel_wait(b->ch));
+    check_rx(b, stamp_bytes(b), round, "word 0 after its round");
+}
+
+static void mpi_send(bench_t *b, uint64_t round)
+{
+    tx_stamp(b, round);
+    MPI_Send(b->src, (int)b->size, MPI_BYTE, 1 - b->role, TAG_DATA, b->pair);
+}
+
+static void mpi_recv(bench_t *b, uint64_t round)
+{
+    MPI_Recv(b->rx, (int)b->size, MPI_BYTE, 1 - b->role, TAG_DATA, b->pair, MPI_STATUS_IGNORE);
+    check_rx(b, stamp_bytes(b), round, "word 0 after its round");
+}
+
+static void mpi_ack(bench_t *b, int send)
+{
+    if (send)
+        MPI_Send(NULL, 0, MPI_BYTE, 1 - b->role, TAG_ACK, b->pair);
+    else
+        MPI_Recv(NULL, 0, MPI_BYTE, 1 - b->role, TAG_ACK, b->pair, MPI_STATUS_IGNORE);
+}
+
+typedef void (*half_fn)(bench_t *b, uint64_t round);
+
+static void ping_pong(bench_t *b, uint64_t round, half_fn send, half_fn recv)
+{
+    if (b->role == 0) {
+        send(b, round);
+        recv(b, round);
+    } else {
+        recv(b, round);
+        send(b, round);
+    }
+}
+
+static void gp_lat_round(bench_t *b, uint64_t round)
+{
+    ping_pong(b, round, gp_send, gp_recv);
+}
+
+static void mpi_lat_round(bench_t *b, uint64_t round)
+{
+    ping_pong(b, round, mpi_send, mpi_recv);
+}
+
+static void gp_bw_round(bench_t *b, uint64_t round)
+{
+    if (b->role == 0) {
+        tx_stamp(b, round);
+        for (int i = 1; i < b->window; i++)
+            GP_CHECK(gpuport_channel_put(b->ch, 0, 0, b->size));
+        GP_CHECK(gpuport_channel_put_with_signal(b->ch, 0, 0, b->size));
+        GP_CHECK(gpuport_channel_wait(b->ch));
+    } else {
+        gp_recv(b, round);
+        GP_CHECK(gpuport_channel_signal(b->ch));
+    }
+}
+
+static void mpi_bw_round(bench_t *b, uint64_t round)
+{
+    if (b->role == 0) {
+        tx_stamp(b, round);
+        for (int i = 0; i < b->window; i++)
+            MPI_Put(b->src, (int)b->size, MPI_BYTE, 1, 0, (int)b->size, MPI_BYTE, b->win);
+        MPI_Win_flush(1, b->win);
+        mpi_ack(b, 1);
+        mpi_ack(b, 0);
+    } else {
+        mpi_ack(b, 0);
+        MPI_Win_sync(b->win); /* the puts are complete: make them visible to loads */
+        check_rx(b, stamp_bytes(b), round, "word 0 after its round");
+        mpi_ack(b, 1);
+    }
+}
+
+/* ---- the tests and their driver --------------------------------------- */
+
+typedef struct test {
+    const char *name;
+    const char *column; /* table header; its width is the column's */
+    int decimals;
+    int mpi;         /* a baseline: --no-mpi skips it, and sizes above INT_MAX */
+    int latency;     /* ping-pong: both ranks send data; else A sends, B acknowledges */
+    int into_window; /* B receives into the MPI window, not the gpuport buffer */
+    void (*round)(bench_t *b, uint64_t round);
+} test_t;
+
+/* in the order of the table's columns */
+static const test_t tests[] = {
+    {.name = "gpuport ping-pong", .column = "gpuport lat us", .decimals = 2, .latency = 1,
+     .round = gp_lat_round},
+    {.name = "MPI ping-pong", .column = "MPI lat us", .decimals = 2, .mpi = 1, .latency = 1,
+     .round = mpi_lat_round},
+    {.name = "gpuport put bandwidth", .column = "gpuport GB/s", .decimals = 3,
+     .round = gp_bw_round},
+    {.name = "MPI_Put bandwidth", .column = "MPI GB/s", .decimals = 3, .mpi = 1,
+     .into_window = 1, .round = mpi_bw_round},
+};
+#define NTESTS (sizeof(tests) / sizeof(tests[0]))
+
+typedef struct counts {
+    uint64_t warm;
+    uint64_t timed;
+    int window;
+} counts_t;
+
+static uint64_t clamp_u64(uint64_t v, uint64_t lo, uint64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+static counts_t test_counts(const opts_t *o, const test_t *t, uint64_t size)
+{
+    counts_t c;
+    double timed;
+
+    if (t->latency) {
+        c.window = 1;
+        timed = (double)clamp_u64(LAT_BYTES / size, LAT_ROUNDS_MIN, LAT_ROUNDS_MAX);
+    } else {
+        c.window = size <= 64 * KIB ? 64 : size <= MIB ? 32 : size <= 16 * MIB ? 16
+                 : size <= 64 * MIB ? 8 : 4;
+        timed = (double)clamp_u64(BW_BYTES / (size * (uint64_t)c.window), BW_ROUNDS_MIN,
+                                  BW_ROUNDS_MAX);
+    }
+    timed *= o->iter_scale;
+    c.timed = timed < 1 ? 1 : (uint64_t)timed;
+    c.warm = clamp_u64(c.timed / 10, 1, WARM_MAX);
+    return c;
+}
+
+static int sends(const bench_t *b, const test_t *t)
+{
+    return t->latency || b->role == 0;
+}
+
+static int receives(const bench_t *b, const test_t *t)
+{
+    return t->latency || b->role == 1;
+}
+
+static uint64_t message_seed(uint64_t size, size_t test, int sender, int generation)
+{
+    return mix64(mix64(mix64(size) ^ test) ^ ((uint64_t)sender << 8 | (uint64_t)generation));
+}
+
+/* Fresh pattern in the source, garbage in the receive region, then both sides
+ * meet: nothing of an earlier round can be mistaken for this one's data. */
+static void prepare(bench_t *b, const test_t *t, int generation, uint64_t round)
+{
+    size_t idx = (size_t)(t - tests);
+
+    b->seed_tx = message_seed(b->size, idx, b->rank, generation);
+    b->seed_rx = message_seed(b->size, idx, b->peer, generation);
+    if (sends(b, t))
+        b->mem->write(b->src, b->size, b->seed_tx, round);
+    if (receives(b, t)) {
+        b->mem->write(b->rx, b->size, ~b->seed_rx, round);
+        if (t->into_window)
+            MPI_Win_sync(b->win);
+    }
+    MPI_Barrier(b->pair);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, uint64_t n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+typedef struct result {
+    int ran;
+    double value; /* us or GB/s */
+} result_t;
+
+static int test_runs(const bench_t *b, const test_t *t, uint64_t size)
+{
+    return !(t->mpi && (b->o->no_mpi || size > INT_MAX));
+}
+
+/* The last ping-pong message has no answer, so only a flush tells its
+ * sender that the source may be rewritten. MPI's sends and flushes already
+ * returned with their sources free. */
+static void settle(bench_t *b, const test_t *t)
+{
+    if (t->mpi)
+        return;
+    GP_CHECK(gpuport_channel_flush(b->ch));
+    GP_CHECK(gpuport_channel_status(b->ch));
+}
+
+/* Collective over MPI_COMM_WORLD (the barrier lines all pairs up); the result
+ * is meaningful on A. Adds mismatches to b->mismatches. */
+static result_t run_test(bench_t *b, const test_t *t, uint64_t size, counts_t c)
+{
+    result_t r = {0, 0};
+    uint64_t last = c.warm + c.timed, k;
+    double *samples = NULL, start;
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (b->role < 0 || !test_runs(b, t, size))
+        return r;
+    b->test = t->name;
+    b->size = size;
+    b->window = c.window;
+    b->rx = t->into_window ? b->win_base : b->dst;
+    if (t->latency && b->role == 0 && !(samples = malloc(c.timed * sizeof(*samples)))) {
+        fprintf(stderr, "rank %d: no memory for %llu samples\n", b->rank,
+                (unsigned long long)c.timed);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+
+    prepare(b, t, 0, 0);
+    for (k = 0; k < c.warm; k++)
+        t->round(b, k);
+    MPI_Barrier(b->pair);
+    start = now_s();
+    for (; k < last; k++) {
+        double t0 = now_s();
+        t->round(b, k);
+        if (samples)
+            samples[k - c.warm] = now_s() - t0;
+    }
+    r.value = now_s() - start;
+    settle(b, t);
+    if (receives(b, t))
+        check_rx(b, size, last - 1, "every byte after the timed rounds");
+
+    prepare(b, t, 1, last);
+    t->round(b, last);
+    settle(b, t);
+    if (receives(b, t))
+        check_rx(b, size, last, "every byte of the verification round");
+
+    r.ran = 1;
+    if (samples)
+        r.value = median(samples, c.timed) / 2 * 1e6;
+    else
+        r.value = (double)size * (double)c.window * (double)c.timed / r.value / 1e9;
+    free(samples);
+    return r;
+}
+
+/* ---- output ----------------------------------------------------------- */
+
+static void format_size(uint64_t size, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB"};
+    int u = 0;
+
+    while (u < 3 && size >= 1024 && size % 1024 == 0) {
+        size /= 1024;
+        u++;
+    }
+    snprintf(buf, len, "%llu %s", (unsigned long long)size, units[u]);
+}
+
+static int column_width(const test_t *t)
+{
+    int w = (int)strlen(t->column);
+    return w < 12 ? 12 : w;
+}
+
+/* Other work on the machine shows in every figure; say how much there was. */
+static void load_average(char *buf, size_t len)
+{
+    FILE *f = fopen("/proc/loadavg", "r");
+    double l1;
+
+    snprintf(buf, len, "unknown");
+    if (f) {
+        if (fscanf(f, "%lf", &l1) == 1)
+            snprintf(buf, len, "%.2f", l1);
+        fclose(f);
+    }
+}
+
+static void print_header(const bench_t *b)
+{
+    char host[256] = "?", when[64] = "?", lo[32], hi[32], load[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    int pairs = b->nranks / 2;
+
+    gethostname(host, sizeof(host) - 1);
+    if (localtime_r(&now, &tm))
+        strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S %Z", &tm);
+    format_size(b->o->min_size, lo, sizeof(lo));
+    format_size(b->o->max_size, hi, sizeof(hi));
+    load_average(load, sizeof(load));
+    printf("# gpuport_bench, gpuport %s\n", gpuport_version_string());
+    printf("# date:      %s\n", when);
+    printf("# host:      %s, %ld cores online, load average %s (1 min)\n", host,
+           sysconf(_SC_NPROCESSORS_ONLN), load);
+    printf("# ranks:     %d, %d pair(s)%s\n", b->nranks, pairs,
+           b->nranks % 2 ? ", last rank idle" : "");
+    printf("# mode:      %s\n", b->mem->mode);
+    printf("# memory:    %s\n", b->mem->desc);
+    printf("# transport: %s\n", gpuport_channel_transport(b->ch));
+    printf("# sizes:     %s to %s, round counts x %g\n", lo, hi, b->o->iter_scale);
+    printf("# lat:  half the round trip in us, median of the timed rounds (after warm-up)\n"
+           "#       gpuport: put_with_signal -> wait -> put_with_signal back -> wait;\n"
+           "#       MPI: MPI_Send/MPI_Recv ping-pong\n"
+           "# GB/s: 1e9 bytes/s, W*size*rounds / time of all timed rounds; per round A sends\n"
+           "#       W messages to the same destination, then B acknowledges:\n"
+           "#       gpuport: (W-1) put + put_with_signal, B wait + signal, A wait;\n"
+           "#       MPI: one-sided, W MPI_Put into a window from %s\n"
+           "#       under MPI_Win_lock_all, MPI_Win_flush, 0-byte MPI_Send/MPI_Recv ack\n"
+           "#       each way\n"
+           "# verified: every byte of the last timed round and of an extra round with a\n"
+           "#       fresh pattern checked (and word 0 of every round), all tests, all ranks\n",
+           b->win_alloc ? b->win_alloc : "(none: --no-mpi)");
+    if (pairs > 1)
+        printf("# the table is for pair 0<->1; %d pairs run concurrently\n", pairs);
+    printf("\n%10s", "size");
+    for (size_t i = 0; i < NTESTS; i++)
+        printf(" | %*s", column_width(&tests[i]), tests[i].column);
+    printf(" | verified | rounds lat, bw x W\n");
+    fflush(stdout);
+}
+
+/* The last column gives the timed rounds: gpuport and MPI tests of a kind
+ * run the same counts. */
+static void print_row(uint64_t size, const result_t *r, const counts_t *c, int ok)
+{
+    const counts_t *lat = NULL, *bw = NULL;
+    char s[32];
+
+    for (size_t i = 0; i < NTESTS; i++) {
+        if (tests[i].latency && !lat)
+            lat = &c[i];
+        else if (!tests[i].latency && !bw)
+            bw = &c[i];
+    }
+
+    format_size(size, s, sizeof(s));
+    printf("%10s", s);
+    for (size_t i = 0; i < NTESTS; i++) {
+        if (r[i].ran)
+            printf(" | %*.*f", column_width(&tests[i]), tests[i].decimals, r[i].value);
+        else
+            printf(" | %*s", column_width(&tests[i]), "-");
+    }
+    printf(" | %8s | %llu, %llu x %d\n", ok ? "yes" : "NO", (unsigned long long)lat->timed,
+           (unsigned long long)bw->timed, bw->window);
+    fflush(stdout);
+}
+
+/* ---- set-up, sweep, tear-down ----------------------------------------- */
+
+/* Collective over the pair. */
+static void window_setup(bench_t *b, uint64_t bytes)
+{
+    MPI_Comm node;
+    MPI_Info info;
+    int node_size;
+
+    MPI_Comm_split_type(b->pair, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &node_size);
+    MPI_Comm_free(&node);
+    if (node_size == 2) {
+        MPI_Info_create(&info);
+        MPI_Info_set(info, "alloc_shared_noncontig", "true");
+        MPI_Win_allocate_shared((MPI_Aint)bytes, 1, info, b->pair, &b->win_base, &b->win);
+        MPI_Info_free(&info);
+        b->win_alloc = "MPI_Win_allocate_shared";
+    } else {
+        MPI_Win_allocate((MPI_Aint)bytes, 1, MPI_INFO_NULL, b->pair, &b->win_base, &b->win);
+        b->win_alloc = "MPI_Win_allocate";
+    }
+    MPI_Win_lock_all(0, b->win);
+}
+
+static void bench_setup(bench_t *b, const opts_t *o)
+{
+    memset(b, 0, sizeof(*b));
+    b->o = o;
+    b->mem = o->use_malloc ? &mem_host_malloc : &mem_host_shared;
+    b->pair = MPI_COMM_NULL;
+    MPI_Comm_rank(MPI_COMM_WORLD, &b->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &b->nranks);
+    b->role = b->rank % 2 ? 1 : b->rank + 1 < b->nranks ? 0 : -1;
+    b->peer = b->role < 0 ? -1 : b->rank ^ 1;
+    MPI_Comm_split(MPI_COMM_WORLD, b->role < 0 ? MPI_UNDEFINED : b->rank / 2, b->rank, &b->pair);
+
+    GP_CHECK(gpuport_comm_init_mpi(MPI_COMM_WORLD, &b->comm));
+    if (b->role < 0)
+        return;
+    GP_CHECK(b->mem->alloc(b->comm, o->max_size, (void **)&b->src));
+    GP_CHECK(b->mem->alloc(b->comm, o->max_size, (void **)&b->dst));
+    GP_CHECK(gpuport_mem_register(b->comm, b->src, o->max_size, &b->reg_src));
+    GP_CHECK(gpuport_mem_register(b->comm, b->dst, o->max_size, &b->reg_dst));
+    GP_CHECK(gpuport_channel_create(b->comm, b->peer, b->reg_src, b->reg_dst, &b->ch));
+    if (!o->no_mpi && o->min_size <= INT_MAX)
+        window_setup(b, o->max_size > INT_MAX ? INT_MAX : o->max_size);
+}
+
+static void bench_teardown(bench_t *b)
+{
+    if (b->role >= 0) {
+        if (b->win_base) {
+            MPI_Win_unlock_all(b->win);
+            MPI_Win_free(&b->win);
+        }
+        GP_CHECK(gpuport_channel_destroy(b->ch));
+        GP_CHECK(gpuport_mem_deregister(b->reg_src));
+        GP_CHECK(gpuport_mem_deregister(b->reg_dst));
+        GP_CHECK(b->mem->release(b->comm, b->src));
+        GP_CHECK(b->mem->release(b->comm, b->dst));
+        MPI_Comm_free(&b->pair);
+    }
+    GP_CHECK(gpuport_comm_destroy(b->comm));
+}
+
+/* Returns the number of sizes that failed verification on some rank. */
+static int sweep(bench_t *b)
+{
+    int failed = 0;
+
+    for (uint64_t size = b->o->min_size; size <= b->o->max_size; size *= 2) {
+        result_t r[NTESTS];
+        counts_t c[NTESTS];
+        int before = b->mismatches, ok, all_ok;
+
+        for (size_t i = 0; i < NTESTS; i++) {
+            c[i] = test_counts(b->o, &tests[i], size);
+            r[i] = run_test(b, &tests[i], size, c[i]);
+        }
+        ok = b->mismatches == before;
+        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        failed += !all_ok;
+        if (b->rank == 0)
+            print_row(size, r, c, all_ok);
+        if (size > UINT64_MAX / 2)
+            break;
+    }
+    return failed;
+}
+
+#if GPUPORT_BENCH_GPU
+static MPI_Comm gpu_pair = MPI_COMM_NULL;
+
+static void gpu_barrier(void *ctx)
+{
+    (void)ctx;
+    MPI_Barrier(gpu_pair);
+}
+
+static void gpu_exchange(void *ctx, const void *mine, void *theirs, size_t bytes)
+{
+    int peer = *(int *)ctx;
+    MPI_Sendrecv(mine, (int)bytes, MPI_BYTE, peer, TAG_DATA, theirs, (int)bytes, MPI_BYTE, peer,
+                 TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+}
+
+/* GPU mode when every rank can have a GPU of its own on its host. */
+static int gpu_mode_wanted(const opts_t *o, int *device_p)
+{
+    MPI_Comm local;
+    int lrank, lsize, ngpu = o->host ? 0 : bench_gpu_count(), ok, all_ok;
+
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+    MPI_Comm_rank(local, &lrank);
+    MPI_Comm_size(local, &lsize);
+    MPI_Comm_free(&local);
+    ok = ngpu >= lsize;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    *device_p = lrank;
+    return all_ok;
+}
+
+static int run_gpu(const opts_t *o, int rank, int nranks, int device)
+{
+    bench_gpu_env_t env;
+    gpuport_comm_t comm;
+    int peer = rank ^ 1, role = rank % 2 ? 1 : rank + 1 < nranks ? 0 : -1, fails = 0;
+    char host[256] = "";
+
+    if (bench_gpu_select(device) != 0) {
+        fprintf(stderr, "gpuport_bench: rank %d cannot use GPU %d\n", rank, device);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Comm_split(MPI_COMM_WORLD, role < 0 ? MPI_UNDEFINED : rank / 2, rank, &gpu_pair);
+    GP_CHECK(gpuport_comm_init_mpi(MPI_COMM_WORLD, &comm));
+    if (rank == 0) {
+        gethostname(host, sizeof(host) - 1);
+        printf("# gpuport_bench %s: %d ranks, %d pair(s), host %s\n", gpuport_version_string(),
+               nranks, nranks / 2, host);
+        printf("# mode: GPU memory, one GPU per rank (table for the pair 0-1%s)\n",
+               nranks > 2 ? ", other pairs run at once" : "");
+    }
+    if (role >= 0) {
+        memset(&env, 0, sizeof(env));
+        env.comm = comm;
+        env.rank = rank;
+        env.peer = peer;
+        env.report = rank == 0;
+        env.min_size = o->min_size;
+        env.max_size = o->max_size > GIB ? GIB : o->max_size < MIB ? MIB : o->max_size;
+        env.iters_scale = o->iter_scale;
+        env.ctx = &peer;
+        env.barrier = gpu_barrier;
+        env.exchange = gpu_exchange;
+        fails = bench_gpu_run(&env);
+        MPI_Comm_free(&gpu_pair);
+    }
+    GP_CHECK(gpuport_comm_destroy(comm));
+    MPI_Allreduce(MPI_IN_PLACE, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    return fails;
+}
+#endif
+
+int main(int argc, char **argv)
+{
+    opts_t o;
+    bench_t b;
+    int rank, nranks, failed;
+    double start;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    if (parse_args(argc, argv, rank, &o)) {
+        MPI_Finalize();
+        return 2;
+    }
+    if (o.help || nranks < 2) {
+        if (rank == 0 && o.help)
+            usage(stdout, argv[0]);
+        else if (rank == 0)
+            fprintf(stderr, "%s: needs at least 2 ranks (mpirun -np 2 ...)\n", argv[0]);
+        MPI_Finalize();
+        return o.help ? 0 : 2;
+    }
+    start = now_s();
+#if GPUPORT_BENCH_GPU
+    int device;
+    if (gpu_mode_wanted(&o, &device)) {
+        failed = run_gpu(&o, rank, nranks, device);
+        if (rank == 0)
+            printf("\n# %s after %.1f s\n", failed ? "FAILED (see stderr)" : "all verified",
+                   now_s() - start);
+        MPI_Finalize();
+        return failed ? 1 : 0;
+    }
+#endif
+    bench_setup(&b, &o);
+    if (rank == 0)
+        print_header(&b);
+    failed = sweep(&b);
+    bench_teardown(&b);
+    if (rank == 0) {
+        printf("\n# %s after %.1f s\n",
+               failed ? "FAILED: data mismatches (see stderr)" : "all sizes verified",
+               now_s() - start);
+        if (failed)
+            fprintf(stderr, "gpuport_bench: %d size(s) failed verification\n", failed);
+    }
+    MPI_Finalize();
+    return failed ? 1 : 0;
+}
