@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU test and benchmark, on a machine with 2 GPUs, from a build made
-# by scripts/gpu-build.sh: the CPU suites (CUDA build), the GPU tests, the
-# launch-queue stall matrix, and gpuport_bench in GPU mode. Logs go to OUT.
+# by scripts/gpu-build.sh: the GPU tests, the launch-queue stall matrix,
+# gpuport_bench in GPU mode, then the CPU suites of the CUDA build (where
+# every communicator now runs in GPU mode). Logs go to OUT.
 #   usage: scripts/gpu-suite.sh [BUILD_DIR] [OUT_DIR]
 set -u
 cd "$(dirname "$0")/.."
@@ -33,14 +34,14 @@ step() {
     if [ "$verdict" != PASS ]; then tail -n 25 "$out/$name.log"; fi
 }
 
-for t in test_trigger test_fifo test_ring test_config test_record test_readme_vars \
-    test_local_channels test_process_channels; do
-    step "unit-$t" 120 "$build/test/unit/$t"
-done
-step mpi-np2 300 "$build/test/mpi/mpirun.sh" 2 "$build/test/mpi/test_mpi_channels"
 step gpu-fifo 120 "$build/test/gpu/test_gpu_fifo"
-step gpu-channels 300 "$build/test/gpu/test_gpu_channels"
-step gpu-stall 420 sh test/gpu/stall_suite.sh
-step bench-gpu 300 "$build/test/mpi/mpirun.sh" 2 "$build/tools/gpuport_bench"
+step gpu-channels 180 "$build/test/gpu/test_gpu_channels"
+step gpu-stall 300 sh test/gpu/stall_suite.sh
+step bench-gpu 180 "$build/test/mpi/mpirun.sh" 2 "$build/tools/gpuport_bench"
+# the CPU suites again, now with GPU mode on in every communicator
+for t in test_local_channels test_process_channels test_fifo test_config test_record; do
+    step "unit-$t" 60 "$build/test/unit/$t"
+done
+step mpi-np2 120 "$build/test/mpi/mpirun.sh" 2 "$build/test/mpi/test_mpi_channels"
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

@@ -187,6 +187,7 @@ static int read_completions(gpuport_comm_t comm)
 
 static int consume_fifo(gpuport_comm_t comm, gpuport_fifo_t *f, int fifo)
 {
+    uint32_t consumed = 0;
     int n;
 
     for (n = 0; n < BATCH; n++) {
@@ -194,21 +195,25 @@ static int consume_fifo(gpuport_comm_t comm, gpuport_fifo_t *f, int fifo)
         gpuport_op_desc_t d;
         uint32_t used = 1;
 
-        if (!gpuport_fifo_peek(f, 0, &t[0]))
+        if (!gpuport_fifo_peek(f, consumed, &t[0]))
             break;
         if (gpuport_trigger_op(t[0].w[0]) == GPUPORT_OP_EXT) {
-            if (!gpuport_fifo_peek(f, 1, &t[1]))
+            if (!gpuport_fifo_peek(f, consumed + 1, &t[1]))
                 break; /* its partner is still being written */
             gpuport_trigger_decode(&t[1], &t[0], &d);
             used = 2;
         } else {
             gpuport_trigger_decode(&t[0], NULL, &d);
         }
-        if (execute(comm, &d, fifo, f->pos + used - 1) == EXEC_RETRY)
+        if (execute(comm, &d, fifo, f->pos + consumed + used - 1) == EXEC_RETRY)
             break;
-        gpuport_fifo_advance(f, used);
+        consumed += used;
         comm->proxy.triggers++;
     }
+    /* one release store for the batch: the tail's cache line is shared with
+     * pushers polling it, on the GPU across PCIe */
+    if (consumed)
+        gpuport_fifo_advance(f, consumed);
     return n;
 }
 
@@ -249,14 +254,19 @@ static void abandon(gpuport_comm_t comm)
     }
 }
 
+/* Spin briefly, then poll with sched_yield (as fast as spinning on a free
+ * core, polite on a crowded one) until GPUPORT_PROXY_IDLE_US without work,
+ * then sleep: a sleeping proxy costs its first trigger a timer wake-up,
+ * which on some virtual machines is milliseconds. */
+#define PROXY_SPIN_NS 20000
 static void idle_wait(const gpuport_config_t *cfg, uint64_t idle_since, uint32_t *sleep_us)
 {
     uint64_t idle_ns = gpuport_now_ns() - idle_since;
     struct timespec ts;
 
-    if (idle_ns < cfg->proxy_idle_us * 1000ull)
-        return; /* spin: work was recent */
-    if (idle_ns < 2 * cfg->proxy_idle_us * 1000ull || cfg->proxy_sleep_max_us == 0) {
+    if (idle_ns < PROXY_SPIN_NS)
+        return;
+    if (idle_ns < cfg->proxy_idle_us * 1000ull || cfg->proxy_sleep_max_us == 0) {
         sched_yield();
         return;
     }

@@ -8,11 +8,15 @@
  *  - FIFO throughput: every lane of W warps pushes triggers; triggers/s from
  *    the first push to the proxy having consumed the last;
  *  - IPC ping-pong: 8-byte put_with_signal, wait for the reply, per round
- *    trip, beside an 8-byte cudaMemcpyAsync into the peer's buffer plus
- *    stream synchronize (the raw copy-engine latency);
+ *    trip, beside an 8-byte cudaMemcpyPeerAsync to the peer GPU plus stream
+ *    synchronize (the raw copy-engine latency);
  *  - IPC put bandwidth, one direction and both: R puts then a flush, beside
- *    R cudaMemcpyAsync into the same peer buffer (CUDA IPC), both timed with
- *    events; the received bytes are verified after each size.
+ *    R cudaMemcpyPeerAsync of the same size from this process's GPU to a
+ *    buffer it allocated on the peer GPU, both timed with events; gpuport's
+ *    and the baseline's received bytes are verified after each size.
+ * The baseline cannot write the peer process's buffer through CUDA IPC:
+ * handles from one process may be opened by one context per device in
+ * another, and gpuport's flusher context holds them.
  */
 #include <atomic>
 #include <pthread.h>
@@ -193,13 +197,15 @@ static uint64_t host_ns(void)
 
 typedef struct state {
     const bench_gpu_env_t *env;
-    unsigned char *src, *dst, *peer_dst;
+    /* raw_dst: the baseline's destination, on the peer GPU */
+    unsigned char *src, *dst, *raw_dst;
+    int gpu, peer_gpu;
     uint64_t region;
     gpuport_channel_t ch;
     gpuport_port_channel_dev_t dev;
     uint64_t *d_ns;
     int *d_rc;
-    unsigned long long *d_bad;
+    unsigned long long *d_bad, *d_bad_peer; /* d_bad_peer lives on the peer GPU */
     cudaStream_t s;
     cudaEvent_t e0, e1;
 } state_t;
@@ -307,18 +313,18 @@ static int ipc_pingpong(state_t *st)
     /* raw copy engine: 8 bytes into the peer's buffer, issue to completion */
     int raw_iters = scaled(env, 2000);
     for (int i = 0; i < 50; i++)
-        CK(cudaMemcpyAsync(st->peer_dst + 64, st->src, 8, cudaMemcpyDefault, st->s));
+        CK(cudaMemcpyPeerAsync(st->raw_dst + 64, st->peer_gpu, st->src, st->gpu, 8, st->s));
     CK(cudaStreamSynchronize(st->s));
     t0 = host_ns();
     for (int i = 0; i < raw_iters; i++) {
-        CK(cudaMemcpyAsync(st->peer_dst + 64, st->src, 8, cudaMemcpyDefault, st->s));
+        CK(cudaMemcpyPeerAsync(st->raw_dst + 64, st->peer_gpu, st->src, st->gpu, 8, st->s));
         CK(cudaStreamSynchronize(st->s));
     }
     raw = host_ns() - t0;
     env->barrier(env->ctx);
     if (env->report) {
         printf("\nIPC ping-pong, 8 B (%d round trips, mean)\n", iters);
-        printf("  %-44s %8.2f us\n", "raw copy engine: 8 B cudaMemcpyAsync + sync", raw / 1e3 / raw_iters);
+        printf("  %-44s %8.2f us\n", "raw copy engine: 8 B cudaMemcpyPeerAsync + sync", raw / 1e3 / raw_iters);
         printf("  %-44s %8.2f us per round trip%s\n", "gpuport put_with_signal + wait for reply",
                ns / 1e3 / iters, rc ? "  ERROR" : "");
     }
@@ -359,15 +365,28 @@ static int ipc_bw_size(state_t *st, uint64_t size, int both, double *gp_gbs, dou
         CK(cudaMemcpy(&bad, st->d_bad, sizeof(bad), cudaMemcpyDeviceToHost));
     }
     env->barrier(env->ctx);
+    CK(cudaSetDevice(st->peer_gpu));
+    CK(cudaMemset(st->raw_dst, 0, size));
+    CK(cudaDeviceSynchronize());
+    CK(cudaSetDevice(st->gpu));
+    env->barrier(env->ctx);
     if (sender) {
-        CK(cudaMemcpyAsync(st->peer_dst, st->src, size, cudaMemcpyDefault, st->s));
+        CK(cudaMemcpyPeerAsync(st->raw_dst, st->peer_gpu, st->src, st->gpu, size, st->s));
         CK(cudaEventRecord(st->e0, st->s));
         for (int r = 0; r < reps; r++)
-            CK(cudaMemcpyAsync(st->peer_dst, st->src, size, cudaMemcpyDefault, st->s));
+            CK(cudaMemcpyPeerAsync(st->raw_dst, st->peer_gpu, st->src, st->gpu, size, st->s));
         CK(cudaEventRecord(st->e1, st->s));
         CK(cudaEventSynchronize(st->e1));
         CK(cudaEventElapsedTime(&ms, st->e0, st->e1));
         *raw_gbs = (double)size * reps / (ms / 1e3) / 1e9;
+        /* the baseline's bytes landed on the peer GPU: check them there */
+        CK(cudaSetDevice(st->peer_gpu));
+        k_check<<<1024, 256>>>(st->raw_dst, size, st->d_bad_peer);
+        CK(cudaDeviceSynchronize());
+        CK(cudaSetDevice(st->gpu));
+        unsigned long long rb = 0;
+        CK(cudaMemcpy(&rb, st->d_bad_peer, sizeof(rb), cudaMemcpyDeviceToHost));
+        bad += rb;
     }
     env->barrier(env->ctx);
     int mine[2] = {rc != 0, bad != 0}, theirs[2] = {0, 0};
@@ -384,8 +403,8 @@ static int ipc_bandwidth(state_t *st)
     uint64_t hi = env->max_size > st->region ? st->region : env->max_size;
 
     if (env->report) {
-        printf("\nIPC put bandwidth (GB/s = 1e9 B/s; baseline: cudaMemcpyAsync into the same "
-               "peer buffer through CUDA IPC)\n");
+        printf("\nIPC put bandwidth (GB/s = 1e9 B/s; baseline: cudaMemcpyPeerAsync of the same "
+               "size to the peer GPU)\n");
         printf("  %10s | %12s %12s %6s | %12s %12s %6s | %s\n", "size", "gpuport 1-way",
                "memcpy 1-way", "ratio", "gpuport 2-way", "memcpy 2-way", "ratio", "verified");
     }
@@ -413,7 +432,6 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
 {
     state_t st;
     gpuport_mem_t msrc, mdst;
-    cudaIpcMemHandle_t mine, theirs;
     int fails = 0;
 
     memset(&st, 0, sizeof(st));
@@ -435,11 +453,20 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
     GK(gpuport_mem_register(env->comm, st.dst, st.region, &mdst));
     GK(gpuport_channel_create(env->comm, env->peer, msrc, mdst, &st.ch));
     GK(gpuport_channel_device(st.ch, &st.dev));
-    /* the baseline writes the same peer buffer through the application's context */
-    CK(cudaIpcGetMemHandle(&mine, st.dst));
-    env->exchange(env->ctx, &mine, &theirs, sizeof(mine));
-    CK(cudaIpcOpenMemHandle((void **)&st.peer_dst, theirs, cudaIpcMemLazyEnablePeerAccess));
-
+    /* the baseline writes a buffer this process allocates on the peer GPU */
+    CK(cudaGetDevice(&st.gpu));
+    env->exchange(env->ctx, &st.gpu, &st.peer_gpu, sizeof(int));
+    if (st.peer_gpu == st.gpu) {
+        fprintf(stderr, "gpuport_bench: rank %d and its peer share GPU %d\n", env->rank, st.gpu);
+        return -1;
+    }
+    CK(cudaSetDevice(st.peer_gpu));
+    CK(cudaMalloc(&st.raw_dst, st.region));
+    CK(cudaMalloc(&st.d_bad_peer, sizeof(*st.d_bad_peer)));
+    CK(cudaMemset(st.d_bad_peer, 0, sizeof(*st.d_bad_peer)));
+    CK(cudaSetDevice(st.gpu));
+    if (cudaDeviceEnablePeerAccess(st.peer_gpu, 0) != cudaSuccess)
+        cudaGetLastError(); /* already enabled, or copies go through the host */
     if (env->report)
         printf("\nGPU mode: transport %s, device %d\n", gpuport_channel_transport(st.ch),
                env->rank);
@@ -449,12 +476,15 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
     fails += ipc_bandwidth(&st);
 
     env->barrier(env->ctx);
-    CK(cudaIpcCloseMemHandle(st.peer_dst));
     GK(gpuport_channel_destroy(st.ch));
     gpuport_mem_deregister(msrc);
     gpuport_mem_deregister(mdst);
     cudaFree(st.src);
     cudaFree(st.dst);
+    cudaSetDevice(st.peer_gpu);
+    cudaFree(st.raw_dst);
+    cudaFree(st.d_bad_peer);
+    cudaSetDevice(st.gpu);
     cudaFree(st.d_ns);
     cudaFree(st.d_rc);
     cudaFree(st.d_bad);

@@ -122,14 +122,19 @@ GPUPORT_DEV int gpuport_dev_fifo_push(const gpuport_port_channel_dev_t *ch,
 {
     const gpuport_fifo_dev_t *f = &ch->fifo;
     uint64_t pos = atomicAdd(f->head, (unsigned long long)n);
-    uint64_t start = 0;
+    uint64_t start = 0, cached;
 
-    /* wait for room: the cached tail first, the host's tail when it looks full */
-    while (pos + n - *(volatile unsigned long long *)f->tail_cache > f->size) {
-        uint64_t tail = gpuport_dev_load_sys(f->tail);
-        atomicMax(f->tail_cache, (unsigned long long)tail);
-        if (pos + n - tail <= f->size)
-            break;
+    /* Wait for room. Only pushers at the front of the queue read the host's
+     * tail across PCIe; the rest watch the copy in device memory, so that
+     * thousands of waiting threads do not flood the bus the triggers use. */
+    while (pos + n - (cached = *(volatile unsigned long long *)f->tail_cache) > f->size) {
+        if (pos + n - cached <= f->size + 32) {
+            uint64_t tail = gpuport_dev_load_sys(f->tail);
+            if (tail > cached)
+                atomicMax(f->tail_cache, (unsigned long long)tail);
+        } else {
+            __nanosleep(100);
+        }
         if (gpuport_dev_expired(ch, &start))
             return gpuport_dev_stuck(ch, "push into a full FIFO");
     }
@@ -151,16 +156,16 @@ GPUPORT_DEV int gpuport_dev_check(const gpuport_port_channel_dev_t *ch)
     return gpuport_dev_load_sys32(ch->status);
 }
 
+/* Pushes one operation. It does not read the channel's error state (a read
+ * across PCIe on every push); a failed channel's operations are dropped by
+ * the proxy and the error reaches flush and wait. */
 GPUPORT_DEV int gpuport_dev_push_op(const gpuport_port_channel_dev_t *ch, uint32_t op,
                                     uint64_t dst_off, uint64_t src_off, uint64_t size,
                                     uint64_t *pos_p)
 {
     gpuport_trigger_t t[2];
     uint32_t n = 0;
-    int st = gpuport_dev_check(ch);
 
-    if (st)
-        return st;
     if (gpuport_trigger_needs_ext(src_off, dst_off, size))
         gpuport_trigger_encode_ext(&t[n++], ch->id, src_off, dst_off, size);
     gpuport_trigger_encode(&t[n++], op, ch->id, src_off, dst_off, size);
@@ -208,17 +213,16 @@ GPUPORT_DEV int gpuport_flush(const gpuport_port_channel_dev_t *ch)
 
     if (st)
         return st;
+    /* the proxy completes flushes of failed channels too: the state is read
+     * once, after */
     while (gpuport_dev_load_sys(ch->flushed) <= pos) {
-        if ((st = gpuport_dev_check(ch)) != 0)
-            return st;
         if (gpuport_dev_expired(ch, &start))
             return gpuport_dev_stuck(ch, "flush");
     }
     return gpuport_dev_check(ch);
 }
 
-/* Takes one signal if one has arrived: 1 taken, 0 none, <0 error. */
-GPUPORT_DEV int gpuport_poll(const gpuport_port_channel_dev_t *ch)
+GPUPORT_DEV int gpuport_dev_take(const gpuport_port_channel_dev_t *ch)
 {
     unsigned long long c = *(volatile unsigned long long *)ch->consumed;
     while (gpuport_dev_load_sys(ch->inbound) > c) {
@@ -227,22 +231,40 @@ GPUPORT_DEV int gpuport_poll(const gpuport_port_channel_dev_t *ch)
             return 1;
         c = seen;
     }
-    if (gpuport_dev_load_sys32(ch->peer_status) != 0)
-        return GPUPORT_ERR_PEER;
     return 0;
+}
+
+/* Either side's failure: no signal will come. */
+GPUPORT_DEV int gpuport_dev_failed(const gpuport_port_channel_dev_t *ch)
+{
+    int st = gpuport_dev_check(ch);
+    if (st)
+        return st;
+    return gpuport_dev_load_sys32(ch->peer_status) ? GPUPORT_ERR_PEER : 0;
+}
+
+/* Takes one signal if one has arrived: 1 taken, 0 none, <0 error. */
+GPUPORT_DEV int gpuport_poll(const gpuport_port_channel_dev_t *ch)
+{
+    if (gpuport_dev_take(ch))
+        return 1;
+    return gpuport_dev_failed(ch);
 }
 
 GPUPORT_DEV int gpuport_wait(const gpuport_port_channel_dev_t *ch)
 {
     uint64_t start = 0;
-    for (;;) {
-        int r = gpuport_poll(ch);
-        if (r)
-            return r > 0 ? GPUPORT_OK : r;
-        if (gpuport_dev_check(ch) != 0)
-            return gpuport_dev_check(ch);
-        if (gpuport_dev_expired(ch, &start))
-            return gpuport_dev_stuck(ch, "wait for the peer's signal");
+    for (uint32_t i = 1;; i++) {
+        if (gpuport_dev_take(ch))
+            return GPUPORT_OK;
+        /* failures are rare: look for them every 64th pass, not on each */
+        if ((i & 63) == 0) {
+            int st = gpuport_dev_failed(ch);
+            if (st)
+                return st;
+            if (gpuport_dev_expired(ch, &start))
+                return gpuport_dev_stuck(ch, "wait for the peer's signal");
+        }
     }
 }
 

@@ -5,11 +5,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
-
-/* The API version whose symbol variants we were compiled against. */
-#define CU_API_VERSION CUDA_VERSION
 
 gpuport_cudrv_t gpuport_cu;
 
@@ -17,36 +15,32 @@ static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static gpuport_status_t load_status = GPUPORT_ERR_NOT_SUPPORTED;
 static char load_why[256] = "not loaded";
 static int device_count;
+static pid_t load_pid;
 
-typedef CUresult (*get_proc_t)(const char *, void **, int, cuuint64_t,
-                               CUdriverProcAddressQueryResult *);
+/* The exact symbol that cuda.h's prototype names: cuda.h maps cuMemAlloc to
+ * cuMemAlloc_v2 and so on, and our pointer types come from those
+ * prototypes. cuGetProcAddress would hand out the newest variant for our
+ * API version instead, whose signature can differ (cuCtxGetDevice_v2 takes
+ * a context the header's cuCtxGetDevice does not). */
+#define GPUPORT_CU_STR_(x) #x
+#define GPUPORT_CU_STR(x) GPUPORT_CU_STR_(x)
 
 static void load(void)
 {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-    get_proc_t get_proc;
     CUresult rc;
 
+    load_pid = getpid();
     if (!lib) {
         snprintf(load_why, sizeof(load_why), "no CUDA driver: dlopen(libcuda.so.1): %s", dlerror());
         return;
     }
-    get_proc = (get_proc_t)dlsym(lib, "cuGetProcAddress_v2");
-    if (!get_proc) {
-        snprintf(load_why, sizeof(load_why),
-                 "the CUDA driver is too old: it lacks cuGetProcAddress_v2 (CUDA 12 or newer needed)");
-        return;
-    }
 #define GPUPORT_CU_RESOLVE(name)                                                                \
     do {                                                                                        \
-        CUdriverProcAddressQueryResult q;                                                       \
-        void *fn = NULL;                                                                        \
-        if (get_proc(#name, &fn, CU_API_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &q) !=            \
-                CUDA_SUCCESS ||                                                                 \
-            !fn) {                                                                              \
-            snprintf(load_why, sizeof(load_why),                                                \
-                     "the CUDA driver lacks %s for API version %d (query result %d)", #name,    \
-                     CU_API_VERSION, (int)q);                                                   \
+        void *fn = dlsym(lib, GPUPORT_CU_STR(name));                                            \
+        if (!fn) {                                                                              \
+            snprintf(load_why, sizeof(load_why), "the CUDA driver lacks %s (too old for %d?)",  \
+                     GPUPORT_CU_STR(name), CUDA_VERSION);                                       \
             return;                                                                             \
         }                                                                                       \
         gpuport_cu.name = (__typeof__(gpuport_cu.name))fn;                                      \
@@ -73,6 +67,14 @@ static void load(void)
 gpuport_status_t gpuport_cudrv_load(char *why, size_t len)
 {
     pthread_once(&load_once, load);
+    /* CUDA does not survive fork(): a child of a process that initialized it
+     * must stay off the GPU */
+    if (load_status == GPUPORT_OK && getpid() != load_pid) {
+        if (why && len)
+            snprintf(why, len, "CUDA was initialized before this process was forked from pid %d; "
+                     "a forked child cannot use it", (int)load_pid);
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
     if (load_status && why && len)
         snprintf(why, len, "%s", load_why);
     return load_status;
@@ -80,8 +82,9 @@ gpuport_status_t gpuport_cudrv_load(char *why, size_t len)
 
 int gpuport_cudrv_device_count(void)
 {
-    return load_status == GPUPORT_OK ? device_count : 0;
+    return load_status == GPUPORT_OK && getpid() == load_pid ? device_count : 0;
 }
+
 
 gpuport_status_t gpuport_cu_status(CUresult rc, const char *call, const char *file, int line)
 {

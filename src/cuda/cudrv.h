@@ -1,6 +1,6 @@
 /*
  * The CUDA driver, loaded at run time: libcuda.so.1 is dlopen()ed on first
- * use and every entry point is resolved through cuGetProcAddress, so a CUDA
+ * use and every entry point is resolved by its versioned name, so a CUDA
  * build of gpuport loads and runs its host path on machines without a GPU
  * or driver. Calls go through CU_CALL, which turns a CUresult into a
  * gpuport_status_t and logs the failing call's text once.

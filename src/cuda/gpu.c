@@ -56,8 +56,13 @@ static void gpu_free(gpuport_comm_t comm, struct gpuport_gpu *g)
         gpuport_cu.cuMemFree(g->fifo_dmem);
     if (g->fifo_host)
         gpuport_cu.cuMemFreeHost(g->fifo_host);
-    if (g->retained)
+    if (g->retained) {
+        /* we made it current: leave no destroyed context current behind */
+        CUcontext cur = NULL;
+        if (gpuport_cu.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == g->app_ctx)
+            gpuport_cu.cuCtxSetCurrent(NULL);
         gpuport_cu.cuDevicePrimaryCtxRelease(g->dev);
+    }
     free(g);
 }
 

@@ -132,16 +132,26 @@ typedef struct hazard {
 } hazard_t;
 
 /* Issues an 8-byte copy on another stream of the application's context once
- * the main thread has queued most of its kernels, and times the call. */
+ * the main thread is stuck in a launch (the queue is full: no launch has
+ * returned for 5 ms, with more to go), and times the call. */
 static void *hazard_probe(void *arg)
 {
     hazard_t *h = (hazard_t *)arg;
-    uint64_t t0;
+    uint64_t t0, since;
+    int last = -1;
     while (!h->go.load())
         ;
-    t0 = now_ns();
-    while (g.launched.load() < 1000 && now_ns() - t0 < 200000000ull)
-        usleep(100);
+    t0 = since = now_ns();
+    while (now_ns() - t0 < 1000000000ull) {
+        int n = g.launched.load();
+        if (n != last) {
+            last = n;
+            since = now_ns();
+        } else if (n >= 1000 && n < g.o->queued && now_ns() - since > 5000000ull) {
+            break;
+        }
+        usleep(50);
+    }
     t0 = now_ns();
     CUDA_CHECK(cudaMemcpyAsync(h->dbuf, h->hbuf, 8, cudaMemcpyHostToDevice, h->other));
     h->call_ns = now_ns() - t0;

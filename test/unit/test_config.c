@@ -212,9 +212,10 @@ static void test_defaults(void)
     CHECK(c.max_channels == 1024);
     CHECK(c.timeout_ms == 60000);
     CHECK(c.shm_async_min == 256 * 1024);
-    CHECK(c.proxy_idle_us == 200);
+    CHECK(c.proxy_idle_us == 10000);
     CHECK(c.proxy_sleep_max_us == 200);
     CHECK(c.host_id == 0);
+    CHECK(c.gpu == GPUPORT_GPU_AUTO);
 
     /* every variable set to its default: same result, no warning */
     for (size_t i = 0; i < gpuport_config_nvars; i++)
