@@ -77,6 +77,20 @@ static size_t page_round(size_t n)
     return (n + page - 1) & ~(page - 1);
 }
 
+/* A rank confined to one core runs the application, the proxy and the
+ * flusher on it by turns: every operation then waits for a time slice
+ * (10 ms per ping-pong round trip measured on an H200 pair under Open MPI's
+ * default binding). Say so once, at creation. */
+static void check_affinity(void)
+{
+    cpu_set_t set;
+
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) == 1)
+        log_warn("this rank may run on one core only: the application, proxy and flusher "
+                 "threads then take turns and every operation waits for a time slice; launch "
+                 "with 'mpirun --bind-to none' or give each rank at least 3 cores");
+}
+
 static gpuport_status_t ctrl_create(gpuport_comm_t comm)
 {
     /* whole pages: the segment is registered with CUDA in GPU mode */
@@ -270,6 +284,7 @@ gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bs, gpuport_comm
     status = gpuport_proxy_start(comm);
     if (status)
         goto err;
+    check_affinity();
     log_info("communicator ready: rank %d of %d, pid %d, FIFO %u triggers, %u channels max",
              comm->rank, comm->size, (int)getpid(), config.fifo_size, config.max_channels);
     *comm_p = comm;

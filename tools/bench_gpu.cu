@@ -311,8 +311,8 @@ static int ipc_pingpong(state_t *st)
     CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
     env->barrier(env->ctx);
     /* raw copy engine: 8 bytes into the peer's buffer, issue to completion */
-    int raw_iters = scaled(env, 2000);
-    for (int i = 0; i < 50; i++)
+    int raw_iters = env->baselines ? scaled(env, 2000) : 0;
+    for (int i = 0; i < 50 && raw_iters; i++)
         CK(cudaMemcpyPeerAsync(st->raw_dst + 64, st->peer_gpu, st->src, st->gpu, 8, st->s));
     CK(cudaStreamSynchronize(st->s));
     t0 = host_ns();
@@ -324,7 +324,9 @@ static int ipc_pingpong(state_t *st)
     env->barrier(env->ctx);
     if (env->report) {
         printf("\nIPC ping-pong, 8 B (%d round trips, mean)\n", iters);
-        printf("  %-44s %8.2f us\n", "raw copy engine: 8 B cudaMemcpyPeerAsync + sync", raw / 1e3 / raw_iters);
+        if (raw_iters)
+            printf("  %-44s %8.2f us\n", "raw copy engine: 8 B cudaMemcpyPeerAsync + sync",
+                   raw / 1e3 / raw_iters);
         printf("  %-44s %8.2f us per round trip%s\n", "gpuport put_with_signal + wait for reply",
                ns / 1e3 / iters, rc ? "  ERROR" : "");
     }
@@ -365,12 +367,14 @@ static int ipc_bw_size(state_t *st, uint64_t size, int both, double *gp_gbs, dou
         CK(cudaMemcpy(&bad, st->d_bad, sizeof(bad), cudaMemcpyDeviceToHost));
     }
     env->barrier(env->ctx);
-    CK(cudaSetDevice(st->peer_gpu));
-    CK(cudaMemset(st->raw_dst, 0, size));
-    CK(cudaDeviceSynchronize());
-    CK(cudaSetDevice(st->gpu));
+    if (env->baselines) {
+        CK(cudaSetDevice(st->peer_gpu));
+        CK(cudaMemset(st->raw_dst, 0, size));
+        CK(cudaDeviceSynchronize());
+        CK(cudaSetDevice(st->gpu));
+    }
     env->barrier(env->ctx);
-    if (sender) {
+    if (sender && env->baselines) {
         CK(cudaMemcpyPeerAsync(st->raw_dst, st->peer_gpu, st->src, st->gpu, size, st->s));
         CK(cudaEventRecord(st->e0, st->s));
         for (int r = 0; r < reps; r++)
@@ -460,13 +464,15 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
         fprintf(stderr, "gpuport_bench: rank %d and its peer share GPU %d\n", env->rank, st.gpu);
         return -1;
     }
-    CK(cudaSetDevice(st.peer_gpu));
-    CK(cudaMalloc(&st.raw_dst, st.region));
-    CK(cudaMalloc(&st.d_bad_peer, sizeof(*st.d_bad_peer)));
-    CK(cudaMemset(st.d_bad_peer, 0, sizeof(*st.d_bad_peer)));
-    CK(cudaSetDevice(st.gpu));
-    if (cudaDeviceEnablePeerAccess(st.peer_gpu, 0) != cudaSuccess)
-        cudaGetLastError(); /* already enabled, or copies go through the host */
+    if (env->baselines) {
+        CK(cudaSetDevice(st.peer_gpu));
+        CK(cudaMalloc(&st.raw_dst, st.region));
+        CK(cudaMalloc(&st.d_bad_peer, sizeof(*st.d_bad_peer)));
+        CK(cudaMemset(st.d_bad_peer, 0, sizeof(*st.d_bad_peer)));
+        CK(cudaSetDevice(st.gpu));
+        if (cudaDeviceEnablePeerAccess(st.peer_gpu, 0) != cudaSuccess)
+            cudaGetLastError(); /* already enabled, or copies go through the host */
+    }
     if (env->report)
         printf("\nGPU mode: transport %s, device %d\n", gpuport_channel_transport(st.ch),
                env->rank);
@@ -481,10 +487,12 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
     gpuport_mem_deregister(mdst);
     cudaFree(st.src);
     cudaFree(st.dst);
-    cudaSetDevice(st.peer_gpu);
-    cudaFree(st.raw_dst);
-    cudaFree(st.d_bad_peer);
-    cudaSetDevice(st.gpu);
+    if (env->baselines) {
+        cudaSetDevice(st.peer_gpu);
+        cudaFree(st.raw_dst);
+        cudaFree(st.d_bad_peer);
+        cudaSetDevice(st.gpu);
+    }
     cudaFree(st.d_ns);
     cudaFree(st.d_rc);
     cudaFree(st.d_bad);

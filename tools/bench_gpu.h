@@ -24,6 +24,8 @@ typedef struct bench_gpu_env {
     int report;     /* 1: this rank prints the tables */
     uint64_t min_size, max_size;
     double iters_scale;
+    int baselines;  /* 0: skip the raw copy-engine baselines (and the context
+                     * they need on the peer GPU) */
     void *ctx;
     void (*barrier)(void *ctx); /* the pair, or everyone */
     void (*exchange)(void *ctx, const void *mine, void *theirs, size_t bytes); /* with peer */

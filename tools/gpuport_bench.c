@@ -96,7 +96,7 @@ static void usage(FILE *f, const char *prog)
             "  --iters X      scale every round count by X (default 1, may be fractional)\n"
             "  --malloc       buffers from malloc + gpuport_mem_register (peers write by\n"
             "                 cross-memory attach) instead of gpuport_mem_alloc (shared mapping)\n"
-            "  --no-mpi       skip the MPI baselines\n"
+            "  --no-mpi       skip the baselines (MPI; on GPUs the raw copy-engine copies)\n"
             "  --host         host memory even where GPUs are present (GPU mode is chosen\n"
             "                 when every rank has a GPU of its own)\n"
             "  -h, --help     this text\n",
@@ -897,6 +897,7 @@ static int run_gpu(const opts_t *o, int rank, int nranks, int device)
         env.min_size = o->min_size;
         env.max_size = o->max_size > GIB ? GIB : o->max_size < MIB ? MIB : o->max_size;
         env.iters_scale = o->iter_scale;
+        env.baselines = !o->no_mpi;
         env.ctx = &peer;
         env.barrier = gpu_barrier;
         env.exchange = gpu_exchange;

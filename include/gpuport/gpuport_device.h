@@ -124,11 +124,11 @@ GPUPORT_DEV int gpuport_dev_fifo_push(const gpuport_port_channel_dev_t *ch,
     uint64_t pos = atomicAdd(f->head, (unsigned long long)n);
     uint64_t start = 0, cached;
 
-    /* Wait for room. Only pushers at the front of the queue read the host's
-     * tail across PCIe; the rest watch the copy in device memory, so that
-     * thousands of waiting threads do not flood the bus the triggers use. */
+    /* Wait for room. Only the first waiter reads the host's tail across
+     * PCIe; the rest watch the copy in device memory, so that thousands of
+     * waiting threads do not flood the bus the triggers travel on. */
     while (pos + n - (cached = *(volatile unsigned long long *)f->tail_cache) > f->size) {
-        if (pos + n - cached <= f->size + 32) {
+        if (pos + n - cached <= f->size + n) {
             uint64_t tail = gpuport_dev_load_sys(f->tail);
             if (tail > cached)
                 atomicMax(f->tail_cache, (unsigned long long)tail);
