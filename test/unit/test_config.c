@@ -13,6 +13,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "capture.h"
 #include "check.h"
 #include "config.h"
 #include "fifo.h"
@@ -23,44 +24,6 @@ extern char **environ;
 #define SENTINEL 0xa5
 
 static gpuport_config_t defaults;
-
-/* ---- stderr capture: the library logs there ---- */
-
-static FILE *cap_file;
-static int saved_stderr = -1;
-static char cap_buf[65536];
-
-static void capture_begin(void)
-{
-    cap_file = tmpfile();
-    CHECK(cap_file != NULL);
-    fflush(stderr);
-    saved_stderr = dup(STDERR_FILENO);
-    CHECK(saved_stderr >= 0);
-    CHECK(dup2(fileno(cap_file), STDERR_FILENO) == STDERR_FILENO);
-}
-
-static const char *capture_end(void)
-{
-    size_t n;
-
-    fflush(stderr);
-    CHECK(dup2(saved_stderr, STDERR_FILENO) == STDERR_FILENO);
-    close(saved_stderr);
-    rewind(cap_file);
-    n = fread(cap_buf, 1, sizeof(cap_buf) - 1, cap_file);
-    cap_buf[n] = '\0';
-    fclose(cap_file);
-    return cap_buf;
-}
-
-static int count_of(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
-        n++;
-    return n;
-}
 
 /* ---- helpers ---- */
 
@@ -189,6 +152,7 @@ static void test_describe(void)
 static void test_defaults(void)
 {
     gpuport_config_t c;
+    const char *log;
 
     memset(&defaults, 0, sizeof(defaults));
     for (size_t i = 0; i < gpuport_config_nvars; i++)
@@ -197,7 +161,8 @@ static void test_defaults(void)
     memset(&c, SENTINEL, sizeof(c));
     capture_begin();
     CHECK_OK(gpuport_config_load(&c));
-    CHECK_MSG(capture_end()[0] == '\0', "a clean load logged: %s", cap_buf);
+    log = capture_end();
+    CHECK_MSG(log[0] == '\0', "a clean load logged: %s", log);
     for (size_t i = 0; i < gpuport_config_nvars; i++)
         CHECK_MSG(field_get(&c, &gpuport_config_vars[i]) ==
                       field_get(&defaults, &gpuport_config_vars[i]),
@@ -223,7 +188,8 @@ static void test_defaults(void)
     memset(&c, SENTINEL, sizeof(c));
     capture_begin();
     CHECK_OK(gpuport_config_load(&c));
-    CHECK_MSG(capture_end()[0] == '\0', "known variables logged: %s", cap_buf);
+    log = capture_end();
+    CHECK_MSG(log[0] == '\0', "known variables logged: %s", log);
     for (size_t i = 0; i < gpuport_config_nvars; i++) {
         CHECK(field_get(&c, &gpuport_config_vars[i]) ==
               field_get(&defaults, &gpuport_config_vars[i]));
