@@ -7,9 +7,12 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 build=$root/_build/demo
 
-bash scripts/install-deps.sh
-./autogen.sh >/dev/null
 mkdir -p "$build"
+echo "installing packages (log: $build/setup.log) and building gpuport ..."
+if ! bash scripts/install-deps.sh >"$build/setup.log" 2>&1 || ! ./autogen.sh >>"$build/setup.log" 2>&1; then
+    tail -n 30 "$build/setup.log"
+    exit 1
+fi
 cd "$build"
 if [ ! -f Makefile ]; then
     "$root/configure" --quiet

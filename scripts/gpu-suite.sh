@@ -9,7 +9,16 @@ cd "$(dirname "$0")/.."
 build=${1:-_build/gpu}
 out=${2:-gpu-results}
 mkdir -p "$out"
-export top_builddir=$build top_srcdir=. GPUPORT_LOG_LEVEL=${GPUPORT_LOG_LEVEL:-warn}
+# Build here when there is no build: needs the CUDA toolkit and either
+# libtool (for autogen) or a carried configure. On a GPU host without them,
+# build with scripts/gpu-build.sh elsewhere and bring BUILD_DIR along.
+if [ ! -x "$build/tools/gpuport_bench" ]; then
+    echo "no build in $build: building one with scripts/gpu-build.sh"
+    bash scripts/gpu-build.sh || exit 1
+    build=_build/gpu
+fi
+GPUPORT_LOG_LEVEL=${GPUPORT_LOG_LEVEL:-warn}
+export top_builddir=$build top_srcdir=. GPUPORT_LOG_LEVEL
 pass=0 fail=0 skip=0
 
 {

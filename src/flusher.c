@@ -68,7 +68,7 @@ static void complete(gpuport_flusher_t *fl, uint32_t channel, gpuport_status_t s
      * push cannot fail. */
     while (gpuport_ring_push(&fl->done, &done) != 0)
         ;
-    fl->completed++;
+    GPUPORT_STAT_INC(fl->completed);
 }
 
 /* Takes the next work item if it can be started now; 1 if one was taken.

@@ -57,7 +57,7 @@ typedef struct gpuport_flusher {
     pthread_t thread;
     int started;
     int rank;
-    uint64_t completed; /* flusher's count, for stats */
+    _Atomic uint64_t completed; /* flusher's count (GPUPORT_STAT_INC), for stats */
     /* GPU mode: the flusher owns a private CUDA context on this device */
     int cuda_device;    /* -1: no CUDA work */
     void *cuda_app_ctx; /* the application's primary context (copy sources) */

@@ -117,9 +117,10 @@ typedef struct gpuport_proxy {
     _Atomic int exited;
     uint64_t drain_deadline_ns;
     gpuport_flusher_t flusher;
-    /* counters, proxy thread only; read after join */
-    uint64_t triggers;
-    uint64_t rejected;
+    /* counters: written by the proxy thread only (GPUPORT_STAT_INC), read
+     * by gpuport_comm_stats at any time */
+    _Atomic uint64_t triggers;
+    _Atomic uint64_t rejected;
     uint64_t abandoned;
 } gpuport_proxy_t;
 

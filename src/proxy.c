@@ -69,7 +69,7 @@ static int exec_put(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_op_d
                   ch->id, ch->conn->peer, (unsigned long long)d->size,
                   (unsigned long long)d->src_off, (unsigned long long)d->dst_off,
                   (unsigned long long)ch->src_size, (unsigned long long)ch->dst.rec.size);
-        comm->proxy.rejected++;
+        GPUPORT_STAT_INC(comm->proxy.rejected);
         chan_fail(ch, GPUPORT_ERR_OUT_OF_RANGE);
         return EXEC_DONE;
     }
@@ -134,7 +134,7 @@ static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, ui
         log_error("trigger at %s FIFO position %llu names channel %u, which does not exist "
                   "(op %u); dropped",
                   fifo ? "device" : "host", (unsigned long long)pos, d->channel, d->op);
-        comm->proxy.rejected++;
+        GPUPORT_STAT_INC(comm->proxy.rejected);
         return EXEC_DONE;
     }
     ch = &comm->pchans[d->channel];
@@ -162,7 +162,7 @@ static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, ui
         log_error("trigger at FIFO position %llu on channel %u has unknown op %u; the channel "
                   "is now in error",
                   (unsigned long long)pos, d->channel, d->op);
-        comm->proxy.rejected++;
+        GPUPORT_STAT_INC(comm->proxy.rejected);
         chan_fail(ch, GPUPORT_ERR_INVALID_ARG);
         return EXEC_DONE;
     }
@@ -208,7 +208,7 @@ static int consume_fifo(gpuport_comm_t comm, gpuport_fifo_t *f, int fifo)
         if (execute(comm, &d, fifo, f->pos + consumed + used - 1) == EXEC_RETRY)
             break;
         consumed += used;
-        comm->proxy.triggers++;
+        GPUPORT_STAT_INC(comm->proxy.triggers);
     }
     /* one release store for the batch: the tail's cache line is shared with
      * pushers polling it, on the GPU across PCIe */
@@ -345,6 +345,7 @@ void gpuport_proxy_stop(gpuport_comm_t comm)
      * its ring (bounded work) before it exits. */
     gpuport_flusher_stop(&comm->proxy.flusher);
     log_debug("proxy stopped: %llu triggers, %llu rejected, %llu abandoned",
-              (unsigned long long)comm->proxy.triggers, (unsigned long long)comm->proxy.rejected,
+              (unsigned long long)atomic_load(&comm->proxy.triggers),
+              (unsigned long long)atomic_load(&comm->proxy.rejected),
               (unsigned long long)comm->proxy.abandoned);
 }

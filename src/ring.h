@@ -16,6 +16,11 @@
 
 #define GPUPORT_CACHELINE 64
 
+/* A counter with one writer and any readers: a plain add, no locked RMW. */
+#define GPUPORT_STAT_INC(counter)                                                               \
+    atomic_store_explicit(&(counter), atomic_load_explicit(&(counter), memory_order_relaxed) + 1, \
+                          memory_order_relaxed)
+
 typedef struct gpuport_ring {
     _Alignas(GPUPORT_CACHELINE) _Atomic uint64_t head; /* written by the producer */
     uint64_t tail_cache;                                /* producer's view of tail */

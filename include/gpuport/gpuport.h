@@ -94,6 +94,17 @@ gpuport_status_t gpuport_comm_destroy(gpuport_comm_t comm);
 int gpuport_comm_rank(gpuport_comm_t comm);
 int gpuport_comm_size(gpuport_comm_t comm);
 
+/* What the proxy service has done and cost so far, for tools and tuning. */
+typedef struct gpuport_comm_stats {
+    uint64_t triggers;        /* triggers the proxy carried out */
+    uint64_t rejected;        /* triggers it refused (bad channel, offsets, op) */
+    uint64_t flusher_items;   /* work items the flusher completed */
+    uint64_t proxy_cpu_ns;    /* CPU time used by the proxy thread */
+    uint64_t flusher_cpu_ns;  /* CPU time used by the flusher thread */
+} gpuport_comm_stats_t;
+
+gpuport_status_t gpuport_comm_stats(gpuport_comm_t comm, gpuport_comm_stats_t *stats_p);
+
 /* Memory. Host memory from malloc (or anywhere) can be registered; memory
  * from gpuport_mem_alloc is shared-mappable, so same-host peers copy into it
  * directly instead of through the kernel. */

@@ -1,0 +1,34 @@
+/* gpuport_comm_stats: the proxy service's counters and CPU cost. */
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+static uint64_t thread_cpu_ns(pthread_t thread)
+{
+    clockid_t clock;
+    struct timespec ts;
+
+    if (pthread_getcpuclockid(thread, &clock) != 0 || clock_gettime(clock, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+gpuport_status_t gpuport_comm_stats(gpuport_comm_t comm, gpuport_comm_stats_t *stats_p)
+{
+    gpuport_comm_stats_t s;
+
+    if (!comm || !stats_p)
+        return GPUPORT_ERR_INVALID_ARG;
+    memset(&s, 0, sizeof(s));
+    s.triggers = atomic_load_explicit(&comm->proxy.triggers, memory_order_relaxed);
+    s.rejected = atomic_load_explicit(&comm->proxy.rejected, memory_order_relaxed);
+    s.flusher_items = atomic_load_explicit(&comm->proxy.flusher.completed, memory_order_relaxed);
+    if (comm->proxy.started) {
+        s.proxy_cpu_ns = thread_cpu_ns(comm->proxy.thread);
+        s.flusher_cpu_ns = thread_cpu_ns(comm->proxy.flusher.thread);
+    }
+    *stats_p = s;
+    return GPUPORT_OK;
+}
