@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench_gpu.h"
 #include "gpuport/gpuport_device.h"
@@ -208,6 +209,7 @@ typedef struct state {
     unsigned long long *d_bad, *d_bad_peer; /* d_bad_peer lives on the peer GPU */
     cudaStream_t s;
     cudaEvent_t e0, e1;
+    double pingpong_us; /* busy round trip, from ipc_pingpong */
 } state_t;
 
 static int scaled(const bench_gpu_env_t *env, int n)
@@ -309,6 +311,7 @@ static int ipc_pingpong(state_t *st)
     CK(cudaStreamSynchronize(st->s));
     CK(cudaMemcpy(&ns, st->d_ns, 8, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
+    st->pingpong_us = ns / 1e3 / iters;
     env->barrier(env->ctx);
     /* raw copy engine: 8 bytes into the peer's buffer, issue to completion */
     int raw_iters = env->baselines ? scaled(env, 2000) : 0;
@@ -329,6 +332,38 @@ static int ipc_pingpong(state_t *st)
                    raw / 1e3 / raw_iters);
         printf("  %-44s %8.2f us per round trip%s\n", "gpuport put_with_signal + wait for reply",
                ns / 1e3 / iters, rc ? "  ERROR" : "");
+    }
+    return rc ? 1 : 0;
+}
+
+/* The proxy service's cost while the job idles, and the first round trip
+ * after the pause beside the busy one measured before. */
+static int idle_proxy(state_t *st)
+{
+    const bench_gpu_env_t *env = st->env;
+    gpuport_comm_stats_t s0, s1;
+    uint64_t t0, ns = 0;
+    double secs;
+    int rc = 0;
+
+    env->barrier(env->ctx);
+    GK(gpuport_comm_stats(env->comm, &s0));
+    t0 = host_ns();
+    while (host_ns() - t0 < 2000000000ull)
+        usleep(100000);
+    GK(gpuport_comm_stats(env->comm, &s1));
+    secs = (host_ns() - t0) / 1e9;
+    k_pingpong<<<1, 1, 0, st->s>>>(st->dev, env->rank < env->peer, 1, st->d_ns, st->d_rc);
+    CK(cudaStreamSynchronize(st->s));
+    CK(cudaMemcpy(&ns, st->d_ns, 8, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
+    if (env->report) {
+        printf("\nIdle proxy (%.1f s without operations)\n", secs);
+        printf("  CPU used while idle: proxy %.2f %% of a core, flusher %.2f %%\n",
+               100.0 * (double)(s1.proxy_cpu_ns - s0.proxy_cpu_ns) / (secs * 1e9),
+               100.0 * (double)(s1.flusher_cpu_ns - s0.flusher_cpu_ns) / (secs * 1e9));
+        printf("  8 B round trip: first after idle %.2f us, busy mean %.2f us%s\n", ns / 1e3,
+               st->pingpong_us, rc ? "  ERROR" : "");
     }
     return rc ? 1 : 0;
 }
@@ -479,6 +514,7 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
     fails += fifo_latency(&st);
     fails += fifo_throughput(&st);
     fails += ipc_pingpong(&st);
+    fails += idle_proxy(&st);
     fails += ipc_bandwidth(&st);
 
     env->barrier(env->ctx);

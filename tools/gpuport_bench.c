@@ -794,6 +794,57 @@ static void bench_setup(bench_t *b, const opts_t *o)
         window_setup(b, o->max_size > INT_MAX ? INT_MAX : o->max_size);
 }
 
+/* ---- idle proxy ------------------------------------------------------- */
+
+#define IDLE_SECONDS 2.0
+#define BUSY_ROUNDS 1000
+
+/* One 8-byte put_with_signal ping-pong round trip, in microseconds. */
+static double round_trip_us(bench_t *b)
+{
+    double t0 = now_s();
+    if (b->role == 0) {
+        GP_CHECK(gpuport_channel_put_with_signal(b->ch, 0, 0, 8));
+        GP_CHECK(gpuport_channel_wait(b->ch));
+    } else {
+        GP_CHECK(gpuport_channel_wait(b->ch));
+        GP_CHECK(gpuport_channel_put_with_signal(b->ch, 0, 0, 8));
+    }
+    return (now_s() - t0) * 1e6;
+}
+
+/* What the proxy service costs while the job does nothing, and what the
+ * first operation after such a pause costs against one on a busy channel. */
+static void idle_report(bench_t *b)
+{
+    gpuport_comm_stats_t s0, s1;
+    double t0, secs, first, busy[BUSY_ROUNDS];
+
+    if (b->role < 0)
+        return;
+    MPI_Barrier(b->pair);
+    GP_CHECK(gpuport_comm_stats(b->comm, &s0));
+    t0 = now_s();
+    while (now_s() - t0 < IDLE_SECONDS)
+        usleep(100000);
+    GP_CHECK(gpuport_comm_stats(b->comm, &s1));
+    secs = now_s() - t0;
+    /* the pair idled together; now the first operation after the pause */
+    first = round_trip_us(b);
+    for (int i = 0; i < BUSY_ROUNDS; i++)
+        busy[i] = round_trip_us(b);
+    qsort(busy, BUSY_ROUNDS, sizeof(double), cmp_double);
+    if (b->rank != 0)
+        return;
+    printf("\n# idle proxy (%.1f s without operations; GPUPORT_PROXY_IDLE_US and "
+           "GPUPORT_PROXY_SLEEP_MAX_US set the back-off)\n", secs);
+    printf("#   CPU used while idle: proxy %.2f %% of a core, flusher %.2f %%\n",
+           100.0 * (double)(s1.proxy_cpu_ns - s0.proxy_cpu_ns) / (secs * 1e9),
+           100.0 * (double)(s1.flusher_cpu_ns - s0.flusher_cpu_ns) / (secs * 1e9));
+    printf("#   8 B round trip: first after idle %.1f us, busy median %.1f us (%d rounds)\n", first,
+           busy[BUSY_ROUNDS / 2], BUSY_ROUNDS);
+}
+
 static void bench_teardown(bench_t *b)
 {
     if (b->role >= 0) {
@@ -948,6 +999,7 @@ int main(int argc, char **argv)
     if (rank == 0)
         print_header(&b);
     failed = sweep(&b);
+    idle_report(&b);
     bench_teardown(&b);
     if (rank == 0) {
         printf("\n# %s after %.1f s\n",

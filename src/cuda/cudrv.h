@@ -24,6 +24,7 @@
     X(cuDeviceGet)                                                                              \
     X(cuDeviceGetAttribute)                                                                     \
     X(cuDeviceGetPCIBusId)                                                                      \
+    X(cuDeviceGetName)                                                                          \
     X(cuDeviceGetUuid)                                                                          \
     X(cuDevicePrimaryCtxRetain)                                                                 \
     X(cuDevicePrimaryCtxRelease)                                                                \
