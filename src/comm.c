@@ -91,6 +91,50 @@ static void check_affinity(void)
                  "with 'mpirun --bind-to none' or give each rank at least 3 cores");
 }
 
+/* Decides where the proxy and flusher threads run; they bind themselves as
+ * they start. A bad GPUPORT_*_CPUS fails creation; a topology that cannot
+ * be read leaves them unbound. */
+static gpuport_status_t place_threads(gpuport_comm_t comm)
+{
+    gpuport_place_request_t req;
+    char why[256], bus[32], allowed[4096];
+    gpuport_placement_t *pl = &comm->placement;
+    gpuport_status_t status;
+    int far, valid = comm->bs.local_size >= 1 && comm->bs.local_rank >= 0 &&
+                comm->bs.local_rank < comm->bs.local_size;
+
+    pl->proxy_cpu = pl->flusher_cpu = -1;
+    pl->level = GPUPORT_PLACE_NONE;
+    comm->topo = gpuport_topology_load(why, sizeof(why));
+    if (!comm->topo) {
+        log_warn("cannot read this machine's topology (%s); the proxy and flusher threads run "
+                 "unbound", why);
+        return GPUPORT_OK;
+    }
+    memset(&req, 0, sizeof(req));
+    req.gpu_bus_id = gpuport_gpu_bus_id(comm, bus, sizeof(bus)) == 0 ? bus : NULL;
+    /* local ranks are the bootstrap's word; without them, place as the only one */
+    req.local_rank = valid ? comm->bs.local_rank : 0;
+    req.local_size = valid ? comm->bs.local_size : 1;
+    req.allowed =
+        gpuport_topology_process_cpus(comm->topo, allowed, sizeof(allowed)) == 0 ? allowed : NULL;
+    req.app_cpu = gpuport_topology_current_cpu(comm->topo);
+    req.proxy_cpus = comm->config.proxy_cpus;
+    req.flusher_cpus = comm->config.flusher_cpus;
+    req.bind = comm->config.bind;
+    status = gpuport_place(comm->topo, &req, pl);
+    if (status)
+        return status;
+    /* far from the GPU, or unbound, other than by request: worth a warning */
+    far = req.bind && (pl->level == GPUPORT_PLACE_NUMA || pl->level == GPUPORT_PLACE_NONE ||
+                       (pl->level == GPUPORT_PLACE_PROCESS && req.gpu_bus_id));
+    GPUPORT_LOG(far ? GPUPORT_LOG_WARN : GPUPORT_LOG_INFO,
+                "placement %s: proxy PU %d, flusher PU %d, GPU %s, local rank %d of %d: %s",
+                gpuport_place_level_name(pl->level), pl->proxy_cpu, pl->flusher_cpu,
+                req.gpu_bus_id ? bus : "none", req.local_rank, req.local_size, pl->why);
+    return GPUPORT_OK;
+}
+
 static gpuport_status_t ctrl_create(gpuport_comm_t comm)
 {
     /* whole pages: the segment is registered with CUDA in GPU mode */
@@ -210,6 +254,7 @@ static void comm_free(gpuport_comm_t comm)
     if (comm->fifo.own_mem)
         gpuport_fifo_fini(&comm->fifo);
     ctrl_destroy(comm);
+    gpuport_topology_free(comm->topo);
     free(comm->procs);
     pthread_mutex_destroy(&comm->lock);
     if (comm->bs.destroy)
@@ -279,6 +324,9 @@ gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bs, gpuport_comm
     if (status)
         goto err;
     status = exchange_procs(comm);
+    if (status)
+        goto err;
+    status = place_threads(comm);
     if (status)
         goto err;
     status = gpuport_proxy_start(comm);

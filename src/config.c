@@ -9,12 +9,14 @@
 
 #include "fifo.h"
 #include "log.h"
+#include "topology.h"
 
 extern char **environ;
 
 static const char *const log_words[] = {"none", "error", "warn", "info", "debug", "trace", NULL};
 static const char *const transport_words[] = {"auto", "shm", "cuda_ipc", "ib", "tcp", NULL};
 static const char *const gpu_words[] = {"auto", "off", "on", NULL};
+static const char *const bind_words[] = {"0", "1", NULL};
 
 #define FIELD(f) offsetof(gpuport_config_t, f), sizeof(((gpuport_config_t *)0)->f)
 
@@ -36,13 +38,22 @@ const gpuport_config_var_t gpuport_config_vars[] = {
      "shm puts of at least this many bytes are copied by the flusher thread, not the proxy"},
     {"GPUPORT_PROXY_IDLE_US", "10000", GPUPORT_CFG_UINT, FIELD(proxy_idle_us), 0, 10000000ull,
      NULL, "microseconds without work after which the proxy stops polling and sleeps"},
-    {"GPUPORT_PROXY_SLEEP_MAX_US", "200", GPUPORT_CFG_UINT, FIELD(proxy_sleep_max_us), 0,
+    {"GPUPORT_PROXY_SLEEP_MAX_US", "500", GPUPORT_CFG_UINT, FIELD(proxy_sleep_max_us), 0,
      100000ull, NULL,
      "longest sleep of an idle proxy: bounds the latency of the first operation after idle"},
     {"GPUPORT_HOST_ID", "0", GPUPORT_CFG_HEX64, FIELD(host_id), 0, 0, NULL,
      "host identity in hex; ranks with equal ids share a host; 0 derives it from the host"},
     {"GPUPORT_GPU", "auto", GPUPORT_CFG_ENUM, FIELD(gpu), 0, 0, gpu_words,
      "GPU mode: auto uses the current CUDA device if there is one; on fails without one"},
+    {"GPUPORT_BIND", "1", GPUPORT_CFG_ENUM, FIELD(bind), 0, 0, bind_words,
+     "bind the proxy and flusher threads to cores near the GPU (and NIC); 0 leaves them where "
+     "the OS puts them"},
+    {"GPUPORT_PROXY_CPUS", "", GPUPORT_CFG_CPULIST, FIELD(proxy_cpus), 0, 0, NULL,
+     "cores for the proxy threads, one per local rank in local-rank order (cpu list, e.g. "
+     "0,8,16,24); empty decides"},
+    {"GPUPORT_FLUSHER_CPUS", "", GPUPORT_CFG_CPULIST, FIELD(flusher_cpus), 0, 0, NULL,
+     "cores for the flusher threads, one per local rank in local-rank order (cpu list, e.g. "
+     "0,8,16,24); empty decides"},
 };
 
 const size_t gpuport_config_nvars = sizeof(gpuport_config_vars) / sizeof(gpuport_config_vars[0]);
@@ -68,6 +79,10 @@ void gpuport_config_describe(const gpuport_config_var_t *var, char *buf, size_t 
         break;
     case GPUPORT_CFG_HEX64:
         snprintf(buf, len, "a hexadecimal number of up to 16 digits");
+        break;
+    case GPUPORT_CFG_CPULIST:
+        snprintf(buf, len, "a cpu list such as 0-3,8,10-11 (no spaces, at most %zu characters), "
+                 "or empty", var->field_size - 1);
         break;
     }
 }
@@ -107,10 +122,13 @@ static int parse_uint(const char *s, uint64_t *v_p)
     return 0;
 }
 
-static void store(const gpuport_config_var_t *var, gpuport_config_t *config, uint64_t v)
+static void store(const gpuport_config_var_t *var, gpuport_config_t *config, uint64_t v,
+                  const char *text)
 {
     char *field = (char *)config + var->offset;
-    if (var->field_size == sizeof(uint64_t))
+    if (var->type == GPUPORT_CFG_CPULIST)
+        snprintf(field, var->field_size, "%s", text);
+    else if (var->field_size == sizeof(uint64_t))
         memcpy(field, &v, sizeof(uint64_t));
     else {
         uint32_t v32 = (uint32_t)v;
@@ -121,7 +139,7 @@ static void store(const gpuport_config_var_t *var, gpuport_config_t *config, uin
 gpuport_status_t gpuport_config_parse_var(const gpuport_config_var_t *var, const char *value,
                                           gpuport_config_t *config)
 {
-    char accepted[256];
+    char accepted[256], problem[128] = "";
     uint64_t v = 0;
     int ok = 0;
 
@@ -151,13 +169,21 @@ gpuport_status_t gpuport_config_parse_var(const gpuport_config_var_t *var, const
              errno == 0 && strlen(s) <= 16;
         break;
     }
+    case GPUPORT_CFG_CPULIST:
+        if (strlen(value) >= var->field_size)
+            snprintf(problem, sizeof(problem), "%zu characters", strlen(value));
+        else
+            ok = gpuport_cpulist_parse(value, NULL, GPUPORT_CPULIST_MAX, problem,
+                                       sizeof(problem)) >= 0;
+        break;
     }
     if (!ok) {
         gpuport_config_describe(var, accepted, sizeof(accepted));
-        log_error("%s=\"%s\" is not valid: expected %s", var->name, value, accepted);
+        log_error("%s=\"%s\" is not valid%s%s: expected %s", var->name, value,
+                  problem[0] ? ", " : "", problem, accepted);
         return GPUPORT_ERR_INVALID_CONFIG;
     }
-    store(var, config, v);
+    store(var, config, v, value);
     return GPUPORT_OK;
 }
 

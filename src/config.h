@@ -33,13 +33,17 @@ typedef struct gpuport_config {
     uint64_t proxy_sleep_max_us; /* GPUPORT_PROXY_SLEEP_MAX_US */
     uint64_t host_id;           /* GPUPORT_HOST_ID, 0 = derived from the host */
     int gpu;                    /* GPUPORT_GPU, gpuport_gpu_mode_t */
+    int bind;                   /* GPUPORT_BIND */
+    char proxy_cpus[256];       /* GPUPORT_PROXY_CPUS, "" decides */
+    char flusher_cpus[256];     /* GPUPORT_FLUSHER_CPUS, "" decides */
 } gpuport_config_t;
 
 typedef enum {
     GPUPORT_CFG_UINT,   /* decimal or 0x hex, with optional k/m/g (binary) suffix */
     GPUPORT_CFG_POW2,   /* UINT that must be a power of two */
     GPUPORT_CFG_ENUM,   /* one of a list of words */
-    GPUPORT_CFG_HEX64   /* 64-bit hex identifier */
+    GPUPORT_CFG_HEX64,  /* 64-bit hex identifier */
+    GPUPORT_CFG_CPULIST /* cpu list ("0-3,8") kept as text; "" is empty */
 } gpuport_cfg_type_t;
 
 typedef struct gpuport_config_var {
@@ -47,7 +51,7 @@ typedef struct gpuport_config_var {
     const char *default_value;
     gpuport_cfg_type_t type;
     size_t offset;         /* field in gpuport_config_t */
-    size_t field_size;     /* 4 or 8 bytes (enums are int) */
+    size_t field_size;     /* 4 or 8 bytes (enums are int); CPULIST: the array's */
     uint64_t min, max;     /* UINT and POW2 */
     const char *const *words; /* ENUM: NULL-terminated, value = index */
     const char *doc;       /* one line */

@@ -12,6 +12,7 @@
 
 #include "cuda/fcuda.h"
 #include "log.h"
+#include "topology.h"
 
 /* process_vm_writev moves at most this much per iovec pass; loop for more */
 #define CMA_CHUNK (1ull << 30)
@@ -107,6 +108,7 @@ static void *flusher_main(void *arg)
     uint32_t idle = 0;
 
     gpuport_log_set_rank(fl->rank);
+    gpuport_topology_bind_self(fl->topo, fl->cpu);
     if (fl->cuda_device >= 0) {
         gpuport_status_t st = gpuport_fcuda_start(fl);
         if (st) {
@@ -136,7 +138,8 @@ static void *flusher_main(void *arg)
         if (gpuport_ring_empty(&fl->work) && !atomic_load(&fl->stop))
             futex_wait(&fl->sleeping, 1, 10 * 1000 * 1000);
         atomic_store(&fl->sleeping, 0);
-        idle = 0;
+        /* idle stays high: after a timeout with nothing to do, sleep again at
+         * once instead of spinning first (work resets it) */
     }
     gpuport_fcuda_stop(fl);
     return NULL;
@@ -144,7 +147,8 @@ static void *flusher_main(void *arg)
 
 gpuport_status_t gpuport_flusher_start(gpuport_flusher_t *fl, uint32_t capacity, int rank,
                                        int cuda_device, void *app_ctx, uint64_t app_probe,
-                                       uint64_t timeout_ns)
+                                       uint64_t timeout_ns, struct gpuport_topology *topo,
+                                       int cpu)
 {
     gpuport_status_t status;
     int rc, ready;
@@ -156,6 +160,8 @@ gpuport_status_t gpuport_flusher_start(gpuport_flusher_t *fl, uint32_t capacity,
     fl->cuda_app_ctx = app_ctx;
     fl->cuda_app_probe = app_probe;
     fl->start_timeout_ns = timeout_ns;
+    fl->topo = topo;
+    fl->cpu = cpu;
     status = gpuport_ring_init(&fl->work, capacity, sizeof(gpuport_work_t));
     if (status)
         goto err;

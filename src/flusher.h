@@ -65,6 +65,8 @@ typedef struct gpuport_flusher {
     struct gpuport_fcuda *cuda;
     _Atomic int ready;  /* 0 starting, 1 ready, <0 failed (a gpuport_status_t) */
     uint64_t start_timeout_ns;
+    struct gpuport_topology *topo; /* the thread first binds itself */
+    int cpu;                       /* to this PU; -1: unbound */
 } gpuport_flusher_t;
 
 /* Executes one work item on the calling thread. Shared with the proxy, which
@@ -72,10 +74,12 @@ typedef struct gpuport_flusher {
 gpuport_status_t gpuport_work_execute(const gpuport_work_t *w);
 
 /* cuda_device >= 0 (GPU mode): the flusher creates its private context
- * there and exercises every CUDA operation it uses before this returns. */
+ * there and exercises every CUDA operation it uses before this returns. The
+ * thread is bound to PU cpu (>= 0) before anything else. */
 gpuport_status_t gpuport_flusher_start(gpuport_flusher_t *fl, uint32_t capacity, int rank,
                                        int cuda_device, void *app_ctx, uint64_t app_probe,
-                                       uint64_t timeout_ns);
+                                       uint64_t timeout_ns, struct gpuport_topology *topo,
+                                       int cpu);
 /* Drains queued work, then joins the thread. */
 void gpuport_flusher_stop(gpuport_flusher_t *fl);
 

@@ -39,6 +39,14 @@ gpuport_status_t gpuport_gpu_channel_reset(gpuport_comm_t comm, uint32_t id)
     return GPUPORT_OK;
 }
 
+int gpuport_gpu_bus_id(gpuport_comm_t comm, char *buf, size_t len)
+{
+    (void)comm;
+    (void)buf;
+    (void)len;
+    return -1;
+}
+
 gpuport_status_t gpuport_channel_device(gpuport_channel_t ch, gpuport_port_channel_dev_t *dev_p)
 {
     (void)ch;

@@ -20,6 +20,7 @@
 #include "gpuport/gpuport.h"
 #include "log.h"
 #include "record.h"
+#include "topology.h"
 #include "transport/transport.h"
 
 /* Published by the proxy, read by pushers. One cache line per channel. */
@@ -113,6 +114,7 @@ struct gpuport_channel {
 typedef struct gpuport_proxy {
     pthread_t thread;
     int started;
+    _Atomic int running; /* bound where placed, polling */
     _Atomic int stop;
     _Atomic int exited;
     uint64_t drain_deadline_ns;
@@ -150,6 +152,8 @@ struct gpuport_comm {
     gpuport_alloc_t *allocs;
     struct gpuport_mem *mems;
     struct gpuport_channel **chans; /* handles by id, freed at destroy if left open */
+    gpuport_topology_t *topo;       /* NULL: unreadable, threads unbound */
+    gpuport_placement_t placement;  /* the proxy's and flusher's PUs */
     gpuport_proxy_t proxy;
 };
 
@@ -184,6 +188,8 @@ int gpuport_gpu_mem_describe(struct gpuport_comm *comm, void *ptr, size_t size,
                              gpuport_region_rec_t *rec);
 /* zeroes the device waiters' signal count of a (re)used channel id */
 gpuport_status_t gpuport_gpu_channel_reset(struct gpuport_comm *comm, uint32_t id);
+/* the GPU's PCI bus id ("0000:3B:00.0"); -1 for a host-only communicator */
+int gpuport_gpu_bus_id(struct gpuport_comm *comm, char *buf, size_t len);
 
 /* mem.c */
 gpuport_alloc_t *gpuport_alloc_find(struct gpuport_comm *comm, const void *ptr, size_t size);

@@ -285,6 +285,8 @@ static void *proxy_main(void *arg)
     uint32_t sleep_us = 0;
 
     gpuport_log_set_rank(comm->rank);
+    gpuport_topology_bind_self(comm->topo, comm->placement.proxy_cpu);
+    atomic_store_explicit(&comm->proxy.running, 1, memory_order_release);
     for (;;) {
         int progressed = read_completions(comm);
         progressed += consume_fifo(comm, &comm->fifo, GPUPORT_FIFO_HOST);
@@ -318,7 +320,8 @@ gpuport_status_t gpuport_proxy_start(gpuport_comm_t comm)
     /* Room for every FIFO entry to need two work items. */
     status = gpuport_flusher_start(&comm->proxy.flusher, 2 * comm->config.fifo_size, comm->rank,
                                    comm->gpu_device, comm->gpu_app_ctx, comm->gpu_app_probe,
-                                   comm->timeout_ns ? comm->timeout_ns : UINT64_MAX);
+                                   comm->timeout_ns ? comm->timeout_ns : UINT64_MAX, comm->topo,
+                                   comm->placement.flusher_cpu);
     if (status)
         return status;
     rc = pthread_create(&comm->proxy.thread, NULL, proxy_main, comm);
@@ -328,6 +331,9 @@ gpuport_status_t gpuport_proxy_start(gpuport_comm_t comm)
         return GPUPORT_ERR_NO_RESOURCE;
     }
     comm->proxy.started = 1;
+    /* placed (like the flusher) by the time the communicator is returned */
+    while (!atomic_load_explicit(&comm->proxy.running, memory_order_acquire))
+        sched_yield();
     return GPUPORT_OK;
 }
 

@@ -1,6 +1,7 @@
 /* GPU mode of a communicator; see gpu.h. */
 #include "cuda/gpu.h"
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +180,13 @@ gpuport_status_t gpuport_gpu_channel_reset(gpuport_comm_t comm, uint32_t id)
     if (!comm->gpu)
         return GPUPORT_OK;
     return CU_CALL(cuMemsetD8, (comm->gpu->consumed + id * sizeof(uint64_t), 0, sizeof(uint64_t)));
+}
+
+int gpuport_gpu_bus_id(gpuport_comm_t comm, char *buf, size_t len)
+{
+    if (!comm->gpu || len > INT_MAX)
+        return -1;
+    return CU_CALL(cuDeviceGetPCIBusId, (buf, (int)len, comm->gpu->dev)) == GPUPORT_OK ? 0 : -1;
 }
 
 gpuport_status_t gpuport_channel_device(gpuport_channel_t ch, gpuport_port_channel_dev_t *dev_p)

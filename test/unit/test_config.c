@@ -45,9 +45,11 @@ static void clean_env(void)
         CHECK(strncmp(*e, "GPUPORT_", 8) != 0);
 }
 
+/* numeric rows only; field_same compares any row */
 static uint64_t field_get(const gpuport_config_t *c, const gpuport_config_var_t *var)
 {
     const char *field = (const char *)c + var->offset;
+    CHECK(var->type != GPUPORT_CFG_CPULIST);
     if (var->field_size == sizeof(uint64_t)) {
         uint64_t v;
         memcpy(&v, field, sizeof(v));
@@ -56,6 +58,14 @@ static uint64_t field_get(const gpuport_config_t *c, const gpuport_config_var_t 
     uint32_t v32;
     memcpy(&v32, field, sizeof(v32));
     return v32;
+}
+
+static int field_same(const gpuport_config_t *a, const gpuport_config_t *b,
+                      const gpuport_config_var_t *var)
+{
+    if (var->type == GPUPORT_CFG_CPULIST)
+        return strcmp((const char *)a + var->offset, (const char *)b + var->offset) == 0;
+    return field_get(a, var) == field_get(b, var);
 }
 
 /* Loads with name=value as the only GPUPORT_ variable; the config starts as
@@ -93,8 +103,9 @@ static void test_table(void)
         for (size_t j = 0; j < i; j++)
             CHECK_MSG(strcmp(v->name, gpuport_config_vars[j].name) != 0, "%s twice", v->name);
         CHECK_MSG(v->doc && v->doc[0] && !strchr(v->doc, '\n'), "%s: doc", v->name);
-        CHECK_MSG(v->field_size == 4 || v->field_size == 8, "%s: field size %zu", v->name,
-                  v->field_size);
+        CHECK_MSG(v->field_size == 4 || v->field_size == 8 ||
+                      (v->type == GPUPORT_CFG_CPULIST && v->field_size >= 64),
+                  "%s: field size %zu", v->name, v->field_size);
         CHECK(v->offset + v->field_size <= sizeof(gpuport_config_t));
         for (size_t j = 0; j < i; j++) {
             const gpuport_config_var_t *w = &gpuport_config_vars[j];
@@ -116,6 +127,7 @@ static void test_table(void)
                 CHECK(v->words[k][0] && !strchr(v->words[k], '|'));
             break;
         case GPUPORT_CFG_HEX64: CHECK(v->field_size == 8); break;
+        case GPUPORT_CFG_CPULIST: CHECK(strlen(v->default_value) < v->field_size); break;
         default: CHECK_MSG(0, "%s: unknown type %d", v->name, (int)v->type);
         }
         memset(&c, 0, sizeof(c));
@@ -143,6 +155,9 @@ static void test_describe(void)
             for (size_t k = 0; v->words[k]; k++)
                 CHECK_MSG(strstr(text, v->words[k]), "%s: \"%s\" lacks %s", v->name, text,
                           v->words[k]);
+        } else if (v->type == GPUPORT_CFG_CPULIST) {
+            CHECK_MSG(strstr(text, "cpu list") && strstr(text, "0-3,8"), "%s: \"%s\"", v->name,
+                      text);
         } else {
             CHECK(strstr(text, "hexadecimal"));
         }
@@ -164,12 +179,9 @@ static void test_defaults(void)
     log = capture_end();
     CHECK_MSG(log[0] == '\0', "a clean load logged: %s", log);
     for (size_t i = 0; i < gpuport_config_nvars; i++)
-        CHECK_MSG(field_get(&c, &gpuport_config_vars[i]) ==
-                      field_get(&defaults, &gpuport_config_vars[i]),
-                  "%s: loaded %llu, default \"%s\" parses as %llu", gpuport_config_vars[i].name,
-                  (unsigned long long)field_get(&c, &gpuport_config_vars[i]),
-                  gpuport_config_vars[i].default_value,
-                  (unsigned long long)field_get(&defaults, &gpuport_config_vars[i]));
+        CHECK_MSG(field_same(&c, &defaults, &gpuport_config_vars[i]),
+                  "%s: loaded value differs from default \"%s\"", gpuport_config_vars[i].name,
+                  gpuport_config_vars[i].default_value);
     /* the documented defaults, spelled out */
     CHECK(c.log_level == GPUPORT_LOG_WARN && c.log_level == 2);
     CHECK(c.transport == GPUPORT_TRANSPORT_AUTO && c.transport == 0);
@@ -178,9 +190,11 @@ static void test_defaults(void)
     CHECK(c.timeout_ms == 60000);
     CHECK(c.shm_async_min == 256 * 1024);
     CHECK(c.proxy_idle_us == 10000);
-    CHECK(c.proxy_sleep_max_us == 200);
+    CHECK(c.proxy_sleep_max_us == 500);
     CHECK(c.host_id == 0);
     CHECK(c.gpu == GPUPORT_GPU_AUTO);
+    CHECK(c.bind == 1);
+    CHECK(c.proxy_cpus[0] == '\0' && c.flusher_cpus[0] == '\0');
 
     /* every variable set to its default: same result, no warning */
     for (size_t i = 0; i < gpuport_config_nvars; i++)
@@ -191,31 +205,37 @@ static void test_defaults(void)
     log = capture_end();
     CHECK_MSG(log[0] == '\0', "known variables logged: %s", log);
     for (size_t i = 0; i < gpuport_config_nvars; i++) {
-        CHECK(field_get(&c, &gpuport_config_vars[i]) ==
-              field_get(&defaults, &gpuport_config_vars[i]));
+        CHECK(field_same(&c, &defaults, &gpuport_config_vars[i]));
         unsetenv(gpuport_config_vars[i].name);
     }
 }
 
 /* ---- accepted values ---- */
 
-/* value is accepted and stored; nothing else changes; nothing is logged */
-static void expect_accepted(const gpuport_config_var_t *var, const char *value, uint64_t want)
+/* value is accepted; nothing else changes; nothing is logged */
+static void load_accepted(const gpuport_config_var_t *var, const char *value, gpuport_config_t *c)
 {
-    gpuport_config_t c;
     const char *log;
-    gpuport_status_t status = load_one(var->name, value, &c, &log);
+    gpuport_status_t status = load_one(var->name, value, c, &log);
 
     CHECK_MSG(status == GPUPORT_OK, "%s=\"%s\" rejected: %s", var->name, value, log);
-    CHECK_MSG(field_get(&c, var) == want, "%s=\"%s\" stored %llu, expected %llu", var->name, value,
-              (unsigned long long)field_get(&c, var), (unsigned long long)want);
     CHECK_MSG(log[0] == '\0', "%s=\"%s\" logged: %s", var->name, value, log);
     for (size_t i = 0; i < gpuport_config_nvars; i++) {
         const gpuport_config_var_t *o = &gpuport_config_vars[i];
         if (o != var)
-            CHECK_MSG(field_get(&c, o) == field_get(&defaults, o), "%s=\"%s\" changed %s",
-                      var->name, value, o->name);
+            CHECK_MSG(field_same(c, &defaults, o), "%s=\"%s\" changed %s", var->name, value,
+                      o->name);
     }
+}
+
+/* ... and stored as the number want */
+static void expect_accepted(const gpuport_config_var_t *var, const char *value, uint64_t want)
+{
+    gpuport_config_t c;
+
+    load_accepted(var, value, &c);
+    CHECK_MSG(field_get(&c, var) == want, "%s=\"%s\" stored %llu, expected %llu", var->name, value,
+              (unsigned long long)field_get(&c, var), (unsigned long long)want);
 }
 
 /* value is rejected by load and by parse_var, the config is untouched, and
@@ -228,8 +248,8 @@ static void expect_rejected(const gpuport_config_var_t *var, const char *value)
     gpuport_status_t status = load_one(var->name, value, &c, &log);
 
     memset(&untouched, SENTINEL, sizeof(untouched));
-    CHECK_MSG(status == GPUPORT_ERR_INVALID_CONFIG, "%s=\"%s\" gave %s, stored %llu", var->name,
-              value, gpuport_status_string(status), (unsigned long long)field_get(&c, var));
+    CHECK_MSG(status == GPUPORT_ERR_INVALID_CONFIG, "%s=\"%s\" gave %s", var->name, value,
+              gpuport_status_string(status));
     CHECK_MSG(memcmp(&c, &untouched, sizeof(c)) == 0, "%s=\"%s\": config written on failure",
               var->name, value);
     gpuport_config_describe(var, accepted, sizeof(accepted));
@@ -331,8 +351,13 @@ static void test_enum_row(const gpuport_config_var_t *var)
         snprintf(buf, sizeof(buf), "%.*s", (int)len - 1, var->words[k]);
         expect_rejected(var, buf);
     }
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        expect_rejected(var, bad[i]);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        size_t k = 0;
+        while (var->words[k] && strcasecmp(var->words[k], bad[i]) != 0)
+            k++;
+        if (!var->words[k]) /* "0" and "1" are GPUPORT_BIND's words */
+            expect_rejected(var, bad[i]);
+    }
 }
 
 static void test_hex_row(const gpuport_config_var_t *var)
@@ -358,6 +383,33 @@ static void test_hex_row(const gpuport_config_var_t *var)
         expect_rejected(var, bad[i]);
 }
 
+/* Stored as written: the placement reads entry r for local rank r. */
+static void test_cpulist_row(const gpuport_config_var_t *var)
+{
+    static const char *const good[] = {"", "0", "7", "0-3", "0,8,16,24", "0-3,8,10-11", "24,16,8,0",
+                                       "3,3", "0-0", "4095", "0-4095"};
+    static const char *const bad[] = {"abc", "-1", "0-", "-3", "3-1", ",0", "0,", "0,,1", "0 1",
+                                      " 0", "0 ", "1-2-3", "0x1", "1.5", "0;1", "0-4096",
+                                      "99999999999", "0-3,2-1"};
+    char big[512];
+    gpuport_config_t c;
+
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        load_accepted(var, good[i], &c);
+        CHECK_MSG(strcmp((char *)&c + var->offset, good[i]) == 0, "%s=\"%s\" stored \"%s\"",
+                  var->name, good[i], (char *)&c + var->offset);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        expect_rejected(var, bad[i]);
+    /* valid syntax, but longer than the field */
+    CHECK(var->field_size < sizeof(big));
+    memset(big, 0, sizeof(big));
+    for (size_t n = 0; n + 2 < var->field_size; n += 2)
+        memcpy(big + n, "0,", 2);
+    strcat(big, "00");
+    expect_rejected(var, big);
+}
+
 static void test_rows(void)
 {
     for (size_t i = 0; i < gpuport_config_nvars; i++) {
@@ -367,6 +419,7 @@ static void test_rows(void)
         case GPUPORT_CFG_POW2: test_number_row(var); break;
         case GPUPORT_CFG_ENUM: test_enum_row(var); break;
         case GPUPORT_CFG_HEX64: test_hex_row(var); break;
+        case GPUPORT_CFG_CPULIST: test_cpulist_row(var); break;
         }
     }
 }
