@@ -256,6 +256,7 @@ static void comm_free(gpuport_comm_t comm)
     ctrl_destroy(comm);
     gpuport_topology_free(comm->topo);
     free(comm->procs);
+    free(comm->proxy.peer_dead);
     pthread_mutex_destroy(&comm->lock);
     if (comm->bs.destroy)
         comm->bs.destroy(comm->bs.ctx);

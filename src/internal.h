@@ -124,6 +124,7 @@ typedef struct gpuport_proxy {
     _Atomic uint64_t triggers;
     _Atomic uint64_t rejected;
     uint64_t abandoned;
+    unsigned char *peer_dead; /* by rank: exited / watched flags (proxy thread only) */
 } gpuport_proxy_t;
 
 struct gpuport_comm {

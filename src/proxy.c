@@ -222,6 +222,54 @@ static int outstanding_work(gpuport_comm_t comm)
     return comm->proxy.flusher.outstanding > 0;
 }
 
+/* How often the proxy looks for same-host peers that have exited. */
+#define PEER_WATCH_NS (50 * 1000 * 1000ull)
+
+/* A kernel waiting for a dead peer's signal cannot look for the peer
+ * itself: the proxy does, for ranks on this host, and fails their channels
+ * on this side (state and inbound slot), so that host and device waiters
+ * return GPUPORT_ERR_PEER within PEER_WATCH_NS instead of waiting out
+ * GPUPORT_TIMEOUT_MS. Peers on other hosts are the transports' to watch. */
+#define PEER_DEAD 1
+#define PEER_WATCHED 2
+
+static void watch_peers(gpuport_comm_t comm)
+{
+    const gpuport_proc_rec_t *me = &comm->procs[comm->rank];
+    unsigned char *flags = comm->proxy.peer_dead;
+
+    /* Only peers with a live channel: creating one over shm or cuda_ipc
+     * proved their /proc entries are ours to see (no false "exited" for a
+     * rank in another pid namespace). */
+    for (uint32_t i = 0; i < comm->config.max_channels; i++) {
+        gpuport_pchan_t *ch = &comm->pchans[i];
+        if (atomic_load_explicit(&ch->active, memory_order_acquire))
+            flags[ch->conn->peer] |= PEER_WATCHED;
+    }
+    for (int p = 0; p < comm->size; p++) {
+        const gpuport_proc_rec_t *peer = &comm->procs[p];
+        int failed = 0, watched = flags[p] & PEER_WATCHED;
+
+        flags[p] &= (unsigned char)~PEER_WATCHED;
+        if (!watched || p == comm->rank || (flags[p] & PEER_DEAD) ||
+            peer->host_id != me->host_id || gpuport_pid_alive(peer->pid))
+            continue;
+        flags[p] |= PEER_DEAD;
+        for (uint32_t i = 0; i < comm->config.max_channels; i++) {
+            gpuport_pchan_t *ch = &comm->pchans[i];
+            if (!atomic_load_explicit(&ch->active, memory_order_acquire) || ch->conn->peer != p)
+                continue;
+            chan_fail(ch, GPUPORT_ERR_PEER);
+            atomic_store_explicit(&comm->ctrl[i].peer_status, GPUPORT_ERR_PEER,
+                                  memory_order_release);
+            failed++;
+        }
+        if (failed)
+            log_error("rank %d (pid %d) has exited: its %d channel(s) with this rank are failed",
+                      p, peer->pid, failed);
+    }
+}
+
 /* Triggers known to be queued but not consumed. The device FIFO's head is
  * in device memory, which the proxy does not read: there, a valid slot at
  * the consumer's position is what says work is left. */
@@ -281,7 +329,7 @@ static void idle_wait(const gpuport_config_t *cfg, uint64_t idle_since, uint32_t
 static void *proxy_main(void *arg)
 {
     gpuport_comm_t comm = arg;
-    uint64_t idle_since = gpuport_now_ns();
+    uint64_t idle_since = gpuport_now_ns(), next_watch = idle_since + PEER_WATCH_NS;
     uint32_t sleep_us = 0;
 
     gpuport_log_set_rank(comm->rank);
@@ -290,10 +338,16 @@ static void *proxy_main(void *arg)
     for (;;) {
         int progressed = read_completions(comm);
         progressed += consume_fifo(comm, &comm->fifo, GPUPORT_FIFO_HOST);
+        uint64_t now;
         if (comm->dfifo.slots)
             progressed += consume_fifo(comm, &comm->dfifo, GPUPORT_FIFO_DEVICE);
+        now = gpuport_now_ns();
+        if (now >= next_watch) {
+            watch_peers(comm);
+            next_watch = now + PEER_WATCH_NS;
+        }
         if (progressed) {
-            idle_since = gpuport_now_ns();
+            idle_since = now;
             sleep_us = 0;
             continue;
         }
@@ -317,6 +371,9 @@ gpuport_status_t gpuport_proxy_start(gpuport_comm_t comm)
     gpuport_status_t status;
     int rc;
 
+    comm->proxy.peer_dead = calloc((size_t)comm->size, 1);
+    if (!comm->proxy.peer_dead)
+        return GPUPORT_ERR_NO_MEMORY;
     /* Room for every FIFO entry to need two work items. */
     status = gpuport_flusher_start(&comm->proxy.flusher, 2 * comm->config.fifo_size, comm->rank,
                                    comm->gpu_device, comm->gpu_app_ctx, comm->gpu_app_probe,

@@ -82,9 +82,10 @@ static int cross_process(gpuport_bootstrap_t *bs, int use_malloc)
     return 0;
 }
 
-/* The child dies without a word; the parent's wait must end with a peer
- * error well before the timeout, and a put into the dead child's private
- * memory must fail the channel. */
+/* The child dies without a word. The proxy notices on its own (a kernel
+ * waiting for the child could not): the channel fails within a fraction of
+ * a second with nobody calling into it. Then the parent's wait ends with a
+ * peer error well before the timeout, and further work is refused. */
 static int peer_dies(gpuport_bootstrap_t *bs, int use_malloc)
 {
     side_t s;
@@ -94,13 +95,18 @@ static int peer_dies(gpuport_bootstrap_t *bs, int use_malloc)
     if (bs->rank == 1)
         _exit(0);
     t0 = gpuport_now_ns();
+    while (gpuport_channel_status(s.ch) == GPUPORT_OK && gpuport_now_ns() - t0 < 5000000000ull)
+        usleep(1000);
+    CHECK_STATUS(gpuport_channel_status(s.ch), GPUPORT_ERR_PEER);
+    CHECK_MSG(gpuport_now_ns() - t0 < 1000000000ull, "the proxy took %llu ms to notice",
+              (unsigned long long)((gpuport_now_ns() - t0) / 1000000));
+    t0 = gpuport_now_ns();
     CHECK_STATUS(gpuport_channel_wait(s.ch), GPUPORT_ERR_PEER);
     CHECK_MSG(gpuport_now_ns() - t0 < 5000000000ull, "took %llu ms",
               (unsigned long long)((gpuport_now_ns() - t0) / 1000000));
-    if (use_malloc) {
-        CHECK_OK(gpuport_channel_put(s.ch, 0, 0, 64));
-        CHECK_STATUS(gpuport_channel_flush(s.ch), GPUPORT_ERR_PEER);
-    }
+    /* a failed channel refuses further work at once, with the reason */
+    CHECK_STATUS(gpuport_channel_put(s.ch, 0, 0, 64), GPUPORT_ERR_PEER);
+    CHECK_STATUS(gpuport_channel_flush(s.ch), GPUPORT_ERR_PEER);
     /* destroy's closing barrier fails (the peer is gone); destroy still returns */
     CHECK_OK(gpuport_comm_destroy(s.comm));
     return 0;
