@@ -54,6 +54,11 @@ const gpuport_config_var_t gpuport_config_vars[] = {
     {"GPUPORT_FLUSHER_CPUS", "", GPUPORT_CFG_CPULIST, FIELD(flusher_cpus), 0, 0, NULL,
      "cores for the flusher threads, one per local rank in local-rank order (cpu list, e.g. "
      "0,8,16,24); empty decides"},
+    {"GPUPORT_IB_GID_INDEX", "auto", GPUPORT_CFG_AUTO_UINT, FIELD(ib_gid_index), 0, 255, NULL,
+     "RoCE GID index for the ib transport; auto prefers RoCE v2 with an IPv4 address"},
+    {"GPUPORT_IB_HCA", "", GPUPORT_CFG_HCALIST, FIELD(ib_hca), 0, 0, NULL,
+     "RDMA devices and ports for the ib transport (e.g. mlx5_0:1,mlx5_1:1); empty picks the "
+     "one nearest the GPU"},
 };
 
 const size_t gpuport_config_nvars = sizeof(gpuport_config_vars) / sizeof(gpuport_config_vars[0]);
@@ -83,6 +88,15 @@ void gpuport_config_describe(const gpuport_config_var_t *var, char *buf, size_t 
     case GPUPORT_CFG_CPULIST:
         snprintf(buf, len, "a cpu list such as 0-3,8,10-11 (no spaces, at most %zu characters), "
                  "or empty", var->field_size - 1);
+        break;
+    case GPUPORT_CFG_AUTO_UINT:
+        snprintf(buf, len, "auto or an integer %llu..%llu", (unsigned long long)var->min,
+                 (unsigned long long)var->max);
+        break;
+    case GPUPORT_CFG_HCALIST:
+        snprintf(buf, len, "device[:port] names separated by commas such as mlx5_0:1,mlx5_1 "
+                 "(port 1..255, no spaces, at most %zu characters), or empty",
+                 var->field_size - 1);
         break;
     }
 }
@@ -122,11 +136,41 @@ static int parse_uint(const char *s, uint64_t *v_p)
     return 0;
 }
 
+/* "name[:port],...": names of letters, digits, '_', '-', '.'; ports 1..255 */
+static int parse_hcalist(const char *s, char *problem, size_t len)
+{
+    while (*s) {
+        size_t name = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.");
+        if (name == 0) {
+            snprintf(problem, len, "a device name is missing or has a bad character at \"%s\"", s);
+            return -1;
+        }
+        s += name;
+        if (*s == ':') {
+            unsigned long port = 0;
+            size_t digits = strspn(++s, "0123456789");
+            if (digits == 0 || digits > 3 || s[0] == '0' ||
+                (port = strtoul(s, NULL, 10)) < 1 || port > 255) {
+                snprintf(problem, len, "bad port at \"%s\"", s);
+                return -1;
+            }
+            s += digits;
+        }
+        if (*s == ',' && s[1] != '\0')
+            s++;
+        else if (*s) {
+            snprintf(problem, len, "unexpected \"%s\"", s);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static void store(const gpuport_config_var_t *var, gpuport_config_t *config, uint64_t v,
                   const char *text)
 {
     char *field = (char *)config + var->offset;
-    if (var->type == GPUPORT_CFG_CPULIST)
+    if (var->type == GPUPORT_CFG_CPULIST || var->type == GPUPORT_CFG_HCALIST)
         snprintf(field, var->field_size, "%s", text);
     else if (var->field_size == sizeof(uint64_t))
         memcpy(field, &v, sizeof(uint64_t));
@@ -175,6 +219,25 @@ gpuport_status_t gpuport_config_parse_var(const gpuport_config_var_t *var, const
         else
             ok = gpuport_cpulist_parse(value, NULL, GPUPORT_CPULIST_MAX, problem,
                                        sizeof(problem)) >= 0;
+        break;
+    case GPUPORT_CFG_AUTO_UINT:
+        /* decimal only: an index, not a size */
+        if (strcasecmp(value, "auto") == 0) {
+            v = (uint32_t)-1;
+            ok = 1;
+        } else {
+            char *end;
+            errno = 0;
+            v = isdigit((unsigned char)value[0]) ? strtoull(value, &end, 10) : 0;
+            ok = isdigit((unsigned char)value[0]) && *end == '\0' && errno == 0 &&
+                 v >= var->min && v <= var->max;
+        }
+        break;
+    case GPUPORT_CFG_HCALIST:
+        if (strlen(value) >= var->field_size)
+            snprintf(problem, sizeof(problem), "%zu characters", strlen(value));
+        else
+            ok = parse_hcalist(value, problem, sizeof(problem)) == 0;
         break;
     }
     if (!ok) {

@@ -36,6 +36,8 @@ typedef struct gpuport_config {
     int bind;                   /* GPUPORT_BIND */
     char proxy_cpus[256];       /* GPUPORT_PROXY_CPUS, "" decides */
     char flusher_cpus[256];     /* GPUPORT_FLUSHER_CPUS, "" decides */
+    int ib_gid_index;           /* GPUPORT_IB_GID_INDEX, -1 = chosen per port */
+    char ib_hca[256];           /* GPUPORT_IB_HCA, "" = nearest the GPU */
 } gpuport_config_t;
 
 typedef enum {
@@ -43,7 +45,9 @@ typedef enum {
     GPUPORT_CFG_POW2,   /* UINT that must be a power of two */
     GPUPORT_CFG_ENUM,   /* one of a list of words */
     GPUPORT_CFG_HEX64,  /* 64-bit hex identifier */
-    GPUPORT_CFG_CPULIST /* cpu list ("0-3,8") kept as text; "" is empty */
+    GPUPORT_CFG_CPULIST, /* cpu list ("0-3,8") kept as text; "" is empty */
+    GPUPORT_CFG_AUTO_UINT, /* "auto" (stored as -1 in an int) or a decimal min..max */
+    GPUPORT_CFG_HCALIST /* device[:port] list ("mlx5_0:1,mlx5_1") kept as text; "" is empty */
 } gpuport_cfg_type_t;
 
 typedef struct gpuport_config_var {
@@ -51,8 +55,8 @@ typedef struct gpuport_config_var {
     const char *default_value;
     gpuport_cfg_type_t type;
     size_t offset;         /* field in gpuport_config_t */
-    size_t field_size;     /* 4 or 8 bytes (enums are int); CPULIST: the array's */
-    uint64_t min, max;     /* UINT and POW2 */
+    size_t field_size;     /* 4 or 8 bytes (enums are int); lists: the array's */
+    uint64_t min, max;     /* UINT, POW2 and AUTO_UINT */
     const char *const *words; /* ENUM: NULL-terminated, value = index */
     const char *doc;       /* one line */
 } gpuport_config_var_t;

@@ -17,7 +17,8 @@
 
 typedef enum {
     GPUPORT_REC_PROC = 1,    /* one per rank at communicator creation */
-    GPUPORT_REC_CHANNEL = 2  /* one per side at channel creation */
+    GPUPORT_REC_CHANNEL = 2, /* one per side at channel creation */
+    GPUPORT_REC_IB_QP = 3    /* one per side of an ib connection */
 } gpuport_rec_type_t;
 
 typedef struct gpuport_rec_header {

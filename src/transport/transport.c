@@ -11,21 +11,32 @@ const char *gpuport_transport_name(int kind)
     return kind >= 0 && kind < (int)(sizeof(names) / sizeof(names[0])) ? names[kind] : "?";
 }
 
-/* Built transports in the order `auto` prefers them. */
+/* Built transports in the order `auto` prefers them. ib is only ever
+ * forced: auto_fits never picks it, and its reachable() refuses until its
+ * data path exists. */
 static const gpuport_transport_ops_t *const built[] = {
 #if GPUPORT_HAVE_CUDA
     &gpuport_transport_cuda_ipc,
 #endif
     &gpuport_transport_shm,
+#if GPUPORT_HAVE_IBVERBS
+    &gpuport_transport_ib,
+#endif
 };
 #define NBUILT (sizeof(built) / sizeof(built[0]))
 #if GPUPORT_HAVE_CUDA
-#define BUILT_NAMES "cuda_ipc, shm"
+#define BUILT_CUDA "cuda_ipc, "
 #else
-#define BUILT_NAMES "shm"
+#define BUILT_CUDA ""
 #endif
+#if GPUPORT_HAVE_IBVERBS
+#define BUILT_IB ", ib"
+#else
+#define BUILT_IB ""
+#endif
+#define BUILT_NAMES BUILT_CUDA "shm" BUILT_IB
 
-/* auto: GPU regions move by copy engine, host regions by the CPU */
+/* auto: GPU regions move by copy engine, host regions by the CPU; never ib */
 static int auto_fits(const gpuport_transport_ops_t *t, int device_regions)
 {
     return device_regions ? t->kind == GPUPORT_TRANSPORT_CUDA_IPC

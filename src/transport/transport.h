@@ -52,6 +52,7 @@ typedef struct gpuport_transport_ops {
 
 extern const gpuport_transport_ops_t gpuport_transport_shm;
 extern const gpuport_transport_ops_t gpuport_transport_cuda_ipc;
+extern const gpuport_transport_ops_t gpuport_transport_ib;
 
 /* The transport for (comm, peer) under the configured choice, or an error
  * with the reason written to why. device_regions: the channel's local

@@ -16,8 +16,9 @@
  *   malloc-vs-alloc    destinations from malloc (peers use CMA) and from
  *                      gpuport_mem_alloc (peers map them)
  *   poll               poll reports exactly as many signals as were sent
- *   transport-forced   GPUPORT_TRANSPORT=shm works; tcp (not built) and
- *                      distinct GPUPORT_HOST_IDs fail creation on both sides
+ *   transport-forced   GPUPORT_TRANSPORT=shm works; tcp (not built), ib
+ *                      (no data path yet; rank 0 checks the reason it logs)
+ *                      and distinct GPUPORT_HOST_IDs fail creation on both sides
  *   bad-config         an invalid GPUPORT_* value fails comm init on every rank
  *
  * Every destination is a sub-range of a larger buffer with guard bands around
@@ -39,8 +40,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <mpi.h>
+
+#include "build_config.h"
 
 #include "gpuport/gpuport.h"
 #include "gpuport/gpuport_mpi.h"
@@ -879,11 +883,41 @@ static int creation_fails(const char *const *env, gpuport_status_t want, gpuport
     return 0;
 }
 
+/* creation_fails with what this rank logs kept in text */
+static int creation_fails_logged(const char *const *env, gpuport_status_t want,
+                                 gpuport_status_t also, char *text, size_t len)
+{
+    FILE *f = tmpfile();
+    int saved, rc;
+    size_t n;
+
+    REQUIRE(f != NULL, "tmpfile failed");
+    fflush(stderr);
+    saved = dup(STDERR_FILENO);
+    REQUIRE(saved >= 0 && dup2(fileno(f), STDERR_FILENO) == STDERR_FILENO, "dup2 failed");
+    rc = creation_fails(env, want, also, 0);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    rewind(f);
+    n = fread(text, 1, len - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    if (rc)
+        fputs(text, stderr); /* the failed check's own message */
+    return rc;
+}
+
 static int sc_transport_forced(void)
 {
     static const char *const shm[] = {"GPUPORT_TRANSPORT", "shm", NULL};
     static const char *const tcp[] = {"GPUPORT_TRANSPORT", "tcp", "GPUPORT_LOG_LEVEL", "none",
                                       NULL};
+    static const char *const ib_quiet[] = {"GPUPORT_TRANSPORT", "ib", "GPUPORT_LOG_LEVEL",
+                                           "none", NULL};
+    static const char *const ib_logged[] = {"GPUPORT_TRANSPORT", "ib", "GPUPORT_LOG_LEVEL",
+                                            "error", NULL};
+    static char text[16384];
     char host[32];
     const char *const other_hosts[] = {"GPUPORT_TRANSPORT", "auto", "GPUPORT_HOST_ID", host,
                                        "GPUPORT_LOG_LEVEL", "none", NULL};
@@ -894,6 +928,22 @@ static int sc_transport_forced(void)
     lay.seed = 8;
     TRY(run_traffic(shm, &lay, &p, 1));
     TRY(creation_fails(tcp, GPUPORT_ERR_NOT_SUPPORTED, GPUPORT_ERR_NOT_SUPPORTED, 0));
+    /* ib: refused by every rank, never a hang or a half-made channel */
+    if (g_rank != 0) {
+        TRY(creation_fails(ib_quiet, GPUPORT_ERR_NOT_SUPPORTED, GPUPORT_ERR_NOT_SUPPORTED, 0));
+    } else {
+        TRY(creation_fails_logged(ib_logged, GPUPORT_ERR_NOT_SUPPORTED,
+                                  GPUPORT_ERR_NOT_SUPPORTED, text, sizeof(text)));
+#if GPUPORT_HAVE_IBVERBS
+        REQUIRE(strstr(text, "GPUPORT_TRANSPORT=ib") &&
+                    (strstr(text, "no RDMA device was found") ||
+                     strstr(text, "ib data path is not implemented yet")),
+                "forced ib: the log does not say why: %s", text);
+#else
+        REQUIRE(strstr(text, "GPUPORT_TRANSPORT=ib is not available in this build"),
+                "forced ib: the log does not say why: %s", text);
+#endif
+    }
     snprintf(host, sizeof(host), "%x", g_rank + 1);
     /* no transport reaches another host yet; this rank is still its own host */
     return creation_fails(other_hosts, GPUPORT_ERR_NOT_SUPPORTED, GPUPORT_ERR_PEER, 1);
@@ -941,7 +991,7 @@ static const scenario_t scenarios[] = {
     {"malloc-vs-alloc", sc_malloc_vs_alloc, "destinations from malloc (CMA) and gpuport_mem_alloc"},
     {"poll", sc_poll, "poll takes exactly the signals sent, then ready=0"},
     {"transport-forced", sc_transport_forced,
-     "shm forced works; tcp and distinct host ids fail creation on both sides"},
+     "shm forced works; tcp, ib and distinct host ids fail creation on both sides"},
     {"bad-config", sc_bad_config, "5 invalid GPUPORT_* values fail init on every rank"},
 };
 #define NSCENARIOS ((int)(sizeof(scenarios) / sizeof(scenarios[0])))

@@ -45,11 +45,16 @@ static void clean_env(void)
         CHECK(strncmp(*e, "GPUPORT_", 8) != 0);
 }
 
+static int is_text(const gpuport_config_var_t *var)
+{
+    return var->type == GPUPORT_CFG_CPULIST || var->type == GPUPORT_CFG_HCALIST;
+}
+
 /* numeric rows only; field_same compares any row */
 static uint64_t field_get(const gpuport_config_t *c, const gpuport_config_var_t *var)
 {
     const char *field = (const char *)c + var->offset;
-    CHECK(var->type != GPUPORT_CFG_CPULIST);
+    CHECK(!is_text(var));
     if (var->field_size == sizeof(uint64_t)) {
         uint64_t v;
         memcpy(&v, field, sizeof(v));
@@ -63,7 +68,7 @@ static uint64_t field_get(const gpuport_config_t *c, const gpuport_config_var_t 
 static int field_same(const gpuport_config_t *a, const gpuport_config_t *b,
                       const gpuport_config_var_t *var)
 {
-    if (var->type == GPUPORT_CFG_CPULIST)
+    if (is_text(var))
         return strcmp((const char *)a + var->offset, (const char *)b + var->offset) == 0;
     return field_get(a, var) == field_get(b, var);
 }
@@ -104,7 +109,7 @@ static void test_table(void)
             CHECK_MSG(strcmp(v->name, gpuport_config_vars[j].name) != 0, "%s twice", v->name);
         CHECK_MSG(v->doc && v->doc[0] && !strchr(v->doc, '\n'), "%s: doc", v->name);
         CHECK_MSG(v->field_size == 4 || v->field_size == 8 ||
-                      (v->type == GPUPORT_CFG_CPULIST && v->field_size >= 64),
+                      (is_text(v) && v->field_size >= 64),
                   "%s: field size %zu", v->name, v->field_size);
         CHECK(v->offset + v->field_size <= sizeof(gpuport_config_t));
         for (size_t j = 0; j < i; j++) {
@@ -127,7 +132,11 @@ static void test_table(void)
                 CHECK(v->words[k][0] && !strchr(v->words[k], '|'));
             break;
         case GPUPORT_CFG_HEX64: CHECK(v->field_size == 8); break;
-        case GPUPORT_CFG_CPULIST: CHECK(strlen(v->default_value) < v->field_size); break;
+        case GPUPORT_CFG_AUTO_UINT:
+            CHECK(v->min <= v->max && v->max <= INT32_MAX && v->field_size == sizeof(int));
+            break;
+        case GPUPORT_CFG_CPULIST:
+        case GPUPORT_CFG_HCALIST: CHECK(strlen(v->default_value) < v->field_size); break;
         default: CHECK_MSG(0, "%s: unknown type %d", v->name, (int)v->type);
         }
         memset(&c, 0, sizeof(c));
@@ -157,6 +166,14 @@ static void test_describe(void)
                           v->words[k]);
         } else if (v->type == GPUPORT_CFG_CPULIST) {
             CHECK_MSG(strstr(text, "cpu list") && strstr(text, "0-3,8"), "%s: \"%s\"", v->name,
+                      text);
+        } else if (v->type == GPUPORT_CFG_AUTO_UINT) {
+            CHECK_MSG(strstr(text, "auto"), "%s: \"%s\" lacks auto", v->name, text);
+            snprintf(num, sizeof(num), "%llu..%llu", (unsigned long long)v->min,
+                     (unsigned long long)v->max);
+            CHECK_MSG(strstr(text, num), "%s: \"%s\" lacks %s", v->name, text, num);
+        } else if (v->type == GPUPORT_CFG_HCALIST) {
+            CHECK_MSG(strstr(text, "mlx5_0:1") && strstr(text, "empty"), "%s: \"%s\"", v->name,
                       text);
         } else {
             CHECK(strstr(text, "hexadecimal"));
@@ -195,6 +212,7 @@ static void test_defaults(void)
     CHECK(c.gpu == GPUPORT_GPU_AUTO);
     CHECK(c.bind == 1);
     CHECK(c.proxy_cpus[0] == '\0' && c.flusher_cpus[0] == '\0');
+    CHECK(c.ib_gid_index == -1 && c.ib_hca[0] == '\0');
 
     /* every variable set to its default: same result, no warning */
     for (size_t i = 0; i < gpuport_config_nvars; i++)
@@ -383,6 +401,33 @@ static void test_hex_row(const gpuport_config_var_t *var)
         expect_rejected(var, bad[i]);
 }
 
+/* A text row: each good value stored as written, each bad one rejected, and
+ * a valid list (unit repeated, e.g. "0,") too long for the field rejected. */
+static void test_text_row(const gpuport_config_var_t *var, const char *const *good, size_t ngood,
+                          const char *const *bad, size_t nbad, const char *unit)
+{
+    char big[512];
+    gpuport_config_t c;
+
+    for (size_t i = 0; i < ngood; i++) {
+        load_accepted(var, good[i], &c);
+        CHECK_MSG(strcmp((char *)&c + var->offset, good[i]) == 0, "%s=\"%s\" stored \"%s\"",
+                  var->name, good[i], (char *)&c + var->offset);
+    }
+    for (size_t i = 0; i < nbad; i++)
+        expect_rejected(var, bad[i]);
+    /* valid syntax, but longer than the field */
+    CHECK(var->field_size < sizeof(big));
+    memset(big, 0, sizeof(big));
+    for (size_t n = 0; n + 2 < var->field_size; n += 2)
+        memcpy(big + n, unit, 2);
+    big[strlen(big)] = unit[0];
+    big[strlen(big)] = unit[0];
+    expect_rejected(var, big);
+}
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
 /* Stored as written: the placement reads entry r for local rank r. */
 static void test_cpulist_row(const gpuport_config_var_t *var)
 {
@@ -391,23 +436,49 @@ static void test_cpulist_row(const gpuport_config_var_t *var)
     static const char *const bad[] = {"abc", "-1", "0-", "-3", "3-1", ",0", "0,", "0,,1", "0 1",
                                       " 0", "0 ", "1-2-3", "0x1", "1.5", "0;1", "0-4096",
                                       "99999999999", "0-3,2-1"};
-    char big[512];
+
+    test_text_row(var, good, NELEM(good), bad, NELEM(bad), "0,");
+}
+
+/* "auto" is -1 in the int field; numbers are decimal indices */
+static void test_auto_uint_row(const gpuport_config_var_t *var)
+{
+    static const char *const bad[] = {"", "abc", "-1", "12x", "1.5", "autox", "aut", "0x1",
+                                      "1k", " 1", "1 ", "+1", "99999999999999999999"};
+    char buf[32];
     gpuport_config_t c;
 
-    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-        load_accepted(var, good[i], &c);
-        CHECK_MSG(strcmp((char *)&c + var->offset, good[i]) == 0, "%s=\"%s\" stored \"%s\"",
-                  var->name, good[i], (char *)&c + var->offset);
+    expect_accepted(var, "auto", (uint32_t)-1);
+    expect_accepted(var, "AUTO", (uint32_t)-1);
+    load_accepted(var, "Auto", &c);
+    CHECK(*(int *)((char *)&c + var->offset) == -1);
+    snprintf(buf, sizeof(buf), "%llu", (unsigned long long)var->min);
+    expect_accepted(var, buf, var->min);
+    snprintf(buf, sizeof(buf), "%llu", (unsigned long long)var->max);
+    expect_accepted(var, buf, var->max);
+    snprintf(buf, sizeof(buf), "%llu", (unsigned long long)(var->min + var->max) / 2);
+    expect_accepted(var, buf, (var->min + var->max) / 2);
+    snprintf(buf, sizeof(buf), "%llu", (unsigned long long)var->max + 1);
+    expect_rejected(var, buf);
+    if (var->min > 0) {
+        snprintf(buf, sizeof(buf), "%llu", (unsigned long long)var->min - 1);
+        expect_rejected(var, buf);
     }
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         expect_rejected(var, bad[i]);
-    /* valid syntax, but longer than the field */
-    CHECK(var->field_size < sizeof(big));
-    memset(big, 0, sizeof(big));
-    for (size_t n = 0; n + 2 < var->field_size; n += 2)
-        memcpy(big + n, "0,", 2);
-    strcat(big, "00");
-    expect_rejected(var, big);
+}
+
+/* Stored as written: device[:port] names, comma separated. */
+static void test_hcalist_row(const gpuport_config_var_t *var)
+{
+    static const char *const good[] = {"", "mlx5_0", "mlx5_0:1", "mlx5_0:1,mlx5_1:1",
+                                       "mlx5_0,mlx5_1:2", "rxe0", "bnxt_re0:255", "a.b-c:12"};
+    static const char *const bad[] = {"mlx5_0:", "mlx5_0:0", "mlx5_0:256", "mlx5_0:01",
+                                      ":1", ",mlx5_0", "mlx5_0,", "mlx5_0,,mlx5_1",
+                                      "mlx5_0 ", " mlx5_0", "mlx5 0", "mlx5_0:1:2",
+                                      "mlx5_0:x", "mlx5/0", "mlx5_0;mlx5_1", "mlx5_0:1000"};
+
+    test_text_row(var, good, NELEM(good), bad, NELEM(bad), "a,");
 }
 
 static void test_rows(void)
@@ -420,6 +491,8 @@ static void test_rows(void)
         case GPUPORT_CFG_ENUM: test_enum_row(var); break;
         case GPUPORT_CFG_HEX64: test_hex_row(var); break;
         case GPUPORT_CFG_CPULIST: test_cpulist_row(var); break;
+        case GPUPORT_CFG_AUTO_UINT: test_auto_uint_row(var); break;
+        case GPUPORT_CFG_HCALIST: test_hcalist_row(var); break;
         }
     }
 }
