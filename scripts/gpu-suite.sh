@@ -43,6 +43,11 @@ step() {
     if [ "$verdict" != PASS ]; then tail -n 25 "$out/$name.log"; fi
 }
 
+# what gpuport sees here: build, GPUs, transports, variables, placement
+step info 60 "$build/tools/gpuport_info"
+step info-placement 60 "$build/tools/gpuport_info" -n 2
+step info-config 60 "$build/tools/gpuport_info" -c
+step unit-test_topology 60 "$build/test/unit/test_topology"
 step gpu-fifo 120 "$build/test/gpu/test_gpu_fifo"
 step gpu-channels 180 "$build/test/gpu/test_gpu_channels"
 step gpu-stall 300 sh test/gpu/stall_suite.sh
