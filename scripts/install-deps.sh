@@ -12,4 +12,4 @@ export DEBIAN_FRONTEND=noninteractive
 "${as_root[@]}" apt-get update -qq || echo "install-deps: apt-get update failed; trying the install anyway" >&2
 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     build-essential openmpi-bin libopenmpi-dev libibverbs-dev libhwloc-dev \
-    autoconf automake libtool pkg-config
+    autoconf automake libtool pkg-config iproute2

@@ -15,8 +15,8 @@
 /* how often a long wait checks that a same-host peer still exists */
 #define PEER_CHECK_NS (20 * 1000 * 1000ull)
 
-static gpuport_status_t exchange(gpuport_comm_t comm, int peer, int tag, const void *mine,
-                                 void *theirs, size_t bytes)
+gpuport_status_t gpuport_bootstrap_exchange(gpuport_comm_t comm, int peer, int tag,
+                                           const void *mine, void *theirs, size_t bytes)
 {
     gpuport_status_t status;
 
@@ -92,6 +92,11 @@ static gpuport_status_t conn_get(gpuport_comm_t comm, int peer, const gpuport_tr
                 conn = NULL;
             } else {
                 comm->conns[peer] = conn;
+                if (ops->progress) {
+                    int n = atomic_load_explicit(&comm->npconns, memory_order_relaxed);
+                    comm->pconns[n] = conn;
+                    atomic_store_explicit(&comm->npconns, n + 1, memory_order_release);
+                }
             }
         }
     }
@@ -146,6 +151,8 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
         status = conn_get(comm, peer, ops, &conn);
     if (!status && !(ch = calloc(1, sizeof(*ch))))
         status = GPUPORT_ERR_NO_MEMORY;
+    if (!status && ops->chan_prepare)
+        status = ops->chan_prepare(conn, id, src, dst, &mine);
     if (status && !mine.why[0])
         snprintf(mine.why, sizeof(mine.why), "%s", gpuport_status_string(status));
     mine.status = status;
@@ -154,7 +161,7 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
     if (dst)
         mine.dst = dst->rec;
 
-    peer_status = exchange(comm, peer, TAG_CHANNEL, &mine, &theirs, sizeof(theirs));
+    peer_status = gpuport_bootstrap_exchange(comm, peer, TAG_CHANNEL, &mine, &theirs, sizeof(theirs));
     if (peer_status)
         goto fail;
     peer_status = gpuport_record_check(&theirs.hdr, GPUPORT_REC_CHANNEL, sizeof(theirs), peer);
@@ -179,12 +186,16 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
     pc = &comm->pchans[id];
     memset(pc, 0, sizeof(*pc));
     pc->id = id;
+    pc->peer_id = theirs.channel_id;
     pc->comm = comm;
     pc->conn = conn;
     pc->ops = ops;
     pc->src_base = src ? src->ptr : NULL;
     pc->src_size = src ? src->size : 0;
     pc->src_kind = src ? (int)src->rec.kind : GPUPORT_REGION_NONE;
+    pc->local_dst = dst ? dst->ptr : NULL;
+    pc->local_dst_size = dst ? dst->size : 0;
+    pc->local_dst_kind = dst ? (int)dst->rec.kind : GPUPORT_REGION_NONE;
     pc->peer_pid = comm->procs[peer].pid;
     pc->state = &comm->states[id];
     for (int f = 0; f < GPUPORT_NFIFOS; f++)
@@ -197,7 +208,7 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
         status = ops->chan_connect(pc, &theirs);
     /* The second exchange makes both sides agree that both connected. */
     ack = status;
-    peer_status = exchange(comm, peer, TAG_CHANNEL_ACK, &ack, &peer_ack, sizeof(ack));
+    peer_status = gpuport_bootstrap_exchange(comm, peer, TAG_CHANNEL_ACK, &ack, &peer_ack, sizeof(ack));
     if (!status && !peer_status && peer_ack) {
         log_error("rank %d could not connect its side of the channel (%s)", peer,
                   gpuport_status_string((gpuport_status_t)peer_ack));

@@ -192,6 +192,9 @@ static gpuport_status_t exchange_procs(gpuport_comm_t comm)
     me.features = cma_features();
     me.gpu = comm->gpu_device;
     gethostname(me.hostname, sizeof(me.hostname) - 1);
+    status = gpuport_tcp_comm_init(comm, &me);
+    if (status)
+        return status;
 
     hdrs = calloc((size_t)comm->size, sizeof(*hdrs));
     comm->procs = calloc((size_t)comm->size, sizeof(*comm->procs));
@@ -247,7 +250,9 @@ static void comm_free(gpuport_comm_t comm)
     gpuport_fcuda_release(&comm->proxy.flusher);
     gpuport_gpu_close(comm);
     free(comm->chans);
+    gpuport_tcp_comm_fini(comm);
     free(comm->conns);
+    free(comm->pconns);
     free(comm->id_used);
     free(comm->states);
     free(comm->pchans);
@@ -313,8 +318,10 @@ gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bs, gpuport_comm
     comm->states = aligned_alloc((size_t)sysconf(_SC_PAGESIZE), comm->states_size);
     comm->id_used = calloc(config.max_channels, 1);
     comm->conns = calloc((size_t)comm->size, sizeof(*comm->conns));
+    comm->pconns = calloc((size_t)comm->size, sizeof(*comm->pconns));
     comm->chans = calloc(config.max_channels, sizeof(*comm->chans));
-    if (!comm->pchans || !comm->states || !comm->id_used || !comm->conns || !comm->chans) {
+    if (!comm->pchans || !comm->states || !comm->id_used || !comm->conns || !comm->pconns ||
+        !comm->chans) {
         log_error("cannot allocate tables for %u channels and %d ranks", config.max_channels,
                   comm->size);
         status = GPUPORT_ERR_NO_MEMORY;

@@ -59,6 +59,15 @@ const gpuport_config_var_t gpuport_config_vars[] = {
     {"GPUPORT_IB_HCA", "", GPUPORT_CFG_HCALIST, FIELD(ib_hca), 0, 0, NULL,
      "RDMA devices and ports for the ib transport (e.g. mlx5_0:1,mlx5_1:1); empty picks the "
      "one nearest the GPU"},
+    {"GPUPORT_SOCKET_IFNAME", "", GPUPORT_CFG_IFLIST, FIELD(socket_ifname), 0, 0, NULL,
+     "network interfaces for the tcp transport, by name prefix (eth0,ib or ^docker to exclude); "
+     "empty takes the first one up that is not loopback"},
+    {"GPUPORT_SOCKET_TIMEOUT_MS", "10000", GPUPORT_CFG_UINT, FIELD(socket_timeout_ms), 1000,
+     3600000ull, NULL,
+     "a tcp connection whose data or keepalive probes go unanswered this long is broken: its "
+     "channels fail on both sides"},
+    {"GPUPORT_SOCKET_QUEUE", "4096", GPUPORT_CFG_POW2, FIELD(socket_queue), 16, 1048576ull, NULL,
+     "tcp operations in flight per connection (sent, not yet acknowledged by the peer)"},
 };
 
 const size_t gpuport_config_nvars = sizeof(gpuport_config_vars) / sizeof(gpuport_config_vars[0]);
@@ -92,6 +101,12 @@ void gpuport_config_describe(const gpuport_config_var_t *var, char *buf, size_t 
     case GPUPORT_CFG_AUTO_UINT:
         snprintf(buf, len, "auto or an integer %llu..%llu", (unsigned long long)var->min,
                  (unsigned long long)var->max);
+        break;
+    case GPUPORT_CFG_IFLIST:
+        snprintf(buf, len, "interface name prefixes separated by commas such as eth0,ib or "
+                 "^docker,lo (^ first excludes them; letters, digits, . _ - @ :, at most %zu "
+                 "characters), or empty",
+                 var->field_size - 1);
         break;
     case GPUPORT_CFG_HCALIST:
         snprintf(buf, len, "device[:port] names separated by commas such as mlx5_0:1,mlx5_1 "
@@ -166,11 +181,40 @@ static int parse_hcalist(const char *s, char *problem, size_t len)
     return 0;
 }
 
+/* "" or [^]prefix[,prefix...]: no empty entries, interface-name characters */
+static int parse_iflist(const char *s, char *problem, size_t len)
+{
+    if (*s == '^')
+        s++;
+    else if (*s == '\0')
+        return 0;
+    for (;;) {
+        size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-@:");
+        if (n == 0) {
+            snprintf(problem, len, *s ? "unexpected \"%s\"" : "an empty name", s);
+            return -1;
+        }
+        if (n > 15) {
+            snprintf(problem, len, "\"%.*s\" is longer than an interface name (15)", (int)n, s);
+            return -1;
+        }
+        s += n;
+        if (*s == '\0')
+            return 0;
+        if (*s != ',') {
+            snprintf(problem, len, "unexpected \"%s\"", s);
+            return -1;
+        }
+        s++;
+    }
+}
+
 static void store(const gpuport_config_var_t *var, gpuport_config_t *config, uint64_t v,
                   const char *text)
 {
     char *field = (char *)config + var->offset;
-    if (var->type == GPUPORT_CFG_CPULIST || var->type == GPUPORT_CFG_HCALIST)
+    if (var->type == GPUPORT_CFG_CPULIST || var->type == GPUPORT_CFG_HCALIST ||
+        var->type == GPUPORT_CFG_IFLIST)
         snprintf(field, var->field_size, "%s", text);
     else if (var->field_size == sizeof(uint64_t))
         memcpy(field, &v, sizeof(uint64_t));
@@ -232,6 +276,12 @@ gpuport_status_t gpuport_config_parse_var(const gpuport_config_var_t *var, const
             ok = isdigit((unsigned char)value[0]) && *end == '\0' && errno == 0 &&
                  v >= var->min && v <= var->max;
         }
+        break;
+    case GPUPORT_CFG_IFLIST:
+        if (strlen(value) >= var->field_size)
+            snprintf(problem, sizeof(problem), "%zu characters", strlen(value));
+        else
+            ok = parse_iflist(value, problem, sizeof(problem)) == 0;
         break;
     case GPUPORT_CFG_HCALIST:
         if (strlen(value) >= var->field_size)

@@ -38,6 +38,9 @@ typedef struct gpuport_config {
     char flusher_cpus[256];     /* GPUPORT_FLUSHER_CPUS, "" decides */
     int ib_gid_index;           /* GPUPORT_IB_GID_INDEX, -1 = chosen per port */
     char ib_hca[256];           /* GPUPORT_IB_HCA, "" = nearest the GPU */
+    char socket_ifname[256];    /* GPUPORT_SOCKET_IFNAME, "" = first up non-loopback */
+    uint64_t socket_timeout_ms; /* GPUPORT_SOCKET_TIMEOUT_MS */
+    uint64_t socket_queue;      /* GPUPORT_SOCKET_QUEUE: operations in flight per connection */
 } gpuport_config_t;
 
 typedef enum {
@@ -47,7 +50,8 @@ typedef enum {
     GPUPORT_CFG_HEX64,  /* 64-bit hex identifier */
     GPUPORT_CFG_CPULIST, /* cpu list ("0-3,8") kept as text; "" is empty */
     GPUPORT_CFG_AUTO_UINT, /* "auto" (stored as -1 in an int) or a decimal min..max */
-    GPUPORT_CFG_HCALIST /* device[:port] list ("mlx5_0:1,mlx5_1") kept as text; "" is empty */
+    GPUPORT_CFG_HCALIST, /* device[:port] list ("mlx5_0:1,mlx5_1") kept as text; "" is empty */
+    GPUPORT_CFG_IFLIST /* interface name prefixes ("eth,ib0" or "^docker,lo") kept as text */
 } gpuport_cfg_type_t;
 
 typedef struct gpuport_config_var {

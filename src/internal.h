@@ -58,12 +58,16 @@ typedef struct gpuport_conn {
 typedef struct gpuport_pchan {
     _Atomic int active;
     uint32_t id;
+    uint32_t peer_id;            /* the peer's id for this channel (its inbound slot) */
     struct gpuport_comm *comm;
     gpuport_conn_t *conn;
     const gpuport_transport_ops_t *ops;
     void *src_base;
     uint64_t src_size;
     int src_kind;                /* gpuport_region_kind_t */
+    void *local_dst;             /* where the peer's puts land here (transports that */
+    uint64_t local_dst_size;     /* write on the receiver's side: tcp) */
+    int local_dst_kind;
     gpuport_remote_region_t dst; /* the peer's destination region */
     _Atomic uint64_t *remote_sem;    /* the peer's inbound semaphore for us, mapped */
     _Atomic int32_t *remote_status;  /* where our failures are reported to the peer */
@@ -125,6 +129,7 @@ typedef struct gpuport_proxy {
     _Atomic uint64_t rejected;
     uint64_t abandoned;
     unsigned char *peer_dead; /* by rank: exited / watched flags (proxy thread only) */
+    uint64_t async_outstanding; /* transport-completed operations in flight (proxy only) */
 } gpuport_proxy_t;
 
 struct gpuport_comm {
@@ -150,6 +155,9 @@ struct gpuport_comm {
     pthread_mutex_t lock;          /* ids, conns, allocs: application threads */
     unsigned char *id_used;
     gpuport_conn_t **conns;        /* by peer, opened on first channel */
+    gpuport_conn_t **pconns;       /* connections with progress(), in opening order */
+    _Atomic int npconns;           /* published to the proxy with release */
+    struct gpuport_tcp_comm *tcp;  /* the tcp transport's listener, NULL if none */
     gpuport_alloc_t *allocs;
     struct gpuport_mem *mems;
     struct gpuport_channel **chans; /* handles by id, freed at destroy if left open */
@@ -165,6 +173,10 @@ gpuport_status_t gpuport_proxy_start(struct gpuport_comm *comm);
 void gpuport_proxy_stop(struct gpuport_comm *comm);
 
 /* channel.c */
+/* Pairwise exchange of bytes with peer through the bootstrap (lower rank
+ * sends first); tags below 0x4800 are the core's. Application thread. */
+gpuport_status_t gpuport_bootstrap_exchange(struct gpuport_comm *comm, int peer, int tag,
+                                            const void *mine, void *theirs, size_t bytes);
 gpuport_status_t gpuport_channel_push(struct gpuport_channel *ch, uint32_t op, uint64_t dst_off,
                                       uint64_t src_off, uint64_t size, uint64_t *pos_p);
 

@@ -6,6 +6,7 @@
  * comes back to it after reading completions.
  */
 #include <errno.h>
+#include <poll.h>
 #include <sched.h>
 #include <string.h>
 #include <time.h>
@@ -21,9 +22,21 @@ static void chan_fail(gpuport_pchan_t *ch, gpuport_status_t status)
 {
     int32_t ok = GPUPORT_OK;
     /* the first error sticks; the peer learns of it so its waiters stop */
-    if (atomic_compare_exchange_strong(&ch->state->status, &ok, (int32_t)status) &&
-        ch->remote_status)
+    if (!atomic_compare_exchange_strong(&ch->state->status, &ok, (int32_t)status))
+        return;
+    if (ch->remote_status)
         atomic_store_explicit(ch->remote_status, (int32_t)status, memory_order_release);
+    else if (ch->ops && ch->ops->report_fail)
+        ch->ops->report_fail(ch, status);
+}
+
+void gpuport_pchan_fail_local(gpuport_pchan_t *ch, gpuport_status_t status)
+{
+    int32_t ok = GPUPORT_OK;
+
+    atomic_compare_exchange_strong(&ch->state->status, &ok, (int32_t)status);
+    ok = GPUPORT_OK;
+    atomic_compare_exchange_strong(&ch->comm->ctrl[ch->id].peer_status, &ok, (int32_t)status);
 }
 
 static void publish_flushes(gpuport_pchan_t *ch)
@@ -42,6 +55,19 @@ static void publish_flushes(gpuport_pchan_t *ch)
     memmove(ch->flush_fifo, ch->flush_fifo + n, (ch->nflush - n) * sizeof(uint8_t));
     ch->nflush -= n;
 }
+
+void gpuport_pchan_complete(gpuport_pchan_t *ch, gpuport_status_t status)
+{
+    if (status != GPUPORT_OK)
+        chan_fail(ch, status);
+    ch->work_done++;
+    ch->comm->proxy.async_outstanding--;
+    publish_flushes(ch);
+}
+
+/* What the core does with a transport's answer to put or signal. */
+static void transport_result(gpuport_comm_t comm, gpuport_pchan_t *ch, int rc,
+                             const gpuport_work_t *w);
 
 static void queue_work(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_work_t *w)
 {
@@ -79,11 +105,21 @@ static int exec_put(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_op_d
      * puts land in the order they were issued. */
     memset(&w, 0, sizeof(w));
     rc = ch->ops->put(ch, d->dst_off, d->src_off, d->size, ch->work_done < ch->work_posted, &w);
-    if (rc == GPUPORT_TRANSPORT_QUEUE)
-        queue_work(comm, ch, &w);
-    else if (rc < 0)
-        chan_fail(ch, (gpuport_status_t)rc);
+    transport_result(comm, ch, rc, &w);
     return EXEC_DONE;
+}
+
+static void transport_result(gpuport_comm_t comm, gpuport_pchan_t *ch, int rc,
+                             const gpuport_work_t *w)
+{
+    if (rc == GPUPORT_TRANSPORT_QUEUE) {
+        queue_work(comm, ch, w);
+    } else if (rc == GPUPORT_TRANSPORT_ASYNC) {
+        ch->work_posted++;
+        comm->proxy.async_outstanding++;
+    } else if (rc < 0) {
+        chan_fail(ch, (gpuport_status_t)rc);
+    }
 }
 
 static void exec_signal(gpuport_comm_t comm, gpuport_pchan_t *ch)
@@ -93,10 +129,7 @@ static void exec_signal(gpuport_comm_t comm, gpuport_pchan_t *ch)
 
     memset(&w, 0, sizeof(w));
     rc = ch->ops->signal(ch, ch->work_done < ch->work_posted, &w);
-    if (rc == GPUPORT_TRANSPORT_QUEUE)
-        queue_work(comm, ch, &w);
-    else if (rc < 0)
-        chan_fail(ch, (gpuport_status_t)rc);
+    transport_result(comm, ch, rc, &w);
 }
 
 static int exec_flush(gpuport_pchan_t *ch, int fifo, uint64_t pos)
@@ -145,7 +178,8 @@ static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, ui
     if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) != GPUPORT_OK)
         return EXEC_DONE;
     need = d->op == GPUPORT_OP_PUT_SIGNAL ? 2 : 1;
-    if (!gpuport_flusher_has_room(&comm->proxy.flusher, (uint32_t)need))
+    if (!gpuport_flusher_has_room(&comm->proxy.flusher, (uint32_t)need) ||
+        (ch->ops->has_room && !ch->ops->has_room(ch, (uint32_t)need)))
         return EXEC_RETRY;
     switch (d->op) {
     case GPUPORT_OP_PUT:
@@ -219,7 +253,55 @@ static int consume_fifo(gpuport_comm_t comm, gpuport_fifo_t *f, int fifo)
 
 static int outstanding_work(gpuport_comm_t comm)
 {
-    return comm->proxy.flusher.outstanding > 0;
+    return comm->proxy.flusher.outstanding > 0 || comm->proxy.async_outstanding > 0;
+}
+
+/* Network transports' traffic: sends, receives, acknowledgements. */
+static int progress_conns(gpuport_comm_t comm)
+{
+    int n = atomic_load_explicit(&comm->npconns, memory_order_acquire), done = 0;
+
+    for (int i = 0; i < n; i++)
+        done += comm->pconns[i]->ops->progress(comm->pconns[i]);
+    return done;
+}
+
+/* Stopping with nothing left to send: network peers may still be sending
+ * to this rank, and only this proxy can receive it. Each connection says
+ * goodbye and waits for the peer's (quiesce() is 1 once both are done). */
+static int quiesced(gpuport_comm_t comm)
+{
+    int n = atomic_load_explicit(&comm->npconns, memory_order_acquire), all = 1;
+
+    for (int i = 0; i < n; i++) {
+        gpuport_conn_t *c = comm->pconns[i];
+        if (c->ops->quiesce && !c->ops->quiesce(c))
+            all = 0;
+    }
+    return all;
+}
+
+/* An idle proxy with network connections sleeps in poll() on them, so that
+ * arriving data wakes it at once; otherwise in nanosleep. */
+static void idle_sleep(gpuport_comm_t comm, uint32_t us)
+{
+    struct timespec ts = {0, (long)us * 1000};
+    struct pollfd fds[64];
+    int n = atomic_load_explicit(&comm->npconns, memory_order_acquire), nfds = 0;
+
+    for (int i = 0; i < n && nfds < 64; i++) {
+        const gpuport_conn_t *c = comm->pconns[i];
+        int fd = c->ops->poll_fd ? c->ops->poll_fd((gpuport_conn_t *)c) : -1;
+        if (fd >= 0) {
+            fds[nfds].fd = fd;
+            fds[nfds].events = POLLIN;
+            nfds++;
+        }
+    }
+    if (nfds)
+        ppoll(fds, (nfds_t)nfds, &ts, NULL);
+    else
+        nanosleep(&ts, NULL);
 }
 
 /* How often the proxy looks for same-host peers that have exited. */
@@ -289,10 +371,12 @@ static void abandon(gpuport_comm_t comm)
 {
     uint64_t left = fifo_backlog(comm);
 
-    comm->proxy.abandoned = left + comm->proxy.flusher.outstanding;
-    log_error("stopping with %llu trigger(s) not carried out and %u flusher item(s) not "
-              "completed after %llu ms; their channels are failed with 'shutting down'",
+    comm->proxy.abandoned = left + comm->proxy.flusher.outstanding + comm->proxy.async_outstanding;
+    log_error("stopping with %llu trigger(s) not carried out, %u flusher item(s) and %llu network "
+              "operation(s) not completed after %llu ms; their channels are failed with 'shutting "
+              "down'",
               (unsigned long long)left, comm->proxy.flusher.outstanding,
+              (unsigned long long)comm->proxy.async_outstanding,
               (unsigned long long)comm->config.timeout_ms);
     for (uint32_t i = 0; i < comm->config.max_channels; i++) {
         gpuport_pchan_t *ch = &comm->pchans[i];
@@ -307,10 +391,10 @@ static void abandon(gpuport_comm_t comm)
  * then sleep: a sleeping proxy costs its first trigger a timer wake-up,
  * which on some virtual machines is milliseconds. */
 #define PROXY_SPIN_NS 20000
-static void idle_wait(const gpuport_config_t *cfg, uint64_t idle_since, uint32_t *sleep_us)
+static void idle_wait(gpuport_comm_t comm, uint64_t idle_since, uint32_t *sleep_us)
 {
+    const gpuport_config_t *cfg = &comm->config;
     uint64_t idle_ns = gpuport_now_ns() - idle_since;
-    struct timespec ts;
 
     if (idle_ns < PROXY_SPIN_NS)
         return;
@@ -321,9 +405,7 @@ static void idle_wait(const gpuport_config_t *cfg, uint64_t idle_since, uint32_t
     *sleep_us = *sleep_us ? *sleep_us * 2 : 1;
     if (*sleep_us > cfg->proxy_sleep_max_us)
         *sleep_us = (uint32_t)cfg->proxy_sleep_max_us;
-    ts.tv_sec = 0;
-    ts.tv_nsec = (long)*sleep_us * 1000;
-    nanosleep(&ts, NULL);
+    idle_sleep(comm, *sleep_us);
 }
 
 static void *proxy_main(void *arg)
@@ -337,6 +419,7 @@ static void *proxy_main(void *arg)
     atomic_store_explicit(&comm->proxy.running, 1, memory_order_release);
     for (;;) {
         int progressed = read_completions(comm);
+        progressed += progress_conns(comm);
         progressed += consume_fifo(comm, &comm->fifo, GPUPORT_FIFO_HOST);
         uint64_t now;
         if (comm->dfifo.slots)
@@ -353,14 +436,14 @@ static void *proxy_main(void *arg)
         }
         if (atomic_load_explicit(&comm->proxy.stop, memory_order_acquire)) {
             int drained = fifo_backlog(comm) == 0 && !outstanding_work(comm);
-            if (drained)
+            if (drained && quiesced(comm))
                 break;
             if (gpuport_now_ns() > comm->proxy.drain_deadline_ns) {
                 abandon(comm);
                 break;
             }
         }
-        idle_wait(&comm->config, idle_since, &sleep_us);
+        idle_wait(comm, idle_since, &sleep_us);
     }
     atomic_store_explicit(&comm->proxy.exited, 1, memory_order_release);
     return NULL;

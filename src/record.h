@@ -13,7 +13,7 @@
 
 #define GPUPORT_RECORD_MAGIC 0x54505047u /* "GPPT" */
 /* Bumped whenever any record's layout changes. */
-#define GPUPORT_RECORD_LAYOUT 1
+#define GPUPORT_RECORD_LAYOUT 2
 
 typedef enum {
     GPUPORT_REC_PROC = 1,    /* one per rank at communicator creation */
@@ -46,6 +46,13 @@ typedef struct gpuport_proc_rec {
     uint32_t reserved;
     char gpu_bus_id[32];
     char hostname[64];
+    /* tcp transport: where this rank listens (port 0: it does not) */
+    uint16_t tcp_family; /* AF_INET or AF_INET6 */
+    uint16_t tcp_port;   /* network byte order */
+    uint32_t tcp_scope;  /* IPv6 scope id */
+    uint8_t tcp_addr[16];
+    uint64_t tcp_cookie; /* echoed by connecting peers: the listener is this communicator's */
+    char tcp_ifname[16];
 } gpuport_proc_rec_t;
 
 #define GPUPORT_FEATURE_CMA 0x1u /* peers may process_vm_writev into this rank */
@@ -76,6 +83,7 @@ typedef struct gpuport_channel_rec {
     uint32_t reserved;
     gpuport_region_rec_t dst; /* where the receiver's puts land */
     char why[128];        /* the sender's error text when status != OK */
+    uint8_t tdata[64];    /* the transport's own (chan_prepare), e.g. memory keys */
 } gpuport_channel_rec_t;
 
 void gpuport_record_header_init(gpuport_rec_header_t *hdr, uint16_t type, uint16_t size);

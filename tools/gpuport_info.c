@@ -19,6 +19,10 @@
 #include "gpuport/gpuport.h"
 #include "log.h"
 #include "topology.h"
+#include "transport/transport.h"
+#if GPUPORT_HAVE_IBVERBS
+#include "transport/ib/ib.h"
+#endif
 #if GPUPORT_HAVE_CUDA
 #include "cuda/cudrv.h"
 #endif
@@ -150,9 +154,29 @@ static void print_transports(int gpus, const char *gpu_why)
     (void)gpus;
     printf("  %-9s not built: %s\n", "cuda_ipc", gpu_why);
 #endif
-    printf("  %-9s not built yet: InfiniBand/RoCE between hosts is planned (issue 5)%s\n", "ib",
-           GPUPORT_HAVE_IBVERBS ? "; libibverbs was found" : "");
-    printf("  %-9s not built yet: sockets between hosts are planned (issue 5)\n", "tcp");
+    {
+        gpuport_config_t cfg;
+        char where[256];
+        if (gpuport_config_load(&cfg) != GPUPORT_OK)
+            printf("  %-9s not usable: a GPUPORT_* value is invalid (see above)\n", "tcp");
+        else if (gpuport_tcp_describe(&cfg, where, sizeof(where)))
+            printf("  %-9s available: ranks on other hosts, host memory, sockets on %s\n", "tcp",
+                   where);
+        else
+            printf("  %-9s built, not usable here: %s\n", "tcp", where);
+    }
+#if GPUPORT_HAVE_IBVERBS
+    {
+        char why[192];
+        if (!ib_devices_present(why, sizeof(why)))
+            printf("  %-9s built, not usable here: %s\n", "ib", why);
+        else
+            printf("  %-9s built, devices present: only forced (GPUPORT_TRANSPORT=ib); its data "
+                   "path is not implemented yet\n", "ib");
+    }
+#else
+    printf("  %-9s not built: libibverbs was not found (configure --with-ibverbs)\n", "ib");
+#endif
 }
 
 static int print_placement(const opts_t *o, gpuport_topology_t *topo, int gpus)

@@ -11,14 +11,15 @@ const char *gpuport_transport_name(int kind)
     return kind >= 0 && kind < (int)(sizeof(names) / sizeof(names[0])) ? names[kind] : "?";
 }
 
-/* Built transports in the order `auto` prefers them. ib is only ever
- * forced: auto_fits never picks it, and its reachable() refuses until its
- * data path exists. */
+/* Built transports in the order `auto` prefers them: same-host ones first,
+ * then tcp between hosts. ib is only ever forced: auto_fits never picks it,
+ * and its reachable() refuses until its data path exists. */
 static const gpuport_transport_ops_t *const built[] = {
 #if GPUPORT_HAVE_CUDA
     &gpuport_transport_cuda_ipc,
 #endif
     &gpuport_transport_shm,
+    &gpuport_transport_tcp,
 #if GPUPORT_HAVE_IBVERBS
     &gpuport_transport_ib,
 #endif
@@ -34,11 +35,15 @@ static const gpuport_transport_ops_t *const built[] = {
 #else
 #define BUILT_IB ""
 #endif
-#define BUILT_NAMES BUILT_CUDA "shm" BUILT_IB
+#define BUILT_NAMES BUILT_CUDA "shm, tcp" BUILT_IB
 
-/* auto: GPU regions move by copy engine, host regions by the CPU; never ib */
+/* auto: on one host, GPU regions move by copy engine and host regions by
+ * the CPU; between hosts over tcp (host memory only, which tcp's
+ * chan_connect says plainly); never ib */
 static int auto_fits(const gpuport_transport_ops_t *t, int device_regions)
 {
+    if (t->kind == GPUPORT_TRANSPORT_TCP)
+        return 1;
     return device_regions ? t->kind == GPUPORT_TRANSPORT_CUDA_IPC
                           : t->kind == GPUPORT_TRANSPORT_SHM;
 }

@@ -16,9 +16,14 @@
  *   malloc-vs-alloc    destinations from malloc (peers use CMA) and from
  *                      gpuport_mem_alloc (peers map them)
  *   poll               poll reports exactly as many signals as were sent
- *   transport-forced   GPUPORT_TRANSPORT=shm works; tcp (not built), ib
- *                      (no data path yet; rank 0 checks the reason it logs)
- *                      and distinct GPUPORT_HOST_IDs fail creation on both sides
+ *   transport-forced   GPUPORT_TRANSPORT=shm works (on one host; across hosts it
+ *                      fails creation on both sides); tcp forced works, to
+ *                      self too; ib fails on both sides (no data path yet; rank
+ *                      0 checks the reason it logs); distinct GPUPORT_HOST_IDs
+ *                      make auto pick tcp
+ *
+ * GPUPORT_TEST_REMOTE_TRANSPORT=tcp says the other ranks are on other hosts
+ * (test/net/): channels to them must use tcp, and forced shm must fail.
  *   bad-config         an invalid GPUPORT_* value fails comm init on every rank
  *
  * Every destination is a sub-range of a larger buffer with guard bands around
@@ -282,6 +287,24 @@ static int guards_intact(const link_t *l, const region_t *r)
     return 0;
 }
 
+/* The transport a channel must use: a forced one, else shm to this rank's
+ * own host and g_remote (GPUPORT_TEST_REMOTE_TRANSPORT, default shm: every
+ * rank on this host) to the others. */
+static const char *g_forced; /* "": auto, whatever GPUPORT_TRANSPORT says */
+static const char *g_remote = "shm";
+static int g_remote_hosts; /* 1: the other ranks are on other hosts */
+
+static const char *expected_transport(int peer)
+{
+    const char *env = getenv("GPUPORT_TRANSPORT");
+
+    if (g_forced && g_forced[0])
+        return g_forced;
+    if (!g_forced && env && strcmp(env, "auto") != 0)
+        return env;
+    return peer == g_rank ? "shm" : g_remote;
+}
+
 static int link_open(linkset_t *ls, link_t *l, int peer, int index)
 {
     const layout_t *lay = &ls->lay;
@@ -306,8 +329,9 @@ static int link_open(linkset_t *ls, link_t *l, int peer, int index)
         memcpy(l->shadow, l->dst.ptr, lay->size);
     }
     REQUIRE_OK(gpuport_channel_create(ls->comm, peer, l->src.mem, l->dst.mem, &l->ch));
-    REQUIRE(strcmp(gpuport_channel_transport(l->ch), "shm") == 0,
-            "channel to rank %d uses transport %s", peer, gpuport_channel_transport(l->ch));
+    REQUIRE(strcmp(gpuport_channel_transport(l->ch), expected_transport(peer)) == 0,
+            "channel to rank %d uses transport %s, expected %s", peer,
+            gpuport_channel_transport(l->ch), expected_transport(peer));
     REQUIRE_OK(gpuport_channel_status(l->ch));
     g_stats.channels++;
     return 0;
@@ -911,8 +935,9 @@ static int creation_fails_logged(const char *const *env, gpuport_status_t want,
 static int sc_transport_forced(void)
 {
     static const char *const shm[] = {"GPUPORT_TRANSPORT", "shm", NULL};
-    static const char *const tcp[] = {"GPUPORT_TRANSPORT", "tcp", "GPUPORT_LOG_LEVEL", "none",
-                                      NULL};
+    static const char *const shm_quiet[] = {"GPUPORT_TRANSPORT", "shm", "GPUPORT_LOG_LEVEL",
+                                            "none", NULL};
+    static const char *const tcp[] = {"GPUPORT_TRANSPORT", "tcp", NULL};
     static const char *const ib_quiet[] = {"GPUPORT_TRANSPORT", "ib", "GPUPORT_LOG_LEVEL",
                                            "none", NULL};
     static const char *const ib_logged[] = {"GPUPORT_TRANSPORT", "ib", "GPUPORT_LOG_LEVEL",
@@ -920,14 +945,28 @@ static int sc_transport_forced(void)
     static char text[16384];
     char host[32];
     const char *const other_hosts[] = {"GPUPORT_TRANSPORT", "auto", "GPUPORT_HOST_ID", host,
-                                       "GPUPORT_LOG_LEVEL", "none", NULL};
+                                       NULL};
     const plan_t p = {.rounds = 20, .max_puts = 3, .modes = 7, .big_pct = 15};
     layout_t lay = pairs_2m;
+    const char *saved_remote = g_remote;
+    int rc;
 
     lay.size = 1 * MIB;
     lay.seed = 8;
-    TRY(run_traffic(shm, &lay, &p, 1));
-    TRY(creation_fails(tcp, GPUPORT_ERR_NOT_SUPPORTED, GPUPORT_ERR_NOT_SUPPORTED, 0));
+    if (g_remote_hosts) {
+        /* shm cannot reach another host: refused on both sides */
+        TRY(creation_fails(shm_quiet, GPUPORT_ERR_NOT_SUPPORTED, GPUPORT_ERR_PEER, 1));
+    } else {
+        g_forced = "shm";
+        rc = run_traffic(shm, &lay, &p, 1);
+        g_forced = NULL;
+        TRY(rc);
+    }
+    /* tcp forced: every channel, to this rank itself too */
+    g_forced = "tcp";
+    rc = run_traffic(tcp, &lay, &p, 1);
+    g_forced = NULL;
+    TRY(rc);
     /* ib: refused by every rank, never a hang or a half-made channel */
     if (g_rank != 0) {
         TRY(creation_fails(ib_quiet, GPUPORT_ERR_NOT_SUPPORTED, GPUPORT_ERR_NOT_SUPPORTED, 0));
@@ -944,9 +983,14 @@ static int sc_transport_forced(void)
                 "forced ib: the log does not say why: %s", text);
 #endif
     }
+    /* distinct host ids: auto picks tcp between ranks, shm to this rank */
     snprintf(host, sizeof(host), "%x", g_rank + 1);
-    /* no transport reaches another host yet; this rank is still its own host */
-    return creation_fails(other_hosts, GPUPORT_ERR_NOT_SUPPORTED, GPUPORT_ERR_PEER, 1);
+    g_remote = "tcp";
+    g_forced = "";
+    rc = run_traffic(other_hosts, &lay, &p, 1);
+    g_forced = NULL;
+    g_remote = saved_remote;
+    return rc;
 }
 
 static int sc_bad_config(void)
@@ -991,7 +1035,7 @@ static const scenario_t scenarios[] = {
     {"malloc-vs-alloc", sc_malloc_vs_alloc, "destinations from malloc (CMA) and gpuport_mem_alloc"},
     {"poll", sc_poll, "poll takes exactly the signals sent, then ready=0"},
     {"transport-forced", sc_transport_forced,
-     "shm forced works; tcp, ib and distinct host ids fail creation on both sides"},
+     "shm and tcp forced work, ib fails on both sides, distinct host ids pick tcp"},
     {"bad-config", sc_bad_config, "5 invalid GPUPORT_* values fail init on every rank"},
 };
 #define NSCENARIOS ((int)(sizeof(scenarios) / sizeof(scenarios[0])))
@@ -1059,6 +1103,11 @@ int main(int argc, char **argv)
     if (only && nrun == 0)
         return usage(argv[0], 2);
     setenv("GPUPORT_TIMEOUT_MS", TIMEOUT_MS, 0);
+    if (getenv("GPUPORT_TEST_REMOTE_TRANSPORT") && strcmp(getenv("GPUPORT_TEST_REMOTE_TRANSPORT"),
+                                                          "shm") != 0) {
+        g_remote = getenv("GPUPORT_TEST_REMOTE_TRANSPORT");
+        g_remote_hosts = 1;
+    }
 
     for (int i = 0; i < NSCENARIOS; i++) {
         const scenario_t *sc = &scenarios[i];

@@ -47,7 +47,8 @@ static void clean_env(void)
 
 static int is_text(const gpuport_config_var_t *var)
 {
-    return var->type == GPUPORT_CFG_CPULIST || var->type == GPUPORT_CFG_HCALIST;
+    return var->type == GPUPORT_CFG_CPULIST || var->type == GPUPORT_CFG_HCALIST ||
+           var->type == GPUPORT_CFG_IFLIST;
 }
 
 /* numeric rows only; field_same compares any row */
@@ -137,6 +138,7 @@ static void test_table(void)
             break;
         case GPUPORT_CFG_CPULIST:
         case GPUPORT_CFG_HCALIST: CHECK(strlen(v->default_value) < v->field_size); break;
+        case GPUPORT_CFG_IFLIST: CHECK(strlen(v->default_value) < v->field_size); break;
         default: CHECK_MSG(0, "%s: unknown type %d", v->name, (int)v->type);
         }
         memset(&c, 0, sizeof(c));
@@ -175,6 +177,9 @@ static void test_describe(void)
         } else if (v->type == GPUPORT_CFG_HCALIST) {
             CHECK_MSG(strstr(text, "mlx5_0:1") && strstr(text, "empty"), "%s: \"%s\"", v->name,
                       text);
+        } else if (v->type == GPUPORT_CFG_IFLIST) {
+            CHECK_MSG(strstr(text, "eth0,ib") && strstr(text, "^docker") && strstr(text, "empty"),
+                      "%s: \"%s\"", v->name, text);
         } else {
             CHECK(strstr(text, "hexadecimal"));
         }
@@ -481,6 +486,19 @@ static void test_hcalist_row(const gpuport_config_var_t *var)
     test_text_row(var, good, NELEM(good), bad, NELEM(bad), "a,");
 }
 
+/* Stored as written: interface name prefixes, ^ first to exclude. */
+static void test_iflist_row(const gpuport_config_var_t *var)
+{
+    static const char *const good[] = {"", "eth0", "eth", "eth0,ib0", "^docker,lo", "^lo",
+                                       "enp1s0f0", "ib0.8001", "bond0:1", "veth-a_b@x",
+                                       "abcdefghijklmno"};
+    static const char *const bad[] = {"^", ",eth0", "eth0,", "eth0,,ib0", "eth0 ", " eth0",
+                                      "eth 0", "eth0;ib0", "eth0/1", "^^lo", "eth0,^lo",
+                                      "abcdefghijklmnop", "eth0\t"};
+
+    test_text_row(var, good, NELEM(good), bad, NELEM(bad), "a,");
+}
+
 static void test_rows(void)
 {
     for (size_t i = 0; i < gpuport_config_nvars; i++) {
@@ -493,6 +511,7 @@ static void test_rows(void)
         case GPUPORT_CFG_CPULIST: test_cpulist_row(var); break;
         case GPUPORT_CFG_AUTO_UINT: test_auto_uint_row(var); break;
         case GPUPORT_CFG_HCALIST: test_hcalist_row(var); break;
+        case GPUPORT_CFG_IFLIST: test_iflist_row(var); break;
         }
     }
 }

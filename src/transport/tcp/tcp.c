@@ -1,0 +1,1013 @@
+/*
+ * tcp transport: port channels between hosts without RDMA. Each pair of
+ * ranks shares one TCP connection (two for a rank and itself), set up on the
+ * application thread at the first channel and then driven only by the proxy
+ * thread, without blocking:
+ *
+ *   put     a PUT header and the source bytes, sent straight from the
+ *           source region (it must stay unchanged until the put is flushed);
+ *   signal  a SIGNAL header; the stream orders it after every earlier put;
+ *   receive the peer's proxy reads headers and writes payloads straight
+ *           into the destination region, increments the semaphore for a
+ *           SIGNAL, and acknowledges what it has applied (ACK, cumulative);
+ *   flush   completes when the peer has acknowledged every earlier op.
+ *
+ * A connection that breaks (reset, closed without goodbye, data or keepalive
+ * probes unanswered for GPUPORT_SOCKET_TIMEOUT_MS) fails every channel on it
+ * on this side, waiters included; the peer sees its own socket break. At
+ * destroy each side says goodbye (BYE) once it has nothing left to send and
+ * keeps receiving until the peer's goodbye.
+ *
+ * Headers are host byte order: the ranks of a job share an architecture.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define HELLO_MAGIC 0x43545047u /* "GPTC" */
+#define RXBUF 65536
+#define DIRECT_MIN 16384        /* payload rest this large is received in place */
+#define IOV_BATCH 64
+#define PASS_BYTES (8u << 20)   /* per direction and progress call, so one big put
+                                 * does not starve the FIFO and other peers */
+#define NO_CHANNEL UINT32_MAX
+
+enum { MSG_PUT = 1, MSG_SIGNAL = 2, MSG_ACK = 3, MSG_FAIL = 4, MSG_BYE = 5 };
+
+typedef struct tcp_msg {
+    uint32_t type;
+    uint32_t channel; /* the receiver's channel id */
+    uint64_t a;       /* PUT: destination offset; ACK: count applied; FAIL: status */
+    uint64_t size;    /* PUT: payload bytes that follow */
+    uint64_t reserved;
+} tcp_msg_t;
+
+typedef struct tcp_hello {
+    uint32_t magic;
+    uint16_t version_major, version_minor, version_patch, layout;
+    int32_t from_rank, to_rank;
+    uint32_t reserved;
+    uint64_t cookie; /* the listener's, from its rank record */
+} tcp_hello_t;
+
+struct gpuport_tcp_comm {
+    int listen_fd;
+    uint64_t cookie;
+    int *pending; /* by rank: accepted, hello read, not yet claimed (comm->lock) */
+    char why[256]; /* why there is no listener */
+};
+
+typedef struct tx_item {
+    tcp_msg_t hdr;
+    const char *payload;
+    uint64_t sent; /* bytes of header and payload already sent */
+} tx_item_t;
+
+typedef struct tcp_conn {
+    gpuport_comm_t comm;
+    int peer;
+    int fd_tx, fd_rx; /* one socket, or two for a rank and itself */
+    int broken;       /* a gpuport_status_t once the connection failed */
+    /* sending (proxy thread) */
+    tx_item_t *tx;    /* ring of messages to send */
+    uint32_t tx_cap, tx_head, tx_tail;
+    uint32_t *inflight; /* local channel ids of sent PUT/SIGNAL, awaiting ACK */
+    uint32_t q;         /* GPUPORT_SOCKET_QUEUE, power of two */
+    uint64_t ops_sent, ops_acked;
+    int ack_queued;     /* an ACK is in tx and not yet started */
+    uint32_t ack_slot;
+    int bye_sent, bye_seen;
+    /* receiving (proxy thread) */
+    char *rxbuf;
+    size_t rx_len, rx_pos;
+    tcp_msg_t cur;
+    int in_payload;
+    char *payload_dst; /* NULL: discard */
+    uint64_t payload_left;
+    uint64_t applied; /* PUT/SIGNAL applied, acknowledged cumulatively */
+    uint64_t acked_sent;
+    _Atomic uint8_t *rx_ok; /* by local channel id: connected, may receive */
+} tcp_conn_t;
+
+static int tx_room(const tcp_conn_t *tc, uint32_t n)
+{
+    return tc->tx_tail - tc->tx_head + n <= tc->tx_cap;
+}
+
+static tx_item_t *tx_push(tcp_conn_t *tc, uint32_t type, uint32_t channel, uint64_t a,
+                          uint64_t size, const void *payload)
+{
+    tx_item_t *it = &tc->tx[tc->tx_tail % tc->tx_cap];
+
+    memset(it, 0, sizeof(*it));
+    it->hdr.type = type;
+    it->hdr.channel = channel;
+    it->hdr.a = a;
+    it->hdr.size = size;
+    it->payload = payload;
+    tc->tx_tail++;
+    return it;
+}
+
+/* ---- addresses and the listener ---- */
+
+static socklen_t sockaddr_of(const gpuport_proc_rec_t *p, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof(*ss));
+    if (p->tcp_family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = p->tcp_port;
+        a->sin6_scope_id = p->tcp_scope;
+        memcpy(&a->sin6_addr, p->tcp_addr, 16);
+        return sizeof(*a);
+    }
+    struct sockaddr_in *a = (struct sockaddr_in *)ss;
+    a->sin_family = AF_INET;
+    a->sin_port = p->tcp_port;
+    memcpy(&a->sin_addr, p->tcp_addr, 4);
+    return sizeof(*a);
+}
+
+static void addr_text(const gpuport_proc_rec_t *p, char *buf, size_t len)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+
+    inet_ntop(p->tcp_family == AF_INET6 ? AF_INET6 : AF_INET, p->tcp_addr, host, sizeof(host));
+    snprintf(buf, len, p->tcp_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host,
+             (unsigned)ntohs(p->tcp_port));
+}
+
+/* Does interface name match the GPUPORT_SOCKET_IFNAME list? */
+static int if_selected(const char *list, const char *name)
+{
+    int exclude = list[0] == '^';
+    const char *s = list + exclude;
+
+    while (*s) {
+        size_t n = strcspn(s, ",");
+        if (n && strncmp(name, s, n) == 0)
+            return !exclude;
+        s += n + (s[n] == ',');
+    }
+    return exclude;
+}
+
+static int usable_v6(const struct sockaddr_in6 *a)
+{
+    return !IN6_IS_ADDR_LINKLOCAL(&a->sin6_addr) && !IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
+}
+
+/* Picks the interface and address to listen on: the first listed (or, with
+ * no list, the first up and not loopback) with an IPv4 address, else with a
+ * global IPv6 one; loopback when there is nothing else. */
+static gpuport_status_t pick_address(const gpuport_config_t *cfg, gpuport_proc_rec_t *me,
+                                     char *why, size_t len)
+{
+    struct ifaddrs *ifs, *i, *best = NULL;
+    const char *list = cfg->socket_ifname;
+    char seen[256] = "";
+    size_t used = 0;
+
+    if (getifaddrs(&ifs) != 0) {
+        snprintf(why, len, "getifaddrs failed: %s", strerror(errno));
+        return GPUPORT_ERR_TRANSPORT;
+    }
+    for (int pass = 0; pass < 3 && !best; pass++) {
+        for (i = ifs; i && !best; i = i->ifa_next) {
+            int loop;
+            if (!i->ifa_addr || !(i->ifa_flags & IFF_UP))
+                continue;
+            loop = (i->ifa_flags & IFF_LOOPBACK) != 0;
+            if (pass == 0 && used < sizeof(seen) && !strstr(seen, i->ifa_name))
+                used += (size_t)snprintf(seen + used, sizeof(seen) - used, "%s%s",
+                                         used ? ", " : "", i->ifa_name);
+            if (list[0] ? !if_selected(list, i->ifa_name) : (pass < 2) == loop)
+                continue;
+            if (pass == 0 && i->ifa_addr->sa_family == AF_INET)
+                best = i;
+            else if (pass == 1 && i->ifa_addr->sa_family == AF_INET6 &&
+                     (loop || usable_v6((struct sockaddr_in6 *)i->ifa_addr)))
+                best = i;
+            else if (pass == 2 && !list[0] &&
+                     (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6))
+                best = i;
+        }
+    }
+    if (!best) {
+        freeifaddrs(ifs);
+        if (list[0]) {
+            snprintf(why, len, "GPUPORT_SOCKET_IFNAME=%.64s matches no interface that is up with "
+                     "an address (interfaces up here: %.96s)", list, seen[0] ? seen : "none");
+            return GPUPORT_ERR_INVALID_CONFIG;
+        }
+        snprintf(why, len, "no network interface is up with an address");
+        return GPUPORT_ERR_TRANSPORT;
+    }
+    snprintf(me->tcp_ifname, sizeof(me->tcp_ifname), "%s", best->ifa_name);
+    if (best->ifa_addr->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)best->ifa_addr;
+        me->tcp_family = AF_INET6;
+        me->tcp_scope = a->sin6_scope_id;
+        memcpy(me->tcp_addr, &a->sin6_addr, 16);
+    } else {
+        me->tcp_family = AF_INET;
+        memcpy(me->tcp_addr, &((const struct sockaddr_in *)best->ifa_addr)->sin_addr, 4);
+    }
+    if (best->ifa_flags & IFF_LOOPBACK)
+        log_info("tcp: no interface but loopback is up; tcp reaches only ranks on this host");
+    freeifaddrs(ifs);
+    return GPUPORT_OK;
+}
+
+gpuport_status_t gpuport_tcp_comm_init(gpuport_comm_t comm, gpuport_proc_rec_t *me)
+{
+    struct gpuport_tcp_comm *t = calloc(1, sizeof(*t));
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    gpuport_status_t status;
+    int forced = comm->config.transport == GPUPORT_TRANSPORT_TCP;
+    char where[80];
+
+    if (!t)
+        return GPUPORT_ERR_NO_MEMORY;
+    t->listen_fd = -1;
+    comm->tcp = t;
+    t->pending = malloc((size_t)comm->size * sizeof(int));
+    if (!t->pending)
+        return GPUPORT_ERR_NO_MEMORY;
+    for (int r = 0; r < comm->size; r++)
+        t->pending[r] = -1;
+    if (getrandom(&t->cookie, sizeof(t->cookie), 0) != sizeof(t->cookie))
+        t->cookie = gpuport_now_ns() ^ ((uint64_t)getpid() << 32);
+    status = pick_address(&comm->config, me, t->why, sizeof(t->why));
+    if (status == GPUPORT_OK) {
+        sl = sockaddr_of(me, &ss); /* port 0: any */
+        t->listen_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (t->listen_fd < 0 || bind(t->listen_fd, (struct sockaddr *)&ss, sl) != 0 ||
+            listen(t->listen_fd, 1024) != 0 ||
+            getsockname(t->listen_fd, (struct sockaddr *)&ss, &sl) != 0) {
+            snprintf(t->why, sizeof(t->why), "cannot listen on %s: %s", me->tcp_ifname,
+                     strerror(errno));
+            status = GPUPORT_ERR_TRANSPORT;
+        }
+    }
+    if (status != GPUPORT_OK) {
+        if (t->listen_fd >= 0)
+            close(t->listen_fd);
+        t->listen_fd = -1;
+        me->tcp_port = 0;
+        if (forced || status == GPUPORT_ERR_INVALID_CONFIG) {
+            log_error("tcp: %s", t->why);
+            return status;
+        }
+        log_info("tcp: not available: %s", t->why);
+        return GPUPORT_OK;
+    }
+    me->tcp_port = ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                            : ((struct sockaddr_in *)&ss)->sin_port;
+    me->tcp_cookie = t->cookie;
+    addr_text(me, where, sizeof(where));
+    log_debug("tcp: listening on %s (%s)", where, me->tcp_ifname);
+    return GPUPORT_OK;
+}
+
+void gpuport_tcp_comm_fini(gpuport_comm_t comm)
+{
+    struct gpuport_tcp_comm *t = comm->tcp;
+
+    if (!t)
+        return;
+    if (t->listen_fd >= 0)
+        close(t->listen_fd);
+    for (int r = 0; t->pending && r < comm->size; r++)
+        if (t->pending[r] >= 0)
+            close(t->pending[r]);
+    free(t->pending);
+    free(t);
+    comm->tcp = NULL;
+}
+
+static int tcp_reachable(gpuport_comm_t comm, int peer, char *why, size_t len)
+{
+    const gpuport_proc_rec_t *p = &comm->procs[peer];
+
+    if (!comm->tcp || comm->tcp->listen_fd < 0) {
+        snprintf(why, len, "this rank has no tcp listener (%s)",
+                 comm->tcp ? comm->tcp->why : "not set up");
+        return 0;
+    }
+    if (p->tcp_port == 0) {
+        snprintf(why, len, "rank %d (%s) has no tcp listener; its log says why", peer,
+                 p->hostname);
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- connection set-up (application thread, under comm->lock) ---- */
+
+static uint64_t deadline_of(gpuport_comm_t comm)
+{
+    return comm->timeout_ns ? gpuport_now_ns() + comm->timeout_ns : UINT64_MAX;
+}
+
+static int ms_left(uint64_t deadline)
+{
+    uint64_t now = gpuport_now_ns();
+    if (deadline == UINT64_MAX)
+        return 1000;
+    if (now >= deadline)
+        return 0;
+    return (int)((deadline - now) / 1000000 + 1 > 1000 ? 1000 : (deadline - now) / 1000000 + 1);
+}
+
+/* Moves len bytes through a blocking-style loop on a nonblocking socket. */
+static int io_full(int fd, void *buf, size_t len, int writing, uint64_t deadline)
+{
+    size_t done = 0;
+
+    while (done < len) {
+        ssize_t n = writing ? send(fd, (char *)buf + done, len - done, MSG_NOSIGNAL)
+                            : recv(fd, (char *)buf + done, len - done, 0);
+        if (n > 0) {
+            done += (size_t)n;
+            continue;
+        }
+        if (n == 0)
+            return ECONNRESET;
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return errno;
+        struct pollfd pf = {fd, writing ? POLLOUT : POLLIN, 0};
+        int wait = ms_left(deadline);
+        if (wait == 0)
+            return ETIMEDOUT;
+        poll(&pf, 1, wait);
+    }
+    return 0;
+}
+
+static void set_nonblock(int fd)
+{
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+/* Keepalive and TCP_USER_TIMEOUT bound how long a dead link goes unnoticed,
+ * whether or not data is in flight. */
+static void tune(int fd, const gpuport_config_t *cfg)
+{
+    int one = 1;
+    int idle = (int)(cfg->socket_timeout_ms / 3000) > 0 ? (int)(cfg->socket_timeout_ms / 3000) : 1;
+    int intvl = 1, cnt = (int)(cfg->socket_timeout_ms / 1000);
+    unsigned int user_timeout = (unsigned int)cfg->socket_timeout_ms;
+
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
+}
+
+static int connect_to(gpuport_comm_t comm, int peer, uint64_t deadline)
+{
+    const gpuport_proc_rec_t *p = &comm->procs[peer];
+    struct sockaddr_storage ss;
+    socklen_t sl = sockaddr_of(p, &ss);
+    char where[80];
+    tcp_hello_t h;
+    int fd = -1, err = 0;
+
+    addr_text(p, where, sizeof(where));
+    for (;;) {
+        fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+            err = errno;
+            break;
+        }
+        if (connect(fd, (struct sockaddr *)&ss, sl) == 0) {
+            err = 0;
+        } else if (errno == EINPROGRESS) {
+            struct pollfd pf = {fd, POLLOUT, 0};
+            socklen_t el = sizeof(err);
+            int r;
+            while ((r = poll(&pf, 1, ms_left(deadline))) == 0 && ms_left(deadline) > 0)
+                ;
+            if (r <= 0)
+                err = ETIMEDOUT;
+            else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+                err = errno;
+        } else {
+            err = errno;
+        }
+        if (err == 0)
+            break;
+        close(fd);
+        fd = -1;
+        /* a listener's backlog can overflow while many ranks connect */
+        if ((err != ECONNREFUSED && err != EAGAIN) || ms_left(deadline) == 0)
+            break;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (fd < 0) {
+        log_error("tcp: cannot connect to rank %d (%s at %s): %s", peer, p->hostname, where,
+                  strerror(err));
+        return -1;
+    }
+    memset(&h, 0, sizeof(h));
+    h.magic = HELLO_MAGIC;
+    h.version_major = GPUPORT_VERSION_MAJOR;
+    h.version_minor = GPUPORT_VERSION_MINOR;
+    h.version_patch = GPUPORT_VERSION_PATCH;
+    h.layout = GPUPORT_RECORD_LAYOUT;
+    h.from_rank = comm->rank;
+    h.to_rank = peer;
+    h.cookie = p->tcp_cookie;
+    err = io_full(fd, &h, sizeof(h), 1, deadline);
+    if (err) {
+        log_error("tcp: connected to rank %d at %s, but sending the greeting failed: %s", peer,
+                  where, strerror(err));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Accepts until peer's connection arrives; others are kept for their turn. */
+static int accept_from(gpuport_comm_t comm, int peer, uint64_t deadline)
+{
+    struct gpuport_tcp_comm *t = comm->tcp;
+
+    for (;;) {
+        struct pollfd pf = {t->listen_fd, POLLIN, 0};
+        tcp_hello_t h;
+        int fd, err, wait;
+
+        if (t->pending[peer] >= 0) {
+            fd = t->pending[peer];
+            t->pending[peer] = -1;
+            return fd;
+        }
+        wait = ms_left(deadline);
+        if (wait == 0) {
+            log_error("tcp: rank %d did not connect within GPUPORT_TIMEOUT_MS=%llu", peer,
+                      (unsigned long long)comm->config.timeout_ms);
+            return -1;
+        }
+        if (poll(&pf, 1, wait) <= 0)
+            continue;
+        fd = accept4(t->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            continue;
+        err = io_full(fd, &h, sizeof(h), 0, gpuport_now_ns() + 5000000000ull);
+        if (err || h.magic != HELLO_MAGIC || h.cookie != t->cookie || h.to_rank != comm->rank ||
+            h.from_rank < 0 || h.from_rank >= comm->size) {
+            log_warn("tcp: dropped a connection that is not from this communicator (%s)",
+                     err ? strerror(err) : "wrong greeting");
+            close(fd);
+            continue;
+        }
+        if (h.version_major != GPUPORT_VERSION_MAJOR || h.version_minor != GPUPORT_VERSION_MINOR ||
+            h.layout != GPUPORT_RECORD_LAYOUT) {
+            log_error("tcp: rank %d runs gpuport %u.%u.%u (layout %u), this rank %d.%d.%d "
+                      "(layout %d)",
+                      h.from_rank, h.version_major, h.version_minor, h.version_patch, h.layout,
+                      GPUPORT_VERSION_MAJOR, GPUPORT_VERSION_MINOR, GPUPORT_VERSION_PATCH,
+                      GPUPORT_RECORD_LAYOUT);
+            close(fd);
+            return -1;
+        }
+        if (h.from_rank == peer)
+            return fd;
+        if (t->pending[h.from_rank] >= 0)
+            close(t->pending[h.from_rank]);
+        t->pending[h.from_rank] = fd;
+    }
+}
+
+static void conn_free(tcp_conn_t *tc)
+{
+    if (tc->fd_tx >= 0)
+        close(tc->fd_tx);
+    if (tc->fd_rx >= 0 && tc->fd_rx != tc->fd_tx)
+        close(tc->fd_rx);
+    free(tc->tx);
+    free(tc->inflight);
+    free(tc->rxbuf);
+    free((void *)tc->rx_ok);
+    free(tc);
+}
+
+static gpuport_status_t tcp_conn_open(gpuport_conn_t *conn)
+{
+    gpuport_comm_t comm = conn->comm;
+    uint64_t deadline = deadline_of(comm);
+    tcp_conn_t *tc = calloc(1, sizeof(*tc));
+    int peer = conn->peer;
+
+    if (!tc)
+        return GPUPORT_ERR_NO_MEMORY;
+    tc->comm = comm;
+    tc->peer = peer;
+    tc->fd_tx = tc->fd_rx = -1;
+    tc->q = (uint32_t)comm->config.socket_queue;
+    tc->tx_cap = tc->q + 64;
+    tc->tx = calloc(tc->tx_cap, sizeof(*tc->tx));
+    tc->inflight = calloc(tc->q, sizeof(*tc->inflight));
+    tc->rxbuf = malloc(RXBUF);
+    tc->rx_ok = calloc(comm->config.max_channels, 1);
+    if (!tc->tx || !tc->inflight || !tc->rxbuf || !tc->rx_ok) {
+        conn_free(tc);
+        return GPUPORT_ERR_NO_MEMORY;
+    }
+    /* The lower rank connects, the higher accepts; a rank and itself do
+     * both and send on one socket, receive on the other. */
+    if (comm->rank <= peer)
+        tc->fd_tx = connect_to(comm, peer, deadline);
+    if (comm->rank >= peer && (comm->rank != peer || tc->fd_tx >= 0))
+        tc->fd_rx = accept_from(comm, peer, deadline);
+    if (comm->rank < peer)
+        tc->fd_rx = tc->fd_tx;
+    else if (comm->rank > peer)
+        tc->fd_tx = tc->fd_rx;
+    if (tc->fd_tx < 0 || tc->fd_rx < 0) {
+        conn_free(tc);
+        return GPUPORT_ERR_TRANSPORT;
+    }
+    tune(tc->fd_tx, &comm->config);
+    if (tc->fd_rx != tc->fd_tx)
+        tune(tc->fd_rx, &comm->config);
+    set_nonblock(tc->fd_tx);
+    set_nonblock(tc->fd_rx);
+    conn->priv = tc;
+    log_debug("tcp: connected to rank %d (%s)", peer, comm->procs[peer].hostname);
+    return GPUPORT_OK;
+}
+
+static void tcp_conn_close(gpuport_conn_t *conn)
+{
+    if (conn->priv)
+        conn_free(conn->priv);
+    conn->priv = NULL;
+}
+
+static int host_kind(int kind)
+{
+    return kind == GPUPORT_REGION_NONE || kind == GPUPORT_REGION_HOST ||
+           kind == GPUPORT_REGION_HOST_SHARED;
+}
+
+static gpuport_status_t tcp_chan_connect(gpuport_pchan_t *ch, const gpuport_channel_rec_t *peer)
+{
+    tcp_conn_t *tc = ch->conn->priv;
+
+    if (!host_kind((int)peer->dst.kind) || !host_kind(ch->src_kind) ||
+        !host_kind(ch->local_dst_kind)) {
+        log_error("channel to rank %d: the tcp transport moves host memory only in this version, "
+                  "but the %s is GPU memory",
+                  ch->conn->peer,
+                  !host_kind((int)peer->dst.kind) ? "peer's destination"
+                  : !host_kind(ch->src_kind)      ? "local source"
+                                                  : "local destination");
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    memset(&ch->dst, 0, sizeof(ch->dst));
+    ch->dst.rec = peer->dst;
+    ch->remote_sem = NULL;
+    ch->remote_status = NULL;
+    atomic_store_explicit(&tc->rx_ok[ch->id], 1, memory_order_release);
+    return GPUPORT_OK;
+}
+
+static void tcp_chan_disconnect(gpuport_pchan_t *ch)
+{
+    tcp_conn_t *tc = ch->conn->priv;
+
+    if (tc)
+        atomic_store_explicit(&tc->rx_ok[ch->id], 0, memory_order_release);
+    memset(&ch->dst, 0, sizeof(ch->dst));
+}
+
+/* ---- failure ---- */
+
+/* Fails every channel on the connection here and completes what was in
+ * flight with the error, so flushes and waits return. */
+static void conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, int err)
+{
+    gpuport_comm_t comm = tc->comm;
+    int failed = 0;
+
+    if (tc->broken)
+        return;
+    tc->broken = status;
+    for (uint32_t i = 0; i < comm->config.max_channels; i++) {
+        gpuport_pchan_t *ch = &comm->pchans[i];
+        if (!atomic_load_explicit(&ch->active, memory_order_acquire) || ch->conn->priv != tc)
+            continue;
+        gpuport_pchan_fail_local(ch, status);
+        failed++;
+    }
+    if (failed || tc->ops_sent > tc->ops_acked)
+        log_error("tcp: connection to rank %d (%s) %s%s%s; %d channel(s) failed, %llu "
+                  "operation(s) lost in flight",
+                  tc->peer, comm->procs[tc->peer].hostname, what, err ? ": " : "",
+                  err ? strerror(err) : "", failed,
+                  (unsigned long long)(tc->ops_sent - tc->ops_acked));
+    while (tc->ops_acked < tc->ops_sent) {
+        uint32_t id = tc->inflight[tc->ops_acked % tc->q];
+        tc->ops_acked++;
+        gpuport_pchan_complete(&comm->pchans[id], status);
+    }
+    tc->tx_head = tc->tx_tail;
+    tc->ack_queued = 0;
+}
+
+/* ---- proxy thread: operations ---- */
+
+static int tcp_has_room(gpuport_pchan_t *ch, uint32_t nops)
+{
+    tcp_conn_t *tc = ch->conn->priv;
+
+    return tc->broken ||
+           (tc->ops_sent - tc->ops_acked + nops <= tc->q && tx_room(tc, nops));
+}
+
+static int queue_op(gpuport_pchan_t *ch, uint32_t type, uint64_t off, uint64_t size,
+                    const void *payload)
+{
+    tcp_conn_t *tc = ch->conn->priv;
+
+    if (tc->broken)
+        return tc->broken;
+    if (tc->bye_seen || tc->bye_sent) {
+        log_error("channel %u: rank %d has closed its communicator; nothing more can be sent",
+                  ch->id, tc->peer);
+        return GPUPORT_ERR_PEER;
+    }
+    tx_push(tc, type, ch->peer_id, off, size, payload);
+    tc->inflight[tc->ops_sent % tc->q] = ch->id;
+    tc->ops_sent++;
+    return GPUPORT_TRANSPORT_ASYNC;
+}
+
+static int tcp_put(gpuport_pchan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
+                   int behind_work, gpuport_work_t *work)
+{
+    (void)behind_work, (void)work;
+    return queue_op(ch, MSG_PUT, dst_off, size, (const char *)ch->src_base + src_off);
+}
+
+static int tcp_signal(gpuport_pchan_t *ch, int behind_work, gpuport_work_t *work)
+{
+    (void)behind_work, (void)work;
+    return queue_op(ch, MSG_SIGNAL, 0, 0, NULL);
+}
+
+static void tcp_report_fail(gpuport_pchan_t *ch, gpuport_status_t status)
+{
+    tcp_conn_t *tc = ch->conn->priv;
+
+    if (!tc->broken && !tc->bye_sent && tx_room(tc, 1))
+        tx_push(tc, MSG_FAIL, ch->peer_id, (uint64_t)(int64_t)status, 0, NULL);
+}
+
+/* ---- proxy thread: sending ---- */
+
+static int send_some(tcp_conn_t *tc)
+{
+    uint64_t budget = PASS_BYTES;
+    int progressed = 0;
+
+    while (tc->tx_head != tc->tx_tail && budget > 0 && !tc->broken) {
+        struct iovec iov[IOV_BATCH];
+        struct msghdr mh;
+        int n = 0;
+        ssize_t sent;
+
+        for (uint32_t i = tc->tx_head; i != tc->tx_tail && n < IOV_BATCH - 1; i++) {
+            tx_item_t *it = &tc->tx[i % tc->tx_cap];
+            uint64_t off = it->sent;
+            if (off < sizeof(tcp_msg_t)) {
+                iov[n].iov_base = (char *)&it->hdr + off;
+                iov[n++].iov_len = sizeof(tcp_msg_t) - off;
+                off = 0;
+            } else {
+                off -= sizeof(tcp_msg_t);
+            }
+            if (it->hdr.type == MSG_PUT && off < it->hdr.size) {
+                uint64_t len = it->hdr.size - off;
+                iov[n].iov_base = (char *)it->payload + off;
+                iov[n++].iov_len = (size_t)(len < budget ? len : budget);
+            }
+        }
+        memset(&mh, 0, sizeof(mh));
+        mh.msg_iov = iov;
+        mh.msg_iovlen = (size_t)n;
+        sent = sendmsg(tc->fd_tx, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (sent < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                break;
+            conn_break(tc, GPUPORT_ERR_TRANSPORT, "failed while sending", errno);
+            break;
+        }
+        progressed = 1;
+        budget = (uint64_t)sent < budget ? budget - (uint64_t)sent : 0;
+        while (sent > 0) {
+            tx_item_t *it = &tc->tx[tc->tx_head % tc->tx_cap];
+            uint64_t total = sizeof(tcp_msg_t) + (it->hdr.type == MSG_PUT ? it->hdr.size : 0);
+            uint64_t take = total - it->sent < (uint64_t)sent ? total - it->sent : (uint64_t)sent;
+            it->sent += take;
+            sent -= (ssize_t)take;
+            if (it->sent == total) {
+                if (it->hdr.type == MSG_ACK && tc->ack_queued &&
+                    tc->ack_slot == tc->tx_head % tc->tx_cap)
+                    tc->ack_queued = 0;
+                tc->tx_head++;
+            }
+        }
+    }
+    return progressed;
+}
+
+/* One ACK at a time in the queue, updated in place until it starts going. */
+static void queue_ack(tcp_conn_t *tc)
+{
+    if (tc->applied == tc->acked_sent || tc->broken)
+        return;
+    if (tc->ack_queued) {
+        tx_item_t *it = &tc->tx[tc->ack_slot];
+        if (it->sent == 0) {
+            it->hdr.a = tc->applied;
+            tc->acked_sent = tc->applied;
+        }
+        return;
+    }
+    if (!tx_room(tc, 1))
+        return;
+    tc->ack_slot = tc->tx_tail % tc->tx_cap;
+    tx_push(tc, MSG_ACK, NO_CHANNEL, tc->applied, 0, NULL);
+    tc->ack_queued = 1;
+    tc->acked_sent = tc->applied;
+}
+
+/* ---- proxy thread: receiving ---- */
+
+static gpuport_pchan_t *rx_channel(tcp_conn_t *tc, uint32_t id)
+{
+    gpuport_comm_t comm = tc->comm;
+
+    if (id >= comm->config.max_channels ||
+        !atomic_load_explicit(&tc->rx_ok[id], memory_order_acquire))
+        return NULL;
+    return &comm->pchans[id];
+}
+
+static void protocol_error(tcp_conn_t *tc, const char *fmt, uint64_t a, uint64_t b)
+{
+    char msg[160];
+
+    snprintf(msg, sizeof(msg), fmt, (unsigned long long)a, (unsigned long long)b);
+    conn_break(tc, GPUPORT_ERR_PEER, msg, 0);
+}
+
+static void apply_acks(tcp_conn_t *tc, uint64_t count)
+{
+    if (count > tc->ops_sent || count < tc->ops_acked) {
+        protocol_error(tc, "acknowledged %llu operations of %llu sent", count, tc->ops_sent);
+        return;
+    }
+    while (tc->ops_acked < count) {
+        uint32_t id = tc->inflight[tc->ops_acked % tc->q];
+        tc->ops_acked++;
+        gpuport_pchan_complete(&tc->comm->pchans[id], GPUPORT_OK);
+    }
+}
+
+/* A whole header is in cur: act on it, or start its payload. */
+static void on_header(tcp_conn_t *tc)
+{
+    gpuport_comm_t comm = tc->comm;
+    tcp_msg_t *m = &tc->cur;
+    gpuport_pchan_t *ch;
+
+    switch (m->type) {
+    case MSG_PUT:
+        ch = rx_channel(tc, m->channel);
+        tc->in_payload = m->size > 0;
+        tc->payload_left = m->size;
+        tc->payload_dst = NULL;
+        if (!ch) {
+            log_error("tcp: rank %d put %llu bytes on channel %u, which is not open here; "
+                      "discarded",
+                      tc->peer, (unsigned long long)m->size, m->channel);
+        } else if (m->a > ch->local_dst_size || m->size > ch->local_dst_size - m->a) {
+            log_error("tcp: rank %d put %llu bytes at offset %llu on channel %u, outside its "
+                      "%llu-byte destination; discarded, the channel is failed",
+                      tc->peer, (unsigned long long)m->size, (unsigned long long)m->a, m->channel,
+                      (unsigned long long)ch->local_dst_size);
+            gpuport_pchan_fail_local(ch, GPUPORT_ERR_OUT_OF_RANGE);
+        } else {
+            tc->payload_dst = (char *)ch->local_dst + m->a;
+        }
+        if (!tc->in_payload)
+            tc->applied++;
+        return;
+    case MSG_SIGNAL:
+        ch = rx_channel(tc, m->channel);
+        if (ch)
+            atomic_fetch_add_explicit(&comm->ctrl[m->channel].value, 1, memory_order_release);
+        else
+            log_error("tcp: rank %d signalled channel %u, which is not open here; dropped",
+                      tc->peer, m->channel);
+        tc->applied++;
+        return;
+    case MSG_ACK:
+        apply_acks(tc, m->a);
+        return;
+    case MSG_FAIL:
+        if (m->channel < comm->config.max_channels) {
+            int32_t ok = GPUPORT_OK;
+            atomic_compare_exchange_strong(&comm->ctrl[m->channel].peer_status, &ok,
+                                           (int32_t)(int64_t)m->a);
+        }
+        return;
+    case MSG_BYE:
+        tc->bye_seen = 1;
+        return;
+    default:
+        protocol_error(tc, "sent message type %llu (size %llu)", m->type, m->size);
+    }
+}
+
+static void payload_done(tcp_conn_t *tc, uint64_t n)
+{
+    if (tc->payload_dst)
+        tc->payload_dst += n;
+    tc->payload_left -= n;
+    if (tc->payload_left == 0) {
+        tc->in_payload = 0;
+        tc->applied++;
+    }
+}
+
+static int recv_some(tcp_conn_t *tc)
+{
+    uint64_t budget = PASS_BYTES;
+    int progressed = 0;
+
+    while (budget > 0 && !tc->broken) {
+        size_t avail = tc->rx_len - tc->rx_pos;
+        ssize_t n;
+
+        if (tc->in_payload && avail > 0) {
+            size_t take = avail < tc->payload_left ? avail : (size_t)tc->payload_left;
+            if (tc->payload_dst)
+                memcpy(tc->payload_dst, tc->rxbuf + tc->rx_pos, take);
+            tc->rx_pos += take;
+            payload_done(tc, take);
+            continue;
+        }
+        if (!tc->in_payload && avail >= sizeof(tcp_msg_t)) {
+            memcpy(&tc->cur, tc->rxbuf + tc->rx_pos, sizeof(tcp_msg_t));
+            tc->rx_pos += sizeof(tcp_msg_t);
+            on_header(tc);
+            progressed = 1;
+            continue;
+        }
+        /* need bytes from the socket */
+        if (tc->in_payload && tc->payload_dst && tc->payload_left >= DIRECT_MIN) {
+            size_t want = tc->payload_left < budget ? (size_t)tc->payload_left : (size_t)budget;
+            n = recv(tc->fd_rx, tc->payload_dst, want, MSG_DONTWAIT);
+            if (n > 0) {
+                payload_done(tc, (uint64_t)n);
+                budget -= (uint64_t)n < budget ? (uint64_t)n : budget;
+                progressed = 1;
+                continue;
+            }
+        } else {
+            if (tc->rx_pos > 0) {
+                memmove(tc->rxbuf, tc->rxbuf + tc->rx_pos, avail);
+                tc->rx_len = avail;
+                tc->rx_pos = 0;
+            }
+            n = recv(tc->fd_rx, tc->rxbuf + tc->rx_len, RXBUF - tc->rx_len, MSG_DONTWAIT);
+            if (n > 0) {
+                tc->rx_len += (size_t)n;
+                budget -= (uint64_t)n < budget ? (uint64_t)n : budget;
+                progressed = 1;
+                continue;
+            }
+        }
+        if (n == 0) {
+            if (tc->bye_seen && !tc->in_payload)
+                tc->broken = GPUPORT_ERR_PEER; /* closed after goodbye: quietly */
+            else
+                conn_break(tc, GPUPORT_ERR_PEER, "was closed by the peer without goodbye "
+                           "(process exited?)", 0);
+            break;
+        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+            break;
+        conn_break(tc, GPUPORT_ERR_TRANSPORT, "failed while receiving", errno);
+        break;
+    }
+    return progressed;
+}
+
+/* Errors that arrive while nothing is sent or received (a keepalive that
+ * went unanswered) show on the socket, not in a call's result. */
+static void check_socket(tcp_conn_t *tc)
+{
+    int err = 0;
+    socklen_t len = sizeof(err);
+
+    if (getsockopt(tc->fd_rx, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err)
+        conn_break(tc, GPUPORT_ERR_TRANSPORT, "broke", err);
+}
+
+static int tcp_progress(gpuport_conn_t *conn)
+{
+    tcp_conn_t *tc = conn->priv;
+    int n;
+
+    if (tc->broken)
+        return 0;
+    n = recv_some(tc);
+    queue_ack(tc);
+    n += send_some(tc);
+    return n;
+}
+
+static int tcp_poll_fd(gpuport_conn_t *conn)
+{
+    tcp_conn_t *tc = conn->priv;
+
+    if (tc->broken)
+        return -1;
+    check_socket(tc);
+    return tc->broken ? -1 : tc->fd_rx;
+}
+
+static int tcp_quiesce(gpuport_conn_t *conn)
+{
+    tcp_conn_t *tc = conn->priv;
+
+    if (tc->broken)
+        return 1;
+    if (!tc->bye_sent && tx_room(tc, 1)) {
+        tx_push(tc, MSG_BYE, NO_CHANNEL, 0, 0, NULL);
+        tc->bye_sent = 1;
+    }
+    /* the peer's BYE follows every op it sent; ours must have gone out */
+    return tc->bye_sent && tc->bye_seen && tc->tx_head == tc->tx_tail;
+}
+
+const gpuport_transport_ops_t gpuport_transport_tcp = {
+    .name = "tcp",
+    .kind = GPUPORT_TRANSPORT_TCP,
+    .reachable = tcp_reachable,
+    .conn_open = tcp_conn_open,
+    .conn_close = tcp_conn_close,
+    .chan_connect = tcp_chan_connect,
+    .chan_disconnect = tcp_chan_disconnect,
+    .put = tcp_put,
+    .signal = tcp_signal,
+    .has_room = tcp_has_room,
+    .progress = tcp_progress,
+    .poll_fd = tcp_poll_fd,
+    .quiesce = tcp_quiesce,
+    .report_fail = tcp_report_fail,
+};
+
+/* For gpuport_info: where a communicator created now would listen. */
+int gpuport_tcp_describe(const gpuport_config_t *cfg, char *buf, size_t len)
+{
+    gpuport_proc_rec_t me;
+    char why[256], host[INET6_ADDRSTRLEN] = "?";
+
+    memset(&me, 0, sizeof(me));
+    if (pick_address(cfg, &me, why, sizeof(why)) != GPUPORT_OK) {
+        snprintf(buf, len, "%s", why);
+        return 0;
+    }
+    inet_ntop(me.tcp_family, me.tcp_addr, host, sizeof(host));
+    snprintf(buf, len, "interface %s, address %s%s", me.tcp_ifname, host,
+             cfg->socket_ifname[0] ? " (GPUPORT_SOCKET_IFNAME)" : "");
+    return 1;
+}
