@@ -32,7 +32,8 @@ fi
 host=$1
 shift
 
-ns= name=
+ns=''
+name=''
 while read -r m_addr m_ns m_name; do
     if [ "$host" = "$m_addr" ] || [ "$host" = "$m_name" ]; then
         ns=$m_ns
@@ -54,6 +55,7 @@ set -- PATH="$PATH" HOME="${HOME:-/}" SHELL="${SHELL:-/bin/sh}"
 [ -n "${LD_LIBRARY_PATH:-}" ] && set -- "$@" LD_LIBRARY_PATH="$LD_LIBRARY_PATH"
 [ -n "${TMPDIR:-}" ] && set -- "$@" TMPDIR="$TMPDIR"
 [ "$(id -u)" = 0 ] && set -- "$@" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# shellcheck disable=SC2016  # $1, $HOME and $@ are the inner shell's
 exec ip netns exec "$ns" unshare --uts \
     sh -c 'hostname "$1" || exit 255; shift; cd "$HOME" || exit 255; exec env -i "$@"' \
     sh "$name" "$@" "${SHELL:-/bin/sh}" -c "$cmd"

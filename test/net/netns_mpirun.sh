@@ -33,11 +33,14 @@ usage() {
 }
 is_seconds() { [[ $1 =~ ^[0-9]+(\.[0-9]+)?$ ]]; }
 
-cut_after= restore_after=5
+cut_after=''
+restore_after=5
 while [ $# -gt 0 ]; do
     case $1 in
-        --cut-after) [ $# -ge 2 ] && is_seconds "$2" || usage; cut_after=$2; shift 2 ;;
-        --restore-after) [ $# -ge 2 ] && is_seconds "$2" || usage; restore_after=$2; shift 2 ;;
+        --cut-after|--restore-after)
+            if [ $# -lt 2 ] || ! is_seconds "$2"; then usage; fi
+            if [ "$1" = --cut-after ]; then cut_after=$2; else restore_after=$2; fi
+            shift 2 ;;
         --) shift; break ;;
         -*) usage ;;
         *) break ;;
@@ -71,7 +74,7 @@ host_a=gpuport-host-a
 host_b=gpuport-host-b
 ifname=gp0
 # The addresses live only inside the two namespaces, so concurrent runs
-# cannot clash; the subnet still varies per run to keep logs telling apart.
+# cannot clash; the subnet still varies, so that their logs tell them apart.
 net=10.213.$(( $$ % 250 + 1 ))
 subnet=$net.0/24
 addr_a=$net.1
@@ -82,9 +85,12 @@ job=
 cut_job_pid=
 
 # Everything in our namespaces is ours: end it, then the namespaces (which
-# takes the veth with them), then the temporary folder.
+# takes the veth with them), then the temporary folder; a second signal
+# does not interrupt that.
+# shellcheck disable=SC2317  # called by the trap
 cleanup() {
-    trap - EXIT INT TERM HUP
+    trap - EXIT
+    trap '' INT TERM HUP
     if [ -n "$cut_job_pid" ]; then
         kill "$cut_job_pid" 2>/dev/null
         wait "$cut_job_pid" 2>/dev/null
@@ -93,15 +99,15 @@ cleanup() {
         kill "$job" 2>/dev/null
         wait "$job" 2>/dev/null
     fi
-    local ns pids left=0 i
+    local ns pids left=0 _
     for ns in "$ns_a" "$ns_b"; do
         [ -e "/run/netns/$ns" ] || continue
         pids=$(ip netns pids "$ns" 2>/dev/null)
         if [ -n "$pids" ]; then
-            say "ending processes left in $ns: $(echo $pids)"
+            say "ending processes left in $ns: ${pids//$'\n'/ }"
             # shellcheck disable=SC2086
             kill -TERM $pids 2>/dev/null
-            for i in $(seq 50); do
+            for _ in $(seq 50); do
                 [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && break
                 sleep 0.1
             done
@@ -136,7 +142,7 @@ for ns in "$ns_a" "$ns_b"; do
 done
 set +e
 
-# The agent's map from the host names in the host file to namespaces.
+# The agent's map: host file address, namespace, host name.
 printf '%s %s %s\n' "$addr_a" "$ns_a" "$host_a" "$addr_b" "$ns_b" "$host_b" > "$tmp/hosts.map"
 # --map-by node places ranks round-robin over the hosts in host file order:
 # rank 0 on host a, rank 1 on host b, rank 2 on host a, ...
@@ -165,7 +171,7 @@ cmd=("$mpirun" -np "$np" --hostfile "$tmp/hostfile" --map-by node
      --bind-to none --oversubscribe
      --mca plm rsh --mca plm_rsh_agent "$tmp/agent"
      --mca oob_tcp_if_include "$subnet" --mca btl_tcp_if_include "$subnet"
-     --mca pml ob1 --mca btl self,vader,tcp)
+     --mca pml ob1 --mca btl 'self,vader,tcp')
 [ "$(id -u)" = 0 ] && cmd+=(--allow-run-as-root)
 cmd+=("${xflags[@]}" "$@")
 
@@ -199,6 +205,7 @@ cut_link() {
 # and signals the group on expiry; a signal to this script reaches them
 # through cleanup. In the background so that traps run while it is waited on.
 start=$(date +%s)
+# shellcheck disable=SC2016  # $1 and $@ are the inner shell's
 timeout --kill-after=10 "$limit" \
     ip netns exec "$ns_a" unshare --uts \
     sh -c 'hostname "$1" || exit 1; shift; exec "$@"' sh "$host_a" "${cmd[@]}" </dev/null &

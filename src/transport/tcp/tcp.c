@@ -714,6 +714,9 @@ static int send_some(tcp_conn_t *tc)
                 uint64_t len = it->hdr.size - off;
                 iov[n].iov_base = (char *)it->payload + off;
                 iov[n++].iov_len = (size_t)(len < budget ? len : budget);
+                /* nothing may follow a payload cut short in this call */
+                if (len > budget)
+                    break;
             }
         }
         memset(&mh, 0, sizeof(mh));
