@@ -71,6 +71,7 @@
 
 #define TAG_DATA 1
 #define TAG_ACK 2
+#define MAX_WINDOW 64 /* largest W of the bandwidth rounds */
 #define MAX_REPORTS 5 /* mismatch messages per rank and test */
 
 /* ---- options ---------------------------------------------------------- */
@@ -316,6 +317,7 @@ typedef struct bench {
     unsigned char *src, *dst;
     MPI_Win win;
     unsigned char *win_base;
+    int win_twosided; /* no window between the pair's hosts: MPI bw is two-sided */
     const char *win_alloc; /* the MPI call that made the window */
     /* the measurement being run */
     const char *test;
@@ -451,6 +453,26 @@ static void gp_bw_round(bench_t *b, uint64_t round)
 
 static void mpi_bw_round(bench_t *b, uint64_t round)
 {
+    if (b->win_twosided) {
+        MPI_Request req[MAX_WINDOW];
+        for (int i = 0; i < b->window; i++) {
+            if (b->role == 0) {
+                if (i == 0)
+                    tx_stamp(b, round);
+                MPI_Isend(b->src, (int)b->size, MPI_BYTE, 1, TAG_DATA, b->pair, &req[i]);
+            } else {
+                MPI_Irecv(b->win_base, (int)b->size, MPI_BYTE, 0, TAG_DATA, b->pair, &req[i]);
+            }
+        }
+        MPI_Waitall(b->window, req, MPI_STATUSES_IGNORE);
+        if (b->role == 0) {
+            mpi_ack(b, 0);
+        } else {
+            check_rx(b, stamp_bytes(b), round, "word 0 after its round");
+            mpi_ack(b, 1);
+        }
+        return;
+    }
     if (b->role == 0) {
         tx_stamp(b, round);
         for (int i = 0; i < b->window; i++)
@@ -549,7 +571,7 @@ static void prepare(bench_t *b, const test_t *t, int generation, uint64_t round)
         b->mem->write(b->src, b->size, b->seed_tx, round);
     if (receives(b, t)) {
         b->mem->write(b->rx, b->size, ~b->seed_rx, round);
-        if (t->into_window)
+        if (t->into_window && !b->win_twosided)
             MPI_Win_sync(b->win);
     }
     MPI_Barrier(b->pair);
@@ -674,6 +696,17 @@ static void load_average(char *buf, size_t len)
     }
 }
 
+static const char *mpi_onesided_text(const char *alloc)
+{
+    static char text[256];
+    snprintf(text, sizeof(text),
+             "#       MPI: one-sided, W MPI_Put into a window from %s\n"
+             "#       under MPI_Win_lock_all, MPI_Win_flush, 0-byte MPI_Send/MPI_Recv ack\n"
+             "#       each way\n",
+             alloc);
+    return text;
+}
+
 static void print_header(const bench_t *b)
 {
     char host[256] = "?", when[64] = "?", lo[32], hi[32], load[32];
@@ -703,12 +736,14 @@ static void print_header(const bench_t *b)
            "# GB/s: 1e9 bytes/s, W*size*rounds / time of all timed rounds; per round A sends\n"
            "#       W messages to the same destination, then B acknowledges:\n"
            "#       gpuport: (W-1) put + put_with_signal, B wait + signal, A wait;\n"
-           "#       MPI: one-sided, W MPI_Put into a window from %s\n"
-           "#       under MPI_Win_lock_all, MPI_Win_flush, 0-byte MPI_Send/MPI_Recv ack\n"
-           "#       each way\n"
+           "%s"
            "# verified: every byte of the last timed round and of an extra round with a\n"
            "#       fresh pattern checked (and word 0 of every round), all tests, all ranks\n",
-           b->win_alloc ? b->win_alloc : "(none: --no-mpi)");
+           b->win_twosided
+               ? "#       MPI: two-sided, W MPI_Isend / MPI_Irecv and MPI_Waitall, 0-byte\n"
+                 "#       ack back (MPI_Win_allocate failed between these hosts)\n"
+               : b->win_alloc ? mpi_onesided_text(b->win_alloc)
+                              : "#       MPI: (none: --no-mpi)\n");
     if (pairs > 1)
         printf("# the table is for pair 0<->1; %d pairs run concurrently\n", pairs);
     printf("\n%10s", "size");
@@ -764,8 +799,30 @@ static void window_setup(bench_t *b, uint64_t bytes)
         MPI_Info_free(&info);
         b->win_alloc = "MPI_Win_allocate_shared";
     } else {
-        MPI_Win_allocate((MPI_Aint)bytes, 1, MPI_INFO_NULL, b->pair, &b->win_base, &b->win);
-        b->win_alloc = "MPI_Win_allocate";
+        int rc, ok;
+        /* Open MPI over the tcp BTL alone (no RDMA) has no one-sided
+         * component between hosts: measure two-sided messages instead. */
+        MPI_Comm_set_errhandler(b->pair, MPI_ERRORS_RETURN);
+        rc = MPI_Win_allocate((MPI_Aint)bytes, 1, MPI_INFO_NULL, b->pair, &b->win_base, &b->win);
+        MPI_Comm_set_errhandler(b->pair, MPI_ERRORS_ARE_FATAL);
+        ok = rc == MPI_SUCCESS;
+        MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, b->pair);
+        if (ok) {
+            b->win_alloc = "MPI_Win_allocate";
+        } else {
+            if (rc == MPI_SUCCESS)
+                MPI_Win_free(&b->win);
+            b->win = MPI_WIN_NULL;
+            b->win_twosided = 1;
+            b->win_base = malloc(bytes);
+            if (!b->win_base) {
+                fprintf(stderr, "rank %d: malloc(%llu) failed\n", b->rank,
+                        (unsigned long long)bytes);
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+            b->win_alloc = "(none: MPI_Win_allocate failed between these hosts)";
+            return;
+        }
     }
     MPI_Win_lock_all(0, b->win);
 }
@@ -848,7 +905,9 @@ static void idle_report(bench_t *b)
 static void bench_teardown(bench_t *b)
 {
     if (b->role >= 0) {
-        if (b->win_base) {
+        if (b->win_twosided) {
+            free(b->win_base);
+        } else if (b->win_base) {
             MPI_Win_unlock_all(b->win);
             MPI_Win_free(&b->win);
         }
