@@ -4,6 +4,7 @@
 # gpuport_bench in GPU mode, then the CPU suites of the CUDA build (where
 # every communicator now runs in GPU mode). Logs go to OUT.
 #   usage: scripts/gpu-suite.sh [BUILD_DIR] [OUT_DIR]
+# GPU_SUITE_ONLY=REGEX runs only the steps whose names match (grep -E).
 set -u
 cd "$(dirname "$0")/.."
 build=${1:-_build/gpu}
@@ -31,6 +32,9 @@ pass=0 fail=0 skip=0
 step() {
     local name=$1 limit=$2
     shift 2
+    if [ -n "${GPU_SUITE_ONLY:-}" ] && ! echo "$name" | grep -Eq "$GPU_SUITE_ONLY"; then
+        return
+    fi
     local t0=$SECONDS rc=0
     timeout --kill-after=10 "$limit" "$@" >"$out/$name.log" 2>&1 || rc=$?
     case $rc in
@@ -57,5 +61,14 @@ for t in test_local_channels test_process_channels test_fifo test_config test_re
     step "unit-$t" 60 "$build/test/unit/$t"
 done
 step mpi-np2 120 "$build/test/mpi/mpirun.sh" 2 "$build/test/mpi/test_mpi_channels"
+# tcp between the two GPUs' processes (loopback here): GPU memory through
+# the flushers' staging copies, the launch-queue stall matrix over it, the
+# host-memory suite in GPU mode, and the benchmark
+step gpu-channels-tcp 300 env GPUPORT_TRANSPORT=tcp "$build/test/gpu/test_gpu_channels"
+step gpu-stall-tcp 300 env GPUPORT_TRANSPORT=tcp sh test/gpu/stall_suite.sh
+step mpi-np2-tcp 120 env GPUPORT_TRANSPORT=tcp "$build/test/mpi/mpirun.sh" 2 "$build/test/mpi/test_mpi_channels"
+step bench-gpu-tcp 300 env GPUPORT_TRANSPORT=tcp "$build/test/mpi/mpirun.sh" 2 "$build/tools/gpuport_bench"
+# the same cuda_ipc benchmark with the threads left unbound, for comparison
+step bench-gpu-unbound 180 env GPUPORT_BIND=0 "$build/test/mpi/mpirun.sh" 2 "$build/tools/gpuport_bench"
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

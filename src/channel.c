@@ -94,6 +94,7 @@ static gpuport_status_t conn_get(gpuport_comm_t comm, int peer, const gpuport_tr
                 comm->conns[peer] = conn;
                 if (ops->progress) {
                     int n = atomic_load_explicit(&comm->npconns, memory_order_relaxed);
+                    conn->pindex = n;
                     comm->pconns[n] = conn;
                     atomic_store_explicit(&comm->npconns, n + 1, memory_order_release);
                 }
@@ -115,7 +116,8 @@ static int mem_ok(gpuport_comm_t comm, gpuport_mem_t mem)
 
 static int is_device(gpuport_mem_t mem)
 {
-    return mem && mem->rec.kind == GPUPORT_REGION_DEVICE;
+    return mem && (mem->rec.kind == GPUPORT_REGION_DEVICE ||
+                   mem->rec.kind == GPUPORT_REGION_DEVICE_VMM);
 }
 
 gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_mem_t src,

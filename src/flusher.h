@@ -21,7 +21,13 @@ typedef enum {
     GPUPORT_WORK_CMA_WRITE = 2, /* pid's dst <- local src, process_vm_writev */
     GPUPORT_WORK_SEM_ADD = 3,   /* *sem += value, release */
     GPUPORT_WORK_CU_COPY = 4,   /* copy engine: dst (flusher context) <- src (context aux) */
-    GPUPORT_WORK_CU_WRITE = 5   /* cuStreamWriteValue64(dst, value), after earlier copies */
+    GPUPORT_WORK_CU_WRITE = 5,  /* cuStreamWriteValue64(dst, value), after earlier copies */
+    /* network transports' staging (src or dst: pinned host memory registered
+     * in the flusher's context; the other: device memory of context aux,
+     * through the flusher's own device buffer, or with aux NULL memory
+     * mapped for the device (VMM), copied directly): */
+    GPUPORT_WORK_CU_TO_DEVICE = 6,  /* device dst <- pinned host src */
+    GPUPORT_WORK_CU_FROM_DEVICE = 7 /* pinned host dst <- device src */
 } gpuport_work_kind_t;
 
 static inline int gpuport_work_is_cuda(uint32_t kind)
@@ -41,6 +47,10 @@ typedef struct gpuport_work {
     int32_t pid;
     int32_t reserved;
 } gpuport_work_t;
+
+/* Work a transport posts for itself (gpuport_proxy_post) carries this bit
+ * and the connection's index in place of a channel id. */
+#define GPUPORT_WORK_CONN 0x80000000u
 
 typedef struct gpuport_work_done {
     uint32_t channel;

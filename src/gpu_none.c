@@ -105,3 +105,28 @@ gpuport_status_t gpuport_fcuda_ctx_push(gpuport_flusher_t *fl)
 void gpuport_fcuda_ctx_pop(void)
 {
 }
+
+gpuport_status_t gpuport_gpu_stage_alloc(gpuport_comm_t comm, size_t size, void **p)
+{
+    (void)comm, (void)size, (void)p;
+    log_error("staging memory for GPU regions needs CUDA; this gpuport was built without it");
+    return GPUPORT_ERR_NOT_SUPPORTED;
+}
+
+void gpuport_gpu_stage_free(gpuport_comm_t comm, void *p, size_t size)
+{
+    (void)comm, (void)p, (void)size;
+}
+
+gpuport_status_t gpuport_gpu_vmm_alloc(gpuport_comm_t comm, size_t size, void **ptr_p,
+                                       size_t *len_p)
+{
+    (void)comm, (void)size, (void)ptr_p, (void)len_p;
+    log_error("GPU memory needs CUDA; this gpuport was built without it");
+    return GPUPORT_ERR_NOT_SUPPORTED;
+}
+
+void gpuport_gpu_vmm_free(gpuport_comm_t comm, void *ptr, size_t len)
+{
+    (void)comm, (void)ptr, (void)len;
+}

@@ -49,6 +49,7 @@ typedef struct gpuport_conn {
     const gpuport_transport_ops_t *ops;
     void *priv; /* the transport's */
     int refs;   /* channels using it */
+    int pindex; /* in comm->pconns, for transports with progress() */
 } gpuport_conn_t;
 
 #define GPUPORT_PENDING_FLUSHES 8
@@ -98,7 +99,8 @@ typedef struct gpuport_alloc {
     void *ptr;
     size_t size;
     size_t map_len;
-    int fd;
+    int fd;     /* host: the memfd; -1 for device memory */
+    int device; /* from gpuport_mem_alloc_device (VMM) */
 } gpuport_alloc_t;
 
 struct gpuport_channel {
@@ -201,6 +203,15 @@ int gpuport_gpu_mem_describe(struct gpuport_comm *comm, void *ptr, size_t size,
                              gpuport_region_rec_t *rec);
 /* zeroes the device waiters' signal count of a (re)used channel id */
 gpuport_status_t gpuport_gpu_channel_reset(struct gpuport_comm *comm, uint32_t id);
+/* GPU memory that every context on the communicator's device reaches (CUDA
+ * VMM, mapped for the device); *len_p is what was mapped. */
+gpuport_status_t gpuport_gpu_vmm_alloc(struct gpuport_comm *comm, size_t size, void **ptr_p,
+                                       size_t *len_p);
+void gpuport_gpu_vmm_free(struct gpuport_comm *comm, void *ptr, size_t len);
+/* Pinned host memory that the flusher's staging copies (GPUPORT_WORK_CU_TO/
+ * FROM_DEVICE) read and write: network transports' GPU regions. */
+gpuport_status_t gpuport_gpu_stage_alloc(struct gpuport_comm *comm, size_t size, void **p);
+void gpuport_gpu_stage_free(struct gpuport_comm *comm, void *p, size_t size);
 /* the GPU's PCI bus id ("0000:3B:00.0"); -1 for a host-only communicator */
 int gpuport_gpu_bus_id(struct gpuport_comm *comm, char *buf, size_t len);
 

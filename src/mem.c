@@ -55,10 +55,47 @@ err_free:
     return GPUPORT_ERR_NO_MEMORY;
 }
 
-static void alloc_release(gpuport_alloc_t *a)
+gpuport_status_t gpuport_mem_alloc_device(gpuport_comm_t comm, size_t size, void **ptr_p)
 {
-    munmap(a->ptr, a->map_len);
-    close(a->fd);
+    gpuport_alloc_t *a;
+    gpuport_status_t st;
+
+    if (!comm || !ptr_p || size == 0) {
+        log_error("gpuport_mem_alloc_device: comm %p, ptr_p %p and size %zu must be set",
+                  (void *)comm, (void *)ptr_p, size);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    if (!comm->gpu) {
+        log_error("gpuport_mem_alloc_device: this communicator has no GPU (GPU mode is off)");
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    a = calloc(1, sizeof(*a));
+    if (!a)
+        return GPUPORT_ERR_NO_MEMORY;
+    st = gpuport_gpu_vmm_alloc(comm, size, &a->ptr, &a->map_len);
+    if (st) {
+        free(a);
+        return st;
+    }
+    a->size = size;
+    a->fd = -1;
+    a->device = 1;
+    pthread_mutex_lock(&comm->lock);
+    a->next = comm->allocs;
+    comm->allocs = a;
+    pthread_mutex_unlock(&comm->lock);
+    *ptr_p = a->ptr;
+    return GPUPORT_OK;
+}
+
+static void alloc_release(gpuport_comm_t comm, gpuport_alloc_t *a)
+{
+    if (a->device) {
+        gpuport_gpu_vmm_free(comm, a->ptr, a->map_len);
+    } else {
+        munmap(a->ptr, a->map_len);
+        close(a->fd);
+    }
     free(a);
 }
 
@@ -78,12 +115,12 @@ gpuport_status_t gpuport_mem_free(gpuport_comm_t comm, void *ptr)
     }
     pthread_mutex_unlock(&comm->lock);
     if (!a) {
-        log_error("gpuport_mem_free(%p): not a pointer from gpuport_mem_alloc on this "
-                  "communicator",
+        log_error("gpuport_mem_free(%p): not a pointer from gpuport_mem_alloc or "
+                  "gpuport_mem_alloc_device on this communicator",
                   ptr);
         return GPUPORT_ERR_INVALID_ARG;
     }
-    alloc_release(a);
+    alloc_release(comm, a);
     return GPUPORT_OK;
 }
 
@@ -120,14 +157,21 @@ gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t siz
     mem->rec.addr = (uint64_t)(uintptr_t)ptr;
     mem->rec.size = size;
     mem->rec.fd = -1;
-    device = gpuport_gpu_mem_describe(comm, ptr, size, &mem->rec);
+    pthread_mutex_lock(&comm->lock);
+    a = gpuport_alloc_find(comm, ptr, size);
+    pthread_mutex_unlock(&comm->lock);
+    if (a && a->device) {
+        mem->rec.kind = GPUPORT_REGION_DEVICE_VMM;
+        device = 1;
+    } else {
+        device = gpuport_gpu_mem_describe(comm, ptr, size, &mem->rec);
+    }
     if (device < 0) {
         free(mem);
         return (gpuport_status_t)device;
     }
     pthread_mutex_lock(&comm->lock);
     if (!device) {
-        a = gpuport_alloc_find(comm, ptr, size);
         if (a) {
             mem->rec.kind = GPUPORT_REGION_HOST_SHARED;
             mem->rec.fd = a->fd;
@@ -142,7 +186,8 @@ gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t siz
     comm->mems = mem;
     pthread_mutex_unlock(&comm->lock);
     log_debug("registered %p, %zu bytes, as %s", ptr, size,
-              device ? "GPU memory (CUDA IPC)"
+              device ? (mem->rec.kind == GPUPORT_REGION_DEVICE_VMM ? "GPU memory (VMM)"
+                                                                    : "GPU memory (CUDA IPC)")
                      : a ? "shared memory (peers map it)" : "private memory (peers use CMA)");
     *mem_p = mem;
     return GPUPORT_OK;
@@ -174,6 +219,6 @@ void gpuport_mem_free_all(gpuport_comm_t comm)
     while (comm->allocs) {
         gpuport_alloc_t *a = comm->allocs;
         comm->allocs = a->next;
-        alloc_release(a);
+        alloc_release(comm, a);
     }
 }

@@ -69,6 +69,18 @@ void gpuport_pchan_complete(gpuport_pchan_t *ch, gpuport_status_t status)
 static void transport_result(gpuport_comm_t comm, gpuport_pchan_t *ch, int rc,
                              const gpuport_work_t *w);
 
+int gpuport_proxy_post(gpuport_conn_t *conn, const gpuport_work_t *w)
+{
+    gpuport_flusher_t *fl = &conn->comm->proxy.flusher;
+    gpuport_work_t item = *w;
+
+    if (!gpuport_flusher_has_room(fl, 1))
+        return 0;
+    item.channel = GPUPORT_WORK_CONN | (uint32_t)conn->pindex;
+    gpuport_flusher_post(fl, &item);
+    return 1;
+}
+
 static void queue_work(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_work_t *w)
 {
     gpuport_work_t item = *w;
@@ -208,7 +220,16 @@ static int read_completions(gpuport_comm_t comm)
     int n = 0;
 
     while ((c = gpuport_flusher_poll(&comm->proxy.flusher)) != NULL) {
-        gpuport_pchan_t *ch = &comm->pchans[c->channel];
+        gpuport_pchan_t *ch;
+        if (c->channel & GPUPORT_WORK_CONN) {
+            gpuport_conn_t *conn = comm->pconns[c->channel & ~GPUPORT_WORK_CONN];
+            gpuport_status_t st = (gpuport_status_t)c->status;
+            gpuport_flusher_release(&comm->proxy.flusher);
+            conn->ops->work_done(conn, st);
+            n++;
+            continue;
+        }
+        ch = &comm->pchans[c->channel];
         if (c->status != GPUPORT_OK)
             chan_fail(ch, (gpuport_status_t)c->status);
         ch->work_done++;

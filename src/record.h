@@ -61,7 +61,10 @@ typedef enum {
     GPUPORT_REGION_NONE = 0,
     GPUPORT_REGION_HOST = 1,        /* private host memory: reachable by CMA */
     GPUPORT_REGION_HOST_SHARED = 2, /* memfd-backed host memory: mappable */
-    GPUPORT_REGION_DEVICE = 3       /* GPU memory: a CUDA IPC handle */
+    GPUPORT_REGION_DEVICE = 3,      /* GPU memory: a CUDA IPC handle */
+    GPUPORT_REGION_DEVICE_VMM = 4   /* GPU memory from gpuport_mem_alloc_device: mapped for
+                                     * the device, so every context on it (the flusher's
+                                     * too) reaches it; not exported by CUDA IPC */
 } gpuport_region_kind_t;
 
 typedef struct gpuport_region_rec {

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -471,7 +472,7 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
 {
     state_t st;
     gpuport_mem_t msrc, mdst;
-    int fails = 0;
+    int fails = 0, dst_vmm;
 
     memset(&st, 0, sizeof(st));
     st.env = env;
@@ -479,7 +480,13 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
     if (st.region > (1ull << 30))
         st.region = 1ull << 30;
     CK(cudaMalloc(&st.src, st.region));
-    CK(cudaMalloc(&st.dst, st.region));
+    /* tcp's flusher writes destinations from its own CUDA context: they must
+     * be mapped for the device (gpuport_mem_alloc_device) */
+    dst_vmm = getenv("GPUPORT_TRANSPORT") && strcmp(getenv("GPUPORT_TRANSPORT"), "tcp") == 0;
+    if (dst_vmm)
+        GK(gpuport_mem_alloc_device(env->comm, st.region, (void **)&st.dst));
+    else
+        CK(cudaMalloc(&st.dst, st.region));
     CK(cudaMalloc(&st.d_ns, 8));
     CK(cudaMalloc(&st.d_rc, sizeof(int)));
     CK(cudaMalloc(&st.d_bad, sizeof(*st.d_bad)));
@@ -522,7 +529,10 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
     gpuport_mem_deregister(msrc);
     gpuport_mem_deregister(mdst);
     cudaFree(st.src);
-    cudaFree(st.dst);
+    if (dst_vmm)
+        gpuport_mem_free(env->comm, st.dst);
+    else
+        cudaFree(st.dst);
     if (env->baselines) {
         cudaSetDevice(st.peer_gpu);
         cudaFree(st.raw_dst);

@@ -109,6 +109,14 @@ gpuport_status_t gpuport_comm_stats(gpuport_comm_t comm, gpuport_comm_stats_t *s
  * from gpuport_mem_alloc is shared-mappable, so same-host peers copy into it
  * directly instead of through the kernel. */
 gpuport_status_t gpuport_mem_alloc(gpuport_comm_t comm, size_t size, void **ptr_p);
+/* GPU memory on the communicator's GPU that gpuport's own CUDA context can
+ * write without the application's (CUDA VMM, mapped for the device): what a
+ * tcp channel's GPU destination must be, since a copy into cudaMalloc memory
+ * from another context waits for the application's context to be scheduled
+ * and for its queued work. Kernels use it like cudaMalloc memory. Not for
+ * cuda_ipc destinations (CUDA IPC cannot export it). Needs GPU mode. */
+gpuport_status_t gpuport_mem_alloc_device(gpuport_comm_t comm, size_t size, void **ptr_p);
+/* Frees memory from gpuport_mem_alloc or gpuport_mem_alloc_device. */
 gpuport_status_t gpuport_mem_free(gpuport_comm_t comm, void *ptr);
 gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t size,
                                       gpuport_mem_t *mem_p);

@@ -57,6 +57,15 @@
     X(cuStreamSynchronize)                                                                      \
     X(cuMemcpyDtoDAsync)                                                                        \
     X(cuMemcpyHtoDAsync)                                                                        \
+    X(cuMemcpyDtoHAsync)                                                                        \
+    X(cuMemGetAllocationGranularity)                                                            \
+    X(cuMemCreate)                                                                              \
+    X(cuMemRelease)                                                                             \
+    X(cuMemAddressReserve)                                                                      \
+    X(cuMemAddressFree)                                                                         \
+    X(cuMemMap)                                                                                 \
+    X(cuMemUnmap)                                                                               \
+    X(cuMemSetAccess)                                                                           \
     X(cuStreamWriteValue64)                                                                     \
     X(cuEventCreate)                                                                            \
     X(cuEventRecord)                                                                            \

@@ -1,6 +1,8 @@
 /* GPU mode of a communicator; see gpu.h. */
 #include "cuda/gpu.h"
 
+#include <sys/mman.h>
+
 #include <limits.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -231,4 +233,91 @@ gpuport_status_t gpuport_channel_device(gpuport_channel_t ch, gpuport_port_chann
     d.timeout_ns = comm->timeout_ns;
     *dev_p = d;
     return GPUPORT_OK;
+}
+
+gpuport_status_t gpuport_gpu_stage_alloc(gpuport_comm_t comm, size_t size, void **p)
+{
+    gpuport_flusher_t *fl = &comm->proxy.flusher;
+    void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    gpuport_status_t st;
+
+    if (mem == MAP_FAILED) {
+        log_error("cannot map %zu bytes of staging memory", size);
+        return GPUPORT_ERR_NO_MEMORY;
+    }
+    st = gpuport_fcuda_ctx_push(fl);
+    if (!st) {
+        st = CU_CALL(cuMemHostRegister, (mem, size, CU_MEMHOSTREGISTER_PORTABLE));
+        gpuport_fcuda_ctx_pop();
+    }
+    if (st) {
+        munmap(mem, size);
+        return st;
+    }
+    *p = mem;
+    return GPUPORT_OK;
+}
+
+void gpuport_gpu_stage_free(gpuport_comm_t comm, void *p, size_t size)
+{
+    if (!p)
+        return;
+    if (gpuport_fcuda_ctx_push(&comm->proxy.flusher) == GPUPORT_OK) {
+        gpuport_cu.cuMemHostUnregister(p);
+        gpuport_fcuda_ctx_pop();
+    }
+    munmap(p, size);
+}
+
+gpuport_status_t gpuport_gpu_vmm_alloc(gpuport_comm_t comm, size_t size, void **ptr_p,
+                                       size_t *len_p)
+{
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+    CUmemGenericAllocationHandle handle;
+    CUdeviceptr va = 0;
+    size_t gran = 0, len;
+    gpuport_status_t st;
+
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = comm->gpu_device;
+    st = CU_CALL(cuMemGetAllocationGranularity, (&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    if (st)
+        return st;
+    len = (size + gran - 1) / gran * gran;
+    st = CU_CALL(cuMemCreate, (&handle, len, &prop, 0));
+    if (st)
+        return st;
+    st = CU_CALL(cuMemAddressReserve, (&va, len, gran, 0, 0));
+    if (!st) {
+        st = CU_CALL(cuMemMap, (va, len, 0, handle, 0));
+        if (st)
+            gpuport_cu.cuMemAddressFree(va, len);
+    }
+    /* the mapping holds the memory from here on */
+    gpuport_cu.cuMemRelease(handle);
+    if (st)
+        return st;
+    memset(&access, 0, sizeof(access));
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    st = CU_CALL(cuMemSetAccess, (va, len, &access, 1));
+    if (st) {
+        gpuport_gpu_vmm_free(comm, (void *)(uintptr_t)va, len);
+        return st;
+    }
+    log_debug("allocated %zu bytes of VMM memory at 0x%llx on device %d", len,
+              (unsigned long long)va, comm->gpu_device);
+    *ptr_p = (void *)(uintptr_t)va;
+    *len_p = len;
+    return GPUPORT_OK;
+}
+
+void gpuport_gpu_vmm_free(gpuport_comm_t comm, void *ptr, size_t len)
+{
+    (void)comm;
+    gpuport_cu.cuMemUnmap((CUdeviceptr)(uintptr_t)ptr, len);
+    gpuport_cu.cuMemAddressFree((CUdeviceptr)(uintptr_t)ptr, len);
 }

@@ -74,6 +74,9 @@ typedef struct gpuport_transport_ops {
      * rank has nothing left to send: 1 when the peer has nothing left to
      * send either (so no more data for this rank can arrive). */
     int (*quiesce)(struct gpuport_conn *conn);
+    /* Optional, proxy thread: the oldest item this connection posted with
+     * gpuport_proxy_post has completed (items complete in posting order). */
+    void (*work_done)(struct gpuport_conn *conn, gpuport_status_t status);
     /* Optional, proxy thread: ch failed here with status; tell the peer. */
     void (*report_fail)(struct gpuport_pchan *ch, gpuport_status_t status);
 } gpuport_transport_ops_t;
@@ -86,6 +89,10 @@ extern const gpuport_transport_ops_t gpuport_transport_tcp;
 /* Proxy thread, for transports that return GPUPORT_TRANSPORT_ASYNC: the
  * oldest incomplete operation of ch has completed with status. */
 void gpuport_pchan_complete(struct gpuport_pchan *ch, gpuport_status_t status);
+/* Proxy thread: queues flusher work of the connection's own (staging
+ * copies, ordered semaphore updates); its completion comes to
+ * ops->work_done. 0 when the flusher has no room now. */
+int gpuport_proxy_post(struct gpuport_conn *conn, const gpuport_work_t *w);
 /* Proxy thread: ch cannot go on (the connection broke, the peer reported a
  * failure). Fails it on this side, including this side's waiters for the
  * peer's signals; nothing is sent to the peer. */

@@ -1,7 +1,8 @@
 /*
  * GPU port channels between two processes on two GPUs (fork + socketpair
  * bootstrap): kernels push put / signal / flush / wait and the data moves by
- * copy engine (cuda_ipc) from the flusher's private context.
+ * copy engine (cuda_ipc) from the flusher's private context, or, with
+ * GPUPORT_TRANSPORT=tcp, over a socket through the flushers' staging copies.
  *  - integrity: sizes 1 B .. 1 GiB at random offsets, both directions at
  *    once, every byte and the guard bytes around it checked on the GPU;
  *  - ordering: a signal is never seen before the data of earlier puts, and
@@ -13,6 +14,7 @@
  *    both sides, and nothing outside the region changes;
  *  - the host API on the same GPU channels.
  */
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,6 +26,13 @@ extern "C" {
 }
 
 #define GIB (1ull << 30)
+
+/* cuda_ipc unless the run forces another transport */
+static const char *expected_transport(void)
+{
+    const char *t = getenv("GPUPORT_TRANSPORT");
+    return t && strcmp(t, "auto") != 0 ? t : "cuda_ipc";
+}
 
 __host__ __device__ static unsigned char pat(int rank, uint64_t i)
 {
@@ -74,7 +83,15 @@ typedef struct side {
     gpuport_port_channel_dev_t dev;
     int *rc;
     unsigned long long *bad;
+    int dst_vmm; /* dst from gpuport_mem_alloc_device (tcp), freed with the comm */
 } side_t;
+
+/* tcp writes received data from the flusher's context: its GPU destinations
+ * must be memory mapped for the device, not cudaMalloc memory */
+static int tcp_run(void)
+{
+    return strcmp(expected_transport(), "tcp") == 0;
+}
 
 static void side_open(side_t *s, gpuport_bootstrap_t *bs, uint64_t region)
 {
@@ -83,7 +100,11 @@ static void side_open(side_t *s, gpuport_bootstrap_t *bs, uint64_t region)
     s->region = region;
     CHECK_OK(gpuport_comm_create(bs, &s->comm));
     CUDA_CHECK(cudaMalloc(&s->src, region));
-    CUDA_CHECK(cudaMalloc(&s->dst, region));
+    s->dst_vmm = tcp_run();
+    if (s->dst_vmm)
+        CHECK_OK(gpuport_mem_alloc_device(s->comm, region, (void **)&s->dst));
+    else
+        CUDA_CHECK(cudaMalloc(&s->dst, region));
     CUDA_CHECK(cudaMalloc(&s->rc, 64 * sizeof(int)));
     CUDA_CHECK(cudaMalloc(&s->bad, sizeof(*s->bad)));
     fill<<<1024, 256>>>(s->src, region, s->rank);
@@ -92,7 +113,7 @@ static void side_open(side_t *s, gpuport_bootstrap_t *bs, uint64_t region)
     CHECK_OK(gpuport_mem_register(s->comm, s->src, region, &s->msrc));
     CHECK_OK(gpuport_mem_register(s->comm, s->dst, region, &s->mdst));
     CHECK_OK(gpuport_channel_create(s->comm, 1 - s->rank, s->msrc, s->mdst, &s->ch));
-    CHECK(strcmp(gpuport_channel_transport(s->ch), "cuda_ipc") == 0);
+    CHECK(strcmp(gpuport_channel_transport(s->ch), expected_transport()) == 0);
     CHECK_OK(gpuport_channel_device(s->ch, &s->dev));
 }
 
@@ -100,7 +121,8 @@ static void side_close(side_t *s)
 {
     CHECK_OK(gpuport_comm_destroy(s->comm));
     cudaFree(s->src);
-    cudaFree(s->dst);
+    if (!s->dst_vmm)
+        cudaFree(s->dst);
     cudaFree(s->rc);
     cudaFree(s->bad);
 }
@@ -347,9 +369,24 @@ static void host_api(gpuport_bootstrap_t *bs)
     CHECK_OK(gpuport_channel_flush(s.ch));
     CHECK_STATUS(gpuport_channel_put(s.ch, (1u << 20) - 4, 0, 8), GPUPORT_ERR_OUT_OF_RANGE);
     CHECK_OK(bs->barrier(bs->ctx));
+    if (tcp_run()) {
+        /* a cudaMalloc destination is refused on both sides, with a reason */
+        gpuport_channel_t bad_ch = NULL;
+        gpuport_mem_t mplain;
+        void *plain;
+        gpuport_status_t st;
+        CUDA_CHECK(cudaMalloc(&plain, 4096));
+        CHECK_OK(gpuport_mem_register(s.comm, plain, 4096, &mplain));
+        st = gpuport_channel_create(s.comm, 1 - s.rank, s.msrc, mplain, &bad_ch);
+        CHECK_MSG(st == GPUPORT_ERR_NOT_SUPPORTED || st == GPUPORT_ERR_PEER,
+                  "tcp channel into cudaMalloc memory: %s", gpuport_status_string(st));
+        CHECK(bad_ch == NULL);
+        CHECK_OK(gpuport_mem_deregister(mplain));
+        cudaFree(plain);
+    }
     side_close(&s);
     if (s.rank == 0)
-        printf("PASS host API on cuda_ipc channels\n");
+        printf("PASS host API on %s channels\n", expected_transport());
 }
 
 int main(void)

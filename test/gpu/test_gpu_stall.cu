@@ -18,6 +18,7 @@
  */
 #include <atomic>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -211,7 +212,12 @@ int main(int argc, char **argv)
 
     CHECK_OK(gpuport_comm_create(&bs, &comm));
     CUDA_CHECK(cudaMalloc(&src, 16 * MAX_BLOCKS));
-    CUDA_CHECK(cudaMalloc(&dst, 16 * MAX_BLOCKS));
+    /* tcp's flusher writes destinations from its own context: they must be
+     * mapped for the device (gpuport_mem_alloc_device), not cudaMalloc'd */
+    if (getenv("GPUPORT_TRANSPORT") && strcmp(getenv("GPUPORT_TRANSPORT"), "tcp") == 0)
+        CHECK_OK(gpuport_mem_alloc_device(comm, 16 * MAX_BLOCKS, (void **)&dst));
+    else
+        CUDA_CHECK(cudaMalloc(&dst, 16 * MAX_BLOCKS));
     CUDA_CHECK(cudaMemset(dst, 0, 16 * MAX_BLOCKS));
     CHECK_OK(gpuport_mem_register(comm, src, 16 * MAX_BLOCKS, &msrc));
     CHECK_OK(gpuport_mem_register(comm, dst, 16 * MAX_BLOCKS, &mdst));

@@ -119,6 +119,13 @@ static gpuport_status_t cipc_chan_connect(gpuport_pchan_t *ch, const gpuport_cha
                   peer->channel_id, cc->peer_slots);
         return GPUPORT_ERR_PEER;
     }
+    if (r->kind == GPUPORT_REGION_DEVICE_VMM || ch->src_kind == GPUPORT_REGION_DEVICE_VMM) {
+        log_error("channel to rank %d: the %s is GPU memory from gpuport_mem_alloc_device, which "
+                  "CUDA IPC cannot export; cuda_ipc channels need cudaMalloc memory",
+                  ch->conn->peer,
+                  r->kind == GPUPORT_REGION_DEVICE_VMM ? "peer's destination" : "local source");
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
     if ((r->kind != GPUPORT_REGION_DEVICE && r->kind != GPUPORT_REGION_NONE) ||
         (ch->src_kind != GPUPORT_REGION_DEVICE && ch->src_kind != GPUPORT_REGION_NONE)) {
         log_error("channel to rank %d: cuda_ipc moves GPU memory to GPU memory, but the %s is "

@@ -108,11 +108,11 @@ static gpuport_status_t shm_chan_connect(gpuport_pchan_t *ch, const gpuport_chan
                   peer->channel_id, sc->peer_slots);
         return GPUPORT_ERR_PEER;
     }
-    if (r->kind == GPUPORT_REGION_DEVICE || ch->src_kind == GPUPORT_REGION_DEVICE) {
+    if (r->kind >= GPUPORT_REGION_DEVICE || ch->src_kind >= GPUPORT_REGION_DEVICE) {
         log_error("channel to rank %d: shm moves host memory, but the %s is GPU memory; use GPU "
                   "memory at both ends (cuda_ipc) or host memory at both ends",
                   ch->conn->peer,
-                  r->kind == GPUPORT_REGION_DEVICE ? "peer's destination" : "local source");
+                  r->kind >= GPUPORT_REGION_DEVICE ? "peer's destination" : "local source");
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
     ch->remote_sem = &sc->peer_ctrl[peer->channel_id].value;

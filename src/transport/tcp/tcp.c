@@ -18,6 +18,13 @@
  * destroy each side says goodbye (BYE) once it has nothing left to send and
  * keeps receiving until the peer's goodbye.
  *
+ * GPU memory moves through pinned host staging of NSLOT chunks per direction
+ * and connection: the sender's flusher copies each chunk of a GPU source into
+ * staging before the proxy sends it; the receiver's proxy receives a chunk
+ * into staging and its flusher copies it to the GPU destination. A signal
+ * (and the acknowledgement) that follows a GPU put waits for those copies:
+ * it goes to the flusher behind them.
+ *
  * Headers are host byte order: the ranks of a job share an architecture.
  */
 #include <arpa/inet.h>
@@ -46,6 +53,11 @@
 #define PASS_BYTES (8u << 20)   /* per direction and progress call, so one big put
                                  * does not starve the FIFO and other peers */
 #define NO_CHANNEL UINT32_MAX
+#define CHUNK (1u << 20)        /* GPU staging piece */
+#define NSLOT 8                 /* staging pieces per direction and connection */
+#define POSTED_CAP 256          /* flusher items of one connection in flight */
+
+enum { POST_TX = 1, POST_RX_CHUNK = 2, POST_RX_SIGNAL = 3 };
 
 enum { MSG_PUT = 1, MSG_SIGNAL = 2, MSG_ACK = 3, MSG_FAIL = 4, MSG_BYE = 5 };
 
@@ -75,8 +87,21 @@ struct gpuport_tcp_comm {
 typedef struct tx_item {
     tcp_msg_t hdr;
     const char *payload;
-    uint64_t sent; /* bytes of header and payload already sent */
+    const char *dev_src; /* GPU source: the payload comes through tx staging */
+    int dev_vmm;         /* ... and it is VMM memory (copied directly) */
+    uint64_t sent;       /* bytes of header and payload already sent */
 } tx_item_t;
+
+/* A piece of a GPU source in tx staging (slot = its index % NSLOT). */
+typedef struct tx_chunk {
+    uint32_t item; /* tx index */
+    uint64_t off, len; /* in the item's payload */
+} tx_chunk_t;
+
+typedef struct posted {
+    uint8_t kind;    /* POST_* */
+    uint64_t marker; /* rx: operations applied once this completes */
+} posted_t;
 
 typedef struct tcp_conn {
     gpuport_comm_t comm;
@@ -101,7 +126,23 @@ typedef struct tcp_conn {
     uint64_t payload_left;
     uint64_t applied; /* PUT/SIGNAL applied, acknowledged cumulatively */
     uint64_t acked_sent;
+    uint64_t rx_ops;  /* PUT/SIGNAL received and handled (applied or posted) */
     _Atomic uint8_t *rx_ok; /* by local channel id: connected, may receive */
+    /* GPU regions: staging (pinned, NSLOT * CHUNK each; made by chan_connect
+     * on the application thread before the channel can carry anything) */
+    char *txs, *rxs;
+    tx_chunk_t tchunk[NSLOT];
+    uint32_t tc_head, tc_ready, tc_tail; /* pieces freed, staged, posted */
+    uint32_t sg_item;                    /* tx item being staged */
+    uint64_t sg_off;                     /* its payload bytes posted */
+    int dev_payload;                     /* the payload in progress goes to a GPU */
+    char *dev_dst;                       /* its destination (device address) */
+    uint32_t rc_head, rc_tail;           /* rx pieces copied out, posted */
+    uint64_t rc_fill;                    /* bytes in the piece being filled */
+    uint64_t rx_pending;                 /* rx items at the flusher */
+    posted_t posted[POSTED_CAP];
+    uint32_t po_head, po_tail;
+    gpuport_conn_t *conn;
 } tcp_conn_t;
 
 static int tx_room(const tcp_conn_t *tc, uint32_t n)
@@ -503,6 +544,8 @@ static int accept_from(gpuport_comm_t comm, int peer, uint64_t deadline)
 
 static void conn_free(tcp_conn_t *tc)
 {
+    gpuport_gpu_stage_free(tc->comm, tc->txs, (size_t)NSLOT * CHUNK);
+    gpuport_gpu_stage_free(tc->comm, tc->rxs, (size_t)NSLOT * CHUNK);
     if (tc->fd_tx >= 0)
         close(tc->fd_tx);
     if (tc->fd_rx >= 0 && tc->fd_rx != tc->fd_tx)
@@ -555,6 +598,7 @@ static gpuport_status_t tcp_conn_open(gpuport_conn_t *conn)
         tune(tc->fd_rx, &comm->config);
     set_nonblock(tc->fd_tx);
     set_nonblock(tc->fd_rx);
+    tc->conn = conn;
     conn->priv = tc;
     log_debug("tcp: connected to rank %d (%s)", peer, comm->procs[peer].hostname);
     return GPUPORT_OK;
@@ -567,26 +611,55 @@ static void tcp_conn_close(gpuport_conn_t *conn)
     conn->priv = NULL;
 }
 
-static int host_kind(int kind)
+static gpuport_status_t stage_get(tcp_conn_t *tc, char **stage, const char *what)
 {
-    return kind == GPUPORT_REGION_NONE || kind == GPUPORT_REGION_HOST ||
-           kind == GPUPORT_REGION_HOST_SHARED;
+    gpuport_status_t st;
+    void *p;
+
+    if (*stage)
+        return GPUPORT_OK;
+    if (!tc->comm->gpu) {
+        log_error("tcp: a GPU region (%s) on a communicator without a GPU", what);
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    st = gpuport_gpu_stage_alloc(tc->comm, (size_t)NSLOT * CHUNK, &p);
+    if (st)
+        return st;
+    *stage = p;
+    log_debug("tcp: %u MiB of pinned staging for GPU %s to/from rank %d", NSLOT * CHUNK >> 20,
+              what, tc->peer);
+    return GPUPORT_OK;
+}
+
+static int gpu_kind(int kind)
+{
+    return kind == GPUPORT_REGION_DEVICE || kind == GPUPORT_REGION_DEVICE_VMM;
 }
 
 static gpuport_status_t tcp_chan_connect(gpuport_pchan_t *ch, const gpuport_channel_rec_t *peer)
 {
     tcp_conn_t *tc = ch->conn->priv;
+    gpuport_status_t st = GPUPORT_OK;
 
-    if (!host_kind((int)peer->dst.kind) || !host_kind(ch->src_kind) ||
-        !host_kind(ch->local_dst_kind)) {
-        log_error("channel to rank %d: the tcp transport moves host memory only in this version, "
-                  "but the %s is GPU memory",
-                  ch->conn->peer,
-                  !host_kind((int)peer->dst.kind) ? "peer's destination"
-                  : !host_kind(ch->src_kind)      ? "local source"
-                                                  : "local destination");
+    /* Our flusher writes received GPU data into the destination from its own
+     * context: cudaMalloc memory belongs to the application's context, and a
+     * copy into it waits for that context to be scheduled and for the work
+     * queued there (measured on H200: ~2.4 ms per 8-byte exchange, and stuck
+     * behind queued kernels), so only memory mapped for the device will do. */
+    if (ch->local_dst_kind == GPUPORT_REGION_DEVICE) {
+        log_error("channel to rank %d: its puts would land in cudaMalloc memory, which the tcp "
+                  "transport cannot write without the application's CUDA context (copies would "
+                  "wait for its queued work); allocate GPU destinations of tcp channels with "
+                  "gpuport_mem_alloc_device",
+                  ch->conn->peer);
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
+    if (gpu_kind(ch->src_kind))
+        st = stage_get(tc, &tc->txs, "sources");
+    if (!st && ch->local_dst_kind == GPUPORT_REGION_DEVICE_VMM)
+        st = stage_get(tc, &tc->rxs, "destinations");
+    if (st)
+        return st;
     memset(&ch->dst, 0, sizeof(ch->dst));
     ch->dst.rec = peer->dst;
     ch->remote_sem = NULL;
@@ -635,6 +708,8 @@ static void conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what
         gpuport_pchan_complete(&comm->pchans[id], status);
     }
     tc->tx_head = tc->tx_tail;
+    tc->sg_item = tc->tx_tail;
+    tc->tc_head = tc->tc_ready = tc->tc_tail;
     tc->ack_queued = 0;
 }
 
@@ -649,8 +724,9 @@ static int tcp_has_room(gpuport_pchan_t *ch, uint32_t nops)
 }
 
 static int queue_op(gpuport_pchan_t *ch, uint32_t type, uint64_t off, uint64_t size,
-                    const void *payload)
+                    const void *payload, int device)
 {
+    tx_item_t *it;
     tcp_conn_t *tc = ch->conn->priv;
 
     if (tc->broken)
@@ -660,7 +736,9 @@ static int queue_op(gpuport_pchan_t *ch, uint32_t type, uint64_t off, uint64_t s
                   ch->id, tc->peer);
         return GPUPORT_ERR_PEER;
     }
-    tx_push(tc, type, ch->peer_id, off, size, payload);
+    it = tx_push(tc, type, ch->peer_id, off, size, device ? NULL : payload);
+    it->dev_src = device ? payload : NULL;
+    it->dev_vmm = ch->src_kind == GPUPORT_REGION_DEVICE_VMM;
     tc->inflight[tc->ops_sent % tc->q] = ch->id;
     tc->ops_sent++;
     return GPUPORT_TRANSPORT_ASYNC;
@@ -670,13 +748,14 @@ static int tcp_put(gpuport_pchan_t *ch, uint64_t dst_off, uint64_t src_off, uint
                    int behind_work, gpuport_work_t *work)
 {
     (void)behind_work, (void)work;
-    return queue_op(ch, MSG_PUT, dst_off, size, (const char *)ch->src_base + src_off);
+    return queue_op(ch, MSG_PUT, dst_off, size, (const char *)ch->src_base + src_off,
+                    gpu_kind(ch->src_kind));
 }
 
 static int tcp_signal(gpuport_pchan_t *ch, int behind_work, gpuport_work_t *work)
 {
     (void)behind_work, (void)work;
-    return queue_op(ch, MSG_SIGNAL, 0, 0, NULL);
+    return queue_op(ch, MSG_SIGNAL, 0, 0, NULL, 0);
 }
 
 static void tcp_report_fail(gpuport_pchan_t *ch, gpuport_status_t status)
@@ -685,6 +764,130 @@ static void tcp_report_fail(gpuport_pchan_t *ch, gpuport_status_t status)
 
     if (!tc->broken && !tc->bye_sent && tx_room(tc, 1))
         tx_push(tc, MSG_FAIL, ch->peer_id, (uint64_t)(int64_t)status, 0, NULL);
+}
+
+/* ---- proxy thread: staging of GPU regions ---- */
+
+static int post_full(const tcp_conn_t *tc)
+{
+    return tc->po_tail - tc->po_head == POSTED_CAP;
+}
+
+static void post_push(tcp_conn_t *tc, uint8_t kind, uint64_t marker)
+{
+    posted_t *p = &tc->posted[tc->po_tail % POSTED_CAP];
+
+    p->kind = kind;
+    p->marker = marker;
+    tc->po_tail++;
+}
+
+/* The receiving side has handled one more PUT or SIGNAL; it is applied now
+ * unless GPU copies are still ahead of it at the flusher. */
+static void rx_op_done(tcp_conn_t *tc)
+{
+    tc->rx_ops++;
+    if (tc->rx_pending == 0)
+        tc->applied = tc->rx_ops;
+}
+
+static void tcp_work_done(gpuport_conn_t *conn, gpuport_status_t status)
+{
+    tcp_conn_t *tc = conn->priv;
+    posted_t p = tc->posted[tc->po_head % POSTED_CAP];
+
+    tc->po_head++;
+    if (p.kind != POST_TX) {
+        tc->rx_pending--;
+        if (p.kind == POST_RX_CHUNK)
+            tc->rc_head++;
+    }
+    if (tc->broken)
+        return;
+    if (status != GPUPORT_OK) {
+        conn_break(tc, status, "lost a staging copy of GPU memory", 0);
+        return;
+    }
+    if (p.kind == POST_TX)
+        tc->tc_ready++;
+    else
+        tc->applied = tc->rx_pending ? p.marker : tc->rx_ops;
+}
+
+/* Posts flusher copies of GPU sources into tx staging, piece by piece, in
+ * the order the items will be sent. */
+static void stage_tx(tcp_conn_t *tc)
+{
+    while (tc->tc_tail - tc->tc_head < NSLOT && !tc->broken && !post_full(tc)) {
+        gpuport_work_t w;
+        tx_item_t *it;
+        uint64_t len;
+        uint32_t slot;
+
+        if ((int32_t)(tc->sg_item - tc->tx_head) < 0) {
+            tc->sg_item = tc->tx_head;
+            tc->sg_off = 0;
+        }
+        if (tc->sg_item == tc->tx_tail)
+            return;
+        it = &tc->tx[tc->sg_item % tc->tx_cap];
+        if (!it->dev_src || tc->sg_off >= it->hdr.size) {
+            tc->sg_item++;
+            tc->sg_off = 0;
+            continue;
+        }
+        len = it->hdr.size - tc->sg_off < CHUNK ? it->hdr.size - tc->sg_off : CHUNK;
+        slot = tc->tc_tail % NSLOT;
+        memset(&w, 0, sizeof(w));
+        w.kind = GPUPORT_WORK_CU_FROM_DEVICE;
+        w.dst = tc->txs + (size_t)slot * CHUNK;
+        w.src = it->dev_src + tc->sg_off;
+        w.size = len;
+        w.aux = it->dev_vmm ? NULL : tc->comm->gpu_app_ctx;
+        if (!gpuport_proxy_post(tc->conn, &w))
+            return;
+        tc->tchunk[slot].item = tc->sg_item;
+        tc->tchunk[slot].off = tc->sg_off;
+        tc->tchunk[slot].len = len;
+        post_push(tc, POST_TX, 0);
+        tc->tc_tail++;
+        tc->sg_off += len;
+    }
+}
+
+/* iovecs for the staged bytes of item idx's payload from off on */
+static int staged_iov(tcp_conn_t *tc, uint32_t idx, uint64_t off, struct iovec *iov, int room,
+                      uint64_t *avail)
+{
+    int n = 0;
+
+    *avail = 0;
+    for (uint32_t c = tc->tc_head; c != tc->tc_ready && n < room; c++) {
+        const tx_chunk_t *k = &tc->tchunk[c % NSLOT];
+        if (k->item != idx)
+            break;
+        if (k->off + k->len <= off)
+            continue;
+        iov[n].iov_base = tc->txs + (size_t)(c % NSLOT) * CHUNK + (off - k->off);
+        iov[n++].iov_len = (size_t)(k->off + k->len - off);
+        *avail += k->off + k->len - off;
+        off = k->off + k->len;
+    }
+    return n;
+}
+
+/* Staging pieces whose bytes are all sent are free again. */
+static void free_chunks(tcp_conn_t *tc)
+{
+    while (tc->tc_head != tc->tc_ready) {
+        const tx_chunk_t *k = &tc->tchunk[tc->tc_head % NSLOT];
+        int32_t ahead = (int32_t)(k->item - tc->tx_head);
+        if (ahead > 0)
+            break;
+        if (ahead == 0 && tc->tx[k->item % tc->tx_cap].sent < sizeof(tcp_msg_t) + k->off + k->len)
+            break;
+        tc->tc_head++;
+    }
 }
 
 /* ---- proxy thread: sending ---- */
@@ -710,7 +913,15 @@ static int send_some(tcp_conn_t *tc)
             } else {
                 off -= sizeof(tcp_msg_t);
             }
-            if (it->hdr.type == MSG_PUT && off < it->hdr.size) {
+            if (it->hdr.type != MSG_PUT || off >= it->hdr.size)
+                continue;
+            if (it->dev_src) {
+                uint64_t avail;
+                n += staged_iov(tc, i, off, iov + n, IOV_BATCH - n, &avail);
+                /* the rest is not staged yet: nothing may follow */
+                if (off + avail < it->hdr.size)
+                    break;
+            } else {
                 uint64_t len = it->hdr.size - off;
                 iov[n].iov_base = (char *)it->payload + off;
                 iov[n++].iov_len = (size_t)(len < budget ? len : budget);
@@ -719,6 +930,8 @@ static int send_some(tcp_conn_t *tc)
                     break;
             }
         }
+        if (n == 0)
+            break;
         memset(&mh, 0, sizeof(mh));
         mh.msg_iov = iov;
         mh.msg_iovlen = (size_t)n;
@@ -744,6 +957,8 @@ static int send_some(tcp_conn_t *tc)
                 tc->tx_head++;
             }
         }
+        if (tc->txs)
+            free_chunks(tc);
     }
     return progressed;
 }
@@ -815,6 +1030,7 @@ static void on_header(tcp_conn_t *tc)
         tc->in_payload = m->size > 0;
         tc->payload_left = m->size;
         tc->payload_dst = NULL;
+        tc->dev_payload = 0;
         if (!ch) {
             log_error("tcp: rank %d put %llu bytes on channel %u, which is not open here; "
                       "discarded",
@@ -825,20 +1041,36 @@ static void on_header(tcp_conn_t *tc)
                       tc->peer, (unsigned long long)m->size, (unsigned long long)m->a, m->channel,
                       (unsigned long long)ch->local_dst_size);
             gpuport_pchan_fail_local(ch, GPUPORT_ERR_OUT_OF_RANGE);
+        } else if (gpu_kind(ch->local_dst_kind)) {
+            tc->dev_payload = tc->in_payload;
+            tc->dev_dst = (char *)ch->local_dst + m->a;
         } else {
             tc->payload_dst = (char *)ch->local_dst + m->a;
         }
         if (!tc->in_payload)
-            tc->applied++;
+            rx_op_done(tc);
         return;
     case MSG_SIGNAL:
         ch = rx_channel(tc, m->channel);
-        if (ch)
-            atomic_fetch_add_explicit(&comm->ctrl[m->channel].value, 1, memory_order_release);
-        else
+        if (!ch) {
             log_error("tcp: rank %d signalled channel %u, which is not open here; dropped",
                       tc->peer, m->channel);
-        tc->applied++;
+            rx_op_done(tc);
+        } else if (tc->rx_pending) {
+            /* behind GPU copies still at the flusher (room was checked) */
+            gpuport_work_t w;
+            memset(&w, 0, sizeof(w));
+            w.kind = GPUPORT_WORK_SEM_ADD;
+            w.sem = &comm->ctrl[m->channel].value;
+            w.value = 1;
+            gpuport_proxy_post(tc->conn, &w);
+            tc->rx_ops++;
+            post_push(tc, POST_RX_SIGNAL, tc->rx_ops);
+            tc->rx_pending++;
+        } else {
+            atomic_fetch_add_explicit(&comm->ctrl[m->channel].value, 1, memory_order_release);
+            rx_op_done(tc);
+        }
         return;
     case MSG_ACK:
         apply_acks(tc, m->a);
@@ -865,8 +1097,82 @@ static void payload_done(tcp_conn_t *tc, uint64_t n)
     tc->payload_left -= n;
     if (tc->payload_left == 0) {
         tc->in_payload = 0;
-        tc->applied++;
+        rx_op_done(tc);
     }
+}
+
+static void rx_closed(tcp_conn_t *tc)
+{
+    if (tc->bye_seen && !tc->in_payload)
+        tc->broken = GPUPORT_ERR_PEER; /* closed after goodbye: quietly */
+    else
+        conn_break(tc, GPUPORT_ERR_PEER, "was closed by the peer without goodbye "
+                   "(process exited?)", 0);
+}
+
+/* A payload for GPU memory: into an rx staging piece (buffered bytes first,
+ * then the socket), and each full piece to the flusher. 1: progress; 0:
+ * blocked (no piece free, no flusher room, no data); -1: the connection
+ * ended. */
+static int recv_device(tcp_conn_t *tc, uint64_t *budget)
+{
+    uint64_t target = tc->rc_fill + tc->payload_left < CHUNK ? tc->rc_fill + tc->payload_left
+                                                              : CHUNK;
+    char *slot = tc->rxs + (size_t)(tc->rc_tail % NSLOT) * CHUNK;
+    gpuport_work_t w;
+    int last;
+
+    if (tc->rc_fill < target) {
+        size_t avail = tc->rx_len - tc->rx_pos, want = (size_t)(target - tc->rc_fill);
+        ssize_t got;
+        if (tc->rc_fill == 0 && tc->rc_tail - tc->rc_head == NSLOT)
+            return 0;
+        if (avail) {
+            got = (ssize_t)(avail < want ? avail : want);
+            memcpy(slot + tc->rc_fill, tc->rxbuf + tc->rx_pos, (size_t)got);
+            tc->rx_pos += (size_t)got;
+        } else {
+            got = recv(tc->fd_rx, slot + tc->rc_fill, want, MSG_DONTWAIT);
+            if (got == 0) {
+                rx_closed(tc);
+                return -1;
+            }
+            if (got < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                    return 0;
+                conn_break(tc, GPUPORT_ERR_TRANSPORT, "failed while receiving", errno);
+                return -1;
+            }
+        }
+        tc->rc_fill += (uint64_t)got;
+        tc->payload_left -= (uint64_t)got;
+        *budget -= (uint64_t)got < *budget ? (uint64_t)got : *budget;
+        if (tc->rc_fill < target)
+            return 1;
+    }
+    if (post_full(tc))
+        return 0;
+    memset(&w, 0, sizeof(w));
+    w.kind = GPUPORT_WORK_CU_TO_DEVICE;
+    w.dst = tc->dev_dst;
+    w.src = slot;
+    w.size = tc->rc_fill;
+    w.aux = NULL; /* destinations are VMM memory (tcp_chan_connect) */
+    if (!gpuport_proxy_post(tc->conn, &w))
+        return 0;
+    last = tc->payload_left == 0;
+    if (last)
+        tc->rx_ops++;
+    post_push(tc, POST_RX_CHUNK, tc->rx_ops);
+    tc->rx_pending++;
+    tc->rc_tail++;
+    tc->dev_dst += tc->rc_fill;
+    tc->rc_fill = 0;
+    if (last) {
+        tc->in_payload = 0;
+        tc->dev_payload = 0;
+    }
+    return 1;
 }
 
 static int recv_some(tcp_conn_t *tc)
@@ -878,6 +1184,13 @@ static int recv_some(tcp_conn_t *tc)
         size_t avail = tc->rx_len - tc->rx_pos;
         ssize_t n;
 
+        if (tc->in_payload && tc->dev_payload) {
+            int r = recv_device(tc, &budget);
+            if (r <= 0)
+                break;
+            progressed = 1;
+            continue;
+        }
         if (tc->in_payload && avail > 0) {
             size_t take = avail < tc->payload_left ? avail : (size_t)tc->payload_left;
             if (tc->payload_dst)
@@ -886,6 +1199,10 @@ static int recv_some(tcp_conn_t *tc)
             payload_done(tc, take);
             continue;
         }
+        /* behind GPU copies, a SIGNAL goes to the flusher: room first */
+        if (!tc->in_payload && tc->rx_pending &&
+            (post_full(tc) || !gpuport_flusher_has_room(&tc->comm->proxy.flusher, 1)))
+            break;
         if (!tc->in_payload && avail >= sizeof(tcp_msg_t)) {
             memcpy(&tc->cur, tc->rxbuf + tc->rx_pos, sizeof(tcp_msg_t));
             tc->rx_pos += sizeof(tcp_msg_t);
@@ -918,11 +1235,7 @@ static int recv_some(tcp_conn_t *tc)
             }
         }
         if (n == 0) {
-            if (tc->bye_seen && !tc->in_payload)
-                tc->broken = GPUPORT_ERR_PEER; /* closed after goodbye: quietly */
-            else
-                conn_break(tc, GPUPORT_ERR_PEER, "was closed by the peer without goodbye "
-                           "(process exited?)", 0);
+            rx_closed(tc);
             break;
         }
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
@@ -952,6 +1265,8 @@ static int tcp_progress(gpuport_conn_t *conn)
     if (tc->broken)
         return 0;
     n = recv_some(tc);
+    if (tc->txs)
+        stage_tx(tc);
     queue_ack(tc);
     n += send_some(tc);
     return n;
@@ -996,6 +1311,7 @@ const gpuport_transport_ops_t gpuport_transport_tcp = {
     .poll_fd = tcp_poll_fd,
     .quiesce = tcp_quiesce,
     .report_fail = tcp_report_fail,
+    .work_done = tcp_work_done,
 };
 
 /* For gpuport_info: where a communicator created now would listen. */
