@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs an MPI program with its ranks on two simulated hosts of this machine.
 #
-# Usage: netns_mpirun.sh [--cut-after SEC [--restore-after SEC]] NP PROGRAM [ARGS...]
+# Usage: netns_mpirun.sh [--cut-after SEC [--restore-after SEC] [--cut-when-ready]]
+#                        NP PROGRAM [ARGS...]
 #
 # Each host is a network namespace with its own UTS namespace (host name
 # gpuport-host-a or gpuport-host-b), so gpuport's host identity differs
@@ -14,6 +15,8 @@
 #   GPUPORT_TEST_NETNS_ADDRS   "ADDR_A ADDR_B", the veth addresses of host a, b
 #   GPUPORT_TEST_CUT_FILE      with --cut-after: appears, holding the time of
 #                              the cut in ns since the epoch, once the link is down
+#   GPUPORT_TEST_READY_FILE    with --cut-when-ready: a rank creates it when its
+#                              traffic runs; the SEC of --cut-after count from then
 #
 # --cut-after SEC: SEC seconds after mpirun starts, the link goes down (on host
 # a's end); --restore-after SEC (default 5) seconds later it comes up again.
@@ -28,15 +31,17 @@ me=netns_mpirun.sh
 say() { echo "$me: $*" >&2; }
 skip() { say "SKIP: $*"; exit 77; }
 usage() {
-    echo "usage: $me [--cut-after SEC [--restore-after SEC]] NP PROGRAM [ARGS...]" >&2
+    echo "usage: $me [--cut-after SEC [--restore-after SEC] [--cut-when-ready]] NP PROGRAM [ARGS...]" >&2
     exit 2
 }
 is_seconds() { [[ $1 =~ ^[0-9]+(\.[0-9]+)?$ ]]; }
 
 cut_after=''
 restore_after=5
+cut_when_ready=''
 while [ $# -gt 0 ]; do
     case $1 in
+        --cut-when-ready) cut_when_ready=1; shift ;;
         --cut-after|--restore-after)
             if [ $# -lt 2 ] || ! is_seconds "$2"; then usage; fi
             if [ "$1" = --cut-after ]; then cut_after=$2; else restore_after=$2; fi
@@ -156,6 +161,9 @@ export GPUPORT_TEST_NETNS_IFNAME=$ifname
 export GPUPORT_TEST_NETNS_ADDRS="$addr_a $addr_b"
 if [ -n "$cut_after" ]; then
     export GPUPORT_TEST_CUT_FILE=$tmp/cut
+    if [ -n "$cut_when_ready" ]; then
+        export GPUPORT_TEST_READY_FILE=$tmp/ready
+    fi
 fi
 xflags=()
 for v in $(compgen -e); do
@@ -184,6 +192,14 @@ say "${cmd[*]}"
 cut_link() {
     local sp t
     trap '[ -n "${sp:-}" ] && kill "$sp" 2>/dev/null; exit 0' TERM
+    if [ -n "$cut_when_ready" ]; then
+        # start-up takes what it takes (MPI, CUDA probing): count from the
+        # moment a rank says its traffic runs
+        while [ ! -e "$GPUPORT_TEST_READY_FILE" ]; do
+            sleep 0.1 & sp=$!; wait "$sp"
+        done
+        say "cut: a rank is ready"
+    fi
     sleep "$1" & sp=$!; wait "$sp"
     if ! ip -n "$ns_a" link set "$ifname" down; then
         say "cut: could not set $ifname down in $ns_a"
@@ -211,7 +227,7 @@ timeout --kill-after=10 "$limit" \
     sh -c 'hostname "$1" || exit 1; shift; exec "$@"' sh "$host_a" "${cmd[@]}" </dev/null &
 job=$!
 if [ -n "$cut_after" ]; then
-    say "cut: link down after ${cut_after}s, up again ${restore_after}s later"
+    say "cut: link down after ${cut_after}s${cut_when_ready:+ from the ready file}, up again ${restore_after}s later"
     cut_link "$cut_after" "$restore_after" &
     cut_job_pid=$!
 fi
