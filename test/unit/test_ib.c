@@ -1,20 +1,33 @@
 /*
- * The ib transport's set-up logic, without an RDMA device: a QP record that
- * is misread, a wrong GID on a RoCE port or a wrong QP attribute shows up on
- * a cluster as a hang or an opaque verbs error, so each is checked here
- * against recorded port tables and spelled-out attributes. Also: errno and
- * completion status mapping, device discovery on this machine, and that the
- * transport table never lets ib be chosen while it has no data path.
+ * The ib transport's logic, without an RDMA device: a QP record that is
+ * misread, a wrong GID on a RoCE port, a wrong QP attribute, the wrong port
+ * or a miscounted send queue shows up on a cluster as a hang or an opaque
+ * verbs error, so each is checked here against recorded port tables,
+ * spelled-out attributes and simulated completions: records (QP,
+ * reachability, per-channel keys), GID and port choice (GPUPORT_IB_HCA,
+ * nearness to the GPU), QP attributes, work-request sizes, the signal
+ * method, the registration path, the send queue's accounting, errno and
+ * completion status mapping, device discovery on this machine, and that
+ * forced ib without a device is refused with the reason. Last, the verbs
+ * data path itself runs against a mock provider (below): two ranks as
+ * threads, puts split to the port's message size, signals by atomics and
+ * by written counts, the loopback QP, a failed work request, report_fail,
+ * and every verbs object released.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "capture.h"
 #include "check.h"
 #include "internal.h"
+#include "local_bootstrap.h"
 #include "transport/ib/ib.h"
 #include "transport/transport.h"
 
@@ -53,8 +66,14 @@ static void test_record(void)
     pack_sample(&r);
     CHECK(r.hdr.type == GPUPORT_REC_IB_QP && r.hdr.size == sizeof(r));
     CHECK(sizeof(r) == 52);
+    CHECK(r.atomic_cap == 0 && r.rd_atom == 0 && r.status == 0);
+    r.atomic_cap = IBV_ATOMIC_HCA;
+    r.rd_atom = 16;
+    r.status = (int8_t)GPUPORT_ERR_INTERNAL; /* -99 fits */
     CHECK_OK(ib_qp_rec_unpack(&r, sizeof(r), 1, &out));
     CHECK(memcmp(&r, &out, sizeof(r)) == 0);
+    CHECK(out.atomic_cap == IBV_ATOMIC_HCA && out.rd_atom == 16 &&
+          out.status == GPUPORT_ERR_INTERNAL);
     CHECK(out.lid == 0x1234 && out.qpn == 0xabcdef && out.psn == 0xfedcba);
     CHECK(out.mtu == IBV_MTU_4096 && out.port == 2 && out.gid_index == 3);
     CHECK(out.link_layer == IB_LINK_LAYER_ETH);
@@ -132,6 +151,14 @@ static void test_gid(void)
     ib_gid_entry_t empty[] = {gid(0, IB_GID_TYPE_ROCE_V2, ZERO), gid(1, IB_GID_TYPE_ROCE_V2, V4)};
 
     expect_gid(roce, 6, -1, 3, "RoCE v2 with an IPv4-mapped address");
+    /* a real table is mostly empty slots, zeroed: type 0 is IB, but they
+     * are not valid and must not make the port look like InfiniBand */
+    ib_gid_entry_t sparse_roce[16];
+    memset(sparse_roce, 0, sizeof(sparse_roce));
+    memcpy(sparse_roce, roce, sizeof(roce));
+    for (int i = 6; i < 16; i++)
+        sparse_roce[i].index = i;
+    expect_gid(sparse_roce, 16, -1, 3, "RoCE v2 with an IPv4-mapped address");
     expect_gid(v6, 4, -1, 3, "no IPv4-mapped");
     expect_gid(ll, 2, -1, 1, "link-local");
     expect_gid(v1, 2, -1, 1, "RoCE v1");
@@ -164,11 +191,16 @@ static void test_qp_attr(void)
     int mask;
 
     memset(&a, 0x77, sizeof(a));
-    ib_qp_attr_init(&a, &mask, 2);
+    ib_qp_attr_init(&a, &mask, 2, 1);
     CHECK(a.qp_state == IBV_QPS_INIT && a.pkey_index == 0 && a.port_num == 2);
     CHECK(a.qp_access_flags == (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC));
     CHECK(mask == (IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS));
+    /* a device without atomics: no remote atomic access asked for */
+    ib_qp_attr_init(&a, &mask, 1, 0);
+    CHECK(a.port_num == 1 && a.qp_access_flags == (IBV_ACCESS_LOCAL_WRITE |
+                                                   IBV_ACCESS_REMOTE_WRITE |
+                                                   IBV_ACCESS_REMOTE_READ));
 
     const int rtr_mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                          IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
@@ -176,7 +208,7 @@ static void test_qp_attr(void)
     /* InfiniBand: LID addressing, no GRH; remote MTU smaller than ours */
     ib_qp_rec_pack(&remote, 0x2a, gid_a, 0x1a2, 0x123456, IBV_MTU_2048, 1, 0, IB_LINK_LAYER_IB);
     memset(&a, 0x77, sizeof(a));
-    ib_qp_attr_rtr(&a, &mask, &remote, 0, 0, 1, IBV_MTU_4096);
+    ib_qp_attr_rtr(&a, &mask, &remote, 0, 0, 1, IBV_MTU_4096, 16);
     CHECK(mask == rtr_mask);
     CHECK(a.qp_state == IBV_QPS_RTR && a.path_mtu == IBV_MTU_2048);
     CHECK(a.dest_qp_num == 0x1a2 && a.rq_psn == 0x123456);
@@ -190,11 +222,11 @@ static void test_qp_attr(void)
     /* RoCE: GRH addressing to the remote GID from our sgid index; local MTU smaller */
     ib_qp_rec_pack(&remote, 0, gid_a, 0x77, 42, IBV_MTU_4096, 1, 5, IB_LINK_LAYER_ETH);
     memset(&a, 0x77, sizeof(a));
-    ib_qp_attr_rtr(&a, &mask, &remote, 1, 3, 2, IBV_MTU_1024);
+    ib_qp_attr_rtr(&a, &mask, &remote, 1, 3, 2, IBV_MTU_1024, 4);
     CHECK(mask == rtr_mask);
     CHECK(a.qp_state == IBV_QPS_RTR && a.path_mtu == IBV_MTU_1024);
     CHECK(a.dest_qp_num == 0x77 && a.rq_psn == 42);
-    CHECK(a.max_dest_rd_atomic == 16 && a.min_rnr_timer == 12);
+    CHECK(a.max_dest_rd_atomic == 4 && a.min_rnr_timer == 12);
     CHECK(a.ah_attr.is_global == 1 && a.ah_attr.port_num == 2);
     CHECK(a.ah_attr.grh.sgid_index == 3 && a.ah_attr.grh.hop_limit == 64);
     CHECK(memcmp(a.ah_attr.grh.dgid.raw, gid_a, IB_GID_LEN) == 0);
@@ -202,12 +234,1500 @@ static void test_qp_attr(void)
     CHECK(a.ah_attr.dlid == 0 && a.ah_attr.sl == 0);
 
     memset(&a, 0x77, sizeof(a));
-    ib_qp_attr_rts(&a, &mask, 0x1abcdef);
+    ib_qp_attr_rts(&a, &mask, 0x1abcdef, 16);
     CHECK(a.qp_state == IBV_QPS_RTS && a.timeout == 14 && a.retry_cnt == 7 && a.rnr_retry == 7);
     CHECK(a.sq_psn == 0xabcdef && a.max_rd_atomic == 16);
     CHECK(mask == (IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                    IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC));
     CHECK(a.dest_qp_num == 0 && a.ah_attr.is_global == 0);
+    ib_qp_attr_rts(&a, &mask, 5, 0);
+    CHECK(a.max_rd_atomic == 0 && a.sq_psn == 5);
+
+    /* outstanding atomics: the device's limits, 16 at most, none without atomics */
+    CHECK(ib_rd_atom_resp(IBV_ATOMIC_HCA, 16) == 16);
+    CHECK(ib_rd_atom_resp(IBV_ATOMIC_GLOB, 128) == 16);
+    CHECK(ib_rd_atom_resp(IBV_ATOMIC_HCA, 4) == 4);
+    CHECK(ib_rd_atom_resp(IBV_ATOMIC_NONE, 16) == 0);
+    CHECK(ib_rd_atom_resp(IBV_ATOMIC_HCA, 0) == 0);
+    /* the requester: its own limit, the responder's resources, 16 */
+    CHECK(ib_rd_atomic_init(IBV_ATOMIC_HCA, 16, 16) == 16);
+    CHECK(ib_rd_atomic_init(IBV_ATOMIC_HCA, 255, 8) == 8);
+    CHECK(ib_rd_atomic_init(IBV_ATOMIC_HCA, 2, 16) == 2);
+    CHECK(ib_rd_atomic_init(IBV_ATOMIC_HCA, 64, 200) == 16);
+    CHECK(ib_rd_atomic_init(IBV_ATOMIC_HCA, 16, 0) == 0);
+    CHECK(ib_rd_atomic_init(IBV_ATOMIC_NONE, 16, 16) == 0);
+}
+
+
+/* ---- GPUPORT_IB_HCA and the choice of port ---- */
+
+static void test_hca_parse(void)
+{
+    ib_hca_entry_t e[IB_HCA_MAX];
+    char why[256], list[512];
+    static const char *const bad[] = {"mlx5_0:",  "mlx5_0:0", "mlx5_0:256", ",mlx5_0",
+                                      "mlx5_0,",  "mlx5 0",   "mlx5_0:1x", ":1",
+                                      "mlx5_0,,mlx5_1"};
+
+    CHECK(ib_hca_parse("", e, IB_HCA_MAX, why, sizeof(why)) == 0);
+    CHECK(ib_hca_parse("mlx5_0:1,mlx5_1,bnxt_re0:255", e, IB_HCA_MAX, why, sizeof(why)) == 3);
+    CHECK(strcmp(e[0].dev, "mlx5_0") == 0 && e[0].port == 1);
+    CHECK(strcmp(e[1].dev, "mlx5_1") == 0 && e[1].port == 0);
+    CHECK(strcmp(e[2].dev, "bnxt_re0") == 0 && e[2].port == 255);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        why[0] = '\0';
+        CHECK_MSG(ib_hca_parse(bad[i], e, IB_HCA_MAX, why, sizeof(why)) == -1, "%s", bad[i]);
+        CHECK_MSG(strstr(why, "GPUPORT_IB_HCA="), "%s: %s", bad[i], why);
+    }
+    /* more entries than room */
+    CHECK(ib_hca_parse("a,b,c", e, 2, why, sizeof(why)) == -1 && strstr(why, "more than 2"));
+    list[0] = '\0';
+    for (int i = 0; i <= IB_HCA_MAX; i++)
+        snprintf(list + strlen(list), sizeof(list) - strlen(list), "%sd%d", i ? "," : "", i);
+    CHECK(ib_hca_parse(list, e, IB_HCA_MAX, why, sizeof(why)) == -1);
+}
+
+static void test_pci_affinity(void)
+{
+    const char *nic0 = "/sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:00.0/0000:1a:00.0";
+    const char *gpu0 = "/sys/devices/pci0000:17/0000:17:00.0/0000:18:00.0/0000:19:04.0/0000:1b:00.0";
+    const char *gpu1 = "/sys/devices/pci0000:17/0000:17:00.0/0000:28:00.0/0000:29:00.0";
+    const char *far = "/sys/devices/pci0000:b0/0000:b0:00.0/0000:b1:00.0";
+
+    CHECK(ib_pci_affinity(nic0, nic0) == 5);
+    CHECK(ib_pci_affinity(nic0, gpu0) == 3); /* one PCIe switch */
+    CHECK(ib_pci_affinity(nic0, gpu1) == 2); /* one root port */
+    CHECK(ib_pci_affinity(nic0, far) == 0);  /* other root: "sys", "devices" do not count */
+    CHECK(ib_pci_affinity(nic0, "") == 0 && ib_pci_affinity("", gpu0) == 0);
+    /* components, not characters */
+    CHECK(ib_pci_affinity("/sys/devices/pci0000:1a", "/sys/devices/pci0000:1a0") == 0);
+    CHECK(ib_pci_affinity("//sys//devices/pci0000:00/x/0000:00:01.0",
+                          "/sys/devices/pci0000:00/x/0000:00:01.0/") == 2);
+}
+
+#define SW(a, b) "/sys/devices/pci0000:" a "/0000:" a ":00.0/0000:" b ":00.0"
+
+static ib_port_row_t row(const char *dev, int port, int state, int ll, int mtu, const char *pci)
+{
+    ib_port_row_t r;
+
+    memset(&r, 0, sizeof(r));
+    snprintf(r.dev, sizeof(r.dev), "%s", dev);
+    r.port = (uint8_t)port;
+    r.state = state;
+    r.link_layer = ll;
+    r.active_mtu = mtu;
+    r.max_msg_sz = 1u << 30;
+    r.lid = ll == IBV_LINK_LAYER_ETHERNET ? 0 : (uint16_t)(0x10 + port);
+    snprintf(r.pci, sizeof(r.pci), "%s", pci);
+    return r;
+}
+
+static void expect_port(const ib_port_row_t *rows, int n, const char *hca, const char *gpu,
+                        int want, const char *why_has, const char *why_has2)
+{
+    char why[768] = "";
+    int got = ib_port_select(rows, n, hca, gpu, why, sizeof(why));
+
+    CHECK_MSG(got == want, "hca \"%s\": chose %d, expected %d (%s)", hca, got, want, why);
+    CHECK_MSG(strstr(why, why_has), "hca \"%s\": why \"%s\" lacks \"%s\"", hca, why, why_has);
+    CHECK_MSG(!why_has2 || strstr(why, why_has2), "hca \"%s\": why \"%s\" lacks \"%s\"", hca, why,
+              why_has2);
+}
+
+static void test_port_select(void)
+{
+    const int A = IBV_PORT_ACTIVE, D = IBV_PORT_DOWN, IB = IBV_LINK_LAYER_INFINIBAND,
+              ETH = IBV_LINK_LAYER_ETHERNET;
+    /* four rails, each NIC behind its own switch with one GPU (a DGX-like node) */
+    ib_port_row_t rails[] = {
+        row("mlx5_0", 1, A, IB, IBV_MTU_4096, SW("17", "18") "/0000:19:00.0"),
+        row("mlx5_1", 1, A, IB, IBV_MTU_4096, SW("38", "39") "/0000:3a:00.0"),
+        row("mlx5_2", 1, A, IB, IBV_MTU_4096, SW("b0", "b1") "/0000:b2:00.0"),
+        row("mlx5_3", 1, A, IB, IBV_MTU_4096, SW("d0", "d1") "/0000:d2:00.0"),
+    };
+    const char *gpu2 = SW("b0", "b1") "/0000:b3:00.0"; /* beside mlx5_2 */
+    const char *gpu_far = "/sys/devices/pci0000:f0/0000:f0:00.0";
+
+    expect_port(rails, 4, "", gpu2, 2, "mlx5_2:1 (InfiniBand, MTU 4096)", "nearest the GPU");
+    expect_port(rails, 4, "", NULL, 0, "mlx5_0:1", "host-only");
+    /* a GPU near none of them: the first, and it says so */
+    expect_port(rails, 4, "", gpu_far, 0, "the first usable port", "none is nearer");
+    expect_port(rails, 4, "", "", 0, "the first usable port", "PCI position");
+    /* the list limits the choice; nearness still decides inside it */
+    expect_port(rails, 4, "mlx5_3:1,mlx5_2:1,mlx5_0", gpu2, 2, "nearest the GPU",
+                "in GPUPORT_IB_HCA");
+    expect_port(rails, 4, "mlx5_3:1,mlx5_1:1", gpu2, 0 + 3, "mlx5_3:1", "in GPUPORT_IB_HCA");
+    expect_port(rails, 4, "mlx5_1,mlx5_3", NULL, 1, "mlx5_1:1", "first usable");
+    /* a port that does not exist is reported, the rest still used */
+    expect_port(rails, 4, "mlx5_9,mlx5_1", gpu2, 1, "mlx5_1:1", "mlx5_9, which does not exist");
+    expect_port(rails, 4, "mlx5_0:2,mlx5_3", gpu2, 3, "mlx5_3:1", "mlx5_0:2, which does not exist");
+    expect_port(rails, 4, "mlx5_9:1", gpu2, -1, "no usable RDMA port among GPUPORT_IB_HCA=mlx5_9:1",
+                "does not exist");
+    expect_port(rails, 0, "", gpu2, -1, "no usable RDMA port", "ports here: none");
+    expect_port(rails, 4, "mlx5_0:1,:", gpu2, -1, "GPUPORT_IB_HCA=", NULL);
+
+    /* ports that cannot be used, each with its reason */
+    ib_port_row_t mixed[] = {
+        row("mlx5_0", 1, D, IB, IBV_MTU_4096, SW("b0", "b1")),
+        row("mlx5_0", 2, IBV_PORT_INIT, IB, IBV_MTU_4096, SW("b0", "b1")),
+        row("irdma0", 1, A, ETH, IBV_MTU_1024, SW("b0", "b1")),
+        row("mlx5_1", 1, A, IB, IBV_MTU_4096, SW("b0", "b1")),
+        row("mlx5_2", 1, A, IB, 0, SW("b0", "b1")),
+        row("mlx5_3", 1, A, 7, IBV_MTU_4096, SW("b0", "b1")),
+        row("rxe0", 1, A, ETH, IBV_MTU_1024, SW("00", "01")),
+    };
+    mixed[2].iwarp = 1;
+    mixed[3].lid = 0;
+    expect_port(mixed, 7, "", gpu2, 6, "rxe0:1 (RoCE, MTU 1024)", "mlx5_0:1 DOWN");
+    expect_port(mixed, 7, "", gpu2, 6, "mlx5_0:2 INIT", "irdma0:1 iWARP");
+    expect_port(mixed, 7, "", gpu2, 6, "mlx5_1:1 InfiniBand without a LID",
+                "mlx5_2:1 no valid active MTU");
+    expect_port(mixed, 7, "", gpu2, 6, "mlx5_3:1 unknown link layer", NULL);
+    expect_port(mixed, 6, "", gpu2, -1, "no usable RDMA port (ports here: mlx5_0:1, mlx5_0:2",
+                "mlx5_0:1 DOWN");
+    /* a device named without a port: any of its ports */
+    ib_port_row_t dual[] = {
+        row("mlx5_0", 1, D, ETH, IBV_MTU_4096, ""),
+        row("mlx5_0", 2, A, ETH, IBV_MTU_4096, ""),
+        row("mlx5_1", 1, A, ETH, IBV_MTU_4096, ""),
+    };
+    expect_port(dual, 3, "mlx5_0", gpu2, 1, "mlx5_0:2 (RoCE", "PCI position");
+    expect_port(dual, 3, "mlx5_0:1", gpu2, -1, "mlx5_0:1 DOWN", NULL);
+    expect_port(dual, 3, "mlx5_1,mlx5_0", NULL, 2, "mlx5_1:1", NULL);
+    /* LINK_LAYER_UNSPECIFIED (old drivers) is InfiniBand */
+    ib_port_row_t old[] = {row("mthca0", 1, A, IBV_LINK_LAYER_UNSPECIFIED, IBV_MTU_2048, "")};
+    expect_port(old, 1, "", NULL, 0, "mthca0:1 (InfiniBand, MTU 2048)", NULL);
+}
+
+static void test_pieces(void)
+{
+    const uint64_t G = 1ull << 30;
+
+    CHECK(ib_piece_max(0) == IB_PIECE_LIMIT);
+    CHECK(ib_piece_max(1ull << 32) == IB_PIECE_LIMIT);
+    CHECK(ib_piece_max(IB_PIECE_LIMIT) == IB_PIECE_LIMIT);
+    CHECK(ib_piece_max(G) == G);
+    CHECK(ib_piece_max(4096) == 4096);
+    CHECK(IB_PIECE_LIMIT == 2 * G);
+    CHECK(ib_put_pieces(0, 2 * G) == 0);
+    CHECK(ib_put_pieces(1, 2 * G) == 1);
+    CHECK(ib_put_pieces(2 * G, 2 * G) == 1);
+    CHECK(ib_put_pieces(2 * G + 1, 2 * G) == 2);
+    CHECK(ib_put_pieces(5 * G, 2 * G) == 3);
+    CHECK(ib_put_pieces((1ull << 52) - 1, 2 * G) == (1ull << 21));
+}
+
+/* ---- records between the two sides ---- */
+
+static void test_reach(void)
+{
+    ib_reach_rec_t a, b;
+    char why[256];
+    const char *log;
+
+    ib_reach_pack(&a, 1, IB_LINK_LAYER_IB, "mlx5_0:1 (InfiniBand, MTU 4096)");
+    CHECK(a.hdr.type == IB_REC_REACH && a.hdr.size == sizeof(a) && sizeof(a) == 136);
+    ib_reach_pack(&b, 1, IB_LINK_LAYER_IB, "mlx5_1:1");
+    CHECK(ib_reach_agree(&a, &b, sizeof(b), 3, why, sizeof(why)) == 1);
+    CHECK(strstr(why, "mlx5_0:1"));
+    /* this side has none: its own reason */
+    ib_reach_pack(&a, 0, 0, IB_NO_DEVICE);
+    CHECK(ib_reach_agree(&a, &b, sizeof(b), 3, why, sizeof(why)) == 0);
+    CHECK(strcmp(why, IB_NO_DEVICE) == 0);
+    /* the peer has none: its reason, named */
+    ib_reach_pack(&a, 1, IB_LINK_LAYER_ETH, "rxe0:1");
+    ib_reach_pack(&b, 0, 0, "no usable RDMA port (ports here: mlx5_0:1): mlx5_0:1 DOWN");
+    CHECK(ib_reach_agree(&a, &b, sizeof(b), 3, why, sizeof(why)) == 0);
+    CHECK_MSG(strstr(why, "rank 3 cannot use ib: no usable RDMA port") && strstr(why, "DOWN"),
+              "%s", why);
+    /* RoCE cannot reach InfiniBand */
+    ib_reach_pack(&b, 1, IB_LINK_LAYER_IB, "mlx5_0:1");
+    CHECK(ib_reach_agree(&a, &b, sizeof(b), 5, why, sizeof(why)) == 0);
+    CHECK_MSG(strstr(why, "Ethernet (RoCE)") && strstr(why, "rank 5's is InfiniBand"), "%s", why);
+    /* the peer's reason is cut to its field, never read past it */
+    memset(b.why, 'x', sizeof(b.why));
+    b.usable = 0;
+    CHECK(ib_reach_agree(&a, &b, sizeof(b), 5, why, sizeof(why)) == 0);
+    CHECK(strlen(why) == strlen("rank 5 cannot use ib: ") + sizeof(b.why) - 1);
+    /* not a record of this version or size: refused and logged */
+    ib_reach_pack(&b, 1, IB_LINK_LAYER_ETH, "rxe0:1");
+    b.hdr.version_minor++;
+    capture_begin();
+    CHECK(ib_reach_agree(&a, &b, sizeof(b), 5, why, sizeof(why)) == 0);
+    log = capture_end();
+    CHECK(count_of(log, "ERROR") == 1 && strstr(log, "rank 5") && strstr(why, "this version"));
+    b.hdr.version_minor--;
+    b.hdr.type = GPUPORT_REC_IB_QP;
+    capture_begin();
+    CHECK(ib_reach_agree(&a, &b, sizeof(b), 5, why, sizeof(why)) == 0);
+    log = capture_end();
+    CHECK(count_of(log, "ERROR") == 1 && strstr(log, "out of step"));
+    b.hdr.type = IB_REC_REACH;
+    capture_begin();
+    CHECK(ib_reach_agree(&a, &b, sizeof(b) - 1, 5, why, sizeof(why)) == 0);
+    log = capture_end();
+    CHECK(count_of(log, "ERROR") == 1 && strstr(why, "135 bytes"));
+    CHECK(ib_reach_agree(&a, &b, sizeof(b), 5, why, sizeof(why)) == 1);
+}
+
+static void tdata_sample(gpuport_channel_rec_t *rec, ib_tdata_t *t)
+{
+    memset(rec, 0, sizeof(*rec));
+    rec->channel_id = 17;
+    rec->dst.kind = GPUPORT_REGION_DEVICE;
+    rec->dst.addr = 0x7f0000001000ull;
+    rec->dst.size = 3u << 20;
+    memset(t, 0, sizeof(*t));
+    t->channel_id = 17;
+    t->flags = IB_TDATA_CTRL | IB_TDATA_DST;
+    t->dst_rkey = 0x1234;
+    t->dst_addr = rec->dst.addr;
+    t->dst_size = rec->dst.size;
+    t->sem_addr = 0x7e0000000000ull + 17 * sizeof(gpuport_sem_slot_t);
+    t->status_addr = t->sem_addr + 8;
+    t->ctrl_rkey = 0x5678;
+    ib_tdata_pack(t, rec->tdata);
+}
+
+static void expect_tdata(const gpuport_channel_rec_t *rec, gpuport_status_t want, const char *has)
+{
+    ib_tdata_t out;
+    const char *log;
+
+    memset(&out, 0x5a, sizeof(out));
+    capture_begin();
+    gpuport_status_t st = ib_tdata_unpack(rec, 9, &out);
+    log = capture_end();
+    CHECK_MSG(st == want, "%s: %s", has, gpuport_status_string(st));
+    CHECK_MSG(count_of(log, "ERROR") == 1 && strstr(log, "rank 9") && strstr(log, has),
+              "expected \"%s\" in: %s", has, log);
+    for (size_t i = 0; i < sizeof(out); i++)
+        CHECK_MSG(((unsigned char *)&out)[i] == 0x5a, "%s: output written on failure", has);
+}
+
+static void test_tdata(void)
+{
+    gpuport_channel_rec_t rec, bad;
+    ib_tdata_t t, out, tb;
+
+    CHECK(sizeof(ib_tdata_t) == sizeof(rec.tdata));
+    tdata_sample(&rec, &t);
+    CHECK_OK(ib_tdata_unpack(&rec, 9, &out));
+    CHECK(out.magic == IB_TDATA_MAGIC && out.version == IB_TDATA_VERSION);
+    CHECK(out.channel_id == 17 && out.dst_rkey == 0x1234 && out.ctrl_rkey == 0x5678);
+    CHECK(out.dst_addr == rec.dst.addr && out.dst_size == rec.dst.size);
+    CHECK(out.sem_addr == t.sem_addr && out.status_addr == t.sem_addr + 8);
+    /* magic and version set by pack whatever the caller left there */
+    tb = t;
+    tb.magic = 0;
+    tb.version = 99;
+    tb.reserved = 7;
+    ib_tdata_pack(&tb, bad.tdata);
+    memcpy(&out, bad.tdata, sizeof(out));
+    CHECK(out.magic == IB_TDATA_MAGIC && out.version == IB_TDATA_VERSION && out.reserved == 0);
+
+#define BAD_TDATA(field, value, want, has)                                                      \
+    do {                                                                                        \
+        bad = rec;                                                                              \
+        tb = t;                                                                                 \
+        tb.field = value;                                                                       \
+        ib_tdata_pack(&tb, bad.tdata);                                                          \
+        expect_tdata(&bad, want, has);                                                          \
+    } while (0)
+
+    BAD_TDATA(channel_id, 18, GPUPORT_ERR_PEER, "channel id differs");
+    BAD_TDATA(flags, IB_TDATA_DST, GPUPORT_ERR_PEER, "control segment has no remote key");
+    BAD_TDATA(sem_addr, t.sem_addr + 4, GPUPORT_ERR_PEER, "not 8-byte aligned");
+    BAD_TDATA(sem_addr, 0, GPUPORT_ERR_PEER, "not 8-byte aligned");
+    BAD_TDATA(status_addr, t.sem_addr + 16, GPUPORT_ERR_PEER, "status address");
+    BAD_TDATA(flags, IB_TDATA_CTRL, GPUPORT_ERR_PEER, "destination region has no remote key");
+    BAD_TDATA(dst_size, t.dst_size - 1, GPUPORT_ERR_PEER, "destination size differs");
+    BAD_TDATA(dst_addr, t.dst_addr + 64, GPUPORT_ERR_PEER, "destination address differs");
+    /* other formats: raw bytes, since pack would set magic and version */
+    bad = rec;
+    bad.tdata[0] ^= 1;
+    expect_tdata(&bad, GPUPORT_ERR_VERSION, "no ib channel data of this version");
+    bad = rec;
+    bad.tdata[4] ^= 2;
+    expect_tdata(&bad, GPUPORT_ERR_VERSION, "version 3");
+    memset(&bad, 0, sizeof(bad));
+    bad.channel_id = 17;
+    expect_tdata(&bad, GPUPORT_ERR_VERSION, "is it using the ib transport?");
+
+    /* no destination: no key, size 0 */
+    rec.dst.size = 0;
+    rec.dst.addr = 0;
+    t.flags = IB_TDATA_CTRL;
+    t.dst_rkey = 0;
+    t.dst_addr = 0;
+    t.dst_size = 0;
+    ib_tdata_pack(&t, rec.tdata);
+    CHECK_OK(ib_tdata_unpack(&rec, 9, &out));
+    CHECK(!(out.flags & IB_TDATA_DST));
+    BAD_TDATA(dst_rkey, 0x99, GPUPORT_ERR_PEER, "destination key but no destination region");
+    BAD_TDATA(dst_size, 4096, GPUPORT_ERR_PEER, "destination size differs");
+#undef BAD_TDATA
+}
+
+/* ---- signal method, registration path ---- */
+
+static void test_signal_choice(void)
+{
+    char why[160];
+
+    CHECK(ib_signal_choose(IBV_ATOMIC_HCA, IBV_ATOMIC_HCA, 16, why, sizeof(why)) ==
+          IB_SIGNAL_ATOMIC);
+    CHECK(strstr(why, "fetch-and-add"));
+    CHECK(ib_signal_choose(IBV_ATOMIC_GLOB, IBV_ATOMIC_HCA, 1, why, sizeof(why)) ==
+          IB_SIGNAL_ATOMIC);
+    CHECK(ib_signal_choose(IBV_ATOMIC_NONE, IBV_ATOMIC_HCA, 16, why, sizeof(why)) ==
+          IB_SIGNAL_WRITE);
+    CHECK(strstr(why, "this device has no atomics"));
+    CHECK(ib_signal_choose(IBV_ATOMIC_HCA, IBV_ATOMIC_NONE, 16, why, sizeof(why)) ==
+          IB_SIGNAL_WRITE);
+    CHECK(strstr(why, "peer's device has no atomics"));
+    CHECK(ib_signal_choose(IBV_ATOMIC_HCA, IBV_ATOMIC_HCA, 0, why, sizeof(why)) ==
+          IB_SIGNAL_WRITE);
+    CHECK(strstr(why, "no atomic outstanding"));
+    /* what a QP pair negotiates from two recorded devices */
+    CHECK(ib_signal_choose(IBV_ATOMIC_HCA, IBV_ATOMIC_HCA,
+                           ib_rd_atomic_init(IBV_ATOMIC_HCA, 16,
+                                             ib_rd_atom_resp(IBV_ATOMIC_NONE, 16)),
+                           why, sizeof(why)) == IB_SIGNAL_WRITE);
+}
+
+static void expect_mr(ib_mr_caps_t caps, ib_mr_path_t want, const char *has, const char *has2)
+{
+    char why[320] = "";
+    ib_mr_path_t got = ib_mr_path_choose(&caps, why, sizeof(why));
+
+    CHECK_MSG(got == want, "chose %s, expected %s (%s)", ib_mr_path_name(got),
+              ib_mr_path_name(want), why);
+    CHECK_MSG(strstr(why, has), "why \"%s\" lacks \"%s\"", why, has);
+    CHECK_MSG(!has2 || strstr(why, has2), "why \"%s\" lacks \"%s\"", why, has2);
+}
+
+static void test_mr_path(void)
+{
+    ib_mr_caps_t all = {.device = 1, .ibv_dmabuf = 1, .cu_dmabuf = 1, .peermem = 1, .cu_why = ""};
+    ib_mr_caps_t c;
+
+    c = all;
+    c.device = 0;
+    expect_mr(c, IB_MR_HOST, "host memory: ibv_reg_mr", NULL);
+    c.peermem = c.ibv_dmabuf = c.cu_dmabuf = 0;
+    expect_mr(c, IB_MR_HOST, "host memory", NULL);
+    expect_mr(all, IB_MR_DMABUF, "dmabuf", "needs no peer-memory module");
+    c = all;
+    c.peermem = 0;
+    expect_mr(c, IB_MR_DMABUF, "ibv_reg_dmabuf_mr", NULL);
+    c = all;
+    c.ibv_dmabuf = 0;
+    expect_mr(c, IB_MR_PEERMEM, "peer-memory module", "this libibverbs has no ibv_reg_dmabuf_mr");
+    c = all;
+    c.cu_dmabuf = 0;
+    c.cu_why = "the CUDA driver has no cuMemGetHandleForAddressRange";
+    expect_mr(c, IB_MR_PEERMEM, "peer-memory module", "no cuMemGetHandleForAddressRange");
+    c = all;
+    c.dmabuf_failed = 1;
+    expect_mr(c, IB_MR_PEERMEM, "peer-memory module", "dmabuf registration failed");
+    c.peermem = 0;
+    expect_mr(c, IB_MR_NONE, "dmabuf registration failed",
+              "staging through pinned host memory is not implemented");
+    c = all;
+    c.cu_dmabuf = 0;
+    c.peermem = 0;
+    c.cu_why = "the CUDA driver is not loaded in this process";
+    expect_mr(c, IB_MR_NONE, "not loaded in this process", "nvidia_peermem");
+    CHECK(strcmp(ib_mr_path_name(IB_MR_DMABUF), "dmabuf") == 0);
+    CHECK(strcmp(ib_mr_path_name(IB_MR_NONE), "none") == 0);
+}
+
+static void test_dmabuf_range(void)
+{
+    uint64_t start, len, off;
+
+    ib_dmabuf_range(0x10000 + 100, 50, 4096, &start, &len, &off);
+    CHECK(start == 0x10000 && len == 4096 && off == 100);
+    ib_dmabuf_range(0x10000 + 4000, 200, 4096, &start, &len, &off);
+    CHECK(start == 0x10000 && len == 8192 && off == 4000);
+    ib_dmabuf_range(0x20000, 8192, 4096, &start, &len, &off);
+    CHECK(start == 0x20000 && len == 8192 && off == 0);
+    ib_dmabuf_range(0x20000 + 1, 65536, 65536, &start, &len, &off);
+    CHECK(start == 0x20000 && len == 2 * 65536 && off == 1);
+}
+
+/* ---- the send queue ---- */
+
+typedef struct done_log {
+    int n;
+    ib_op_t ops[64];
+    gpuport_status_t status[64];
+    ib_sendq_t *push_q; /* a callback that queues more, as report_fail does */
+} done_log_t;
+
+static void on_done(void *arg, const ib_op_t *op, gpuport_status_t status)
+{
+    done_log_t *l = arg;
+
+    CHECK(l->n < 64);
+    l->ops[l->n] = *op;
+    l->status[l->n++] = status;
+    if (l->push_q) {
+        ib_op_t *p = ib_sendq_push(l->push_q);
+        p->kind = IB_OP_NOTIFY;
+        p->chan = 100 + op->chan;
+        p->len = 4;
+    }
+}
+
+static ib_op_t *push_op(ib_sendq_t *q, uint32_t kind, uint32_t chan, uint64_t len, uint64_t value)
+{
+    ib_op_t *op;
+
+    CHECK(ib_sendq_room(q, 1));
+    op = ib_sendq_push(q);
+    op->kind = kind;
+    op->chan = chan;
+    op->len = len;
+    op->value = value;
+    op->laddr = 0x100000 * (chan + 1);
+    op->raddr = 0x900000 * (chan + 1);
+    op->lkey = 0x11;
+    op->rkey = 0x22 + chan;
+    return op;
+}
+
+static void test_sendq_basic(void)
+{
+    ib_sendq_t q;
+    ib_wr_desc_t d[32];
+    done_log_t log = {0};
+
+    CHECK_OK(ib_sendq_init(&q, 8, 4, 100));
+    CHECK(ib_sendq_idle(&q) && ib_sendq_plan(&q, d, 32) == 0);
+    push_op(&q, IB_OP_PUT, 1, 250, 0);
+    push_op(&q, IB_OP_SIGNAL_ADD, 1, 8, 0);
+    push_op(&q, IB_OP_SIGNAL_WRITE, 2, 8, 7);
+    push_op(&q, IB_OP_NOTIFY, 3, 4, (uint64_t)(uint32_t)GPUPORT_ERR_PEER);
+    CHECK(!ib_sendq_idle(&q));
+    /* four send-queue entries: the put's three pieces and the atomic */
+    CHECK(ib_sendq_plan(&q, d, 32) == 4);
+    for (int i = 0; i < 3; i++) {
+        CHECK(d[i].wr_id == 0 && d[i].kind == IB_WR_WRITE && d[i].lkey == 0x11);
+        CHECK(d[i].rkey == 0x23 && d[i].scratch == (uint32_t)i);
+        CHECK(d[i].laddr == 0x200000 + 100u * (unsigned)i);
+        CHECK(d[i].raddr == 0x1200000 + 100u * (unsigned)i);
+    }
+    CHECK(d[0].len == 100 && d[1].len == 100 && d[2].len == 50);
+    CHECK(d[3].wr_id == 1 && d[3].kind == IB_WR_FETCH_ADD && d[3].len == 8 && d[3].value == 1);
+    CHECK(d[3].raddr == 0x1200000 && d[3].scratch == 3);
+    /* planning changes nothing until posted */
+    CHECK(ib_sendq_plan(&q, d, 2) == 2 && d[0].len == 100 && q.sq_used == 0);
+    CHECK(ib_sendq_plan(&q, d, 32) == 4);
+    ib_sendq_posted(&q, d, 4);
+    CHECK(q.sq_used == 4 && q.next == 2 && q.head == 0);
+    CHECK(ib_sendq_plan(&q, d, 32) == 0); /* send queue full */
+    /* the put completes with its third piece, not before */
+    CHECK(ib_sendq_complete(&q, 0, on_done, &log) == 0);
+    CHECK(ib_sendq_complete(&q, 0, on_done, &log) == 0 && log.n == 0);
+    CHECK(ib_sendq_complete(&q, 0, on_done, &log) == 1 && log.n == 1);
+    CHECK(log.ops[0].kind == IB_OP_PUT && log.ops[0].chan == 1 && log.status[0] == GPUPORT_OK);
+    CHECK(ib_sendq_complete(&q, 0, on_done, &log) == -1); /* no fourth piece */
+    /* three entries free: the write of the count and the notification */
+    CHECK(ib_sendq_plan(&q, d, 32) == 2);
+    CHECK(d[0].wr_id == 2 && d[0].kind == IB_WR_WRITE_VALUE && d[0].len == 8 && d[0].value == 7);
+    CHECK(d[0].raddr == 0x1b00000 && d[0].rkey == 0x24 && d[0].scratch == 0);
+    CHECK(d[1].wr_id == 3 && d[1].kind == IB_WR_WRITE_VALUE && d[1].len == 4 &&
+          (int32_t)(uint32_t)d[1].value == GPUPORT_ERR_PEER && d[1].scratch == 1);
+    ib_sendq_posted(&q, d, 2);
+    CHECK(ib_sendq_complete(&q, 1, on_done, &log) == 1 && log.ops[1].kind == IB_OP_SIGNAL_ADD);
+    CHECK(ib_sendq_complete(&q, 2, on_done, &log) == 1 && log.ops[2].value == 7);
+    CHECK(ib_sendq_complete(&q, 3, on_done, &log) == 1 && log.ops[3].kind == IB_OP_NOTIFY);
+    CHECK(ib_sendq_idle(&q) && q.sq_used == 0 && log.n == 4);
+    CHECK(ib_sendq_complete(&q, 3, on_done, &log) == -1); /* stale */
+    CHECK(ib_sendq_complete(&q, 4, on_done, &log) == -1); /* never queued */
+    ib_sendq_fini(&q);
+}
+
+static void test_sendq_partial_post(void)
+{
+    ib_sendq_t q;
+    ib_wr_desc_t d[8];
+    done_log_t log = {0};
+
+    CHECK_OK(ib_sendq_init(&q, 4, 8, 10));
+    push_op(&q, IB_OP_PUT, 0, 35, 0);
+    push_op(&q, IB_OP_SIGNAL_ADD, 0, 8, 0);
+    CHECK(ib_sendq_plan(&q, d, 8) == 5);
+    /* ibv_post_send took the first two only */
+    ib_sendq_posted(&q, d, 2);
+    CHECK(q.sq_used == 2 && q.next == 0 && q.ops[0].posted == 20);
+    CHECK(ib_sendq_plan(&q, d, 8) == 3);
+    CHECK(d[0].wr_id == 0 && d[0].len == 10 && d[0].laddr == 0x100000 + 20 && d[0].scratch == 2);
+    CHECK(d[1].wr_id == 0 && d[1].len == 5 && d[1].raddr == 0x900000 + 30);
+    CHECK(d[2].wr_id == 1 && d[2].kind == IB_WR_FETCH_ADD);
+    /* an operation whose request has not been posted cannot complete */
+    CHECK(ib_sendq_complete(&q, 1, on_done, &log) == -1);
+    CHECK(ib_sendq_complete(&q, 0, on_done, &log) == 0);
+    CHECK(ib_sendq_complete(&q, 0, on_done, &log) == 0);
+    /* every posted piece done, but the put is not wholly posted */
+    CHECK(ib_sendq_complete(&q, 0, on_done, &log) == -1 && log.n == 0);
+    ib_sendq_posted(&q, d, 3);
+    CHECK(ib_sendq_complete(&q, 0, on_done, &log) == 0);
+    CHECK(ib_sendq_complete(&q, 0, on_done, &log) == 1 && log.n == 1);
+    CHECK(ib_sendq_complete(&q, 1, on_done, &log) == 1 && log.n == 2 && ib_sendq_idle(&q));
+    ib_sendq_fini(&q);
+}
+
+static void test_sendq_fail(void)
+{
+    ib_sendq_t q;
+    ib_wr_desc_t d[8];
+    done_log_t log = {0};
+
+    CHECK_OK(ib_sendq_init(&q, 8, 2, 1u << 20));
+    for (uint32_t i = 0; i < 5; i++)
+        push_op(&q, i % 2 ? IB_OP_SIGNAL_ADD : IB_OP_PUT, i, 64, 0);
+    CHECK(ib_sendq_plan(&q, d, 8) == 2);
+    ib_sendq_posted(&q, d, 2);
+    CHECK(ib_sendq_complete(&q, 0, on_done, &log) == 1);
+    /* posted or not, every incomplete operation ends, in order, once */
+    log.push_q = &q;
+    CHECK(ib_sendq_fail_all(&q, GPUPORT_ERR_PEER, on_done, &log) == 4);
+    log.push_q = NULL;
+    CHECK(log.n == 5);
+    for (int i = 1; i < 5; i++)
+        CHECK(log.ops[i].chan == (uint32_t)i && log.status[i] == GPUPORT_ERR_PEER);
+    CHECK(q.sq_used == 0 && q.head == 5 && q.next == 5);
+    /* what the callbacks queued stays, behind them */
+    CHECK(q.tail == 9 && !ib_sendq_idle(&q));
+    CHECK(ib_sendq_fail_all(&q, GPUPORT_ERR_PEER, on_done, &log) == 4 && ib_sendq_idle(&q));
+    CHECK(log.ops[5].chan == 101 && log.ops[8].chan == 104);
+    /* the flushed completion of the failed request is not in flight any more */
+    CHECK(ib_sendq_complete(&q, 1, on_done, &log) == -1);
+    ib_sendq_fini(&q);
+}
+
+static void test_sendq_room_and_wrap(void)
+{
+    ib_sendq_t q;
+    ib_wr_desc_t d[8];
+    done_log_t log;
+    uint64_t huge = 5ull << 30;
+
+    CHECK_OK(ib_sendq_init(&q, 4, 3, IB_PIECE_LIMIT));
+    for (int i = 0; i < 4; i++)
+        push_op(&q, IB_OP_SIGNAL_ADD, (uint32_t)i, 8, 0);
+    CHECK(!ib_sendq_room(&q, 1) && ib_sendq_room(&q, 0));
+    CHECK(ib_sendq_plan(&q, d, 8) == 3);
+    ib_sendq_posted(&q, d, 3);
+    memset(&log, 0, sizeof(log));
+    CHECK(ib_sendq_complete(&q, 0, on_done, &log) == 1);
+    CHECK(ib_sendq_room(&q, 1) && !ib_sendq_room(&q, 2));
+    /* a 5 GiB put: 2 GiB, 2 GiB, 1 GiB, at advancing addresses */
+    ib_op_t *big = push_op(&q, IB_OP_PUT, 9, huge, 0);
+    big->laddr = 1ull << 40;
+    big->raddr = 3ull << 40;
+    CHECK(ib_sendq_plan(&q, d, 8) == 1 && d[0].wr_id == 3);
+    ib_sendq_posted(&q, d, 1);
+    for (uint64_t k = 1; k <= 3; k++)
+        CHECK(ib_sendq_complete(&q, k, on_done, &log) == 1);
+    CHECK(ib_sendq_plan(&q, d, 8) == 3);
+    CHECK(d[0].wr_id == 4 && d[0].len == 1u << 31 && d[0].laddr == 1ull << 40);
+    CHECK(d[1].len == 1u << 31 && d[1].raddr == (3ull << 40) + (2ull << 30));
+    CHECK(d[2].len == 1u << 30 && d[2].laddr == (1ull << 40) + (4ull << 30));
+    ib_sendq_posted(&q, d, 3);
+    CHECK(ib_sendq_complete(&q, 4, on_done, &log) == 0);
+    CHECK(ib_sendq_complete(&q, 4, on_done, &log) == 0);
+    CHECK(ib_sendq_complete(&q, 4, on_done, &log) == 1 && ib_sendq_idle(&q));
+    CHECK(log.n == 5 && log.ops[4].chan == 9 && log.ops[4].len == huge);
+    ib_sendq_fini(&q);
+
+    /* many laps of a small ring, completions in posting order: every
+     * operation reported once, in order, and the scratch slots rotate */
+    CHECK_OK(ib_sendq_init(&q, 8, 4, 64));
+    uint64_t pushed = 0, reported = 0, wrs = 0;
+    memset(&log, 0, sizeof(log));
+    while (reported < 1000) {
+        uint32_t n;
+        for (; pushed < 1000 && ib_sendq_room(&q, 1); pushed++)
+            push_op(&q, pushed % 3 ? IB_OP_SIGNAL_WRITE : IB_OP_PUT, (uint32_t)(pushed % 50),
+                    pushed % 3 ? 8 : 1 + pushed % 200, pushed);
+        n = ib_sendq_plan(&q, d, 8);
+        for (uint32_t i = 0; i < n; i++)
+            CHECK(d[i].scratch == (wrs + i) % 4);
+        ib_sendq_posted(&q, d, n);
+        wrs += n;
+        CHECK(q.sq_used <= 4);
+        if (n == 0) {
+            /* complete the oldest posted request */
+            uint64_t id = q.head;
+            CHECK(q.sq_used > 0);
+            while (q.ops[id & 7].wrs_done == q.ops[id & 7].wrs_posted)
+                id++;
+            log.n = 0;
+            int k = ib_sendq_complete(&q, id, on_done, &log);
+            CHECK(k >= 0 && k == log.n);
+            for (int i = 0; i < k; i++)
+                CHECK(log.ops[i].value == reported++);
+        }
+    }
+    CHECK(ib_sendq_idle(&q) && q.sq_used == 0);
+    ib_sendq_fini(&q);
+}
+
+
+/* ---- a mock verbs provider ----
+ *
+ * The data path (ib.c, ib_dev.c, ib_mr.c) needs a device; this machine has
+ * none. These definitions take the place of libibverbs' in this program
+ * (they are linked before it): while mock_on is 0 each forwards to the
+ * real function (RTLD_NEXT), so the checks above see the machine as it is;
+ * while it is 1 they present one device with one port and act as its NIC:
+ * QPs check their state changes and attributes the way a provider does,
+ * and work requests are executed when the requester polls its CQ (a few
+ * per call, so the send queue fills), checking keys, ranges, access flags,
+ * message size, alignment and PSNs, writing the peer's memory (the ranks
+ * are threads of this process) and completing in order; a failure moves
+ * the QP to the error state and flushes the rest. Not a model of timing,
+ * PCIe ordering or a second machine: only of what verbs promise. */
+
+static int mock_on;
+static struct {
+    int link_layer;   /* IBV_LINK_LAYER_* */
+    int atomic_cap;
+    uint32_t max_msg;
+    long fail_at;     /* the n-th executed work request fails (0: none) */
+} mock;
+static pthread_mutex_t mock_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct { int ctx, pd, mr, cq, qp, lists; } live;
+static long mock_executed;
+static char mock_error[256]; /* the first thing a provider would have refused */
+
+#define MOCK_MAX_WR 64
+#define MOCK_LID 0x11
+
+#define REAL(name, ...) ((__typeof__(&(name)))dlsym(RTLD_NEXT, #name))(__VA_ARGS__)
+
+static void mock_fault(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void mock_fault(const char *fmt, ...)
+{
+    va_list ap;
+
+    if (mock_error[0])
+        return;
+    va_start(ap, fmt);
+    vsnprintf(mock_error, sizeof(mock_error), fmt, ap);
+    va_end(ap);
+}
+
+typedef struct mock_mr {
+    struct ibv_mr mr;
+    int access;
+    struct mock_mr *next;
+} mock_mr_t;
+
+typedef struct mock_qp mock_qp_t;
+
+typedef struct mock_cq {
+    struct ibv_cq cq;
+    mock_qp_t *qp;
+} mock_cq_t;
+
+struct mock_qp {
+    struct ibv_qp qp;
+    mock_qp_t *next;
+    uint32_t max_send_wr;
+    int access;
+    uint32_t dest_qpn, rq_psn, sq_psn;
+    int max_rd_atomic, max_dest_rd_atomic;
+    struct ibv_send_wr wr[MOCK_MAX_WR];
+    struct ibv_sge sge[MOCK_MAX_WR];
+    uint64_t head, tail;
+};
+
+static struct ibv_device mock_device;
+static mock_mr_t *mock_mrs;
+static mock_qp_t *mock_qps;
+static uint32_t mock_next_key = 0x1000, mock_next_qpn = 0x100;
+
+static const uint8_t mock_gid_ll[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 2, 0x11, 0x22, 0xff,
+                                        0xfe, 0x33, 0x44, 0x55};
+static const uint8_t mock_gid_v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
+
+/* The port's GID table: IB: one entry; RoCE: link-local v1 and v2, then
+ * the IPv4 address as v1 and v2; the rest empty. */
+static int mock_gid(int index, uint8_t *gid, int *type)
+{
+    if (mock.link_layer != IBV_LINK_LAYER_ETHERNET) {
+        if (index != 0)
+            return -1;
+        memcpy(gid, mock_gid_ll, 16);
+        *type = IBV_GID_TYPE_IB;
+        return 0;
+    }
+    if (index < 0 || index > 3)
+        return -1;
+    memcpy(gid, index < 2 ? mock_gid_ll : mock_gid_v4, 16);
+    *type = index % 2 ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1;
+    return 0;
+}
+
+struct ibv_device **(ibv_get_device_list)(int *n)
+{
+    struct ibv_device **list;
+
+    if (!mock_on)
+        return REAL(ibv_get_device_list, n);
+    list = calloc(2, sizeof(*list));
+    snprintf(mock_device.name, sizeof(mock_device.name), "mock0");
+    snprintf(mock_device.ibdev_path, sizeof(mock_device.ibdev_path), "/nonexistent/mock0");
+    mock_device.transport_type = IBV_TRANSPORT_IB;
+    mock_device.node_type = IBV_NODE_CA;
+    list[0] = &mock_device;
+    *n = 1;
+    __atomic_add_fetch(&live.lists, 1, __ATOMIC_RELAXED);
+    return list;
+}
+
+void (ibv_free_device_list)(struct ibv_device **list)
+{
+    if (!list || list[0] != &mock_device) {
+        REAL(ibv_free_device_list, list);
+        return;
+    }
+    __atomic_sub_fetch(&live.lists, 1, __ATOMIC_RELAXED);
+    free(list);
+}
+
+const char *(ibv_get_device_name)(struct ibv_device *dev)
+{
+    return dev == &mock_device ? dev->name : REAL(ibv_get_device_name, dev);
+}
+
+static int mock_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
+static int mock_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+
+struct ibv_context *(ibv_open_device)(struct ibv_device *dev)
+{
+    struct ibv_context *ctx;
+
+    if (dev != &mock_device)
+        return REAL(ibv_open_device, dev);
+    ctx = calloc(1, sizeof(*ctx));
+    ctx->device = dev;
+    ctx->ops.post_send = mock_post_send;
+    ctx->ops.poll_cq = mock_poll_cq;
+    ctx->abi_compat = NULL; /* not extended: ibv_query_port comes here */
+    __atomic_add_fetch(&live.ctx, 1, __ATOMIC_RELAXED);
+    return ctx;
+}
+
+int (ibv_close_device)(struct ibv_context *ctx)
+{
+    if (ctx->device != &mock_device)
+        return REAL(ibv_close_device, ctx);
+    __atomic_sub_fetch(&live.ctx, 1, __ATOMIC_RELAXED);
+    free(ctx);
+    return 0;
+}
+
+int (ibv_query_device)(struct ibv_context *ctx, struct ibv_device_attr *a)
+{
+    if (ctx->device != &mock_device)
+        return REAL(ibv_query_device, ctx, a);
+    memset(a, 0, sizeof(*a));
+    a->phys_port_cnt = 1;
+    a->atomic_cap = (enum ibv_atomic_cap)mock.atomic_cap;
+    a->max_qp_wr = MOCK_MAX_WR;
+    a->max_cqe = MOCK_MAX_WR;
+    a->max_qp_rd_atom = 16;
+    a->max_qp_init_rd_atom = 16;
+    return 0;
+}
+
+int (ibv_query_port)(struct ibv_context *ctx, uint8_t port, struct _compat_ibv_port_attr *compat)
+{
+    struct ibv_port_attr *a = (struct ibv_port_attr *)compat; /* the header passes the whole */
+
+    if (ctx->device != &mock_device)
+        return REAL(ibv_query_port, ctx, port, compat);
+    if (port != 1)
+        return EINVAL;
+    memset(a, 0, sizeof(*a));
+    a->state = IBV_PORT_ACTIVE;
+    a->max_mtu = a->active_mtu = IBV_MTU_4096;
+    a->link_layer = (uint8_t)mock.link_layer;
+    a->lid = mock.link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : MOCK_LID;
+    a->gid_tbl_len = 8;
+    a->max_msg_sz = mock.max_msg;
+    return 0;
+}
+
+int (_ibv_query_gid_ex)(struct ibv_context *ctx, uint32_t port, uint32_t index,
+                        struct ibv_gid_entry *e, uint32_t flags, size_t size)
+{
+    int type;
+
+    if (ctx->device != &mock_device)
+        return REAL(_ibv_query_gid_ex, ctx, port, index, e, flags, size);
+    if (port != 1 || mock_gid((int)index, e->gid.raw, &type) != 0)
+        return ENODATA;
+    e->gid_index = index;
+    e->port_num = port;
+    e->gid_type = (uint32_t)type;
+    return 0;
+}
+
+int (ibv_query_gid)(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid)
+{
+    int type;
+
+    if (ctx->device != &mock_device)
+        return REAL(ibv_query_gid, ctx, port, index, gid);
+    return port == 1 && mock_gid(index, gid->raw, &type) == 0 ? 0 : -1;
+}
+
+struct ibv_pd *(ibv_alloc_pd)(struct ibv_context *ctx)
+{
+    struct ibv_pd *pd;
+
+    if (ctx->device != &mock_device)
+        return REAL(ibv_alloc_pd, ctx);
+    pd = calloc(1, sizeof(*pd));
+    pd->context = ctx;
+    __atomic_add_fetch(&live.pd, 1, __ATOMIC_RELAXED);
+    return pd;
+}
+
+int (ibv_dealloc_pd)(struct ibv_pd *pd)
+{
+    if (pd->context->device != &mock_device)
+        return REAL(ibv_dealloc_pd, pd);
+    pthread_mutex_lock(&mock_lock);
+    for (mock_mr_t *m = mock_mrs; m; m = m->next)
+        if (m->mr.pd == pd)
+            mock_fault("ibv_dealloc_pd with a registration open");
+    for (mock_qp_t *q = mock_qps; q; q = q->next)
+        if (q->qp.pd == pd)
+            mock_fault("ibv_dealloc_pd with a QP open");
+    pthread_mutex_unlock(&mock_lock);
+    __atomic_sub_fetch(&live.pd, 1, __ATOMIC_RELAXED);
+    free(pd);
+    return 0;
+}
+
+static struct ibv_mr *mock_reg(struct ibv_pd *pd, void *addr, size_t len, int access)
+{
+    mock_mr_t *m;
+
+    if (((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+         !(access & IBV_ACCESS_LOCAL_WRITE)) ||
+        ((access & IBV_ACCESS_REMOTE_ATOMIC) && mock.atomic_cap == IBV_ATOMIC_NONE) || len == 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    m = calloc(1, sizeof(*m));
+    m->mr.context = pd->context;
+    m->mr.pd = pd;
+    m->mr.addr = addr;
+    m->mr.length = len;
+    m->access = access;
+    pthread_mutex_lock(&mock_lock);
+    m->mr.lkey = mock_next_key;
+    m->mr.rkey = mock_next_key + 0x80000;
+    mock_next_key += 0x101;
+    m->next = mock_mrs;
+    mock_mrs = m;
+    pthread_mutex_unlock(&mock_lock);
+    __atomic_add_fetch(&live.mr, 1, __ATOMIC_RELAXED);
+    return &m->mr;
+}
+
+struct ibv_mr *(ibv_reg_mr)(struct ibv_pd *pd, void *addr, size_t len, int access)
+{
+    if (pd->context->device != &mock_device)
+        return REAL(ibv_reg_mr, pd, addr, len, access);
+    return mock_reg(pd, addr, len, access);
+}
+
+struct ibv_mr *(ibv_reg_mr_iova2)(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
+                                  unsigned int access)
+{
+    if (pd->context->device != &mock_device)
+        return REAL(ibv_reg_mr_iova2, pd, addr, len, iova, access);
+    if (iova != (uint64_t)(uintptr_t)addr) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return mock_reg(pd, addr, len, (int)access);
+}
+
+int (ibv_dereg_mr)(struct ibv_mr *mr)
+{
+    mock_mr_t **pp;
+
+    if (mr->context->device != &mock_device)
+        return REAL(ibv_dereg_mr, mr);
+    pthread_mutex_lock(&mock_lock);
+    for (pp = &mock_mrs; *pp && &(*pp)->mr != mr; pp = &(*pp)->next)
+        ;
+    if (*pp)
+        *pp = (*pp)->next;
+    else
+        mock_fault("ibv_dereg_mr of an unknown registration");
+    pthread_mutex_unlock(&mock_lock);
+    __atomic_sub_fetch(&live.mr, 1, __ATOMIC_RELAXED);
+    free((mock_mr_t *)mr);
+    return 0;
+}
+
+struct ibv_cq *(ibv_create_cq)(struct ibv_context *ctx, int cqe, void *cq_ctx,
+                               struct ibv_comp_channel *ch, int vector)
+{
+    mock_cq_t *c;
+
+    if (ctx->device != &mock_device)
+        return REAL(ibv_create_cq, ctx, cqe, cq_ctx, ch, vector);
+    if (cqe < 1 || cqe > MOCK_MAX_WR) {
+        errno = EINVAL;
+        return NULL;
+    }
+    c = calloc(1, sizeof(*c));
+    c->cq.context = ctx;
+    c->cq.cqe = cqe;
+    __atomic_add_fetch(&live.cq, 1, __ATOMIC_RELAXED);
+    return &c->cq;
+}
+
+int (ibv_destroy_cq)(struct ibv_cq *cq)
+{
+    if (cq->context->device != &mock_device)
+        return REAL(ibv_destroy_cq, cq);
+    if (((mock_cq_t *)cq)->qp)
+        return EBUSY;
+    __atomic_sub_fetch(&live.cq, 1, __ATOMIC_RELAXED);
+    free(cq);
+    return 0;
+}
+
+struct ibv_qp *(ibv_create_qp)(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
+{
+    mock_qp_t *q;
+
+    if (pd->context->device != &mock_device)
+        return REAL(ibv_create_qp, pd, ia);
+    if (ia->qp_type != IBV_QPT_RC || !ia->send_cq || ia->cap.max_send_wr > MOCK_MAX_WR ||
+        ia->cap.max_send_sge > 1 || (int)ia->cap.max_send_wr > ia->send_cq->cqe ||
+        ((mock_cq_t *)ia->send_cq)->qp) {
+        errno = EINVAL;
+        return NULL;
+    }
+    q = calloc(1, sizeof(*q));
+    q->qp.context = pd->context;
+    q->qp.pd = pd;
+    q->qp.send_cq = ia->send_cq;
+    q->qp.recv_cq = ia->recv_cq;
+    q->qp.qp_type = IBV_QPT_RC;
+    q->qp.state = IBV_QPS_RESET;
+    q->max_send_wr = ia->cap.max_send_wr;
+    ((mock_cq_t *)ia->send_cq)->qp = q;
+    pthread_mutex_lock(&mock_lock);
+    q->qp.qp_num = mock_next_qpn++;
+    q->next = mock_qps;
+    mock_qps = q;
+    pthread_mutex_unlock(&mock_lock);
+    __atomic_add_fetch(&live.qp, 1, __ATOMIC_RELAXED);
+    return &q->qp;
+}
+
+int (ibv_destroy_qp)(struct ibv_qp *qp)
+{
+    mock_qp_t **pp, *q = (mock_qp_t *)qp;
+
+    if (qp->context->device != &mock_device)
+        return REAL(ibv_destroy_qp, qp);
+    pthread_mutex_lock(&mock_lock);
+    for (pp = &mock_qps; *pp && *pp != q; pp = &(*pp)->next)
+        ;
+    if (*pp)
+        *pp = q->next;
+    pthread_mutex_unlock(&mock_lock);
+    ((mock_cq_t *)qp->send_cq)->qp = NULL;
+    __atomic_sub_fetch(&live.qp, 1, __ATOMIC_RELAXED);
+    free(q);
+    return 0;
+}
+
+int (ibv_modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
+{
+    mock_qp_t *q = (mock_qp_t *)qp;
+    int eth = mock.link_layer == IBV_LINK_LAYER_ETHERNET, rc = 0;
+    uint8_t gid[16];
+    int type;
+
+    if (qp->context->device != &mock_device)
+        return REAL(ibv_modify_qp, qp, a, mask);
+    pthread_mutex_lock(&mock_lock);
+    switch (a->qp_state) {
+    case IBV_QPS_INIT:
+        if (qp->state != IBV_QPS_RESET ||
+            mask != (IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) ||
+            a->port_num != 1 ||
+            ((a->qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC) && mock.atomic_cap == IBV_ATOMIC_NONE))
+            rc = EINVAL;
+        q->access = (int)a->qp_access_flags;
+        break;
+    case IBV_QPS_RTR:
+        if (qp->state != IBV_QPS_INIT || !(mask & IBV_QP_AV) || !(mask & IBV_QP_DEST_QPN) ||
+            !(mask & IBV_QP_RQ_PSN) || !(mask & IBV_QP_PATH_MTU) ||
+            !(mask & IBV_QP_MAX_DEST_RD_ATOMIC) || a->path_mtu > IBV_MTU_4096 ||
+            a->max_dest_rd_atomic > 16 || a->ah_attr.port_num != 1)
+            rc = EINVAL;
+        else if (eth && (!a->ah_attr.is_global || mock_gid(a->ah_attr.grh.sgid_index, gid, &type) ||
+                         memcmp(a->ah_attr.grh.dgid.raw, mock_gid_v4, 16) != 0))
+            rc = EINVAL; /* RoCE: by GRH, to the IPv4 GID auto picks */
+        else if (!eth && (a->ah_attr.is_global || a->ah_attr.dlid != MOCK_LID))
+            rc = EINVAL;
+        q->dest_qpn = a->dest_qp_num;
+        q->rq_psn = a->rq_psn;
+        q->max_dest_rd_atomic = a->max_dest_rd_atomic;
+        break;
+    case IBV_QPS_RTS:
+        if (qp->state != IBV_QPS_RTR || !(mask & IBV_QP_SQ_PSN) ||
+            !(mask & IBV_QP_MAX_QP_RD_ATOMIC) || a->max_rd_atomic > 16)
+            rc = EINVAL;
+        q->sq_psn = a->sq_psn;
+        q->max_rd_atomic = a->max_rd_atomic;
+        break;
+    case IBV_QPS_ERR:
+        if (mask != IBV_QP_STATE)
+            rc = EINVAL;
+        break;
+    default:
+        rc = EINVAL;
+    }
+    if (rc)
+        mock_fault("ibv_modify_qp(%d) refused (from state %d, mask 0x%x)", (int)a->qp_state,
+                   (int)qp->state, mask);
+    else
+        qp->state = a->qp_state;
+    pthread_mutex_unlock(&mock_lock);
+    return rc;
+}
+
+static int mock_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+    mock_qp_t *q = (mock_qp_t *)qp;
+    int rc = 0;
+
+    pthread_mutex_lock(&mock_lock);
+    for (; wr; wr = wr->next) {
+        uint64_t slot = q->tail % MOCK_MAX_WR;
+        if (qp->state != IBV_QPS_RTS) {
+            rc = EINVAL;
+            mock_fault("post_send on a QP in state %d", (int)qp->state);
+        } else if (q->tail - q->head >= q->max_send_wr) {
+            rc = ENOMEM;
+            mock_fault("post_send beyond the send queue's %u entries", q->max_send_wr);
+        } else if (wr->num_sge != 1 || !(wr->send_flags & IBV_SEND_SIGNALED)) {
+            rc = EINVAL;
+            mock_fault("post_send: %d sges, flags 0x%x", wr->num_sge, wr->send_flags);
+        }
+        if (rc) {
+            *bad = wr;
+            break;
+        }
+        /* the caller's arrays may be gone after the call: copy */
+        q->wr[slot] = *wr;
+        q->sge[slot] = wr->sg_list[0];
+        q->wr[slot].sg_list = &q->sge[slot];
+        q->wr[slot].next = NULL;
+        q->tail++;
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return rc;
+}
+
+static mock_mr_t *mock_find(struct ibv_pd *pd, uint32_t key, int remote, uint64_t addr,
+                            uint64_t len)
+{
+    for (mock_mr_t *m = mock_mrs; m; m = m->next) {
+        uint64_t base = (uint64_t)(uintptr_t)m->mr.addr;
+        if (m->mr.pd == pd && (remote ? m->mr.rkey : m->mr.lkey) == key && addr >= base &&
+            addr + len <= base + m->mr.length)
+            return m;
+    }
+    return NULL;
+}
+
+/* Executes q's oldest request as its NIC and the responder's would. */
+static enum ibv_wc_status mock_execute(mock_qp_t *q, const struct ibv_send_wr *wr)
+{
+    const struct ibv_sge *sge = wr->sg_list;
+    mock_qp_t *r;
+    mock_mr_t *lm, *rm;
+    int atomic = wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+    uint64_t raddr = atomic ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
+    uint32_t rkey = atomic ? wr->wr.atomic.rkey : wr->wr.rdma.rkey;
+
+    if (++mock_executed == mock.fail_at)
+        return IBV_WC_REM_ACCESS_ERR;
+    for (r = mock_qps; r && r->qp.qp_num != q->dest_qpn; r = r->next)
+        ;
+    if (!r || r->dest_qpn != q->qp.qp_num || r->qp.state < IBV_QPS_RTR ||
+        r->rq_psn != q->sq_psn)
+        return IBV_WC_RETRY_EXC_ERR; /* nobody answers with that QPN and PSN */
+    if (wr->opcode != IBV_WR_RDMA_WRITE && !atomic)
+        return IBV_WC_REM_INV_REQ_ERR;
+    if (sge->length > mock.max_msg)
+        return IBV_WC_LOC_LEN_ERR;
+    lm = mock_find(q->qp.pd, sge->lkey, 0, sge->addr, sge->length);
+    if (!lm || (atomic && !(lm->access & IBV_ACCESS_LOCAL_WRITE)))
+        return IBV_WC_LOC_PROT_ERR;
+    rm = mock_find(r->qp.pd, rkey, 1, raddr, atomic ? 8 : sge->length);
+    if (!rm || !(rm->access & (atomic ? IBV_ACCESS_REMOTE_ATOMIC : IBV_ACCESS_REMOTE_WRITE)) ||
+        !(r->access & (atomic ? IBV_ACCESS_REMOTE_ATOMIC : IBV_ACCESS_REMOTE_WRITE)))
+        return IBV_WC_REM_ACCESS_ERR;
+    if (atomic) {
+        uint64_t old;
+        if (sge->length != 8 || (raddr & 7) || q->max_rd_atomic == 0 ||
+            r->max_dest_rd_atomic == 0)
+            return IBV_WC_REM_INV_REQ_ERR;
+        old = __atomic_fetch_add((uint64_t *)(uintptr_t)raddr, wr->wr.atomic.compare_add,
+                                 __ATOMIC_SEQ_CST);
+        memcpy((void *)(uintptr_t)sge->addr, &old, 8);
+    } else if (sge->length == 8 && !(raddr & 7)) {
+        /* an aligned 8-byte write lands whole, after the data before it */
+        uint64_t v;
+        memcpy(&v, (void *)(uintptr_t)sge->addr, 8);
+        __atomic_store_n((uint64_t *)(uintptr_t)raddr, v, __ATOMIC_RELEASE);
+    } else if (sge->length == 4 && !(raddr & 3)) {
+        uint32_t v;
+        memcpy(&v, (void *)(uintptr_t)sge->addr, 4);
+        __atomic_store_n((uint32_t *)(uintptr_t)raddr, v, __ATOMIC_RELEASE);
+    } else {
+        memcpy((void *)(uintptr_t)raddr, (void *)(uintptr_t)sge->addr, sge->length);
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+    }
+    return IBV_WC_SUCCESS;
+}
+
+static int mock_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+    mock_qp_t *q = ((mock_cq_t *)cq)->qp;
+    int k = 0;
+
+    pthread_mutex_lock(&mock_lock);
+    /* a few per call: completions trickle in and the send queue fills */
+    while (q && k < n && k < 3 && q->head < q->tail) {
+        const struct ibv_send_wr *wr = &q->wr[q->head % MOCK_MAX_WR];
+        enum ibv_wc_status st = q->qp.state == IBV_QPS_ERR ? IBV_WC_WR_FLUSH_ERR
+                                                            : mock_execute(q, wr);
+        if (st != IBV_WC_SUCCESS)
+            q->qp.state = IBV_QPS_ERR;
+        memset(&wc[k], 0, sizeof(wc[k]));
+        wc[k].wr_id = wr->wr_id;
+        wc[k].status = st;
+        wc[k].opcode = wr->opcode == IBV_WR_RDMA_WRITE ? IBV_WC_RDMA_WRITE : IBV_WC_FETCH_ADD;
+        wc[k].qp_num = q->qp.qp_num;
+        wc[k].byte_len = wr->sg_list->length;
+        q->head++;
+        k++;
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return k;
+}
+
+struct ibv_mr *(ibv_reg_dmabuf_mr)(struct ibv_pd *pd, uint64_t offset, size_t length,
+                                   uint64_t iova, int fd, int access)
+{
+    if (pd->context->device != &mock_device)
+        return REAL(ibv_reg_dmabuf_mr, pd, offset, length, iova, fd, access);
+    errno = EOPNOTSUPP;
+    return NULL;
+}
+
+/* ---- the data path over the mock ---- */
+
+#define MREGION (256u * 1024)
+#define MROUNDS 60
+
+typedef struct {
+    int rounds;
+    int faulty; /* rank 0's NIC fails a request; rank 1 only waits for the end */
+    int bad_trigger; /* rank 0 pushes a put outside the regions: rank 1 must hear of it */
+} mock_opts_t;
+
+static unsigned char mpat(int rank, int round, uint64_t i)
+{
+    return (unsigned char)(rank * 61 + round * 11 + (int)(i * 7 % 253));
+}
+
+static uint64_t lcg(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 17;
+}
+
+static int mock_rank(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
+{
+    const mock_opts_t *o = arg;
+    gpuport_comm_t comm;
+    unsigned char *src, *dst, *ssrc, *sdst;
+    gpuport_mem_t msrc, mdst, mssrc, msdst;
+    gpuport_channel_t ch, self;
+    int peer = 1 - rank;
+    uint64_t seed = 99;
+
+    (void)size;
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    src = malloc(MREGION);
+    CHECK_OK(gpuport_mem_alloc(comm, MREGION, (void **)&dst)); /* both kinds of host memory */
+    ssrc = malloc(MREGION);
+    sdst = malloc(MREGION);
+    CHECK(src && ssrc && sdst);
+    memset(dst, 0xee, MREGION);
+    CHECK_OK(gpuport_mem_register(comm, src, MREGION, &msrc));
+    CHECK_OK(gpuport_mem_register(comm, dst, MREGION, &mdst));
+    CHECK_OK(gpuport_mem_register(comm, ssrc, MREGION, &mssrc));
+    CHECK_OK(gpuport_mem_register(comm, sdst, MREGION, &msdst));
+    CHECK_OK(gpuport_channel_create(comm, peer, msrc, mdst, &ch));
+    CHECK(strcmp(gpuport_channel_transport(ch), "ib") == 0);
+    /* a second channel over the same regions: registered once */
+    gpuport_channel_t twin;
+    CHECK_OK(gpuport_channel_create(comm, peer, msrc, mdst, &twin));
+    /* per rank: the control segment, the QP's scratch buffer, two regions */
+    CHECK_OK(bs->barrier(bs->ctx));
+    CHECK_MSG(__atomic_load_n(&live.mr, __ATOMIC_RELAXED) == 2 * 4, "%d registrations",
+              live.mr);
+    CHECK_OK(bs->barrier(bs->ctx));
+    CHECK_OK(gpuport_channel_destroy(twin));
+    CHECK_OK(gpuport_channel_create(comm, rank, mssrc, msdst, &self)); /* the loopback QP */
+    CHECK(strcmp(gpuport_channel_transport(self), "ib") == 0);
+    /* per rank: the control segment, a scratch buffer per QP (2), and the
+     * four regions once each, whatever the number of channels over them */
+    CHECK_OK(bs->barrier(bs->ctx));
+    CHECK_MSG(__atomic_load_n(&live.mr, __ATOMIC_RELAXED) == 2 * 7, "%d registrations",
+              live.mr);
+    CHECK_OK(bs->barrier(bs->ctx));
+
+    if (o->faulty) {
+        if (rank == 0) {
+            gpuport_status_t st;
+            memset(src, 1, MREGION);
+            for (int i = 0; i < 4; i++)
+                CHECK_OK(gpuport_channel_put(ch, 0, 0, 9000));
+            st = gpuport_channel_flush(ch);
+            CHECK_MSG(st == GPUPORT_ERR_PEER, "flush after a failed request: %s",
+                      gpuport_status_string(st));
+            CHECK(gpuport_channel_status(ch) == GPUPORT_ERR_PEER);
+            CHECK(gpuport_channel_put(ch, 0, 0, 1) == GPUPORT_ERR_PEER);
+            /* the loopback QP is another connection: it still works */
+            memset(ssrc, 3, 64);
+            CHECK_OK(gpuport_channel_put_with_signal(self, 0, 0, 64));
+            CHECK_OK(gpuport_channel_wait(self));
+            CHECK(sdst[0] == 3 && sdst[63] == 3);
+        }
+    } else if (o->bad_trigger) {
+        if (rank == 0) {
+            uint64_t pos;
+            CHECK_OK(gpuport_channel_push(ch, GPUPORT_OP_PUT, MREGION, 0, 16, &pos));
+            CHECK_STATUS(gpuport_channel_flush(ch), GPUPORT_ERR_OUT_OF_RANGE);
+        } else {
+            /* report_fail's write reached this rank's slot */
+            CHECK_STATUS(gpuport_channel_wait(ch), GPUPORT_ERR_PEER);
+        }
+    } else {
+        unsigned char *shadow = malloc(MREGION);
+        CHECK(shadow);
+        memset(shadow, 0xee, MREGION);
+        for (int round = 0; round < o->rounds; round++) {
+            /* both ranks draw the same sizes and offsets: each knows what
+             * the other sends; the patterns differ by rank */
+            uint64_t start = seed, size_, off;
+            int nputs = 1 + (int)(lcg(&seed) % 4);
+            for (int p = 0; p < nputs; p++) {
+                size_ = lcg(&seed) % 3 == 0 ? 1 + lcg(&seed) % MREGION : 1 + lcg(&seed) % 5000;
+                off = lcg(&seed) % (MREGION - size_ + 1);
+                for (uint64_t i = 0; i < size_; i++)
+                    src[off + i] = mpat(rank, round * 8 + p, i);
+                CHECK_OK(p == nputs - 1 ? gpuport_channel_put_with_signal(ch, off, off, size_)
+                                        : gpuport_channel_put(ch, off, off, size_));
+            }
+            CHECK_OK(gpuport_channel_flush(ch));
+            /* flushed: the source may change; the peer holds what was sent */
+            memset(src, 0x5a, MREGION);
+            CHECK_OK(gpuport_channel_wait(ch));
+            seed = start;
+            nputs = 1 + (int)(lcg(&seed) % 4);
+            for (int p = 0; p < nputs; p++) {
+                size_ = lcg(&seed) % 3 == 0 ? 1 + lcg(&seed) % MREGION : 1 + lcg(&seed) % 5000;
+                off = lcg(&seed) % (MREGION - size_ + 1);
+                for (uint64_t i = 0; i < size_; i++)
+                    shadow[off + i] = mpat(peer, round * 8 + p, i);
+            }
+            for (uint64_t i = 0; i < MREGION; i++)
+                CHECK_MSG(shadow[i] == dst[i], "rank %d round %d: destination byte %llu is "
+                          "0x%02x, rank %d put 0x%02x", rank, round, (unsigned long long)i,
+                          dst[i], peer, shadow[i]);
+            /* the loopback channel: a signal alone, then a put and a signal */
+            memset(ssrc, round, 100);
+            CHECK_OK(gpuport_channel_signal(self));
+            CHECK_OK(gpuport_channel_put(self, 8, 0, 100));
+            CHECK_OK(gpuport_channel_signal(self));
+            CHECK_OK(gpuport_channel_wait(self));
+            CHECK_OK(gpuport_channel_wait(self));
+            CHECK(sdst[8] == (unsigned char)round && sdst[107] == (unsigned char)round);
+            /* checked: the peer may send the next round */
+            CHECK_OK(gpuport_channel_signal(ch));
+            CHECK_OK(gpuport_channel_wait(ch));
+        }
+        free(shadow);
+        /* exactly as many signals as were sent */
+        int ready = 1;
+        CHECK_OK(gpuport_channel_poll(ch, &ready));
+        CHECK(ready == 0);
+        CHECK_OK(gpuport_channel_poll(self, &ready));
+        CHECK(ready == 0);
+    }
+    /* A rank's destination is deregistered when it destroys its side: the
+     * peer must be done writing (else its request fails and breaks its
+     * connection) */
+    CHECK_OK(bs->barrier(bs->ctx));
+    /* with bad_trigger the channels are left to gpuport_comm_destroy */
+    if (!o->bad_trigger) {
+        CHECK_OK(gpuport_channel_destroy(self));
+        CHECK_STATUS(gpuport_channel_destroy(ch), GPUPORT_OK);
+        /* the regions' registrations went with their last channel */
+        CHECK_OK(bs->barrier(bs->ctx));
+        CHECK_MSG(__atomic_load_n(&live.mr, __ATOMIC_RELAXED) == 2 * 3, "%d registrations",
+                  live.mr);
+    }
+    CHECK_OK(gpuport_comm_destroy(comm));
+    free(src);
+    free(ssrc);
+    free(sdst);
+    return 0;
+}
+
+/* stderr of a run, to a file: a rank that fails a CHECK exits the process,
+ * and then the log is what says why, so it is shown on the way out. */
+static int mock_saved_stderr = -1;
+static char mock_log_path[64];
+static char mock_log[1 << 20];
+
+static void mock_log_dump(void)
+{
+    FILE *f;
+    size_t n;
+
+    if (mock_saved_stderr < 0)
+        return;
+    fflush(stderr);
+    dup2(mock_saved_stderr, STDERR_FILENO);
+    f = fopen(mock_log_path, "r");
+    while (f && (n = fread(mock_log, 1, sizeof(mock_log), f)) > 0)
+        fwrite(mock_log, 1, n, stderr);
+    if (f)
+        fclose(f);
+    unlink(mock_log_path);
+}
+
+static void mock_capture_begin(void)
+{
+    static int registered;
+    int fd;
+
+    snprintf(mock_log_path, sizeof(mock_log_path), "/tmp/test_ib_mock.XXXXXX");
+    fd = mkstemp(mock_log_path);
+    CHECK(fd >= 0);
+    if (!registered++)
+        atexit(mock_log_dump);
+    fflush(stderr);
+    mock_saved_stderr = dup(STDERR_FILENO);
+    CHECK(mock_saved_stderr >= 0 && dup2(fd, STDERR_FILENO) == STDERR_FILENO);
+    close(fd);
+}
+
+static const char *mock_capture_end(void)
+{
+    FILE *f;
+    size_t n = 0;
+
+    fflush(stderr);
+    CHECK(dup2(mock_saved_stderr, STDERR_FILENO) == STDERR_FILENO);
+    close(mock_saved_stderr);
+    mock_saved_stderr = -1;
+    f = fopen(mock_log_path, "r");
+    if (f) {
+        n = fread(mock_log, 1, sizeof(mock_log) - 1, f);
+        fclose(f);
+    }
+    mock_log[n] = '\0';
+    unlink(mock_log_path);
+    return mock_log;
+}
+
+static void mock_run(int link_layer, int atomic_cap, const mock_opts_t *o, const char *log_has)
+{
+    const char *log;
+
+    memset(&live, 0, sizeof(live));
+    mock_error[0] = '\0';
+    mock_executed = 0;
+    mock.link_layer = link_layer;
+    mock.atomic_cap = atomic_cap;
+    mock.max_msg = 4096;
+    mock.fail_at = o->faulty ? 3 : 0;
+    mock_on = 1;
+    setenv("GPUPORT_TRANSPORT", "ib", 1);
+    setenv("GPUPORT_TIMEOUT_MS", "8000", 1);
+    setenv("GPUPORT_LOG_LEVEL", "info", 1);
+    mock_capture_begin();
+    int failed = local_run(2, mock_rank, (void *)o);
+    log = mock_capture_end();
+    mock_on = 0;
+    unsetenv("GPUPORT_TRANSPORT");
+    unsetenv("GPUPORT_LOG_LEVEL");
+    CHECK_MSG(failed == 0, "%d rank(s) failed; log:\n%s", failed, log);
+    CHECK_MSG(!mock_error[0], "the mock provider refused: %s; log:\n%s", mock_error, log);
+    /* every QP, CQ, registration, domain, context and list was released */
+    CHECK_MSG(live.ctx == 0 && live.pd == 0 && live.mr == 0 && live.cq == 0 && live.qp == 0 &&
+                  live.lists == 0,
+              "left open: %d contexts, %d domains, %d registrations, %d CQs, %d QPs, %d lists",
+              live.ctx, live.pd, live.mr, live.cq, live.qp, live.lists);
+    CHECK_MSG(strstr(log, log_has), "log lacks \"%s\":\n%s", log_has, log);
+    if (o->bad_trigger)
+        CHECK_MSG(count_of(log, "ERROR") == 2 && strstr(log, "is outside the regions") &&
+                      strstr(log, "rank 0's side of the channel failed (offset or size outside"),
+                  "errors logged:\n%s", log);
+    else if (o->faulty)
+        CHECK_MSG(count_of(log, "ERROR") == 1 && strstr(log, "1 channel(s) failed, 4 "
+                                                              "operation(s) lost in flight"),
+                  "errors logged:\n%s", log);
+    else
+        CHECK_MSG(count_of(log, "ERROR") == 0, "errors logged:\n%s", log);
+}
+
+static void test_mock_data_path(void)
+{
+    mock_opts_t o = {.rounds = MROUNDS};
+
+    /* RoCE with atomics: the IPv4 GID, fetch-and-add signals */
+    mock_run(IBV_LINK_LAYER_ETHERNET, IBV_ATOMIC_HCA, &o, "signals by atomic fetch-and-add");
+    /* InfiniBand without atomics: LID routing, signals written as counts */
+    mock_run(IBV_LINK_LAYER_INFINIBAND, IBV_ATOMIC_NONE, &o,
+             "signals by RDMA write of the count: this device has no atomics");
+    /* a request that fails breaks its connection on this side, with the
+     * completion's status */
+    mock_opts_t f = {.faulty = 1};
+    mock_run(IBV_LINK_LAYER_INFINIBAND, IBV_ATOMIC_HCA, &f, "remote access error");
+    /* a channel failed here is reported into the peer's slot */
+    mock_opts_t b = {.bad_trigger = 1};
+    mock_run(IBV_LINK_LAYER_ETHERNET, IBV_ATOMIC_HCA, &b, "GID index 3: RoCE v2 with an IPv4");
 }
 
 /* ---- errors ---- */
@@ -288,11 +1808,34 @@ static void test_devices(void)
     CHECK_MSG(n == 0 && strcmp(why, no_device) == 0, "%d, \"%s\"", n, why);
 }
 
+/* The peer of select_for's rank 0: the same machine, so it answers with
+ * what it was sent. */
+static unsigned char echo_buf[512];
+static size_t echo_len;
+
+static gpuport_status_t echo_send(void *ctx, int peer, int tag, const void *buf, size_t bytes)
+{
+    (void)ctx, (void)peer, (void)tag;
+    CHECK(bytes <= sizeof(echo_buf));
+    memcpy(echo_buf, buf, bytes);
+    echo_len = bytes;
+    return GPUPORT_OK;
+}
+
+static gpuport_status_t echo_recv(void *ctx, int peer, int tag, void *buf, size_t bytes)
+{
+    (void)ctx, (void)peer, (void)tag;
+    CHECK(bytes == echo_len);
+    memcpy(buf, echo_buf, bytes);
+    return GPUPORT_OK;
+}
+
 static gpuport_status_t select_for(int transport, int device_regions, const char **name_p,
                                    char *why, size_t len, const char **log_p)
 {
     struct gpuport_comm comm;
     gpuport_proc_rec_t procs[2];
+    gpuport_conn_t *conns[2] = {NULL, NULL};
     const gpuport_transport_ops_t *ops = NULL;
     gpuport_status_t st;
 
@@ -302,12 +1845,20 @@ static gpuport_status_t select_for(int transport, int device_regions, const char
     procs[1].rank = 1;
     procs[0].host_id = procs[1].host_id = 0x42;
     comm.config.transport = transport;
+    comm.config.ib_gid_index = -1;
     comm.rank = 0;
+    comm.size = 2;
     comm.procs = procs;
+    comm.conns = conns;
+    comm.bs.send = echo_send;
+    comm.bs.recv = echo_recv;
+    pthread_mutex_init(&comm.lock, NULL);
+    echo_len = 0;
     capture_begin();
     st = gpuport_transport_select(&comm, 1, device_regions, &ops, why, len);
     *log_p = capture_end();
     *name_p = st == GPUPORT_OK ? ops->name : NULL;
+    pthread_mutex_destroy(&comm.lock);
     return st;
 }
 
@@ -320,17 +1871,19 @@ static void test_select(void)
     /* auto between host regions on one host: shm, never ib */
     CHECK_OK(select_for(GPUPORT_TRANSPORT_AUTO, 0, &name, why, sizeof(why), &log));
     CHECK_MSG(strcmp(name, "shm") == 0, "auto chose %s", name);
-    CHECK(log[0] == '\0');
-    /* ib forced: refused with the reason, on every machine so far */
+    CHECK(log[0] == '\0' && echo_len == 0);
+    if (devices) {
+        printf("NOTE: RDMA devices present: forced ib is not checked to be refused\n");
+        return;
+    }
+    /* ib forced without a device: refused with the reason, after telling
+     * the peer (which would otherwise wait for this rank's QP) */
     CHECK_STATUS(select_for(GPUPORT_TRANSPORT_IB, 0, &name, why, sizeof(why), &log),
                  GPUPORT_ERR_NOT_SUPPORTED);
     CHECK(count_of(log, "ERROR") == 1 && strstr(log, "GPUPORT_TRANSPORT=ib"));
-    if (devices) {
-        CHECK_MSG(strstr(why, "not implemented yet"), "why: %s", why);
-    } else {
-        CHECK_MSG(strstr(why, no_device) && strstr(log, no_device), "why: %s; log: %s", why, log);
-        CHECK(!strstr(why, "not available in this build"));
-    }
+    CHECK_MSG(strstr(why, no_device) && strstr(log, no_device), "why: %s; log: %s", why, log);
+    CHECK(!strstr(why, "not available in this build"));
+    CHECK(echo_len == sizeof(ib_reach_rec_t));
     CHECK_STATUS(select_for(GPUPORT_TRANSPORT_IB, 1, &name, why, sizeof(why), &log),
                  GPUPORT_ERR_NOT_SUPPORTED);
     CHECK(strstr(why, "ib: "));
@@ -341,9 +1894,25 @@ int main(void)
     test_record();
     test_gid();
     test_qp_attr();
+    test_hca_parse();
+    test_pci_affinity();
+    test_port_select();
+    test_pieces();
+    test_reach();
+    test_tdata();
+    test_signal_choice();
+    test_mr_path();
+    test_dmabuf_range();
+    test_sendq_basic();
+    test_sendq_partial_post();
+    test_sendq_fail();
+    test_sendq_room_and_wrap();
     test_errors();
     test_devices();
     test_select();
-    printf("ib set-up logic: records, GID choice, QP attributes, error mapping, devices\n");
+    /* last: the mock presents a device */
+    test_mock_data_path();
+    printf("ib logic: records, GID and port choice, QP attributes, pieces, signal method, "
+           "registration path, send queue, error mapping, devices\n");
     return 0;
 }

@@ -1,64 +1,672 @@
 /*
- * The ib transport's entry in the transport table. Only device discovery is
- * implemented (issue 5): reachable() answers 0 on every machine, with the
- * reason, so the core never calls the other operations; they refuse with a
- * log line rather than pretend.
+ * ib transport: port channels over InfiniBand or RoCE verbs. One RC QP per
+ * pair of ranks (a rank's channels to itself use a QP connected to itself),
+ * set up on the application thread at the first channel and then driven
+ * only by the proxy thread, without blocking:
+ *
+ *   put     RDMA WRITE from the registered source into the peer's
+ *           registered destination, in pieces no larger than the port's
+ *           largest message (2^31 at most);
+ *   signal  atomic FETCH_AND_ADD of 1 on the peer's semaphore
+ *           (comm->ctrl[id].value), or, where either device has no
+ *           atomics, an RDMA WRITE of the channel's new signal count;
+ *   flush   the core's counters: an operation completes when its last
+ *           work request completes (every one is signaled);
+ *   receive nothing: the peer's NIC writes this rank's memory.
+ *
+ * Order. put and signal only queue the operation (ib_sendq); progress()
+ * posts them in issue order, as many as the send queue holds, and reads
+ * the CQ with ibv_poll_cq. A signal needs no IBV_SEND_FENCE after the
+ * writes before it: an RC QP's requests are executed at the responder in
+ * the order they were posted (InfiniBand Architecture Specification vol. 1,
+ * 9.5 "Transaction ordering"), so the atomic or the write of the count is
+ * applied after the data of every earlier write. The fence indicator only
+ * holds a request until earlier RDMA READs and atomics have *completed*,
+ * because their responses land in local memory that a later request might
+ * read (rdmamojo.com, "Fence", 2013-12-06, and ibv_post_send(3)); this
+ * transport issues no reads and never reads an atomic's result. Nor do the
+ * registrations use relaxed ordering (ib_mr.c).
+ *
+ * A work request that fails (or a post that is refused) breaks the
+ * connection: every channel on it fails on this side, with the completion
+ * status text, and what was in flight completes with the error. The peer
+ * learns of it through its own QP's errors (it is connected to a QP in the
+ * error state) or through report_fail's write to its channel's
+ * peer_status while the QP still works.
  */
+#include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
 
-#include "internal.h"
-#include "transport/ib/ib.h"
+#include "transport/ib/ib_priv.h"
 #include "transport/transport.h"
+
+#define SQ_DEPTH 128     /* work requests in the QP's send queue (and CQ entries) */
+#define OPS 1024         /* operations queued per connection, posted or not */
+#define NOTIFY_SPARE 8   /* ring slots kept for report_fail */
+#define POST_BATCH 32
+#define POLL_BATCH 32
+
+typedef struct ib_conn {
+    gpuport_comm_t comm;
+    int peer;
+    ib_comm_t *ic;
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+    uint64_t *scratch; /* atomics' results and written values, one per send-queue slot */
+    struct ibv_mr *scratch_mr;
+    ib_sendq_t q;
+    ib_signal_t signal;
+    ib_qp_rec_t mine, remote;
+    /* the connection failed with this status: written by the proxy,
+     * read by application threads too (atomic builtins) */
+    gpuport_status_t broken;
+} ib_conn_t;
+
+static gpuport_status_t conn_broken(const ib_conn_t *c)
+{
+    return __atomic_load_n(&c->broken, __ATOMIC_ACQUIRE);
+}
+
+static void gid_text(const uint8_t *gid, char *buf, size_t len)
+{
+    if (!inet_ntop(AF_INET6, gid, buf, (socklen_t)len))
+        snprintf(buf, len, "?");
+}
 
 static int ib_reachable(gpuport_comm_t comm, int peer, char *why, size_t len)
 {
-    (void)comm;
-    (void)peer;
-    if (!ib_devices_present(why, len))
+    const gpuport_conn_t *conn = NULL;
+    ib_reach_rec_t mine, theirs;
+    char local[512];
+    int ll = IB_LINK_LAYER_IB, usable, agreed;
+    gpuport_status_t st;
+
+    pthread_mutex_lock(&comm->lock);
+    if (comm->conns)
+        conn = comm->conns[peer];
+    pthread_mutex_unlock(&comm->lock);
+    if (conn && conn->ops == &gpuport_transport_ib) {
+        gpuport_status_t broken = conn_broken(conn->priv);
+        if (broken) {
+            snprintf(why, len, "the ib connection to rank %d has failed (%s)", peer,
+                     gpuport_status_string(broken));
+            return 0;
+        }
+        return 1;
+    }
+    usable = ib_dev_probe(comm, &ll, local, sizeof(local)) == GPUPORT_OK;
+    if (conn) {
+        /* connected over another transport, on both sides: nothing to agree */
+        snprintf(why, len, "%s", local);
+        return usable;
+    }
+    /* Both ranks must take the same decision, or one would wait in
+     * conn_open's exchange while the other has moved on: each tells the
+     * other whether it has a port. */
+    ib_reach_pack(&mine, usable, ll, local);
+    st = gpuport_bootstrap_exchange(comm, peer, IB_TAG_REACH, &mine, &theirs, sizeof(theirs));
+    if (st) {
+        snprintf(why, len, "the bootstrap exchange with rank %d failed (%s)", peer,
+                 gpuport_status_string(st));
         return 0;
-    snprintf(why, len, "RDMA devices are present but gpuport's ib data path is not implemented "
-             "yet (issue 5)");
-    return 0;
+    }
+    agreed = ib_reach_agree(&mine, &theirs, sizeof(theirs), peer, why, len);
+    if (!usable)
+        snprintf(why, len, "%s", local);
+    return agreed;
+}
+
+/* ---- connection set-up (application thread, under comm->lock) ---- */
+
+static void conn_free(ib_conn_t *c)
+{
+    int rc;
+
+    if (c->qp && (rc = ibv_destroy_qp(c->qp)) != 0)
+        log_warn("ib: ibv_destroy_qp(qpn 0x%x) failed: %s", c->qp->qp_num, strerror(ib_err(rc)));
+    if (c->cq && (rc = ibv_destroy_cq(c->cq)) != 0)
+        log_warn("ib: ibv_destroy_cq failed: %s", strerror(ib_err(rc)));
+    if (c->scratch_mr && (rc = ibv_dereg_mr(c->scratch_mr)) != 0)
+        log_warn("ib: ibv_dereg_mr(scratch) failed: %s", strerror(ib_err(rc)));
+    free(c->scratch);
+    ib_sendq_fini(&c->q);
+    if (c->ic)
+        ib_comm_release(c->ic);
+    free(c);
+}
+
+static int min_int(int a, int b)
+{
+    return a < b ? a : b;
+}
+
+/* Makes the QP and takes it to INIT; fills c->mine. */
+static gpuport_status_t qp_make(ib_conn_t *c)
+{
+    struct ibv_qp_init_attr ia;
+    struct ibv_qp_attr a;
+    const ib_dev_t *dev;
+    char what[200];
+    uint32_t psn;
+    int depth, mask, rc;
+    gpuport_status_t status;
+
+    status = ib_comm_acquire(c->comm, &c->ic);
+    if (status)
+        return status;
+    dev = c->ic->dev;
+    depth = min_int(SQ_DEPTH, min_int(dev->max_qp_wr, dev->max_cqe));
+    if (depth < 2) {
+        log_error("ib: %s allows %d work requests per QP and %d CQ entries; gpuport needs 2",
+                  dev->name, dev->max_qp_wr, dev->max_cqe);
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    errno = 0;
+    c->cq = ibv_create_cq(dev->ctx, depth, NULL, NULL, 0);
+    if (!c->cq) {
+        int err = ib_err(0);
+        snprintf(what, sizeof(what), "%d entries on %s", depth, dev->name);
+        return ib_status(err, "ibv_create_cq", what);
+    }
+    memset(&ia, 0, sizeof(ia));
+    ia.send_cq = c->cq;
+    ia.recv_cq = c->cq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.sq_sig_all = 0;
+    ia.cap.max_send_wr = (uint32_t)depth;
+    ia.cap.max_recv_wr = 1; /* nothing is received: RDMA writes use no receive */
+    ia.cap.max_send_sge = 1;
+    ia.cap.max_recv_sge = 1;
+    errno = 0;
+    c->qp = ibv_create_qp(c->ic->pd, &ia);
+    if (!c->qp) {
+        int err = ib_err(0);
+        snprintf(what, sizeof(what), "RC, %d send work requests, on %s port %u", depth,
+                 dev->name, dev->port);
+        return ib_status(err, "ibv_create_qp", what);
+    }
+    c->scratch = aligned_alloc(64, (size_t)depth * sizeof(uint64_t));
+    if (!c->scratch || ib_sendq_init(&c->q, OPS, (uint32_t)depth, dev->piece_max)) {
+        log_error("ib: out of memory for a connection's queues");
+        return GPUPORT_ERR_NO_MEMORY;
+    }
+    memset(c->scratch, 0, (size_t)depth * sizeof(uint64_t));
+    errno = 0;
+    c->scratch_mr = ibv_reg_mr(c->ic->pd, c->scratch, (size_t)depth * sizeof(uint64_t),
+                               IBV_ACCESS_LOCAL_WRITE);
+    if (!c->scratch_mr) {
+        int err = ib_err(0);
+        snprintf(what, sizeof(what), "scratch %p, %zu bytes, on %s", (void *)c->scratch,
+                 (size_t)depth * sizeof(uint64_t), dev->name);
+        return ib_status(err, "ibv_reg_mr", what);
+    }
+    ib_qp_attr_init(&a, &mask, dev->port, dev->atomic_cap != IBV_ATOMIC_NONE);
+    rc = ibv_modify_qp(c->qp, &a, mask);
+    if (rc) {
+        snprintf(what, sizeof(what), "qpn 0x%x, port %u", c->qp->qp_num, dev->port);
+        return ib_status(ib_err(rc), "ibv_modify_qp(INIT)", what);
+    }
+    if (getrandom(&psn, sizeof(psn), 0) != (ssize_t)sizeof(psn))
+        psn = (uint32_t)gpuport_now_ns();
+    ib_qp_rec_pack(&c->mine, dev->lid, dev->gid.raw, c->qp->qp_num, psn, dev->active_mtu,
+                   dev->port, (uint8_t)dev->gid_index, (uint8_t)dev->link_layer);
+    c->mine.atomic_cap = (uint8_t)dev->atomic_cap;
+    c->mine.rd_atom = ib_rd_atom_resp(dev->atomic_cap, dev->max_qp_rd_atom);
+    return GPUPORT_OK;
+}
+
+/* INIT -> RTR -> RTS towards the peer's QP (this rank's own for itself). */
+static gpuport_status_t qp_connect(ib_conn_t *c)
+{
+    const ib_dev_t *dev = c->ic->dev;
+    const ib_qp_rec_t *r = &c->remote;
+    struct ibv_qp_attr a;
+    char what[320], rgid[64], sig[160];
+    uint8_t init;
+    int mask, rc, eth = dev->link_layer == IB_LINK_LAYER_ETH;
+
+    if (r->link_layer != dev->link_layer) {
+        log_error("ib: rank %d's port is %s and this rank's (%s:%u) is %s: they cannot connect",
+                  c->peer, r->link_layer == IB_LINK_LAYER_ETH ? "RoCE" : "InfiniBand", dev->name,
+                  dev->port, eth ? "RoCE" : "InfiniBand");
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    gid_text(r->gid, rgid, sizeof(rgid));
+    ib_qp_attr_rtr(&a, &mask, r, eth, (uint8_t)dev->gid_index, dev->port, dev->active_mtu,
+                   c->mine.rd_atom);
+    rc = ibv_modify_qp(c->qp, &a, mask);
+    if (rc) {
+        snprintf(what, sizeof(what), "qpn 0x%x, port %u, gid index %d, to rank %d's qpn 0x%x, "
+                 "lid 0x%x, gid %s, path MTU %d, %u responder resources",
+                 c->qp->qp_num, dev->port, dev->gid_index, c->peer, r->qpn, r->lid, rgid,
+                 128 << a.path_mtu, c->mine.rd_atom);
+        return ib_status(ib_err(rc), "ibv_modify_qp(RTR)", what);
+    }
+    init = ib_rd_atomic_init(dev->atomic_cap, dev->max_qp_init_rd_atom, r->rd_atom);
+    ib_qp_attr_rts(&a, &mask, c->mine.psn, init);
+    rc = ibv_modify_qp(c->qp, &a, mask);
+    if (rc) {
+        snprintf(what, sizeof(what), "qpn 0x%x, to rank %d's qpn 0x%x, psn 0x%x, %u atomics "
+                 "outstanding", c->qp->qp_num, c->peer, r->qpn, c->mine.psn, init);
+        return ib_status(ib_err(rc), "ibv_modify_qp(RTS)", what);
+    }
+    c->signal = ib_signal_choose(dev->atomic_cap, r->atomic_cap, init, sig, sizeof(sig));
+    log_info("ib: connected to rank %d (%s)%s: qpn 0x%x -> 0x%x on %s:%u, %s", c->peer,
+             c->comm->procs[c->peer].hostname,
+             c->peer == c->comm->rank ? " itself, a QP connected to itself" : "", c->qp->qp_num,
+             r->qpn, dev->name, dev->port, sig);
+    return GPUPORT_OK;
 }
 
 static gpuport_status_t ib_conn_open(gpuport_conn_t *conn)
 {
-    log_error("ib: connection to rank %d: not implemented (reachable() should have refused)",
-              conn->peer);
-    return GPUPORT_ERR_NOT_SUPPORTED;
+    gpuport_comm_t comm = conn->comm;
+    int peer = conn->peer;
+    ib_conn_t *c = calloc(1, sizeof(*c));
+    ib_qp_rec_t mine, theirs;
+    int32_t ack, peer_ack = 0;
+    gpuport_status_t status, ex;
+
+    if (c) {
+        c->comm = comm;
+        c->peer = peer;
+        status = qp_make(c);
+    } else {
+        log_error("ib: out of memory for a connection");
+        status = GPUPORT_ERR_NO_MEMORY;
+    }
+    /* Both sides always reach both exchanges, so that a failure on one
+     * side fails the other instead of leaving it waiting. */
+    if (status) {
+        static const uint8_t zero[IB_GID_LEN];
+        ib_qp_rec_pack(&mine, 0, zero, 0, 0, IBV_MTU_256, 0, 0, 0);
+        mine.status = (int8_t)status;
+    } else {
+        mine = c->mine;
+    }
+    ex = gpuport_bootstrap_exchange(comm, peer, IB_TAG_QP, &mine, &theirs, sizeof(theirs));
+    if (ex) {
+        if (c)
+            conn_free(c);
+        return ex;
+    }
+    if (!status)
+        status = ib_qp_rec_unpack(&theirs, sizeof(theirs), peer, &c->remote);
+    if (!status && c->remote.status) {
+        log_error("ib: rank %d could not make its side of the connection (%s)", peer,
+                  gpuport_status_string((gpuport_status_t)c->remote.status));
+        status = GPUPORT_ERR_PEER;
+    }
+    if (!status)
+        status = qp_connect(c);
+    ack = status;
+    ex = gpuport_bootstrap_exchange(comm, peer, IB_TAG_QP_ACK, &ack, &peer_ack, sizeof(ack));
+    if (!status && ex)
+        status = ex;
+    if (!status && peer_ack) {
+        log_error("ib: rank %d could not connect its side of the connection (%s)", peer,
+                  gpuport_status_string((gpuport_status_t)peer_ack));
+        status = GPUPORT_ERR_PEER;
+    }
+    if (status) {
+        if (c)
+            conn_free(c);
+        return status;
+    }
+    conn->priv = c;
+    return GPUPORT_OK;
 }
 
 static void ib_conn_close(gpuport_conn_t *conn)
 {
-    (void)conn;
+    if (conn->priv)
+        conn_free(conn->priv);
+    conn->priv = NULL;
+}
+
+/* ---- channels (application thread) ---- */
+
+static gpuport_status_t ib_chan_prepare(gpuport_conn_t *conn, uint32_t id,
+                                        const struct gpuport_mem *src,
+                                        const struct gpuport_mem *dst, gpuport_channel_rec_t *mine)
+{
+    ib_conn_t *c = conn->priv;
+    ib_comm_t *ic = c->ic;
+    ib_chan_t *cs = &ic->chans[id];
+    gpuport_comm_t comm = conn->comm;
+    gpuport_status_t status = GPUPORT_OK;
+    ib_tdata_t t;
+
+    /* what a creation of this id that failed after preparing left */
+    ib_chan_release(ic, cs);
+    if (src && src->size)
+        status = ib_mr_get(ic, src, &cs->src_mr, mine->why, sizeof(mine->why));
+    if (!status && dst && dst->size)
+        status = ib_mr_get(ic, dst, &cs->dst_mr, mine->why, sizeof(mine->why));
+    if (status) {
+        ib_chan_release(ic, cs);
+        return status;
+    }
+    cs->src_lkey = cs->src_mr ? ib_mr_lkey(cs->src_mr) : 0;
+    memset(&t, 0, sizeof(t));
+    t.channel_id = id;
+    t.flags = IB_TDATA_CTRL | (cs->dst_mr ? IB_TDATA_DST : 0);
+    t.dst_rkey = cs->dst_mr ? ib_mr_rkey(cs->dst_mr) : 0;
+    t.dst_addr = dst ? (uint64_t)(uintptr_t)dst->ptr : 0;
+    t.dst_size = dst ? dst->size : 0;
+    t.sem_addr = (uint64_t)(uintptr_t)&comm->ctrl[id].value;
+    t.status_addr = (uint64_t)(uintptr_t)&comm->ctrl[id].peer_status;
+    t.ctrl_rkey = ic->ctrl_mr->rkey;
+    ib_tdata_pack(&t, mine->tdata);
+    return GPUPORT_OK;
 }
 
 static gpuport_status_t ib_chan_connect(gpuport_pchan_t *ch, const gpuport_channel_rec_t *peer)
 {
-    (void)peer;
-    log_error("ib: channel to rank %d: not implemented (reachable() should have refused)",
-              ch->conn->peer);
-    return GPUPORT_ERR_NOT_SUPPORTED;
+    ib_conn_t *c = ch->conn->priv;
+    ib_chan_t *cs = &c->ic->chans[ch->id];
+    gpuport_status_t status, broken = conn_broken(c);
+    ib_tdata_t t;
+
+    if (broken) {
+        log_error("channel %u: the ib connection to rank %d has failed (%s)", ch->id, c->peer,
+                  gpuport_status_string(broken));
+        return broken;
+    }
+    status = ib_tdata_unpack(peer, ch->conn->peer, &t);
+    if (status)
+        return status;
+    if (ch->src_size && !cs->src_mr) {
+        log_error("channel %u: its source region was not registered for ib", ch->id);
+        return GPUPORT_ERR_INTERNAL;
+    }
+    cs->dst_raddr = t.dst_addr;
+    cs->dst_rkey = t.dst_rkey;
+    cs->ctrl_rkey = t.ctrl_rkey;
+    cs->sem_raddr = t.sem_addr;
+    cs->status_raddr = t.status_addr;
+    cs->connected = 1;
+    memset(&ch->dst, 0, sizeof(ch->dst));
+    ch->dst.rec = peer->dst;
+    /* not mapped here: failures reach the peer through report_fail */
+    ch->remote_sem = NULL;
+    ch->remote_status = NULL;
+    return GPUPORT_OK;
 }
 
 static void ib_chan_disconnect(gpuport_pchan_t *ch)
 {
-    (void)ch;
+    ib_conn_t *c = ch->conn ? ch->conn->priv : NULL;
+
+    memset(&ch->dst, 0, sizeof(ch->dst));
+    if (!c)
+        return;
+    c->ic->chans[ch->id].connected = 0;
+    /* At communicator destruction peers may still write into this rank's
+     * regions until the barrier that follows; conn_close releases them all
+     * after it. A channel destroyed alone lets go of them now. */
+    if (!atomic_load_explicit(&ch->comm->proxy.stop, memory_order_acquire))
+        ib_chan_release(c->ic, &c->ic->chans[ch->id]);
+}
+
+/* ---- failure ---- */
+
+static void op_done(void *arg, const ib_op_t *op, gpuport_status_t status)
+{
+    ib_conn_t *c = arg;
+
+    if (op->kind != IB_OP_NOTIFY)
+        gpuport_pchan_complete(&c->comm->pchans[op->chan], status);
+}
+
+/* Fails every channel on the connection here and completes what was in
+ * flight with the error, so flushes and waits return. The QP is put in the
+ * error state (a failed work request already did that): what it still
+ * holds comes back flushed and is drained without effect, and the peer's
+ * requests to it fail, so the peer learns of it too. */
+static void conn_break(ib_conn_t *c, gpuport_status_t status, const char *what)
+{
+    gpuport_comm_t comm = c->comm;
+    struct ibv_qp_attr a;
+    int failed = 0, rc;
+    uint64_t lost;
+
+    if (c->broken)
+        return;
+    __atomic_store_n(&c->broken, status, __ATOMIC_RELEASE);
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_ERR;
+    rc = ibv_modify_qp(c->qp, &a, IBV_QP_STATE);
+    if (rc)
+        log_warn("ib: ibv_modify_qp(ERR) failed: %s (qpn 0x%x)", strerror(ib_err(rc)),
+                 c->qp->qp_num);
+    for (uint32_t i = 0; i < comm->config.max_channels; i++) {
+        gpuport_pchan_t *ch = &comm->pchans[i];
+        if (!atomic_load_explicit(&ch->active, memory_order_acquire) || ch->conn->priv != c)
+            continue;
+        gpuport_pchan_fail_local(ch, status);
+        failed++;
+    }
+    lost = c->q.tail - c->q.head;
+    log_error("ib: connection to rank %d (%s): %s; %d channel(s) failed, %llu operation(s) lost "
+              "in flight",
+              c->peer, comm->procs[c->peer].hostname, what, failed, (unsigned long long)lost);
+    ib_sendq_fail_all(&c->q, status, op_done, c);
+}
+
+/* ---- proxy thread: operations ---- */
+
+static int ib_has_room(gpuport_pchan_t *ch, uint32_t nops)
+{
+    ib_conn_t *c = ch->conn->priv;
+
+    return c->broken || ib_sendq_room(&c->q, nops + NOTIFY_SPARE);
 }
 
 static int ib_put(gpuport_pchan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
                   int behind_work, gpuport_work_t *work)
 {
-    (void)dst_off, (void)src_off, (void)size, (void)behind_work, (void)work;
-    log_error("ib: put to rank %d: not implemented", ch->conn->peer);
-    return GPUPORT_ERR_NOT_SUPPORTED;
+    ib_conn_t *c = ch->conn->priv;
+    const ib_chan_t *cs = &c->ic->chans[ch->id];
+    ib_op_t *op;
+
+    (void)behind_work, (void)work;
+    if (c->broken)
+        return c->broken;
+    op = ib_sendq_push(&c->q);
+    op->chan = ch->id;
+    op->kind = IB_OP_PUT;
+    op->laddr = (uint64_t)(uintptr_t)ch->src_base + src_off;
+    op->lkey = cs->src_lkey;
+    op->raddr = cs->dst_raddr + dst_off;
+    op->rkey = cs->dst_rkey;
+    op->len = size;
+    return GPUPORT_TRANSPORT_ASYNC;
 }
 
 static int ib_signal(gpuport_pchan_t *ch, int behind_work, gpuport_work_t *work)
 {
+    ib_conn_t *c = ch->conn->priv;
+    const ib_chan_t *cs = &c->ic->chans[ch->id];
+    ib_op_t *op;
+
     (void)behind_work, (void)work;
-    log_error("ib: signal to rank %d: not implemented", ch->conn->peer);
-    return GPUPORT_ERR_NOT_SUPPORTED;
+    if (c->broken)
+        return c->broken;
+    op = ib_sendq_push(&c->q);
+    op->chan = ch->id;
+    op->raddr = cs->sem_raddr;
+    op->rkey = cs->ctrl_rkey;
+    op->len = 8;
+    if (c->signal == IB_SIGNAL_ATOMIC) {
+        op->kind = IB_OP_SIGNAL_ADD;
+    } else {
+        /* only this channel writes the peer's slot, in order: the count
+         * is exact, and readers see it grow */
+        op->kind = IB_OP_SIGNAL_WRITE;
+        op->value = ++ch->signals_sent;
+    }
+    return GPUPORT_TRANSPORT_ASYNC;
+}
+
+static void ib_report_fail(gpuport_pchan_t *ch, gpuport_status_t status)
+{
+    ib_conn_t *c = ch->conn->priv;
+    const ib_chan_t *cs = &c->ic->chans[ch->id];
+    ib_op_t *op;
+
+    if (c->broken || !cs->connected || !ib_sendq_room(&c->q, 1))
+        return;
+    op = ib_sendq_push(&c->q);
+    op->chan = ch->id;
+    op->kind = IB_OP_NOTIFY;
+    op->raddr = cs->status_raddr;
+    op->rkey = cs->ctrl_rkey;
+    op->len = 4;
+    op->value = (uint64_t)(uint32_t)(int32_t)status;
+}
+
+/* ---- proxy thread: posting and completions ---- */
+
+static void wr_fill(ib_conn_t *c, const ib_wr_desc_t *d, struct ibv_send_wr *wr,
+                    struct ibv_sge *sge)
+{
+    uint64_t *slot = &c->scratch[d->scratch];
+
+    memset(wr, 0, sizeof(*wr));
+    wr->wr_id = d->wr_id;
+    wr->sg_list = sge;
+    wr->num_sge = 1;
+    wr->send_flags = IBV_SEND_SIGNALED;
+    sge->length = d->len;
+    switch (d->kind) {
+    case IB_WR_WRITE:
+        wr->opcode = IBV_WR_RDMA_WRITE;
+        sge->addr = d->laddr;
+        sge->lkey = d->lkey;
+        wr->wr.rdma.remote_addr = d->raddr;
+        wr->wr.rdma.rkey = d->rkey;
+        break;
+    case IB_WR_WRITE_VALUE:
+        /* read by the HCA after the post: the slot is not reused before
+         * this request completes (one slot per send-queue entry) */
+        if (d->len == 8) {
+            *slot = d->value;
+        } else {
+            int32_t v = (int32_t)(uint32_t)d->value;
+            memcpy(slot, &v, sizeof(v));
+        }
+        wr->opcode = IBV_WR_RDMA_WRITE;
+        sge->addr = (uint64_t)(uintptr_t)slot;
+        sge->lkey = c->scratch_mr->lkey;
+        wr->wr.rdma.remote_addr = d->raddr;
+        wr->wr.rdma.rkey = d->rkey;
+        break;
+    default: /* IB_WR_FETCH_ADD: the old value lands in the slot, unread */
+        wr->opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+        sge->addr = (uint64_t)(uintptr_t)slot;
+        sge->lkey = c->scratch_mr->lkey;
+        wr->wr.atomic.remote_addr = d->raddr;
+        wr->wr.atomic.rkey = d->rkey;
+        wr->wr.atomic.compare_add = d->value;
+        break;
+    }
+}
+
+/* Posts what the send queue has room for, one doorbell per batch. */
+static int post_some(ib_conn_t *c)
+{
+    ib_wr_desc_t d[POST_BATCH];
+    struct ibv_send_wr wr[POST_BATCH], *bad = NULL;
+    struct ibv_sge sge[POST_BATCH];
+    int total = 0;
+
+    while (!c->broken) {
+        uint32_t n = ib_sendq_plan(&c->q, d, POST_BATCH), posted;
+        int rc;
+
+        if (n == 0)
+            break;
+        for (uint32_t i = 0; i < n; i++) {
+            wr_fill(c, &d[i], &wr[i], &sge[i]);
+            wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+        }
+        rc = ibv_post_send(c->qp, wr, &bad);
+        posted = rc ? (bad >= wr && bad < wr + n ? (uint32_t)(bad - wr) : 0) : n;
+        ib_sendq_posted(&c->q, d, posted);
+        total += (int)posted;
+        if (rc) {
+            char what[200];
+            snprintf(what, sizeof(what), "ibv_post_send failed: %s (qpn 0x%x, %u of %u work "
+                     "requests taken, %u in the send queue of %u)",
+                     strerror(ib_err(rc)), c->qp->qp_num, posted, n, c->q.sq_used,
+                     c->q.sq_depth);
+            conn_break(c, GPUPORT_ERR_TRANSPORT, what);
+            break;
+        }
+        if (n < POST_BATCH)
+            break;
+    }
+    return total;
+}
+
+static void on_completion(ib_conn_t *c, const struct ibv_wc *wc)
+{
+    char what[200];
+
+    if (c->broken)
+        return;
+    if (wc->status != IBV_WC_SUCCESS) {
+        const char *text;
+        gpuport_status_t st = ib_wc_status(wc->status, &text);
+        snprintf(what, sizeof(what), "a work request failed: %s (status %d, vendor error 0x%x, "
+                 "qpn 0x%x, operation %llu)",
+                 text, (int)wc->status, wc->vendor_err, wc->qp_num,
+                 (unsigned long long)wc->wr_id);
+        conn_break(c, st, what);
+        return;
+    }
+    if (ib_sendq_complete(&c->q, wc->wr_id, op_done, c) < 0) {
+        snprintf(what, sizeof(what), "completion for operation %llu, which is not in flight "
+                 "(operations %llu..%llu)",
+                 (unsigned long long)wc->wr_id, (unsigned long long)c->q.head,
+                 (unsigned long long)c->q.tail);
+        conn_break(c, GPUPORT_ERR_INTERNAL, what);
+    }
+}
+
+static int ib_progress(gpuport_conn_t *conn)
+{
+    ib_conn_t *c = conn->priv;
+    struct ibv_wc wc[POLL_BATCH];
+    int n, done = 0;
+
+    /* drained even when broken: the QP flushes what it held */
+    while ((n = ibv_poll_cq(c->cq, POLL_BATCH, wc)) > 0) {
+        done += n;
+        for (int i = 0; i < n; i++)
+            on_completion(c, &wc[i]);
+        if (n < POLL_BATCH)
+            break;
+    }
+    if (n < 0 && !c->broken)
+        conn_break(c, GPUPORT_ERR_TRANSPORT, "ibv_poll_cq failed");
+    if (!c->broken)
+        done += post_some(c);
+    return done;
+}
+
+/* The receiver is passive: once nothing of this rank's is in flight, the
+ * connection has nothing more to do. */
+static int ib_quiesce(gpuport_conn_t *conn)
+{
+    const ib_conn_t *c = conn->priv;
+
+    return c->broken || ib_sendq_idle(&c->q);
 }
 
 const gpuport_transport_ops_t gpuport_transport_ib = {
@@ -66,9 +674,14 @@ const gpuport_transport_ops_t gpuport_transport_ib = {
     .kind = GPUPORT_TRANSPORT_IB,
     .reachable = ib_reachable,
     .conn_open = ib_conn_open,
+    .chan_prepare = ib_chan_prepare,
     .conn_close = ib_conn_close,
     .chan_connect = ib_chan_connect,
     .chan_disconnect = ib_chan_disconnect,
     .put = ib_put,
     .signal = ib_signal,
+    .has_room = ib_has_room,
+    .progress = ib_progress,
+    .quiesce = ib_quiesce,
+    .report_fail = ib_report_fail,
 };

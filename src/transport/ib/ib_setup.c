@@ -1,10 +1,13 @@
-/* The ib transport's device-free set-up logic; see ib.h. */
+/* The ib transport's device-free set-up logic: records, QP attributes,
+ * errors; see ib.h. */
 #include "transport/ib/ib.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "internal.h"
 #include "log.h"
 
 _Static_assert(sizeof(ib_qp_rec_t) == sizeof(gpuport_rec_header_t) + 36,
@@ -106,7 +109,8 @@ int ib_gid_select(const ib_gid_entry_t *table, int n, int forced_index, char *wh
         return -1;
     }
     for (int i = 0; i < n; i++) {
-        if (table[i].type == IB_GID_TYPE_IB) {
+        /* an empty slot reads as type 0, which is IB: only valid entries count */
+        if (table[i].valid && table[i].type == IB_GID_TYPE_IB) {
             snprintf(why, len, "GID index 0: InfiniBand link layer, addressed by LID");
             return 0;
         }
@@ -133,19 +137,38 @@ int ib_gid_select(const ib_gid_entry_t *table, int n, int forced_index, char *wh
 
 /* ---- QP state transitions (rc_pingpong / perftest conventions) ---- */
 
-void ib_qp_attr_init(struct ibv_qp_attr *a, int *mask, uint8_t port)
+void ib_qp_attr_init(struct ibv_qp_attr *a, int *mask, uint8_t port, int remote_atomic)
 {
     memset(a, 0, sizeof(*a));
     a->qp_state = IBV_QPS_INIT;
     a->pkey_index = 0;
     a->port_num = port;
+    /* some providers refuse REMOTE_ATOMIC on a device without atomics */
     a->qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                         IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+                         IBV_ACCESS_REMOTE_READ | (remote_atomic ? IBV_ACCESS_REMOTE_ATOMIC : 0);
     *mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
 }
 
+uint8_t ib_rd_atom_resp(int atomic_cap, int dev_max_qp_rd_atom)
+{
+    if (atomic_cap == IBV_ATOMIC_NONE || dev_max_qp_rd_atom <= 0)
+        return 0;
+    return (uint8_t)(dev_max_qp_rd_atom < IB_RD_ATOM_MAX ? dev_max_qp_rd_atom : IB_RD_ATOM_MAX);
+}
+
+/* The requester may not have more outstanding than the responder holds. */
+uint8_t ib_rd_atomic_init(int atomic_cap, int dev_max_qp_init_rd_atom, uint8_t remote_rd_atom)
+{
+    int n = dev_max_qp_init_rd_atom < IB_RD_ATOM_MAX ? dev_max_qp_init_rd_atom : IB_RD_ATOM_MAX;
+
+    if (atomic_cap == IBV_ATOMIC_NONE || n <= 0)
+        return 0;
+    return (uint8_t)(n < remote_rd_atom ? n : remote_rd_atom);
+}
+
 void ib_qp_attr_rtr(struct ibv_qp_attr *a, int *mask, const ib_qp_rec_t *remote,
-                    int link_layer_eth, uint8_t sgid_index, uint8_t port, enum ibv_mtu local_mtu)
+                    int link_layer_eth, uint8_t sgid_index, uint8_t port, enum ibv_mtu local_mtu,
+                    uint8_t rd_atom)
 {
     memset(a, 0, sizeof(*a));
     a->qp_state = IBV_QPS_RTR;
@@ -153,7 +176,7 @@ void ib_qp_attr_rtr(struct ibv_qp_attr *a, int *mask, const ib_qp_rec_t *remote,
     a->path_mtu = (enum ibv_mtu)remote->mtu < local_mtu ? (enum ibv_mtu)remote->mtu : local_mtu;
     a->dest_qp_num = remote->qpn;
     a->rq_psn = remote->psn;
-    a->max_dest_rd_atomic = 16;
+    a->max_dest_rd_atomic = rd_atom;
     a->min_rnr_timer = 12;
     a->ah_attr.port_num = port;
     a->ah_attr.sl = 0;
@@ -175,7 +198,7 @@ void ib_qp_attr_rtr(struct ibv_qp_attr *a, int *mask, const ib_qp_rec_t *remote,
             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
 }
 
-void ib_qp_attr_rts(struct ibv_qp_attr *a, int *mask, uint32_t local_psn)
+void ib_qp_attr_rts(struct ibv_qp_attr *a, int *mask, uint32_t local_psn, uint8_t max_rd_atomic)
 {
     memset(a, 0, sizeof(*a));
     a->qp_state = IBV_QPS_RTS;
@@ -183,7 +206,7 @@ void ib_qp_attr_rts(struct ibv_qp_attr *a, int *mask, uint32_t local_psn)
     a->retry_cnt = 7;
     a->rnr_retry = 7; /* 7 = retry forever on receiver-not-ready */
     a->sq_psn = local_psn & 0xffffff;
-    a->max_rd_atomic = 16;
+    a->max_rd_atomic = max_rd_atomic;
     *mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
             IBV_QP_MAX_QP_RD_ATOMIC;
 }
@@ -250,9 +273,122 @@ int ib_devices_present(char *why, size_t len)
     if (list)
         ibv_free_device_list(list);
     if (!list || n <= 0) {
-        snprintf(why, len, "no RDMA device was found (ibv_get_device_list returned none)");
+        snprintf(why, len, IB_NO_DEVICE);
         return 0;
     }
     snprintf(why, len, "%d RDMA device%s found", n, n == 1 ? "" : "s");
     return n;
+}
+
+/* ---- reachability ---- */
+
+void ib_reach_pack(ib_reach_rec_t *rec, int usable, int link_layer, const char *why)
+{
+    memset(rec, 0, sizeof(*rec));
+    gpuport_record_header_init(&rec->hdr, IB_REC_REACH, sizeof(*rec));
+    rec->usable = usable ? 1 : 0;
+    rec->link_layer = (uint8_t)link_layer;
+    snprintf(rec->why, sizeof(rec->why), "%s", why);
+}
+
+static const char *link_layer_name(int ll)
+{
+    return ll == IB_LINK_LAYER_ETH ? "Ethernet (RoCE)" : "InfiniBand";
+}
+
+int ib_reach_agree(const ib_reach_rec_t *mine, const void *theirs_buf, size_t len, int peer,
+                   char *why, size_t why_len)
+{
+    ib_reach_rec_t theirs;
+
+    if (len != sizeof(theirs)) {
+        snprintf(why, why_len, "rank %d sent %zu bytes where an ib reachability record (%zu) "
+                 "was expected", peer, len, sizeof(theirs));
+        log_error("%s", why);
+        return 0;
+    }
+    memcpy(&theirs, theirs_buf, sizeof(theirs));
+    if (gpuport_record_check(&theirs.hdr, IB_REC_REACH, sizeof(theirs), peer)) {
+        snprintf(why, why_len, "rank %d sent no ib reachability record of this version", peer);
+        return 0;
+    }
+    theirs.why[sizeof(theirs.why) - 1] = '\0';
+    if (!mine->usable) {
+        snprintf(why, why_len, "%s", mine->why);
+        return 0;
+    }
+    if (!theirs.usable) {
+        snprintf(why, why_len, "rank %d cannot use ib: %s", peer, theirs.why);
+        return 0;
+    }
+    /* both link layers are normalised by the sender: UNSPECIFIED is sent as IB */
+    if (mine->link_layer != theirs.link_layer) {
+        snprintf(why, why_len, "this rank's port is %s and rank %d's is %s: they cannot reach "
+                 "each other", link_layer_name(mine->link_layer), peer,
+                 link_layer_name(theirs.link_layer));
+        return 0;
+    }
+    snprintf(why, why_len, "%s", mine->why);
+    return 1;
+}
+
+/* ---- per-channel data ---- */
+
+_Static_assert(sizeof(ib_tdata_t) == 64, "ib_tdata_t is the channel record's 64-byte tdata");
+_Static_assert(sizeof(ib_tdata_t) <= sizeof(((gpuport_channel_rec_t *)0)->tdata),
+               "ib_tdata_t must fit the channel record's tdata");
+_Static_assert(offsetof(gpuport_sem_slot_t, peer_status) == 8,
+               "status_addr is checked as sem_addr + 8");
+
+void ib_tdata_pack(const ib_tdata_t *t, uint8_t *out)
+{
+    ib_tdata_t v = *t;
+
+    v.magic = IB_TDATA_MAGIC;
+    v.version = IB_TDATA_VERSION;
+    v.reserved = 0;
+    v.reserved2 = 0;
+    memcpy(out, &v, sizeof(v));
+}
+
+gpuport_status_t ib_tdata_unpack(const gpuport_channel_rec_t *rec, int peer, ib_tdata_t *out)
+{
+    ib_tdata_t t;
+    const char *bad = NULL;
+
+    memcpy(&t, rec->tdata, sizeof(t));
+    if (t.magic != IB_TDATA_MAGIC || t.version != IB_TDATA_VERSION) {
+        log_error("rank %d's channel record carries no ib channel data of this version (magic "
+                  "0x%08x version %u, expected 0x%08x version %u): is it using the ib transport?",
+                  peer, t.magic, t.version, IB_TDATA_MAGIC, IB_TDATA_VERSION);
+        return GPUPORT_ERR_VERSION;
+    }
+    if (t.channel_id != rec->channel_id)
+        bad = "its channel id differs from the record's";
+    else if (!(t.flags & IB_TDATA_CTRL))
+        bad = "its control segment has no remote key";
+    else if (t.sem_addr == 0 || (t.sem_addr & 7) != 0)
+        bad = "its semaphore address is not 8-byte aligned (remote atomics need that)";
+    else if (t.status_addr != t.sem_addr + offsetof(gpuport_sem_slot_t, peer_status))
+        bad = "its status address is not beside its semaphore";
+    else if (rec->dst.size > 0 && !(t.flags & IB_TDATA_DST))
+        bad = "its destination region has no remote key";
+    else if (!(t.flags & IB_TDATA_DST) && t.dst_rkey != 0)
+        bad = "it has a destination key but no destination region";
+    else if (t.dst_size != rec->dst.size)
+        bad = "its registered destination size differs from the region's";
+    else if ((t.flags & IB_TDATA_DST) && t.dst_addr != rec->dst.addr)
+        bad = "its registered destination address differs from the region's";
+    if (bad) {
+        log_error("rank %d described its side of channel %u inconsistently: %s (destination "
+                  "0x%llx + %llu bytes, key 0x%x, flags 0x%x; region 0x%llx + %llu bytes; "
+                  "semaphore 0x%llx, status 0x%llx, control key 0x%x)",
+                  peer, rec->channel_id, bad, (unsigned long long)t.dst_addr,
+                  (unsigned long long)t.dst_size, t.dst_rkey, t.flags,
+                  (unsigned long long)rec->dst.addr, (unsigned long long)rec->dst.size,
+                  (unsigned long long)t.sem_addr, (unsigned long long)t.status_addr, t.ctrl_rkey);
+        return GPUPORT_ERR_PEER;
+    }
+    *out = t;
+    return GPUPORT_OK;
 }

@@ -1,0 +1,433 @@
+/* The ib transport's devices and communicator state; see ib_priv.h. */
+#include "transport/ib/ib_priv.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static ib_dev_t *g_devs;   /* opened devices (g_lock) */
+static ib_comm_t *g_comms; /* communicators with ib connections (g_lock) */
+
+/* The sysfs path of a PCI function, resolved through its links, or "". */
+static void pci_path(const char *link, char *out, size_t len)
+{
+    char buf[PATH_MAX];
+
+    if (realpath(link, buf) && strlen(buf) < len)
+        snprintf(out, len, "%s", buf);
+    else
+        out[0] = '\0';
+}
+
+/* The GPU's PCI bus id as CUDA writes it ("0000:3B:00.0"), into sysfs. */
+static void gpu_pci_path(const char *bus, char *out, size_t len)
+{
+    char link[96];
+    size_t n = strlen(bus);
+
+    out[0] = '\0';
+    if (!bus[0] || n > 40)
+        return;
+    n = (size_t)snprintf(link, sizeof(link), "/sys/bus/pci/devices/");
+    for (const char *p = bus; *p && n + 1 < sizeof(link); p++)
+        link[n++] = (char)tolower((unsigned char)*p);
+    link[n] = '\0';
+    pci_path(link, out, len);
+}
+
+/* Collects every port of every device. Contexts are left open in ctxs
+ * (row_dev[i]: the device of row i); the caller closes those it does not
+ * keep. */
+static int scan(struct ibv_device **list, int ndev, struct ibv_context **ctxs,
+                struct ibv_device_attr *attrs, ib_port_row_t **rows_p, int **row_dev_p,
+                char *skipped, size_t skipped_len)
+{
+    ib_port_row_t *rows = NULL;
+    int *row_dev = NULL, nrows = 0, cap = 0;
+    size_t used = 0;
+
+    for (int d = 0; d < ndev; d++) {
+        const char *name = ibv_get_device_name(list[d]);
+        char link[PATH_MAX], pci[256];
+        int rc;
+
+        ctxs[d] = ibv_open_device(list[d]);
+        if (!ctxs[d]) {
+            int err = errno;
+            if (used < skipped_len)
+                used += (size_t)snprintf(skipped + used, skipped_len - used,
+                                         "%sibv_open_device(%s) failed: %s", used ? "; " : "",
+                                         name, strerror(err));
+            continue;
+        }
+        rc = ibv_query_device(ctxs[d], &attrs[d]);
+        if (rc) {
+            if (used < skipped_len)
+                used += (size_t)snprintf(skipped + used, skipped_len - used,
+                                         "%sibv_query_device(%s) failed: %s", used ? "; " : "",
+                                         name, strerror(ib_err(rc)));
+            ibv_close_device(ctxs[d]);
+            ctxs[d] = NULL;
+            continue;
+        }
+        snprintf(link, sizeof(link), "%s/device", list[d]->ibdev_path);
+        pci_path(link, pci, sizeof(pci));
+        for (int p = 1; p <= attrs[d].phys_port_cnt; p++) {
+            struct ibv_port_attr pa;
+            ib_port_row_t *r;
+
+            rc = ibv_query_port(ctxs[d], (uint8_t)p, &pa);
+            if (rc) {
+                if (used < skipped_len)
+                    used += (size_t)snprintf(skipped + used, skipped_len - used,
+                                             "%sibv_query_port(%s, %d) failed: %s",
+                                             used ? "; " : "", name, p, strerror(ib_err(rc)));
+                continue;
+            }
+            if (nrows == cap) {
+                ib_port_row_t *nr;
+                int *nd;
+                cap = cap ? 2 * cap : 8;
+                nr = realloc(rows, (size_t)cap * sizeof(*rows));
+                if (nr)
+                    rows = nr;
+                nd = realloc(row_dev, (size_t)cap * sizeof(*row_dev));
+                if (nd)
+                    row_dev = nd;
+                if (!nr || !nd) {
+                    free(rows);
+                    free(row_dev);
+                    return -1;
+                }
+            }
+            r = &rows[nrows];
+            memset(r, 0, sizeof(*r));
+            snprintf(r->dev, sizeof(r->dev), "%s", name);
+            r->port = (uint8_t)p;
+            r->state = pa.state;
+            r->link_layer = pa.link_layer;
+            r->active_mtu = pa.active_mtu;
+            r->max_msg_sz = pa.max_msg_sz;
+            r->lid = pa.lid;
+            r->iwarp = list[d]->transport_type != IBV_TRANSPORT_IB;
+            snprintf(r->pci, sizeof(r->pci), "%s", pci);
+            row_dev[nrows++] = d;
+        }
+    }
+    *rows_p = rows;
+    *row_dev_p = row_dev;
+    return nrows;
+}
+
+/* The GID to address this port by (RoCE), chosen over its table. */
+static gpuport_status_t pick_gid(ib_dev_t *dev, int forced, int tbl_len, char *why, size_t len)
+{
+    ib_gid_entry_t *table;
+    int idx, rc;
+
+    if (dev->link_layer == IB_LINK_LAYER_IB) {
+        dev->gid_index = 0;
+        if (ibv_query_gid(dev->ctx, dev->port, 0, &dev->gid) != 0)
+            memset(&dev->gid, 0, sizeof(dev->gid));
+        snprintf(why, len, "InfiniBand, LID 0x%x%s", dev->lid,
+                 forced >= 0 ? " (GPUPORT_IB_GID_INDEX applies to RoCE only and is ignored)" : "");
+        return GPUPORT_OK;
+    }
+    table = calloc(tbl_len > 0 ? (size_t)tbl_len : 1, sizeof(*table));
+    if (!table)
+        return GPUPORT_ERR_NO_MEMORY;
+    for (int i = 0; i < tbl_len; i++) {
+        struct ibv_gid_entry e;
+        table[i].index = i;
+        /* ENODATA: an empty slot */
+        if (ibv_query_gid_ex(dev->ctx, dev->port, (uint32_t)i, &e, 0) != 0)
+            continue;
+        memcpy(table[i].gid, e.gid.raw, IB_GID_LEN);
+        table[i].type = e.gid_type == IBV_GID_TYPE_ROCE_V2   ? IB_GID_TYPE_ROCE_V2
+                        : e.gid_type == IBV_GID_TYPE_ROCE_V1 ? IB_GID_TYPE_ROCE_V1
+                                                             : IB_GID_TYPE_IB;
+        table[i].valid = 1;
+    }
+    idx = ib_gid_select(table, tbl_len, forced, why, len);
+    free(table);
+    if (idx < 0)
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    rc = ibv_query_gid(dev->ctx, dev->port, idx, &dev->gid);
+    if (rc) {
+        snprintf(why, len, "ibv_query_gid(%s, port %u, index %d) failed: %s", dev->name, dev->port,
+                 idx, strerror(ib_err(rc)));
+        return GPUPORT_ERR_TRANSPORT;
+    }
+    dev->gid_index = idx;
+    return GPUPORT_OK;
+}
+
+/* Opens the device and port for (hca, gid index, GPU). g_lock held. */
+static gpuport_status_t dev_open(const char *hca, int gid_index, const char *gpu_bus,
+                                 ib_dev_t **dev_p, char *why, size_t len)
+{
+    struct ibv_device **list;
+    struct ibv_context **ctxs = NULL;
+    struct ibv_device_attr *attrs = NULL;
+    ib_port_row_t *rows = NULL;
+    int *row_dev = NULL, ndev = 0, nrows, best = -1, keep = -1, tbl_len = 0;
+    char gpu_pci[256], skipped[256] = "", sel[256], gid_why[160];
+    gpuport_status_t status = GPUPORT_ERR_NOT_SUPPORTED;
+    ib_dev_t *dev = NULL;
+
+    errno = 0;
+    list = ibv_get_device_list(&ndev);
+    /* ENOSYS: no verbs device was ever registered with this kernel */
+    if (!list && errno != ENOSYS) {
+        snprintf(why, len, "no RDMA device was found (ibv_get_device_list failed: %s)",
+                 strerror(errno));
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    if (!list || ndev <= 0) {
+        if (list)
+            ibv_free_device_list(list);
+        snprintf(why, len, IB_NO_DEVICE);
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    ctxs = calloc((size_t)ndev, sizeof(*ctxs));
+    attrs = calloc((size_t)ndev, sizeof(*attrs));
+    if (!ctxs || !attrs) {
+        status = GPUPORT_ERR_NO_MEMORY;
+        snprintf(why, len, "out of memory");
+        goto out;
+    }
+    nrows = scan(list, ndev, ctxs, attrs, &rows, &row_dev, skipped, sizeof(skipped));
+    if (nrows < 0) {
+        status = GPUPORT_ERR_NO_MEMORY;
+        snprintf(why, len, "out of memory");
+        goto out;
+    }
+    gpu_pci_path(gpu_bus, gpu_pci, sizeof(gpu_pci));
+    best = ib_port_select(rows, nrows, hca, gpu_bus[0] ? gpu_pci : NULL, sel, sizeof(sel));
+    if (best < 0) {
+        snprintf(why, len, "%s%s%s", sel, skipped[0] ? "; " : "", skipped);
+        goto out;
+    }
+    keep = row_dev[best];
+    dev = calloc(1, sizeof(*dev));
+    if (!dev) {
+        status = GPUPORT_ERR_NO_MEMORY;
+        snprintf(why, len, "out of memory");
+        goto out;
+    }
+    dev->ctx = ctxs[keep];
+    snprintf(dev->name, sizeof(dev->name), "%s", rows[best].dev);
+    dev->port = rows[best].port;
+    dev->lid = rows[best].lid;
+    dev->link_layer =
+        rows[best].link_layer == IBV_LINK_LAYER_ETHERNET ? IB_LINK_LAYER_ETH : IB_LINK_LAYER_IB;
+    dev->active_mtu = (enum ibv_mtu)rows[best].active_mtu;
+    dev->piece_max = ib_piece_max(rows[best].max_msg_sz);
+    dev->atomic_cap = attrs[keep].atomic_cap;
+    dev->max_qp_wr = attrs[keep].max_qp_wr;
+    dev->max_cqe = attrs[keep].max_cqe;
+    dev->max_qp_rd_atom = attrs[keep].max_qp_rd_atom;
+    dev->max_qp_init_rd_atom = attrs[keep].max_qp_init_rd_atom;
+    {
+        struct ibv_port_attr pa;
+        int rc = ibv_query_port(dev->ctx, dev->port, &pa);
+        if (rc) {
+            snprintf(why, len, "ibv_query_port(%s, %u) failed: %s", dev->name, dev->port,
+                     strerror(ib_err(rc)));
+            status = GPUPORT_ERR_TRANSPORT;
+            goto out;
+        }
+        tbl_len = pa.gid_tbl_len;
+    }
+    status = pick_gid(dev, gid_index, tbl_len, gid_why, sizeof(gid_why));
+    if (status) {
+        snprintf(why, len, "%s:%u: %s", dev->name, dev->port, gid_why);
+        goto out;
+    }
+    snprintf(dev->key_hca, sizeof(dev->key_hca), "%s", hca);
+    dev->key_gid_index = gid_index;
+    snprintf(dev->key_gpu, sizeof(dev->key_gpu), "%s", gpu_bus);
+    snprintf(dev->why, sizeof(dev->why), "%s; %s; atomics %s, max message %llu bytes", sel,
+             gid_why, dev->atomic_cap == IBV_ATOMIC_NONE ? "none" : "yes",
+             (unsigned long long)dev->piece_max);
+    log_info("ib: using %s", dev->why);
+    *dev_p = dev;
+    dev = NULL;
+    ctxs[keep] = NULL;
+    status = GPUPORT_OK;
+out:
+    free(dev);
+    for (int d = 0; ctxs && d < ndev; d++)
+        if (ctxs[d])
+            ibv_close_device(ctxs[d]);
+    free(ctxs);
+    free(attrs);
+    free(rows);
+    free(row_dev);
+    ibv_free_device_list(list);
+    return status;
+}
+
+/* The cached device for comm's configuration, opened if needed. g_lock
+ * held. Failures are not cached: a port may come up later. */
+static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why, size_t len)
+{
+    const gpuport_config_t *cfg = &comm->config;
+    char gpu[32];
+    ib_dev_t *d;
+    gpuport_status_t status;
+
+    if (gpuport_gpu_bus_id(comm, gpu, sizeof(gpu)) != 0)
+        gpu[0] = '\0';
+    for (d = g_devs; d; d = d->next) {
+        if (strcmp(d->key_hca, cfg->ib_hca) == 0 && d->key_gid_index == cfg->ib_gid_index &&
+            strcmp(d->key_gpu, gpu) == 0) {
+            *dev_p = d;
+            return GPUPORT_OK;
+        }
+    }
+    status = dev_open(cfg->ib_hca, cfg->ib_gid_index, gpu, &d, why, len);
+    if (status)
+        return status;
+    d->next = g_devs;
+    g_devs = d;
+    *dev_p = d;
+    return GPUPORT_OK;
+}
+
+gpuport_status_t ib_dev_probe(gpuport_comm_t comm, int *link_layer_p, char *why, size_t len)
+{
+    ib_dev_t *d;
+    gpuport_status_t status;
+
+    pthread_mutex_lock(&g_lock);
+    status = dev_get(comm, &d, why, len);
+    if (!status) {
+        *link_layer_p = d->link_layer;
+        snprintf(why, len, "%s", d->why);
+    }
+    pthread_mutex_unlock(&g_lock);
+    return status;
+}
+
+static void dev_put(ib_dev_t *dev)
+{
+    ib_dev_t **pp;
+
+    if (--dev->refs > 0)
+        return;
+    for (pp = &g_devs; *pp; pp = &(*pp)->next) {
+        if (*pp == dev) {
+            *pp = dev->next;
+            break;
+        }
+    }
+    ibv_close_device(dev->ctx);
+    free(dev);
+}
+
+static void comm_free(ib_comm_t *ic)
+{
+    int rc;
+
+    ib_mr_release_all(ic);
+    if (ic->ctrl_mr && (rc = ibv_dereg_mr(ic->ctrl_mr)) != 0)
+        log_warn("ib: ibv_dereg_mr(control segment) failed: %s", strerror(ib_err(rc)));
+    if (ic->pd && (rc = ibv_dealloc_pd(ic->pd)) != 0)
+        log_warn("ib: ibv_dealloc_pd failed: %s (a registration or QP is still open)",
+                 strerror(ib_err(rc)));
+    if (ic->dev)
+        dev_put(ic->dev);
+    free(ic->chans);
+    pthread_mutex_destroy(&ic->lock);
+    free(ic);
+}
+
+gpuport_status_t ib_comm_acquire(gpuport_comm_t comm, ib_comm_t **ic_p)
+{
+    ib_comm_t *ic;
+    char why[512], what[160];
+    gpuport_status_t status = GPUPORT_OK;
+    int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+
+    pthread_mutex_lock(&g_lock);
+    for (ic = g_comms; ic; ic = ic->next) {
+        if (ic->comm == comm) {
+            ic->nconns++;
+            *ic_p = ic;
+            pthread_mutex_unlock(&g_lock);
+            return GPUPORT_OK;
+        }
+    }
+    ic = calloc(1, sizeof(*ic));
+    if (!ic || !(ic->chans = calloc(comm->config.max_channels, sizeof(*ic->chans)))) {
+        free(ic);
+        pthread_mutex_unlock(&g_lock);
+        log_error("ib: out of memory for the communicator's state (%u channels)",
+                  comm->config.max_channels);
+        return GPUPORT_ERR_NO_MEMORY;
+    }
+    pthread_mutex_init(&ic->lock, NULL);
+    ic->comm = comm;
+    status = dev_get(comm, &ic->dev, why, sizeof(why));
+    if (status) {
+        log_error("ib: %s", why);
+        goto err;
+    }
+    ic->dev->refs++;
+    errno = 0;
+    ic->pd = ibv_alloc_pd(ic->dev->ctx);
+    if (!ic->pd) {
+        int err = ib_err(0);
+        snprintf(what, sizeof(what), "device %s", ic->dev->name);
+        status = ib_status(err, "ibv_alloc_pd", what);
+        goto err;
+    }
+    /* peers add to comm->ctrl[id].value and write its peer_status */
+    if (ic->dev->atomic_cap != IBV_ATOMIC_NONE)
+        access |= IBV_ACCESS_REMOTE_ATOMIC;
+    errno = 0;
+    ic->ctrl_mr = ibv_reg_mr(ic->pd, comm->ctrl, comm->ctrl_size, access);
+    if (!ic->ctrl_mr) {
+        int err = ib_err(0);
+        snprintf(what, sizeof(what), "control segment %p, %zu bytes, on %s", (void *)comm->ctrl,
+                 comm->ctrl_size, ic->dev->name);
+        status = ib_status(err, "ibv_reg_mr", what);
+        goto err;
+    }
+    ic->nconns = 1;
+    ic->next = g_comms;
+    g_comms = ic;
+    pthread_mutex_unlock(&g_lock);
+    *ic_p = ic;
+    return GPUPORT_OK;
+
+err:
+    comm_free(ic);
+    pthread_mutex_unlock(&g_lock);
+    return status;
+}
+
+void ib_comm_release(ib_comm_t *ic)
+{
+    ib_comm_t **pp;
+
+    pthread_mutex_lock(&g_lock);
+    if (--ic->nconns > 0) {
+        pthread_mutex_unlock(&g_lock);
+        return;
+    }
+    for (pp = &g_comms; *pp; pp = &(*pp)->next) {
+        if (*pp == ic) {
+            *pp = ic->next;
+            break;
+        }
+    }
+    comm_free(ic);
+    pthread_mutex_unlock(&g_lock);
+}

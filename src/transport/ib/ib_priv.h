@@ -1,0 +1,108 @@
+/*
+ * The ib transport's run-time state, for its own files only: ib.c (the
+ * operations), ib_dev.c (devices and the communicator's protection domain
+ * and control segment) and ib_mr.c (memory registrations).
+ *
+ * Lifetimes. A device context is opened once per process for each
+ * (GPUPORT_IB_HCA, GPUPORT_IB_GID_INDEX, GPU) and kept in a table
+ * (ib_dev_t): the choice of port depends on nothing else, and opening a
+ * device costs milliseconds. A communicator's ib state (ib_comm_t: its
+ * protection domain, the registration of its control segment, its memory
+ * registrations and per-channel keys) lives in a second table keyed by the
+ * communicator, from its first ib connection to the close of its last; the
+ * core closes every connection before it frees the communicator, so an
+ * entry never outlives its key and a later communicator at the same
+ * address cannot meet a stale one. struct gpuport_comm has no field for
+ * the transport; a table is the only place a communicator-wide state can
+ * be kept, and one protection domain per communicator lets every QP of it
+ * use one registration of a region.
+ */
+#ifndef GPUPORT_IB_PRIV_H
+#define GPUPORT_IB_PRIV_H
+
+#include <errno.h>
+#include <pthread.h>
+
+#include "internal.h"
+#include "transport/ib/ib.h"
+
+typedef struct ib_dev {
+    struct ib_dev *next;
+    char key_hca[256];
+    int key_gid_index;
+    char key_gpu[32];
+    int refs; /* communicators using it; 0: cached after a probe */
+    struct ibv_context *ctx;
+    char name[64];
+    uint8_t port;
+    uint16_t lid;
+    int link_layer; /* IB_LINK_LAYER_IB or _ETH (UNSPECIFIED read as IB) */
+    enum ibv_mtu active_mtu;
+    uint64_t piece_max;
+    int gid_index;
+    union ibv_gid gid;
+    int atomic_cap;
+    int max_qp_wr, max_cqe, max_qp_rd_atom, max_qp_init_rd_atom;
+    char why[512]; /* what was chosen and why */
+} ib_dev_t;
+
+typedef struct ib_mr ib_mr_t;
+
+/* A channel's keys: this rank's registrations (held while the channel
+ * exists) and the peer's addresses and keys. Written on the application
+ * thread before the channel is activated, read by the proxy. */
+typedef struct ib_chan {
+    ib_mr_t *src_mr, *dst_mr;
+    uint32_t src_lkey;
+    int connected;
+    uint64_t dst_raddr;
+    uint32_t dst_rkey;
+    uint32_t ctrl_rkey;
+    uint64_t sem_raddr, status_raddr;
+} ib_chan_t;
+
+typedef struct ib_comm {
+    struct ib_comm *next;
+    gpuport_comm_t comm;
+    int nconns;
+    ib_dev_t *dev;
+    struct ibv_pd *pd;
+    struct ibv_mr *ctrl_mr;
+    pthread_mutex_t lock; /* mrs and the registrations in chans */
+    ib_mr_t *mrs;
+    ib_chan_t *chans; /* by local channel id */
+} ib_comm_t;
+
+/* ib_dev.c, application threads. */
+/* Finds (opening and caching it) the device and port this communicator
+ * would use: GPUPORT_OK with its link layer and a description, or
+ * GPUPORT_ERR_NOT_SUPPORTED with why. */
+gpuport_status_t ib_dev_probe(gpuport_comm_t comm, int *link_layer_p, char *why, size_t len);
+/* The communicator's ib state, made at its first connection (device,
+ * protection domain, control segment registered for remote writes and
+ * atomics); one reference per connection. Errors are logged. */
+gpuport_status_t ib_comm_acquire(gpuport_comm_t comm, ib_comm_t **ic_p);
+void ib_comm_release(ib_comm_t *ic);
+
+/* ib_mr.c, application threads. */
+/* A registration of mem (shared by every channel over the same range),
+ * made the first time by the path ib_mr_path_choose picks; a failure is
+ * logged and described in why for the peer. */
+gpuport_status_t ib_mr_get(ib_comm_t *ic, const struct gpuport_mem *mem, ib_mr_t **mr_p,
+                           char *why, size_t len);
+void ib_mr_put(ib_comm_t *ic, ib_mr_t *mr);
+uint32_t ib_mr_lkey(const ib_mr_t *mr);
+uint32_t ib_mr_rkey(const ib_mr_t *mr);
+/* Drops a channel's registrations and forgets its keys. */
+void ib_chan_release(ib_comm_t *ic, ib_chan_t *cs);
+/* Every registration of the communicator, at its end. */
+void ib_mr_release_all(ib_comm_t *ic);
+
+/* A verbs call's failure code: most return an errno value, some -1 with
+ * errno set, some a negated errno; calls that return NULL set errno (pass 0). */
+static inline int ib_err(int rc)
+{
+    return rc > 0 ? rc : rc < -1 ? -rc : errno ? errno : EIO;
+}
+
+#endif
