@@ -22,10 +22,9 @@ typedef enum {
     GPUPORT_WORK_SEM_ADD = 3,   /* *sem += value, release */
     GPUPORT_WORK_CU_COPY = 4,   /* copy engine: dst (flusher context) <- src (context aux) */
     GPUPORT_WORK_CU_WRITE = 5,  /* cuStreamWriteValue64(dst, value), after earlier copies */
-    /* network transports' staging (src or dst: pinned host memory registered
-     * in the flusher's context; the other: device memory of context aux,
-     * through the flusher's own device buffer, or with aux NULL memory
-     * mapped for the device (VMM), copied directly): */
+    /* network transports' staging: one side pinned host memory registered in
+     * the flusher's context, the other GPU memory mapped for the device (VMM),
+     * which the flusher's context copies directly */
     GPUPORT_WORK_CU_TO_DEVICE = 6,  /* device dst <- pinned host src */
     GPUPORT_WORK_CU_FROM_DEVICE = 7 /* pinned host dst <- device src */
 } gpuport_work_kind_t;

@@ -472,21 +472,23 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
 {
     state_t st;
     gpuport_mem_t msrc, mdst;
-    int fails = 0, dst_vmm;
+    int fails = 0, vmm;
 
     memset(&st, 0, sizeof(st));
     st.env = env;
     st.region = env->max_size < (1u << 20) ? (1u << 20) : env->max_size;
     if (st.region > (1ull << 30))
         st.region = 1ull << 30;
-    CK(cudaMalloc(&st.src, st.region));
-    /* tcp's flusher writes destinations from its own CUDA context: they must
-     * be mapped for the device (gpuport_mem_alloc_device) */
-    dst_vmm = getenv("GPUPORT_TRANSPORT") && strcmp(getenv("GPUPORT_TRANSPORT"), "tcp") == 0;
-    if (dst_vmm)
+    /* tcp's flusher copies GPU data from its own CUDA context: the regions
+     * must be mapped for the device (gpuport_mem_alloc_device) */
+    vmm = getenv("GPUPORT_TRANSPORT") && strcmp(getenv("GPUPORT_TRANSPORT"), "tcp") == 0;
+    if (vmm) {
+        GK(gpuport_mem_alloc_device(env->comm, st.region, (void **)&st.src));
         GK(gpuport_mem_alloc_device(env->comm, st.region, (void **)&st.dst));
-    else
+    } else {
+        CK(cudaMalloc(&st.src, st.region));
         CK(cudaMalloc(&st.dst, st.region));
+    }
     CK(cudaMalloc(&st.d_ns, 8));
     CK(cudaMalloc(&st.d_rc, sizeof(int)));
     CK(cudaMalloc(&st.d_bad, sizeof(*st.d_bad)));
@@ -528,11 +530,13 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
     GK(gpuport_channel_destroy(st.ch));
     gpuport_mem_deregister(msrc);
     gpuport_mem_deregister(mdst);
-    cudaFree(st.src);
-    if (dst_vmm)
+    if (vmm) {
+        gpuport_mem_free(env->comm, st.src);
         gpuport_mem_free(env->comm, st.dst);
-    else
+    } else {
+        cudaFree(st.src);
         cudaFree(st.dst);
+    }
     if (env->baselines) {
         cudaSetDevice(st.peer_gpu);
         cudaFree(st.raw_dst);

@@ -10,18 +10,11 @@
 
 #define INFLIGHT 256 /* events, so items queued on the GPU at once */
 
-/* A copy between pinned host memory and the application's device memory
- * cannot name two contexts, so it goes through a buffer of ours in pieces:
- * host -> stage (our context), stage -> application (a peer copy naming
- * both). One stream orders the pieces, so one buffer serves them all. */
-#define STAGE (4u << 20)
-
 struct gpuport_fcuda {
     CUcontext ctx;
     CUcontext app_ctx;
     CUstream stream;
     CUdeviceptr scratch;
-    CUdeviceptr stage; /* STAGE bytes: host <-> application memory goes through it */
     void *host_probe;
     CUevent events[INFLIGHT];
     uint32_t channel[INFLIGHT];
@@ -63,8 +56,7 @@ static gpuport_status_t warm_up(gpuport_flusher_t *fl, struct gpuport_fcuda *c)
     gpuport_status_t st;
 
     st = CU_CALL(cuMemAlloc, (&c->scratch, 256));
-    if (!st)
-        st = CU_CALL(cuMemAlloc, (&c->stage, STAGE));
+
     if (!st)
         st = CU_CALL(cuMemsetD8, (c->scratch, 0, 256));
     if (!st)
@@ -83,9 +75,9 @@ static gpuport_status_t warm_up(gpuport_flusher_t *fl, struct gpuport_fcuda *c)
                                          (CUcontext)fl->cuda_app_ctx, 8, c->stream));
     /* the staging copies of network transports, both ways */
     if (!st)
-        st = CU_CALL(cuMemcpyHtoDAsync, (c->stage, c->host_probe, 8, c->stream));
+        st = CU_CALL(cuMemcpyHtoDAsync, (c->scratch + 192, c->host_probe, 8, c->stream));
     if (!st)
-        st = CU_CALL(cuMemcpyDtoHAsync, ((char *)c->host_probe + 8, c->stage, 8, c->stream));
+        st = CU_CALL(cuMemcpyDtoHAsync, ((char *)c->host_probe + 8, c->scratch + 192, 8, c->stream));
     if (!st)
         st = CU_CALL(cuStreamWriteValue64, (c->stream, c->scratch, 1, CU_STREAM_WRITE_VALUE_DEFAULT));
     if (!st)
@@ -161,7 +153,6 @@ void gpuport_fcuda_stop(gpuport_flusher_t *fl)
         gpuport_cu.cuEventDestroy(c->events[i]);
     gpuport_cu.cuStreamDestroy(c->stream);
     gpuport_cu.cuMemFree(c->scratch);
-    gpuport_cu.cuMemFree(c->stage);
     gpuport_cu.cuMemFreeHost(c->host_probe);
     c->head = c->tail = 0;
 }
@@ -201,28 +192,11 @@ gpuport_status_t gpuport_fcuda_issue(gpuport_flusher_t *fl, const gpuport_work_t
             st = CU_CALL(cuMemcpyPeerAsync, (dst, c->ctx, src, (CUcontext)w->aux, w->size, c->stream));
         else
             st = CU_CALL(cuMemcpyDtoDAsync, (dst, src, w->size, c->stream));
-    } else if (!w->aux && w->kind == GPUPORT_WORK_CU_TO_DEVICE) {
+    } else if (w->kind == GPUPORT_WORK_CU_TO_DEVICE) {
         /* memory mapped for the device (VMM): ours to write directly */
         st = CU_CALL(cuMemcpyHtoDAsync, (dst, w->src, w->size, c->stream));
-    } else if (!w->aux && w->kind == GPUPORT_WORK_CU_FROM_DEVICE) {
+    } else if (w->kind == GPUPORT_WORK_CU_FROM_DEVICE) {
         st = CU_CALL(cuMemcpyDtoHAsync, (w->dst, src, w->size, c->stream));
-    } else if (w->kind == GPUPORT_WORK_CU_TO_DEVICE || w->kind == GPUPORT_WORK_CU_FROM_DEVICE) {
-        /* memory of the application's context: through our buffer, with
-         * peer copies naming both contexts */
-        CUcontext app = (CUcontext)w->aux;
-        st = GPUPORT_OK;
-        for (uint64_t off = 0; !st && off < w->size; off += STAGE) {
-            size_t n = w->size - off < STAGE ? (size_t)(w->size - off) : STAGE;
-            if (w->kind == GPUPORT_WORK_CU_TO_DEVICE) {
-                st = CU_CALL(cuMemcpyHtoDAsync, (c->stage, (const char *)w->src + off, n, c->stream));
-                if (!st)
-                    st = CU_CALL(cuMemcpyPeerAsync, (dst + off, app, c->stage, c->ctx, n, c->stream));
-            } else {
-                st = CU_CALL(cuMemcpyPeerAsync, (c->stage, c->ctx, src + off, app, n, c->stream));
-                if (!st)
-                    st = CU_CALL(cuMemcpyDtoHAsync, ((char *)w->dst + off, c->stage, n, c->stream));
-            }
-        }
     } else {
         st = CU_CALL(cuStreamWriteValue64, (c->stream, dst, w->value, CU_STREAM_WRITE_VALUE_DEFAULT));
     }

@@ -83,11 +83,11 @@ typedef struct side {
     gpuport_port_channel_dev_t dev;
     int *rc;
     unsigned long long *bad;
-    int dst_vmm; /* dst from gpuport_mem_alloc_device (tcp), freed with the comm */
+    int vmm; /* src and dst from gpuport_mem_alloc_device (tcp), freed with the comm */
 } side_t;
 
-/* tcp writes received data from the flusher's context: its GPU destinations
- * must be memory mapped for the device, not cudaMalloc memory */
+/* tcp copies GPU data from the flusher's context: its GPU regions must be
+ * memory mapped for the device, not cudaMalloc memory */
 static int tcp_run(void)
 {
     return strcmp(expected_transport(), "tcp") == 0;
@@ -99,12 +99,14 @@ static void side_open(side_t *s, gpuport_bootstrap_t *bs, uint64_t region)
     s->rank = bs->rank;
     s->region = region;
     CHECK_OK(gpuport_comm_create(bs, &s->comm));
-    CUDA_CHECK(cudaMalloc(&s->src, region));
-    s->dst_vmm = tcp_run();
-    if (s->dst_vmm)
+    s->vmm = tcp_run();
+    if (s->vmm) {
+        CHECK_OK(gpuport_mem_alloc_device(s->comm, region, (void **)&s->src));
         CHECK_OK(gpuport_mem_alloc_device(s->comm, region, (void **)&s->dst));
-    else
+    } else {
+        CUDA_CHECK(cudaMalloc(&s->src, region));
         CUDA_CHECK(cudaMalloc(&s->dst, region));
+    }
     CUDA_CHECK(cudaMalloc(&s->rc, 64 * sizeof(int)));
     CUDA_CHECK(cudaMalloc(&s->bad, sizeof(*s->bad)));
     fill<<<1024, 256>>>(s->src, region, s->rank);
@@ -120,9 +122,10 @@ static void side_open(side_t *s, gpuport_bootstrap_t *bs, uint64_t region)
 static void side_close(side_t *s)
 {
     CHECK_OK(gpuport_comm_destroy(s->comm));
-    cudaFree(s->src);
-    if (!s->dst_vmm)
+    if (!s->vmm) {
+        cudaFree(s->src);
         cudaFree(s->dst);
+    }
     cudaFree(s->rc);
     cudaFree(s->bad);
 }
@@ -318,8 +321,13 @@ static void bad_triggers(gpuport_bootstrap_t *bs)
     setenv("GPUPORT_LOG_LEVEL", "none", 1);
     CHECK_OK(gpuport_comm_create(bs, &comm));
     unsetenv("GPUPORT_LOG_LEVEL");
-    CUDA_CHECK(cudaMalloc(&buf, region + 2 * guard));
-    CUDA_CHECK(cudaMalloc(&src, region));
+    if (tcp_run()) {
+        CHECK_OK(gpuport_mem_alloc_device(comm, region + 2 * guard, (void **)&buf));
+        CHECK_OK(gpuport_mem_alloc_device(comm, region, (void **)&src));
+    } else {
+        CUDA_CHECK(cudaMalloc(&buf, region + 2 * guard));
+        CUDA_CHECK(cudaMalloc(&src, region));
+    }
     CUDA_CHECK(cudaMalloc(&rc, 8 * sizeof(int)));
     CUDA_CHECK(cudaMalloc(&bad, sizeof(*bad)));
     CUDA_CHECK(cudaMemset(buf, 0x5a, region + 2 * guard));
@@ -350,8 +358,10 @@ static void bad_triggers(gpuport_bootstrap_t *bs)
     setenv("GPUPORT_LOG_LEVEL", "none", 1);
     gpuport_comm_destroy(comm);
     unsetenv("GPUPORT_LOG_LEVEL");
-    cudaFree(buf);
-    cudaFree(src);
+    if (!tcp_run()) { /* VMM memory went with the communicator */
+        cudaFree(buf);
+        cudaFree(src);
+    }
     cudaFree(rc);
     cudaFree(bad);
     if (bs->rank == 0)
@@ -370,7 +380,8 @@ static void host_api(gpuport_bootstrap_t *bs)
     CHECK_STATUS(gpuport_channel_put(s.ch, (1u << 20) - 4, 0, 8), GPUPORT_ERR_OUT_OF_RANGE);
     CHECK_OK(bs->barrier(bs->ctx));
     if (tcp_run()) {
-        /* a cudaMalloc destination is refused on both sides, with a reason */
+        /* cudaMalloc memory, as destination and as source, is refused on
+         * both sides, with a reason */
         gpuport_channel_t bad_ch = NULL;
         gpuport_mem_t mplain;
         void *plain;
@@ -380,6 +391,10 @@ static void host_api(gpuport_bootstrap_t *bs)
         st = gpuport_channel_create(s.comm, 1 - s.rank, s.msrc, mplain, &bad_ch);
         CHECK_MSG(st == GPUPORT_ERR_NOT_SUPPORTED || st == GPUPORT_ERR_PEER,
                   "tcp channel into cudaMalloc memory: %s", gpuport_status_string(st));
+        CHECK(bad_ch == NULL);
+        st = gpuport_channel_create(s.comm, 1 - s.rank, mplain, s.mdst, &bad_ch);
+        CHECK_MSG(st == GPUPORT_ERR_NOT_SUPPORTED || st == GPUPORT_ERR_PEER,
+                  "tcp channel from cudaMalloc memory: %s", gpuport_status_string(st));
         CHECK(bad_ch == NULL);
         CHECK_OK(gpuport_mem_deregister(mplain));
         cudaFree(plain);
@@ -393,7 +408,7 @@ int main(void)
 {
     gpuport_bootstrap_t bs;
     pid_t child;
-    int rank, n = 0;
+    int rank, n = 0, one_gpu;
 
     setvbuf(stdout, NULL, _IONBF, 0);
     setenv("GPUPORT_TIMEOUT_MS", "60000", 1);
@@ -401,13 +416,16 @@ int main(void)
     rank = pair_fork(&bs, &child);
     CHECK(rank >= 0);
     bs.destroy = NULL; /* one socketpair serves every scenario's communicator */
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) {
+    /* GPUPORT_TEST_ONE_GPU=1: both processes on GPU 0 (their contexts then
+     * take turns on it: slow, but every path is exercised) */
+    one_gpu = getenv("GPUPORT_TEST_ONE_GPU") && strcmp(getenv("GPUPORT_TEST_ONE_GPU"), "1") == 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < (one_gpu ? 1 : 2)) {
         if (rank == 1)
             _exit(77);
         pair_join(child);
         SKIP("needs 2 GPUs (found %d)", n);
     }
-    CUDA_CHECK(cudaSetDevice(rank));
+    CUDA_CHECK(cudaSetDevice(one_gpu ? 0 : rank));
     integrity(&bs);
     ordering(&bs);
     many_pushers(&bs);

@@ -165,7 +165,7 @@ int main(int argc, char **argv)
     opts_t o = {100, 1, 0, 0, 1, 10000, 0, 120};
     gpuport_bootstrap_t bs;
     pid_t child;
-    int rank, n = 0, failures = 0;
+    int rank, n = 0, failures = 0, one_gpu;
 
     setvbuf(stdout, NULL, _IONBF, 0);
     for (int i = 1; i < argc; i++) {
@@ -185,10 +185,13 @@ int main(int argc, char **argv)
         }
     }
     CHECK(o.blocks >= 1 && o.blocks <= MAX_BLOCKS && o.reps >= 1 && o.iters >= 1);
-    setenv("GPUPORT_TIMEOUT_MS", "60000", 1);
+    setenv("GPUPORT_TIMEOUT_MS", "60000", 0); /* a run may ask for less */
     rank = pair_fork(&bs, &child);
     CHECK(rank >= 0);
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 2) {
+    /* GPUPORT_TEST_ONE_GPU=1: both processes on GPU 0 (their contexts then
+     * take turns on it: slow, but every path is exercised) */
+    one_gpu = getenv("GPUPORT_TEST_ONE_GPU") && strcmp(getenv("GPUPORT_TEST_ONE_GPU"), "1") == 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < (one_gpu ? 1 : 2)) {
         if (rank == 1)
             _exit(77);
         pair_join(child);
@@ -197,7 +200,7 @@ int main(int argc, char **argv)
     g.rank = rank;
     g.o = &o;
     g.what = o.graph ? "graph replay" : "kernel";
-    CUDA_CHECK(cudaSetDevice(rank));
+    CUDA_CHECK(cudaSetDevice(one_gpu ? 0 : rank));
 
     gpuport_comm_t comm;
     uint64_t *src, *dst;
@@ -211,13 +214,15 @@ int main(int argc, char **argv)
     pthread_t wd;
 
     CHECK_OK(gpuport_comm_create(&bs, &comm));
-    CUDA_CHECK(cudaMalloc(&src, 16 * MAX_BLOCKS));
-    /* tcp's flusher writes destinations from its own context: they must be
+    /* tcp's flusher copies GPU data from its own context: the regions must be
      * mapped for the device (gpuport_mem_alloc_device), not cudaMalloc'd */
-    if (getenv("GPUPORT_TRANSPORT") && strcmp(getenv("GPUPORT_TRANSPORT"), "tcp") == 0)
+    if (getenv("GPUPORT_TRANSPORT") && strcmp(getenv("GPUPORT_TRANSPORT"), "tcp") == 0) {
+        CHECK_OK(gpuport_mem_alloc_device(comm, 16 * MAX_BLOCKS, (void **)&src));
         CHECK_OK(gpuport_mem_alloc_device(comm, 16 * MAX_BLOCKS, (void **)&dst));
-    else
+    } else {
+        CUDA_CHECK(cudaMalloc(&src, 16 * MAX_BLOCKS));
         CUDA_CHECK(cudaMalloc(&dst, 16 * MAX_BLOCKS));
+    }
     CUDA_CHECK(cudaMemset(dst, 0, 16 * MAX_BLOCKS));
     CHECK_OK(gpuport_mem_register(comm, src, 16 * MAX_BLOCKS, &msrc));
     CHECK_OK(gpuport_mem_register(comm, dst, 16 * MAX_BLOCKS, &mdst));

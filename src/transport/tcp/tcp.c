@@ -18,12 +18,13 @@
  * destroy each side says goodbye (BYE) once it has nothing left to send and
  * keeps receiving until the peer's goodbye.
  *
- * GPU memory moves through pinned host staging of NSLOT chunks per direction
- * and connection: the sender's flusher copies each chunk of a GPU source into
- * staging before the proxy sends it; the receiver's proxy receives a chunk
- * into staging and its flusher copies it to the GPU destination. A signal
- * (and the acknowledgement) that follows a GPU put waits for those copies:
- * it goes to the flusher behind them.
+ * GPU memory (from gpuport_mem_alloc_device: mapped for the device, so the
+ * flusher's own context copies it) moves through pinned host staging of NSLOT
+ * chunks per direction and connection: the sender's flusher copies each chunk
+ * of a GPU source into staging before the proxy sends it; the receiver's
+ * proxy receives a chunk into staging and its flusher copies it to the GPU
+ * destination. A signal (and the acknowledgement) that follows a GPU put
+ * waits for those copies: it goes to the flusher behind them.
  *
  * Headers are host byte order: the ranks of a job share an architecture.
  */
@@ -88,7 +89,6 @@ typedef struct tx_item {
     tcp_msg_t hdr;
     const char *payload;
     const char *dev_src; /* GPU source: the payload comes through tx staging */
-    int dev_vmm;         /* ... and it is VMM memory (copied directly) */
     uint64_t sent;       /* bytes of header and payload already sent */
 } tx_item_t;
 
@@ -641,17 +641,19 @@ static gpuport_status_t tcp_chan_connect(gpuport_pchan_t *ch, const gpuport_chan
     tcp_conn_t *tc = ch->conn->priv;
     gpuport_status_t st = GPUPORT_OK;
 
-    /* Our flusher writes received GPU data into the destination from its own
-     * context: cudaMalloc memory belongs to the application's context, and a
-     * copy into it waits for that context to be scheduled and for the work
-     * queued there (measured on H200: ~2.4 ms per 8-byte exchange, and stuck
-     * behind queued kernels), so only memory mapped for the device will do. */
-    if (ch->local_dst_kind == GPUPORT_REGION_DEVICE) {
-        log_error("channel to rank %d: its puts would land in cudaMalloc memory, which the tcp "
-                  "transport cannot write without the application's CUDA context (copies would "
-                  "wait for its queued work); allocate GPU destinations of tcp channels with "
+    /* The flusher copies GPU data between staging and the regions from its
+     * own context. cudaMalloc memory belongs to the application's context,
+     * and such copies were measured to wait for that context's time slice
+     * and to hang behind kernels queued there, writing into it and reading
+     * from it alike: only memory mapped for the device will do. */
+    if (ch->local_dst_kind == GPUPORT_REGION_DEVICE || ch->src_kind == GPUPORT_REGION_DEVICE) {
+        log_error("channel to rank %d: the %s is cudaMalloc memory, which the tcp transport "
+                  "cannot copy without the application's CUDA context (the copies would wait for "
+                  "its queued kernels); allocate the GPU regions of tcp channels with "
                   "gpuport_mem_alloc_device",
-                  ch->conn->peer);
+                  ch->conn->peer,
+                  ch->local_dst_kind == GPUPORT_REGION_DEVICE ? "local destination"
+                                                              : "local source");
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
     if (gpu_kind(ch->src_kind))
@@ -738,7 +740,6 @@ static int queue_op(gpuport_pchan_t *ch, uint32_t type, uint64_t off, uint64_t s
     }
     it = tx_push(tc, type, ch->peer_id, off, size, device ? NULL : payload);
     it->dev_src = device ? payload : NULL;
-    it->dev_vmm = ch->src_kind == GPUPORT_REGION_DEVICE_VMM;
     tc->inflight[tc->ops_sent % tc->q] = ch->id;
     tc->ops_sent++;
     return GPUPORT_TRANSPORT_ASYNC;
@@ -843,7 +844,7 @@ static void stage_tx(tcp_conn_t *tc)
         w.dst = tc->txs + (size_t)slot * CHUNK;
         w.src = it->dev_src + tc->sg_off;
         w.size = len;
-        w.aux = it->dev_vmm ? NULL : tc->comm->gpu_app_ctx;
+        w.aux = NULL; /* sources are VMM memory (tcp_chan_connect) */
         if (!gpuport_proxy_post(tc->conn, &w))
             return;
         tc->tchunk[slot].item = tc->sg_item;
