@@ -171,8 +171,8 @@ static void print_transports(int gpus, const char *gpu_why)
         if (!ib_devices_present(why, sizeof(why)))
             printf("  %-9s built, not usable here: %s\n", "ib", why);
         else
-            printf("  %-9s built, devices present: only forced (GPUPORT_TRANSPORT=ib); its data "
-                   "path is not implemented yet\n", "ib");
+            printf("  %-9s built, devices present: used only when forced (GPUPORT_TRANSPORT=ib); "
+                   "not yet run on RDMA hardware by its developers\n", "ib");
     }
 #else
     printf("  %-9s not built: libibverbs was not found (configure --with-ibverbs)\n", "ib");

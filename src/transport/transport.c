@@ -12,8 +12,9 @@ const char *gpuport_transport_name(int kind)
 }
 
 /* Built transports in the order `auto` prefers them: same-host ones first,
- * then tcp between hosts. ib is only ever forced: auto_fits never picks it,
- * and its reachable() refuses until its data path exists. */
+ * then tcp between hosts. ib is only ever forced (GPUPORT_TRANSPORT=ib):
+ * auto_fits never picks it, as its data path has not yet run on RDMA
+ * hardware. */
 static const gpuport_transport_ops_t *const built[] = {
 #if GPUPORT_HAVE_CUDA
     &gpuport_transport_cuda_ipc,
