@@ -146,9 +146,19 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
     gpuport_record_header_init(&mine.hdr, GPUPORT_REC_CHANNEL, sizeof(mine));
     status = id_alloc(comm, &id);
     have_id = status == GPUPORT_OK;
-    if (!status)
-        status = gpuport_transport_select(comm, peer, is_device(src) || is_device(dst), &ops,
-                                          mine.why, sizeof(mine.why));
+    /* Selection runs even when this side has already failed: a transport may
+     * agree on reachability with the peer through the bootstrap (ib), and
+     * the peer must not wait for an exchange this side skips. */
+    {
+        gpuport_status_t sel = gpuport_transport_select(comm, peer, is_device(src) || is_device(dst),
+                                                        &ops, mine.why, sizeof(mine.why));
+        if (!status) {
+            status = sel;
+        } else {
+            ops = NULL;
+            mine.why[0] = '\0'; /* the reason is this side's own failure */
+        }
+    }
     if (!status)
         status = conn_get(comm, peer, ops, &conn);
     if (!status && !(ch = calloc(1, sizeof(*ch))))
