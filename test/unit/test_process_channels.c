@@ -3,7 +3,10 @@
  * the lifecycle cases that need them: cross-memory attach and shared
  * mappings across address spaces, a peer that dies while we wait or put,
  * destroy draining queued work, and destroy failing (not dropping) work that
- * cannot drain. Also a channel to oneself.
+ * cannot drain. Also a channel to oneself. The pair cases run twice: on one
+ * host (shm), then with distinct GPUPORT_HOST_IDs (tcp over this machine's
+ * interface: a dead peer is seen by its socket, not by its pid, and drain at
+ * destroy needs the receiver's proxy until the sender says goodbye).
  */
 #include <signal.h>
 #include <stdatomic.h>
@@ -22,6 +25,8 @@ static unsigned char pat(int rank, uint64_t i)
 {
     return (unsigned char)(rank * 101 + (int)(i * 7 % 253));
 }
+
+static int g_distinct_hosts; /* 1: each process its own host identity (tcp) */
 
 typedef struct side {
     gpuport_comm_t comm;
@@ -51,6 +56,8 @@ static void side_open(side_t *s, gpuport_bootstrap_t *bs, int use_malloc)
     CHECK_OK(gpuport_mem_register(s->comm, s->dst, REGION, &s->mdst));
     CHECK_OK(gpuport_channel_create(s->comm, 1 - gpuport_comm_rank(s->comm), s->msrc, s->mdst,
                                     &s->ch));
+    CHECK_MSG(strcmp(gpuport_channel_transport(s->ch), g_distinct_hosts ? "tcp" : "shm") == 0,
+              "transport %s", gpuport_channel_transport(s->ch));
 }
 
 static void verify(const unsigned char *dst, int from, uint64_t off, uint64_t size)
@@ -140,11 +147,17 @@ static int run_pair(int (*fn)(gpuport_bootstrap_t *, int), int use_malloc, const
     int rank = pair_fork(&bs, &child);
 
     CHECK(rank >= 0);
+    if (g_distinct_hosts)
+        setenv("GPUPORT_HOST_ID", rank ? "b" : "a", 1);
     if (rank == 1)
         _exit(fn(&bs, use_malloc));
     CHECK_MSG(fn(&bs, use_malloc) == 0, "%s: parent failed", name);
     CHECK_MSG(pair_join(child) == 0, "%s (malloc %d): child failed", name, use_malloc);
-    printf("PASS %s (%s)\n", name, use_malloc ? "malloc, cross-memory attach" : "shared mapping");
+    unsetenv("GPUPORT_HOST_ID");
+    printf("PASS %s (%s, %s)\n", name,
+           use_malloc ? "malloc" : "gpuport_mem_alloc",
+           g_distinct_hosts ? "tcp between two host identities"
+                            : use_malloc ? "shm, cross-memory attach" : "shm, shared mapping");
     return 0;
 }
 
@@ -187,13 +200,18 @@ int main(void)
 {
     setvbuf(stdout, NULL, _IONBF, 0);
     setenv("GPUPORT_TIMEOUT_MS", "30000", 1);
-    for (int m = 0; m <= 1; m++) {
-        run_pair(cross_process, m, "cross-process");
-        run_pair(drain_at_destroy, m, "drain-at-destroy");
+    for (g_distinct_hosts = 0; g_distinct_hosts <= 1; g_distinct_hosts++) {
+        for (int m = 0; m <= 1; m++) {
+            run_pair(cross_process, m, "cross-process");
+            run_pair(drain_at_destroy, m, "drain-at-destroy");
+        }
+        setenv("GPUPORT_LOG_LEVEL", "none", 1);
+        for (int m = 0; m <= 1; m++)
+            run_pair(peer_dies, m, "peer-dies");
+        unsetenv("GPUPORT_LOG_LEVEL");
     }
+    g_distinct_hosts = 0;
     setenv("GPUPORT_LOG_LEVEL", "none", 1);
-    for (int m = 0; m <= 1; m++)
-        run_pair(peer_dies, m, "peer-dies");
     setenv("GPUPORT_TIMEOUT_MS", "300", 1);
     CHECK(local_run(1, self_and_abandon, NULL) == 0);
     printf("PASS self-channel and abandon-at-destroy\n");
