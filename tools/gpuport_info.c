@@ -160,8 +160,8 @@ static void print_transports(int gpus, const char *gpu_why)
         if (gpuport_config_load(&cfg) != GPUPORT_OK)
             printf("  %-9s not usable: a GPUPORT_* value is invalid (see above)\n", "tcp");
         else if (gpuport_tcp_describe(&cfg, where, sizeof(where)))
-            printf("  %-9s available: ranks on other hosts, host memory, sockets on %s\n", "tcp",
-                   where);
+            printf("  %-9s available: ranks on other hosts, host memory%s, sockets on %s\n", "tcp",
+                   GPUPORT_HAVE_CUDA ? " and GPU memory from gpuport_mem_alloc_device" : "", where);
         else
             printf("  %-9s built, not usable here: %s\n", "tcp", where);
     }
