@@ -763,8 +763,14 @@ static void tcp_report_fail(gpuport_pchan_t *ch, gpuport_status_t status)
 {
     tcp_conn_t *tc = ch->conn->priv;
 
-    if (!tc->broken && !tc->bye_sent && tx_room(tc, 1))
+    if (tc->broken || tc->bye_sent)
+        return;
+    if (tx_room(tc, 1))
         tx_push(tc, MSG_FAIL, ch->peer_id, (uint64_t)(int64_t)status, 0, NULL);
+    else
+        log_warn("channel %u: the send queue to rank %d is full; its waiters learn of this "
+                 "channel's failure only by their timeout",
+                 ch->id, tc->peer);
 }
 
 /* ---- proxy thread: staging of GPU regions ---- */
