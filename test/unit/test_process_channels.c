@@ -119,6 +119,30 @@ static int peer_dies(gpuport_bootstrap_t *bs, int use_malloc)
     return 0;
 }
 
+/* tcp: the peer closes its communicator (its process lives on). Its goodbye
+ * says no more signals will come, so a wait here ends with a peer error at
+ * once instead of at GPUPORT_TIMEOUT_MS; a signal sent before the goodbye is
+ * still taken first. */
+static int peer_closes(gpuport_bootstrap_t *bs, int use_malloc)
+{
+    side_t s;
+    uint64_t t0;
+
+    side_open(&s, bs, use_malloc);
+    if (bs->rank == 1) {
+        CHECK_OK(gpuport_channel_signal(s.ch));
+        CHECK_OK(gpuport_comm_destroy(s.comm));
+        return 0;
+    }
+    CHECK_OK(gpuport_channel_wait(s.ch));
+    t0 = gpuport_now_ns();
+    CHECK_STATUS(gpuport_channel_wait(s.ch), GPUPORT_ERR_PEER);
+    CHECK_MSG(gpuport_now_ns() - t0 < 5000000000ull, "the wait took %llu ms",
+              (unsigned long long)((gpuport_now_ns() - t0) / 1000000));
+    CHECK_OK(gpuport_comm_destroy(s.comm));
+    return 0;
+}
+
 /* Queued puts are carried out by destroy, not dropped: the sender destroys
  * right after queueing; the receiver still gets every byte. */
 static int drain_at_destroy(gpuport_bootstrap_t *bs, int use_malloc)
@@ -208,6 +232,8 @@ int main(void)
         setenv("GPUPORT_LOG_LEVEL", "none", 1);
         for (int m = 0; m <= 1; m++)
             run_pair(peer_dies, m, "peer-dies");
+        if (g_distinct_hosts)
+            run_pair(peer_closes, 0, "peer-closes");
         unsetenv("GPUPORT_LOG_LEVEL");
     }
     g_distinct_hosts = 0;

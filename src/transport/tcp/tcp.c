@@ -117,6 +117,7 @@ typedef struct tcp_conn {
     int ack_queued;     /* an ACK is in tx and not yet started */
     uint32_t ack_slot;
     int bye_sent, bye_seen;
+    int bye_applied; /* channels closed after the peer's goodbye */
     /* receiving (proxy thread) */
     char *rxbuf;
     size_t rx_len, rx_pos;
@@ -1264,11 +1265,37 @@ static void check_socket(tcp_conn_t *tc)
         conn_break(tc, GPUPORT_ERR_TRANSPORT, "broke", err);
 }
 
+/* The peer closed its communicator: no more signals will come from it.
+ * Once what it sent is applied, this side's waiters on its channels stop
+ * (signals already there can still be taken). The channels themselves stay
+ * usable until this side closes too: the peer keeps receiving until this
+ * side's goodbye. */
+static void peer_closed(tcp_conn_t *tc)
+{
+    gpuport_comm_t comm = tc->comm;
+    int n = 0;
+
+    tc->bye_applied = 1;
+    for (uint32_t i = 0; i < comm->config.max_channels; i++) {
+        gpuport_pchan_t *ch = &comm->pchans[i];
+        int32_t ok = GPUPORT_OK;
+        if (!atomic_load_explicit(&ch->active, memory_order_acquire) || ch->conn->priv != tc)
+            continue;
+        atomic_compare_exchange_strong(&comm->ctrl[i].peer_status, &ok, GPUPORT_ERR_PEER);
+        n++;
+    }
+    if (n)
+        log_debug("tcp: rank %d closed its communicator; waits on its %d channel(s) end here",
+                  tc->peer, n);
+}
+
 static int tcp_progress(gpuport_conn_t *conn)
 {
     tcp_conn_t *tc = conn->priv;
     int n;
 
+    if (tc->bye_seen && !tc->bye_applied && tc->rx_pending == 0)
+        peer_closed(tc);
     if (tc->broken)
         return 0;
     n = recv_some(tc);
