@@ -122,6 +122,26 @@ static int proxy_rejects(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     return 0;
 }
 
+/* gpuport_mem_alloc_device needs GPU mode: a host-only communicator says no,
+ * leaves the pointer alone, and gpuport_mem_free refuses what it never gave. */
+static int device_alloc_refused(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
+{
+    gpuport_comm_t comm;
+    void *p = (void *)&comm;
+
+    (void)rank, (void)size, (void)arg;
+    setenv("GPUPORT_GPU", "off", 1);
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    CHECK_STATUS(gpuport_mem_alloc_device(comm, 4096, &p), GPUPORT_ERR_NOT_SUPPORTED);
+    CHECK(p == (void *)&comm);
+    CHECK_STATUS(gpuport_mem_alloc_device(comm, 0, &p), GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_mem_alloc_device(NULL, 4096, &p), GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_mem_free(comm, p), GPUPORT_ERR_INVALID_ARG);
+    CHECK_OK(gpuport_comm_destroy(comm));
+    unsetenv("GPUPORT_GPU");
+    return 0;
+}
+
 int main(void)
 {
     opts_t o = {0};
@@ -138,6 +158,7 @@ int main(void)
     unsetenv("GPUPORT_SHM_ASYNC_MIN");
     setenv("GPUPORT_LOG_LEVEL", "none", 1);
     CHECK(local_run(2, proxy_rejects, NULL) == 0);
+    CHECK(local_run(1, device_alloc_refused, NULL) == 0);
     printf("local channels: all checks passed\n");
     return 0;
 }
