@@ -66,8 +66,9 @@ const gpuport_config_var_t gpuport_config_vars[] = {
      3600000ull, NULL,
      "a tcp connection whose data or keepalive probes go unanswered this long is broken: its "
      "channels fail on both sides"},
-    {"GPUPORT_SOCKET_QUEUE", "4096", GPUPORT_CFG_POW2, FIELD(socket_queue), 16, 1048576ull, NULL,
-     "tcp operations in flight per connection (sent, not yet acknowledged by the peer)"},
+    {"GPUPORT_SOCKET_QUEUE", "4096", GPUPORT_CFG_POW2, FIELD(socket_queue), 128, 1048576ull, NULL,
+     "tcp send queue per connection; all but 64 entries may hold operations sent and not yet "
+     "acknowledged by the peer"},
 };
 
 const size_t gpuport_config_nvars = sizeof(gpuport_config_vars) / sizeof(gpuport_config_vars[0]);

@@ -57,6 +57,7 @@
 #define CHUNK (1u << 20)        /* GPU staging piece */
 #define NSLOT 8                 /* staging pieces per direction and connection */
 #define POSTED_CAP 256          /* flusher items of one connection in flight */
+#define CONTROL_SPARE 64        /* send-queue entries kept from operations */
 
 enum { POST_TX = 1, POST_RX_CHUNK = 2, POST_RX_SIGNAL = 3 };
 
@@ -112,7 +113,7 @@ typedef struct tcp_conn {
     tx_item_t *tx;    /* ring of messages to send */
     uint32_t tx_cap, tx_head, tx_tail;
     uint32_t *inflight; /* local channel ids of sent PUT/SIGNAL, awaiting ACK */
-    uint32_t q;         /* GPUPORT_SOCKET_QUEUE, power of two */
+    uint32_t q;         /* GPUPORT_SOCKET_QUEUE, power of two: tx and inflight sizes */
     uint64_t ops_sent, ops_acked;
     int ack_queued;     /* an ACK is in tx and not yet started */
     uint32_t ack_slot;
@@ -570,8 +571,10 @@ static gpuport_status_t tcp_conn_open(gpuport_conn_t *conn)
     tc->comm = comm;
     tc->peer = peer;
     tc->fd_tx = tc->fd_rx = -1;
+    /* Powers of two, so that ring positions stay consistent when the 32-bit
+     * counters wrap; CONTROL_SPARE entries of tx are for ACK, FAIL, BYE. */
     tc->q = (uint32_t)comm->config.socket_queue;
-    tc->tx_cap = tc->q + 64;
+    tc->tx_cap = tc->q;
     tc->tx = calloc(tc->tx_cap, sizeof(*tc->tx));
     tc->inflight = calloc(tc->q, sizeof(*tc->inflight));
     tc->rxbuf = malloc(RXBUF);
@@ -723,7 +726,7 @@ static int tcp_has_room(gpuport_pchan_t *ch, uint32_t nops)
     tcp_conn_t *tc = ch->conn->priv;
 
     return tc->broken ||
-           (tc->ops_sent - tc->ops_acked + nops <= tc->q && tx_room(tc, nops));
+           (tc->ops_sent - tc->ops_acked + nops <= tc->q - CONTROL_SPARE && tx_room(tc, nops));
 }
 
 static int queue_op(gpuport_pchan_t *ch, uint32_t type, uint64_t off, uint64_t size,
