@@ -282,6 +282,9 @@ static int progress_conns(gpuport_comm_t comm)
 {
     int n = atomic_load_explicit(&comm->npconns, memory_order_acquire), done = 0;
 
+    if (n == 0)
+        return 0;
+    gpuport_tcp_poll(comm);
     for (int i = 0; i < n; i++)
         done += comm->pconns[i]->ops->progress(comm->pconns[i]);
     return done;

@@ -103,6 +103,10 @@ void gpuport_pchan_fail_local(struct gpuport_pchan *ch, gpuport_status_t status)
  * listener that cannot be made is an error only if GPUPORT_TRANSPORT=tcp. */
 gpuport_status_t gpuport_tcp_comm_init(struct gpuport_comm *comm, gpuport_proc_rec_t *me);
 void gpuport_tcp_comm_fini(struct gpuport_comm *comm);
+/* Proxy thread, once per pass before the connections' progress(): which of
+ * tcp's sockets have input. Returns 0 (the progress calls that follow count
+ * what happened). */
+int gpuport_tcp_poll(struct gpuport_comm *comm);
 /* Where tcp would listen under cfg (1), or why it cannot (0), into buf. */
 int gpuport_tcp_describe(const gpuport_config_t *cfg, char *buf, size_t len);
 

@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -84,6 +85,10 @@ struct gpuport_tcp_comm {
     uint64_t cookie;
     int *pending; /* by rank: accepted, hello read, not yet claimed (comm->lock) */
     char why[256]; /* why there is no listener */
+    /* The connections' receiving sockets: the proxy asks once per pass which
+     * are readable instead of trying a recv on each (-1: try each). */
+    int epfd;
+    _Atomic int nconns;
 };
 
 typedef struct tx_item {
@@ -119,6 +124,8 @@ typedef struct tcp_conn {
     uint32_t ack_slot;
     int bye_sent, bye_seen;
     int bye_applied; /* channels closed after the peer's goodbye */
+    int readable;    /* epoll said so, and no recv has come back empty since */
+    int no_epoll;    /* not in the epoll set: always try */
     /* receiving (proxy thread) */
     char *rxbuf;
     size_t rx_len, rx_pos;
@@ -290,6 +297,7 @@ gpuport_status_t gpuport_tcp_comm_init(gpuport_comm_t comm, gpuport_proc_rec_t *
     if (!t)
         return GPUPORT_ERR_NO_MEMORY;
     t->listen_fd = -1;
+    t->epfd = -1;
     comm->tcp = t;
     t->pending = malloc((size_t)comm->size * sizeof(int));
     if (!t->pending)
@@ -325,6 +333,10 @@ gpuport_status_t gpuport_tcp_comm_init(gpuport_comm_t comm, gpuport_proc_rec_t *
     me->tcp_port = ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                             : ((struct sockaddr_in *)&ss)->sin_port;
     me->tcp_cookie = t->cookie;
+    t->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (t->epfd < 0)
+        log_warn("tcp: epoll_create1 failed (%s); the proxy will try every connection on every "
+                 "pass", strerror(errno));
     addr_text(me, where, sizeof(where));
     log_debug("tcp: listening on %s (%s)", where, me->tcp_ifname);
     return GPUPORT_OK;
@@ -338,6 +350,8 @@ void gpuport_tcp_comm_fini(gpuport_comm_t comm)
         return;
     if (t->listen_fd >= 0)
         close(t->listen_fd);
+    if (t->epfd >= 0)
+        close(t->epfd);
     for (int r = 0; t->pending && r < comm->size; r++)
         if (t->pending[r] >= 0)
             close(t->pending[r]);
@@ -603,7 +617,21 @@ static gpuport_status_t tcp_conn_open(gpuport_conn_t *conn)
     set_nonblock(tc->fd_tx);
     set_nonblock(tc->fd_rx);
     tc->conn = conn;
+    tc->readable = 1;
+    if (comm->tcp->epfd >= 0) {
+        struct epoll_event ev;
+        memset(&ev, 0, sizeof(ev));
+        ev.events = EPOLLIN;
+        ev.data.ptr = tc;
+        tc->no_epoll = epoll_ctl(comm->tcp->epfd, EPOLL_CTL_ADD, tc->fd_rx, &ev) != 0;
+        if (tc->no_epoll)
+            log_warn("tcp: epoll_ctl(ADD) for rank %d failed (%s); its socket is tried on every "
+                     "pass", peer, strerror(errno));
+    } else {
+        tc->no_epoll = 1;
+    }
     conn->priv = tc;
+    atomic_fetch_add_explicit(&comm->tcp->nconns, 1, memory_order_release);
     log_debug("tcp: connected to rank %d (%s)", peer, comm->procs[peer].hostname);
     return GPUPORT_OK;
 }
@@ -1149,7 +1177,11 @@ static int recv_device(tcp_conn_t *tc, uint64_t *budget)
                 return -1;
             }
             if (got < 0) {
-                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                    tc->readable = 0;
+                    return 0;
+                }
+                if (errno == EINTR)
                     return 0;
                 conn_break(tc, GPUPORT_ERR_TRANSPORT, "failed while receiving", errno);
                 return -1;
@@ -1249,7 +1281,11 @@ static int recv_some(tcp_conn_t *tc)
             rx_closed(tc);
             break;
         }
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            tc->readable = 0; /* until epoll says otherwise */
+            break;
+        }
+        if (errno == EINTR)
             break;
         conn_break(tc, GPUPORT_ERR_TRANSPORT, "failed while receiving", errno);
         break;
@@ -1292,6 +1328,36 @@ static void peer_closed(tcp_conn_t *tc)
                   tc->peer, n);
 }
 
+/* Is there anything for recv_some to do: the socket is readable (or
+ * cannot be asked), bytes are buffered, or a full staging piece is waiting
+ * for flusher room? */
+static int rx_wanted(const tcp_conn_t *tc)
+{
+    if (tc->readable || tc->no_epoll || tc->rx_pos < tc->rx_len)
+        return 1;
+    return tc->dev_payload && tc->rc_fill > 0 && (tc->rc_fill == CHUNK || tc->payload_left == 0);
+}
+
+/* Once per proxy pass, before the connections' progress: which receiving
+ * sockets are readable (or in error). Level-triggered: a socket left with
+ * data is reported again on the next pass. */
+int gpuport_tcp_poll(gpuport_comm_t comm)
+{
+    struct gpuport_tcp_comm *t = comm->tcp;
+    struct epoll_event ev[64];
+    int n, total = 0;
+
+    if (!t || t->epfd < 0 || atomic_load_explicit(&t->nconns, memory_order_acquire) == 0)
+        return 0;
+    do {
+        n = epoll_wait(t->epfd, ev, 64, 0);
+        for (int i = 0; i < n; i++)
+            ((tcp_conn_t *)ev[i].data.ptr)->readable = 1;
+        total += n > 0 ? n : 0;
+    } while (n == 64 && total < 4096);
+    return 0;
+}
+
 static int tcp_progress(gpuport_conn_t *conn)
 {
     tcp_conn_t *tc = conn->priv;
@@ -1301,7 +1367,7 @@ static int tcp_progress(gpuport_conn_t *conn)
         peer_closed(tc);
     if (tc->broken)
         return 0;
-    n = recv_some(tc);
+    n = rx_wanted(tc) ? recv_some(tc) : 0;
     if (tc->txs)
         stage_tx(tc);
     queue_ack(tc);
