@@ -311,6 +311,54 @@ static hwloc_obj_t find_osdev(hwloc_topology_t h, const char *name)
     return NULL;
 }
 
+/* Hops from a up to anc, or -1 if anc is not above a. */
+static int hops_to(hwloc_obj_t a, hwloc_obj_t anc)
+{
+    int n = 0;
+
+    for (; a; a = a->parent, n++)
+        if (a == anc)
+            return n;
+    return -1;
+}
+
+int gpuport_topology_nearest_device(gpuport_topology_t *topo, const char *gpu_bus_id,
+                                    const char *const *names, int n, char *why, size_t len)
+{
+    hwloc_obj_t gpu = topo && gpu_bus_id ? hwloc_get_pcidev_by_busidstring(topo->h, gpu_bus_id)
+                                         : NULL;
+    int best = -1, best_hops = 0, found = 0;
+
+    if (!gpu) {
+        snprintf(why, len, "GPU %s is not in the topology", gpu_bus_id ? gpu_bus_id : "(none)");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        hwloc_obj_t dev = find_osdev(topo->h, names[i]), anc;
+        int hops = -1;
+        if (!dev)
+            continue;
+        found++;
+        /* the first of the GPU's ancestors that is also the device's */
+        for (anc = gpu; anc && hops < 0; anc = anc->parent) {
+            int up = hops_to(dev, anc);
+            if (up >= 0)
+                hops = up + hops_to(gpu, anc);
+        }
+        if (hops >= 0 && (best < 0 || hops < best_hops)) {
+            best = i;
+            best_hops = hops;
+        }
+    }
+    if (best < 0)
+        snprintf(why, len, "none of the %d device(s) is in the topology near GPU %s", n,
+                 gpu_bus_id);
+    else
+        snprintf(why, len, "%s is nearest GPU %s (%d hops in the topology, %d of %d devices "
+                 "found there)", names[best], gpu_bus_id, best_hops, found, n);
+    return best;
+}
+
 /* Takes `set`, inside the allowed PUs, as the region if any PU remains. */
 static int try_region(place_t *p, hwloc_const_bitmap_t set, int level)
 {

@@ -42,6 +42,14 @@ typedef struct gpuport_placement {
     char why[256];   /* one line: what was chosen and why (logged at info or warn) */
 } gpuport_placement_t;
 
+/* Of the OS devices names[0..n) (RDMA devices such as "mlx5_0"), the index of
+ * the one nearest the GPU with PCI bus id gpu_bus_id: the shortest path
+ * through their common ancestor in the topology, the earlier name on a tie;
+ * names not in the topology are skipped. -1 when the GPU or none of the
+ * names is found. why says what was chosen and why. */
+int gpuport_topology_nearest_device(gpuport_topology_t *topo, const char *gpu_bus_id,
+                                    const char *const *names, int n, char *why, size_t len);
+
 /* The machine's topology (with PCI and OS devices), or NULL with why. */
 gpuport_topology_t *gpuport_topology_load(char *why, size_t len);
 /* A topology from an hwloc XML file (tests, gpuport_info -t). */

@@ -607,6 +607,37 @@ static void test_real_machine(void)
     unsetenv("GPUPORT_BIND");
 }
 
+/* The RDMA device nearest each GPU, for the ib transport: on the two-socket
+ * machine mlx5_0 sits on socket 0 with GPUs 0-3, mlx5_1 on socket 1 with
+ * GPUs 4-7, whatever order the names come in; names not in the topology are
+ * skipped; an unknown GPU or no known name gives -1 with the reason. */
+static void test_nearest_device(gpuport_topology_t *d, gpuport_topology_t *s)
+{
+    static const char *const fwd[] = {"mlx5_0", "mlx5_1"};
+    static const char *const rev[] = {"nosuch0", "mlx5_1", "mlx5_0"};
+    static const char *const none[] = {"nosuch0", "nosuch1"};
+    char why[256];
+
+    for (int g = 0; g < dual.ngpus; g++) {
+        const char *want = g < 4 ? "mlx5_0" : "mlx5_1";
+        int i = gpuport_topology_nearest_device(d, dual.gpu[g], fwd, 2, why, sizeof(why));
+        CHECK_MSG(i >= 0 && strcmp(fwd[i], want) == 0, "GPU %s: got %d (%s)", dual.gpu[g], i,
+                  why);
+        CHECK_MSG(strstr(why, want) && strstr(why, dual.gpu[g]), "why: %s", why);
+        i = gpuport_topology_nearest_device(d, dual.gpu[g], rev, 3, why, sizeof(why));
+        CHECK_MSG(i >= 0 && strcmp(rev[i], want) == 0, "GPU %s (reversed): got %d (%s)",
+                  dual.gpu[g], i, why);
+        CHECK_MSG(strstr(why, "2 of 3 devices"), "why: %s", why);
+    }
+    CHECK(gpuport_topology_nearest_device(d, dual.gpu[0], none, 2, why, sizeof(why)) == -1);
+    CHECK_MSG(strstr(why, "none of the 2"), "why: %s", why);
+    CHECK(gpuport_topology_nearest_device(d, "0000:ee:00.0", fwd, 2, why, sizeof(why)) == -1);
+    CHECK_MSG(strstr(why, "0000:ee:00.0") && strstr(why, "not in the topology"), "why: %s", why);
+    /* the one-socket machine has no NIC at all */
+    CHECK(gpuport_topology_nearest_device(s, single.gpu[0], fwd, 2, why, sizeof(why)) == -1);
+    CHECK(gpuport_topology_nearest_device(NULL, dual.gpu[0], fwd, 2, why, sizeof(why)) == -1);
+}
+
 int main(void)
 {
     gpuport_topology_t *d, *s, *vm;
@@ -624,6 +655,7 @@ int main(void)
     test_local_ranks(d, &dual, 8);
     test_local_ranks(s, &single, 4);
     test_nic(d);
+    test_nearest_device(d, s);
     test_allowed(d);
     test_fallbacks(d, vm);
     test_overrides(d);

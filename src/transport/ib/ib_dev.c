@@ -291,7 +291,42 @@ static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why
             return GPUPORT_OK;
         }
     }
-    status = dev_open(cfg->ib_hca, cfg->ib_gid_index, gpu, &d, why, len);
+    status = GPUPORT_ERR_NOT_SUPPORTED;
+    /* No GPUPORT_IB_HCA: the device the topology module finds nearest the
+     * GPU first; if none of its ports will do, the choice by PCI path below. */
+    if (!cfg->ib_hca[0] && gpu[0] && comm->topo) {
+        char near[64] = "", near_why[256];
+        int ndev = 0;
+        struct ibv_device **list = ibv_get_device_list(&ndev);
+        if (list && ndev > 0) {
+            const char **names = calloc((size_t)ndev, sizeof(*names));
+            int i = -1;
+            for (int k = 0; names && k < ndev; k++)
+                names[k] = ibv_get_device_name(list[k]);
+            if (names)
+                i = gpuport_topology_nearest_device(comm->topo, gpu, names, ndev, near_why,
+                                                    sizeof(near_why));
+            if (i >= 0) {
+                snprintf(near, sizeof(near), "%s", names[i]);
+                log_info("ib: %s", near_why);
+            } else {
+                log_debug("ib: the topology names no device near GPU %s: %s", gpu, near_why);
+            }
+            free(names);
+        }
+        if (list)
+            ibv_free_device_list(list);
+        if (near[0]) {
+            status = dev_open(near, cfg->ib_gid_index, gpu, &d, why, len);
+            if (status)
+                log_info("ib: %s, nearest GPU %s, cannot be used (%s); choosing by PCI path", near,
+                         gpu, why);
+            else /* cached under the configuration it answers */
+                d->key_hca[0] = '\0';
+        }
+    }
+    if (status)
+        status = dev_open(cfg->ib_hca, cfg->ib_gid_index, gpu, &d, why, len);
     if (status)
         return status;
     d->next = g_devs;
