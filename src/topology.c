@@ -322,6 +322,36 @@ static int hops_to(hwloc_obj_t a, hwloc_obj_t anc)
     return -1;
 }
 
+/* Hops between a and b through their nearest common ancestor, -1 if none. */
+static int path_hops(hwloc_obj_t a, hwloc_obj_t b)
+{
+    for (hwloc_obj_t anc = a; anc; anc = anc->parent) {
+        int up = hops_to(b, anc);
+        if (up >= 0)
+            return up + hops_to(a, anc);
+    }
+    return -1;
+}
+
+/* The RDMA (OpenFabrics) device nearest the PCI object gpu, or NULL. */
+static hwloc_obj_t nearest_rdma(hwloc_topology_t h, hwloc_obj_t gpu)
+{
+    hwloc_obj_t dev = NULL, best = NULL;
+    int best_hops = 0;
+
+    while ((dev = hwloc_get_next_osdev(h, dev))) {
+        int hops;
+        if (dev->attr->osdev.type != HWLOC_OBJ_OSDEV_OPENFABRICS)
+            continue;
+        hops = path_hops(gpu, dev);
+        if (hops >= 0 && (!best || hops < best_hops)) {
+            best = dev;
+            best_hops = hops;
+        }
+    }
+    return best;
+}
+
 int gpuport_topology_nearest_device(gpuport_topology_t *topo, const char *gpu_bus_id,
                                     const char *const *names, int n, char *why, size_t len)
 {
@@ -334,17 +364,12 @@ int gpuport_topology_nearest_device(gpuport_topology_t *topo, const char *gpu_bu
         return -1;
     }
     for (int i = 0; i < n; i++) {
-        hwloc_obj_t dev = find_osdev(topo->h, names[i]), anc;
-        int hops = -1;
+        hwloc_obj_t dev = find_osdev(topo->h, names[i]);
+        int hops;
         if (!dev)
             continue;
         found++;
-        /* the first of the GPU's ancestors that is also the device's */
-        for (anc = gpu; anc && hops < 0; anc = anc->parent) {
-            int up = hops_to(dev, anc);
-            if (up >= 0)
-                hops = up + hops_to(gpu, anc);
-        }
+        hops = path_hops(gpu, dev);
         if (hops >= 0 && (best < 0 || hops < best_hops)) {
             best = i;
             best_hops = hops;
@@ -680,7 +705,7 @@ static int describe_devices(hwloc_topology_t h, int gpu, text_t *t)
     while ((pci = hwloc_get_next_pcidev(h, pci))) {
         char names[96];
         text_t nt;
-        hwloc_obj_t near;
+        hwloc_obj_t near, rdma;
 
         text_init(&nt, names, sizeof(names));
         if (!pci_device_is(pci, gpu, &nt))
@@ -689,10 +714,12 @@ static int describe_devices(hwloc_topology_t h, int gpu, text_t *t)
         if (!t)
             continue;
         near = io_locality(h, pci);
-        text_add(t, "%s %04x:%02x:%02x.%01x%s%s%s: PUs %s\n", gpu ? "GPU" : "NIC",
+        rdma = gpu ? nearest_rdma(h, pci) : NULL;
+        text_add(t, "%s %04x:%02x:%02x.%01x%s%s%s: PUs %s%s%s\n", gpu ? "GPU" : "NIC",
                  pci->attr->pcidev.domain, pci->attr->pcidev.bus, pci->attr->pcidev.dev,
                  pci->attr->pcidev.func, names[0] ? " (" : "", names, names[0] ? ")" : "",
-                 near ? LIST(near->cpuset) : "unknown");
+                 near ? LIST(near->cpuset) : "unknown", rdma ? ", nearest RDMA device " : "",
+                 rdma && rdma->name ? rdma->name : "");
     }
     return count;
 }

@@ -45,6 +45,11 @@ GPUPORT_SOCKET_IFNAME='eth 0' "$info" -c >"$tmp.badif" 2>&1
 check "a bad GPUPORT_SOCKET_IFNAME is reported" \
     grep -q 'GPUPORT_SOCKET_IFNAME="eth 0" is not valid' "$tmp.badif"
 
+"$info" --xml "$src/test/topo/dual-socket-8gpu.xml" -t >"$tmp.near" 2>&1
+check "dual-socket-8gpu: GPUs 0-3 nearest mlx5_0, 4-7 nearest mlx5_1" sh -c \
+    "grep -c '^GPU 0000:\(1b\|43\|52\|61\):.*nearest RDMA device mlx5_0\$' '$tmp.near' | grep -qx 4 &&
+     grep -c '^GPU 0000:\(9d\|c3\|d1\|df\):.*nearest RDMA device mlx5_1\$' '$tmp.near' | grep -qx 4"
+
 for topo in dual-socket-8gpu:8 single-socket-4gpu:4; do
     file=$src/test/topo/${topo%%:*}.xml
     n=${topo##*:}
