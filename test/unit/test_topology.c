@@ -215,7 +215,13 @@ static void test_describe(gpuport_topology_t *topo, const machine_t *m)
               "%s: summary is \"%.*s\", expected \"%s\"", m->file, (int)strcspn(text, "\n"), text,
               m->summary);
     for (int g = 0; g < m->ngpus; g++) {
-        snprintf(line, sizeof(line), "\nGPU %s (cuda%d): PUs %s\n", m->gpu[g], g, m->gpu_pus[g]);
+        /* with NICs, each GPU names the RDMA device on its own socket */
+        if (m->nnics)
+            snprintf(line, sizeof(line), "\nGPU %s (cuda%d): PUs %s, nearest RDMA device %s\n",
+                     m->gpu[g], g, m->gpu_pus[g], m->nic[g * m->nnics / m->ngpus]);
+        else
+            snprintf(line, sizeof(line), "\nGPU %s (cuda%d): PUs %s\n", m->gpu[g], g,
+                     m->gpu_pus[g]);
         CHECK_MSG(strstr(text, line), "%s lacks \"%s\":\n%s", m->file, line + 1, text);
     }
     for (int n = 0; n < m->nnics; n++) {
