@@ -396,6 +396,13 @@ static void abandon(gpuport_comm_t comm)
     uint64_t left = fifo_backlog(comm);
 
     comm->proxy.abandoned = left + comm->proxy.flusher.outstanding + comm->proxy.async_outstanding;
+    if (comm->proxy.abandoned == 0) {
+        /* all of ours is done; only network peers' goodbyes are missing */
+        log_warn("stopping after %llu ms without the goodbye of every network peer (a peer that "
+                 "has not destroyed its communicator yet); nothing of this rank's was lost",
+                 (unsigned long long)comm->config.timeout_ms);
+        return;
+    }
     log_error("stopping with %llu trigger(s) not carried out, %u flusher item(s) and %llu network "
               "operation(s) not completed after %llu ms; their channels are failed with 'shutting "
               "down'",

@@ -143,6 +143,30 @@ static int peer_closes(gpuport_bootstrap_t *bs, int use_malloc)
     return 0;
 }
 
+/* tcp: a rank destroys its communicator long before its peer does. It waits
+ * for the peer's goodbye only GPUPORT_TIMEOUT_MS (here 300 ms), then returns
+ * GPUPORT_OK: nothing of its own was left undone. */
+static int goodbye_late(gpuport_bootstrap_t *bs, int use_malloc)
+{
+    side_t s;
+    uint64_t t0;
+
+    side_open(&s, bs, use_malloc);
+    if (bs->rank == 1) {
+        CHECK_OK(gpuport_channel_put_with_signal(s.ch, 0, 0, 4096));
+        t0 = gpuport_now_ns();
+        CHECK_OK(gpuport_comm_destroy(s.comm)); /* its last step, a barrier, waits for rank 0 */
+        CHECK_MSG(gpuport_now_ns() - t0 < 10000000000ull, "destroy took %llu ms",
+                  (unsigned long long)((gpuport_now_ns() - t0) / 1000000));
+        return 0;
+    }
+    CHECK_OK(gpuport_channel_wait(s.ch));
+    verify(s.dst, 1, 0, 4096);
+    usleep(1500 * 1000);
+    CHECK_OK(gpuport_comm_destroy(s.comm));
+    return 0;
+}
+
 /* Queued puts are carried out by destroy, not dropped: the sender destroys
  * right after queueing; the receiver still gets every byte. */
 static int drain_at_destroy(gpuport_bootstrap_t *bs, int use_malloc)
@@ -232,8 +256,12 @@ int main(void)
         setenv("GPUPORT_LOG_LEVEL", "none", 1);
         for (int m = 0; m <= 1; m++)
             run_pair(peer_dies, m, "peer-dies");
-        if (g_distinct_hosts)
+        if (g_distinct_hosts) {
             run_pair(peer_closes, 0, "peer-closes");
+            setenv("GPUPORT_TIMEOUT_MS", "300", 1);
+            run_pair(goodbye_late, 0, "goodbye-late");
+            setenv("GPUPORT_TIMEOUT_MS", "30000", 1);
+        }
         unsetenv("GPUPORT_LOG_LEVEL");
     }
     g_distinct_hosts = 0;

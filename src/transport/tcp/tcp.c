@@ -59,6 +59,10 @@
 #define NSLOT 8                 /* staging pieces per direction and connection */
 #define POSTED_CAP 256          /* flusher items of one connection in flight */
 #define CONTROL_SPARE 64        /* send-queue entries kept from operations */
+/* A channel whose creation was finishing when its connection broke becomes
+ * active after the break: a broken connection's channels are looked at again
+ * this often. */
+#define RESCAN_NS (10 * 1000 * 1000ull)
 
 enum { POST_TX = 1, POST_RX_CHUNK = 2, POST_RX_SIGNAL = 3 };
 
@@ -114,6 +118,8 @@ typedef struct tcp_conn {
     int peer;
     int fd_tx, fd_rx; /* one socket, or two for a rank and itself */
     int broken;       /* a gpuport_status_t once the connection failed */
+    int fail_status;  /* broken without goodbye: channels on it must fail */
+    uint64_t next_rescan_ns; /* ... including those activated after the break */
     /* sending (proxy thread) */
     tx_item_t *tx;    /* ring of messages to send */
     uint32_t tx_cap, tx_head, tx_tail;
@@ -673,6 +679,13 @@ static gpuport_status_t tcp_chan_connect(gpuport_pchan_t *ch, const gpuport_chan
     tcp_conn_t *tc = ch->conn->priv;
     gpuport_status_t st = GPUPORT_OK;
 
+    /* the proxy's word; a break it has not seen yet is caught by its rescan */
+    if (__atomic_load_n(&tc->fail_status, __ATOMIC_RELAXED)) {
+        log_error("channel to rank %d: the tcp connection to it has broken; no channel to it can "
+                  "be made in this communicator",
+                  ch->conn->peer);
+        return GPUPORT_ERR_PEER;
+    }
     /* The flusher copies GPU data between staging and the regions from its
      * own context. cudaMalloc memory belongs to the application's context,
      * and such copies were measured to wait for that context's time slice
@@ -723,6 +736,8 @@ static void conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what
     if (tc->broken)
         return;
     tc->broken = status;
+    tc->fail_status = status;
+    tc->next_rescan_ns = gpuport_now_ns() + RESCAN_NS;
     for (uint32_t i = 0; i < comm->config.max_channels; i++) {
         gpuport_pchan_t *ch = &comm->pchans[i];
         if (!atomic_load_explicit(&ch->active, memory_order_acquire) || ch->conn->priv != tc)
@@ -1328,6 +1343,24 @@ static void peer_closed(tcp_conn_t *tc)
                   tc->peer, n);
 }
 
+/* The connection broke while a channel on it was being created: it became
+ * active afterwards and must fail too (fail_local is idempotent). */
+static void fail_late_channels(tcp_conn_t *tc)
+{
+    gpuport_comm_t comm = tc->comm;
+
+    tc->next_rescan_ns = gpuport_now_ns() + RESCAN_NS;
+    for (uint32_t i = 0; i < comm->config.max_channels; i++) {
+        gpuport_pchan_t *ch = &comm->pchans[i];
+        if (!atomic_load_explicit(&ch->active, memory_order_acquire) || ch->conn->priv != tc ||
+            atomic_load_explicit(&ch->state->status, memory_order_relaxed) != GPUPORT_OK)
+            continue;
+        gpuport_pchan_fail_local(ch, (gpuport_status_t)tc->fail_status);
+        log_error("tcp: channel %u to rank %d was created as its connection broke; it is failed",
+                  ch->id, tc->peer);
+    }
+}
+
 /* Is there anything for recv_some to do: the socket is readable (or
  * cannot be asked), bytes are buffered, or a full staging piece is waiting
  * for flusher room? */
@@ -1365,8 +1398,11 @@ static int tcp_progress(gpuport_conn_t *conn)
 
     if (tc->bye_seen && !tc->bye_applied && tc->rx_pending == 0)
         peer_closed(tc);
-    if (tc->broken)
+    if (tc->broken) {
+        if (tc->fail_status && gpuport_now_ns() >= tc->next_rescan_ns)
+            fail_late_channels(tc);
         return 0;
+    }
     n = rx_wanted(tc) ? recv_some(tc) : 0;
     if (tc->txs)
         stage_tx(tc);
