@@ -8,36 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bootstrap.h"
 #include "internal.h"
 
 #define TAG_CHANNEL 0x4750
 #define TAG_CHANNEL_ACK 0x4751
 /* how often a long wait checks that a same-host peer still exists */
 #define PEER_CHECK_NS (20 * 1000 * 1000ull)
-
-gpuport_status_t gpuport_bootstrap_exchange(gpuport_comm_t comm, int peer, int tag,
-                                           const void *mine, void *theirs, size_t bytes)
-{
-    gpuport_status_t status;
-
-    if (peer == comm->rank) {
-        memcpy(theirs, mine, bytes);
-        return GPUPORT_OK;
-    }
-    /* lower rank sends first: blocking sends cannot deadlock */
-    if (comm->rank < peer) {
-        status = comm->bs.send(comm->bs.ctx, peer, tag, mine, bytes);
-        if (!status)
-            status = comm->bs.recv(comm->bs.ctx, peer, tag, theirs, bytes);
-    } else {
-        status = comm->bs.recv(comm->bs.ctx, peer, tag, theirs, bytes);
-        if (!status)
-            status = comm->bs.send(comm->bs.ctx, peer, tag, mine, bytes);
-    }
-    if (status)
-        log_error("bootstrap exchange with rank %d failed: %s", peer, gpuport_status_string(status));
-    return status;
-}
 
 static gpuport_status_t id_alloc(gpuport_comm_t comm, uint32_t *id_p)
 {
@@ -66,17 +43,18 @@ static void id_free(gpuport_comm_t comm, uint32_t id)
     pthread_mutex_unlock(&comm->lock);
 }
 
-static gpuport_status_t conn_get(gpuport_comm_t comm, int peer, const gpuport_transport_ops_t *ops,
+static gpuport_status_t conn_get(gpuport_comm_t comm, int peer, gpuport_tl_comm_t *tc,
                                  gpuport_conn_t **conn_p)
 {
+    const gpuport_transport_ops_t *ops = tc->ops;
     gpuport_conn_t *conn;
     gpuport_status_t status = GPUPORT_OK;
 
     pthread_mutex_lock(&comm->lock);
     conn = comm->conns[peer];
-    if (conn && conn->ops != ops) {
+    if (conn && conn->tl != tc) {
         log_error("rank %d is already connected over %s; GPUPORT_TRANSPORT changed to %s", peer,
-                  conn->ops->name, ops->name);
+                  conn->tl->ops->name, ops->name);
         status = GPUPORT_ERR_INVALID_CONFIG;
     } else if (!conn) {
         conn = calloc(1, sizeof(*conn));
@@ -85,7 +63,7 @@ static gpuport_status_t conn_get(gpuport_comm_t comm, int peer, const gpuport_tr
         } else {
             conn->comm = comm;
             conn->peer = peer;
-            conn->ops = ops;
+            conn->tl = tc;
             status = ops->conn_open(conn);
             if (status) {
                 free(conn);
@@ -116,15 +94,17 @@ static int mem_ok(gpuport_comm_t comm, gpuport_mem_t mem)
 
 static int is_device(gpuport_mem_t mem)
 {
-    return mem && (mem->rec.kind == GPUPORT_REGION_DEVICE ||
-                   mem->rec.kind == GPUPORT_REGION_DEVICE_VMM);
+    return mem && gpuport_region_is_device(mem->region.kind);
 }
+
+static const gpuport_region_t none_region = {NULL, 0, GPUPORT_REGION_NONE, -1, 0};
 
 gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_mem_t src,
                                         gpuport_mem_t dst, gpuport_channel_t *channel_p)
 {
     gpuport_channel_rec_t mine, theirs;
     const gpuport_transport_ops_t *ops = NULL;
+    gpuport_tl_comm_t *tc = NULL;
     gpuport_conn_t *conn = NULL;
     gpuport_channel_t ch = NULL;
     gpuport_pchan_t *pc;
@@ -151,29 +131,32 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
      * the peer must not wait for an exchange this side skips. */
     {
         gpuport_status_t sel = gpuport_transport_select(comm, peer, is_device(src) || is_device(dst),
-                                                        &ops, mine.why, sizeof(mine.why));
+                                                        &tc, mine.why, sizeof(mine.why));
         if (!status) {
             status = sel;
+            ops = sel ? NULL : tc->ops;
         } else {
-            ops = NULL;
+            tc = NULL;
             mine.why[0] = '\0'; /* the reason is this side's own failure */
         }
     }
     if (!status)
-        status = conn_get(comm, peer, ops, &conn);
+        status = conn_get(comm, peer, tc, &conn);
     if (!status && !(ch = calloc(1, sizeof(*ch))))
         status = GPUPORT_ERR_NO_MEMORY;
     if (!status && ops->chan_prepare)
-        status = ops->chan_prepare(conn, id, src, dst, &mine);
+        status = ops->chan_prepare(conn, id, src ? &src->region : NULL,
+                                   dst ? &dst->region : NULL, &mine);
     if (status && !mine.why[0])
         snprintf(mine.why, sizeof(mine.why), "%s", gpuport_status_string(status));
     mine.status = status;
-    mine.transport = ops ? (uint32_t)ops->kind : 0;
+    mine.transport = tc ? (uint32_t)tc->kind : 0;
     mine.channel_id = status ? 0 : id;
     if (dst)
         mine.dst = dst->rec;
 
-    peer_status = gpuport_bootstrap_exchange(comm, peer, TAG_CHANNEL, &mine, &theirs, sizeof(theirs));
+    peer_status =
+        gpuport_bootstrap_exchange(&comm->bs, peer, TAG_CHANNEL, &mine, &theirs, sizeof(theirs));
     if (peer_status)
         goto fail;
     peer_status = gpuport_record_check(&theirs.hdr, GPUPORT_REC_CHANNEL, sizeof(theirs), peer);
@@ -197,18 +180,14 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
 
     pc = &comm->pchans[id];
     memset(pc, 0, sizeof(*pc));
-    pc->id = id;
-    pc->peer_id = theirs.channel_id;
-    pc->comm = comm;
-    pc->conn = conn;
+    pc->tl.id = id;
+    pc->tl.peer_id = theirs.channel_id;
+    pc->tl.peer = peer;
+    pc->tl.comm = comm;
+    pc->tl.conn = conn;
+    pc->tl.src = src ? src->region : none_region;
+    pc->tl.local_dst = dst ? dst->region : none_region;
     pc->ops = ops;
-    pc->src_base = src ? src->ptr : NULL;
-    pc->src_size = src ? src->size : 0;
-    pc->src_kind = src ? (int)src->rec.kind : GPUPORT_REGION_NONE;
-    pc->local_dst = dst ? dst->ptr : NULL;
-    pc->local_dst_size = dst ? dst->size : 0;
-    pc->local_dst_kind = dst ? (int)dst->rec.kind : GPUPORT_REGION_NONE;
-    pc->peer_pid = comm->procs[peer].pid;
     pc->state = &comm->states[id];
     for (int f = 0; f < GPUPORT_NFIFOS; f++)
         atomic_store(&pc->state->flushed[f], 0);
@@ -217,17 +196,18 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
     atomic_store(&comm->ctrl[id].peer_status, GPUPORT_OK);
     status = gpuport_gpu_channel_reset(comm, id);
     if (!status)
-        status = ops->chan_connect(pc, &theirs);
+        status = ops->chan_connect(&pc->tl, &theirs);
     /* The second exchange makes both sides agree that both connected. */
     ack = status;
-    peer_status = gpuport_bootstrap_exchange(comm, peer, TAG_CHANNEL_ACK, &ack, &peer_ack, sizeof(ack));
+    peer_status =
+        gpuport_bootstrap_exchange(&comm->bs, peer, TAG_CHANNEL_ACK, &ack, &peer_ack, sizeof(ack));
     if (!status && !peer_status && peer_ack) {
         log_error("rank %d could not connect its side of the channel (%s)", peer,
                   gpuport_status_string((gpuport_status_t)peer_ack));
         status = GPUPORT_ERR_PEER;
     }
     if (status || peer_status) {
-        ops->chan_disconnect(pc);
+        ops->chan_disconnect(&pc->tl);
         pc->ops = NULL;
         goto fail;
     }
@@ -238,9 +218,8 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
     ch->pchan = pc;
     ch->state = pc->state;
     ch->inbound = &comm->ctrl[id];
-    ch->src_size = pc->src_size;
+    ch->src_size = pc->tl.src.size;
     ch->dst_size = theirs.dst.size;
-    ch->peer_pid = pc->peer_pid;
     ch->peer_same_host = comm->procs[peer].host_id == comm->procs[comm->rank].host_id;
     comm->chans[id] = ch;
     atomic_store_explicit(&pc->active, 1, memory_order_release);
@@ -362,10 +341,11 @@ gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
     status = gpuport_channel_push(ch, GPUPORT_OP_FLUSH, 0, 0, 0, &pos);
     if (status)
         return status;
-    deadline = ch->comm->timeout_ns ? gpuport_now_ns() + ch->comm->timeout_ns : UINT64_MAX;
+    deadline = gpuport_deadline(ch->comm->timeout_ns);
     while (atomic_load_explicit(&ch->state->flushed[GPUPORT_FIFO_HOST], memory_order_acquire) <=
            pos) {
-        if ((iter > GPUPORT_SPIN_POLLS || (++polls & 1023) == 0) && gpuport_now_ns() > deadline)
+        if ((iter > GPUPORT_SPIN_POLLS || (++polls & 1023) == 0) &&
+            gpuport_deadline_passed(deadline))
             return timed_out(ch, "flush");
         gpuport_wait_backoff(&iter);
     }
@@ -408,7 +388,7 @@ gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p)
 
 gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
 {
-    uint64_t start, next_check, deadline;
+    uint64_t next_check, deadline;
     uint32_t iter = 0, polls = 0;
     int rc;
 
@@ -417,23 +397,23 @@ gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
     rc = take_signal(ch);
     if (rc)
         return rc > 0 ? GPUPORT_OK : (gpuport_status_t)rc;
-    start = gpuport_now_ns();
-    next_check = start + PEER_CHECK_NS;
-    deadline = ch->comm->timeout_ns ? start + ch->comm->timeout_ns : UINT64_MAX;
+    deadline = gpuport_deadline(ch->comm->timeout_ns);
+    next_check = gpuport_now_ns() + PEER_CHECK_NS;
     for (;;) {
         rc = take_signal(ch);
         if (rc)
             return rc > 0 ? GPUPORT_OK : (gpuport_status_t)rc;
         if (iter > GPUPORT_SPIN_POLLS || (++polls & 1023) == 0) {
             uint64_t now = gpuport_now_ns();
-            if (now > deadline)
+            if (deadline != UINT64_MAX && now > deadline)
                 return timed_out(ch, "wait for the peer's signal");
             if (now > next_check) {
                 next_check = now + PEER_CHECK_NS;
-                if (ch->peer_same_host && !gpuport_pid_alive(ch->peer_pid)) {
+                int pid = ch->comm->procs[ch->peer].pid;
+                if (ch->peer_same_host && !gpuport_pid_alive(pid)) {
                     log_error("channel %u: rank %d (pid %d) exited while this rank waited for "
                               "its signal",
-                              ch->id, ch->peer, ch->peer_pid);
+                              ch->id, ch->peer, pid);
                     return GPUPORT_ERR_PEER;
                 }
             }
@@ -470,10 +450,10 @@ gpuport_status_t gpuport_channel_destroy(gpuport_channel_t ch)
         return status;
     }
     atomic_store_explicit(&ch->pchan->active, 0, memory_order_release);
-    ch->pchan->ops->chan_disconnect(ch->pchan);
+    ch->pchan->ops->chan_disconnect(&ch->pchan->tl);
     ch->pchan->ops = NULL;
     pthread_mutex_lock(&comm->lock);
-    ch->pchan->conn->refs--;
+    ch->pchan->tl.conn->refs--;
     comm->chans[ch->id] = NULL;
     comm->id_used[ch->id] = 0;
     pthread_mutex_unlock(&comm->lock);

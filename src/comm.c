@@ -1,53 +1,16 @@
 /* Communicator creation and destruction; see gpuport.h. */
 #include <errno.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cuda/fcuda.h"
 #include "hostid.h"
 #include "internal.h"
-
-uint64_t gpuport_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-int gpuport_wait_backoff(uint32_t *iter)
-{
-    /* Spinning keeps latency low while the wait is short; yielding keeps an
-     * oversubscribed node (more ranks and proxies than cores) moving. */
-    if (++*iter <= GPUPORT_SPIN_POLLS)
-        return 0;
-    sched_yield();
-    return 1;
-}
-
-int gpuport_pid_alive(int pid)
-{
-    char path[64], buf[256], *state;
-    FILE *f;
-    size_t n;
-
-    /* kill(pid, 0) succeeds on a zombie, which has exited all the same */
-    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-    f = fopen(path, "r");
-    if (!f)
-        return !(kill(pid, 0) == -1 && errno == ESRCH);
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    state = strrchr(buf, ')'); /* the command name may hold spaces */
-    return !(state && (state[2] == 'Z' || state[2] == 'X'));
-}
 
 /* Cross-memory attach into this process is allowed for same-user peers
  * unless Yama restricts ptrace; under scope 1 we name any process as an
@@ -171,6 +134,41 @@ static void ctrl_destroy(gpuport_comm_t comm)
         close(comm->ctrl_fd);
 }
 
+/* Every built transport gets its part of the communicator, and writes its
+ * part of this rank's record. */
+static gpuport_status_t transports_open(gpuport_comm_t comm, gpuport_proc_rec_t *me)
+{
+    for (int k = 1; k < gpuport_transport_nkinds(); k++) {
+        gpuport_tl_comm_t *tc = &comm->tls[k];
+        const gpuport_transport_ops_t *ops = gpuport_transport_ops(k);
+        gpuport_status_t status;
+
+        if (!ops)
+            continue;
+        tc->comm = comm;
+        tc->kind = k;
+        if (ops->comm_open) {
+            status = ops->comm_open(tc, &me->tl[k]);
+            if (status)
+                return status;
+        }
+        tc->ops = ops; /* open: closed with the communicator */
+        if (ops->comm_progress || ops->poll_fds)
+            comm->proxy.active_tls[comm->proxy.nactive_tls++] = tc;
+    }
+    return GPUPORT_OK;
+}
+
+static void transports_close(gpuport_comm_t comm)
+{
+    for (int k = 1; k < GPUPORT_TL_MAX_KINDS; k++) {
+        gpuport_tl_comm_t *tc = &comm->tls[k];
+        if (tc->ops && tc->ops->comm_close)
+            tc->ops->comm_close(tc);
+        tc->ops = NULL;
+    }
+}
+
 /* Two rounds: first only headers, whose layout never changes, so that ranks
  * of different versions fail with a clear message instead of a size
  * mismatch inside the bootstrap; then the full records. */
@@ -192,7 +190,7 @@ static gpuport_status_t exchange_procs(gpuport_comm_t comm)
     me.features = cma_features();
     me.gpu = comm->gpu_device;
     gethostname(me.hostname, sizeof(me.hostname) - 1);
-    status = gpuport_tcp_comm_init(comm, &me);
+    status = transports_open(comm, &me);
     if (status)
         return status;
 
@@ -236,7 +234,7 @@ static void comm_free(gpuport_comm_t comm)
     if (comm->conns) {
         for (int p = 0; p < comm->size; p++) {
             if (comm->conns[p]) {
-                comm->conns[p]->ops->conn_close(comm->conns[p]);
+                comm->conns[p]->tl->ops->conn_close(comm->conns[p]);
                 free(comm->conns[p]);
             }
         }
@@ -250,7 +248,7 @@ static void comm_free(gpuport_comm_t comm)
     gpuport_fcuda_release(&comm->proxy.flusher);
     gpuport_gpu_close(comm);
     free(comm->chans);
-    gpuport_tcp_comm_fini(comm);
+    transports_close(comm);
     free(comm->conns);
     free(comm->pconns);
     free(comm->id_used);
@@ -363,7 +361,7 @@ gpuport_status_t gpuport_comm_destroy(gpuport_comm_t comm)
     for (uint32_t i = 0; i < comm->config.max_channels; i++) {
         gpuport_pchan_t *ch = &comm->pchans[i];
         if (ch->ops)
-            ch->ops->chan_disconnect(ch);
+            ch->ops->chan_disconnect(&ch->tl);
     }
     /* Peers may still be writing into our memory until they have stopped too. */
     if (comm->bs.barrier(comm->bs.ctx) != GPUPORT_OK)

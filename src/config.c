@@ -14,7 +14,6 @@
 extern char **environ;
 
 static const char *const log_words[] = {"none", "error", "warn", "info", "debug", "trace", NULL};
-static const char *const transport_words[] = {"auto", "shm", "cuda_ipc", "ib", "tcp", NULL};
 static const char *const gpu_words[] = {"auto", "off", "on", NULL};
 static const char *const bind_words[] = {"0", "1", NULL};
 
@@ -23,7 +22,7 @@ static const char *const bind_words[] = {"0", "1", NULL};
 const gpuport_config_var_t gpuport_config_vars[] = {
     {"GPUPORT_LOG_LEVEL", "warn", GPUPORT_CFG_ENUM, FIELD(log_level), 0, 0, log_words,
      "messages printed to stderr, each tagged with the rank"},
-    {"GPUPORT_TRANSPORT", "auto", GPUPORT_CFG_ENUM, FIELD(transport), 0, 0, transport_words,
+    {"GPUPORT_TRANSPORT", "auto", GPUPORT_CFG_ENUM, FIELD(transport), 0, 0, gpuport_transport_words,
      "transport for every channel; auto picks per peer, a forced one that cannot reach a peer "
      "fails at channel creation"},
     {"GPUPORT_FIFO_SIZE", "1024", GPUPORT_CFG_POW2, FIELD(fifo_size), GPUPORT_FIFO_MIN_SIZE,

@@ -12,20 +12,17 @@
 
 #include "gpuport/gpuport.h"
 
-typedef enum {
-    GPUPORT_TRANSPORT_AUTO = 0,
-    GPUPORT_TRANSPORT_SHM,
-    GPUPORT_TRANSPORT_CUDA_IPC,
-    GPUPORT_TRANSPORT_IB,
-    GPUPORT_TRANSPORT_TCP
-} gpuport_transport_kind_t;
+/* GPUPORT_TRANSPORT: 0 is auto, else the kind (index) of a transport in
+ * the transport list, whose words src/transport/registry.c defines */
+#define GPUPORT_TRANSPORT_AUTO 0
+extern const char *const gpuport_transport_words[];
 
 typedef enum { GPUPORT_GPU_AUTO = 0, GPUPORT_GPU_OFF, GPUPORT_GPU_ON } gpuport_gpu_mode_t;
 
 typedef struct gpuport_config {
     int log_level;              /* GPUPORT_LOG_LEVEL */
     uint32_t fifo_size;         /* GPUPORT_FIFO_SIZE, power of two */
-    int transport;              /* GPUPORT_TRANSPORT, gpuport_transport_kind_t */
+    int transport;              /* GPUPORT_TRANSPORT: a transport kind, or AUTO */
     uint32_t max_channels;      /* GPUPORT_MAX_CHANNELS */
     uint64_t timeout_ms;        /* GPUPORT_TIMEOUT_MS, 0 = never */
     uint64_t shm_async_min;     /* GPUPORT_SHM_ASYNC_MIN: puts this large go to the flusher */

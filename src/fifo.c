@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "util.h"
 
 /* head and tail each get their own cache line, apart from the slots */
 #define COUNTERS_BYTES 128
@@ -42,13 +43,6 @@ void gpuport_fifo_fini(gpuport_fifo_t *fifo)
     memset(fifo, 0, sizeof(*fifo));
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 gpuport_status_t gpuport_fifo_push(gpuport_fifo_t *fifo, const gpuport_trigger_t *triggers,
                                    uint32_t n, uint64_t timeout_ns, uint64_t *pos_p)
 {
@@ -69,13 +63,10 @@ gpuport_status_t gpuport_fifo_push(gpuport_fifo_t *fifo, const gpuport_trigger_t
         }
         if (timeout_ns == 0)
             return GPUPORT_ERR_AGAIN;
-        if (deadline == 0) {
-            uint64_t now = now_ns();
-            /* a "forever" timeout must not wrap into the past */
-            deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
-        }
+        if (deadline == 0)
+            deadline = gpuport_deadline(timeout_ns);
         /* once yielding, every pass may have cost a time slice: check the clock */
-        else if ((++spins > 64 || (spins & 255) == 0) && now_ns() > deadline)
+        else if ((++spins > 64 || (spins & 255) == 0) && gpuport_deadline_passed(deadline))
             return GPUPORT_ERR_TIMEOUT;
         if (spins > 64)
             sched_yield();

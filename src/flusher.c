@@ -62,7 +62,7 @@ static void futex_wake(_Atomic int *addr)
     syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-static void complete(gpuport_flusher_t *fl, uint32_t channel, gpuport_status_t status)
+void gpuport_flusher_complete(gpuport_flusher_t *fl, uint32_t channel, gpuport_status_t status)
 {
     gpuport_work_done_t done = {channel, status};
     /* The proxy never has more items outstanding than `done` holds, so this
@@ -87,16 +87,16 @@ static int take_work(gpuport_flusher_t *fl)
         if (!fl->cuda) {
             log_error("CUDA work for channel %u, but this flusher has no CUDA context",
                       w->channel);
-            complete(fl, w->channel, GPUPORT_ERR_NOT_SUPPORTED);
+            gpuport_flusher_complete(fl, w->channel, GPUPORT_ERR_NOT_SUPPORTED);
         } else if (!gpuport_fcuda_room(fl)) {
             return 0;
         } else if ((st = gpuport_fcuda_issue(fl, w)) != GPUPORT_OK) {
-            complete(fl, w->channel, st);
+            gpuport_flusher_complete(fl, w->channel, st);
         }
     } else {
         if (!gpuport_fcuda_idle(fl))
             return 0;
-        complete(fl, w->channel, gpuport_work_execute(w));
+        gpuport_flusher_complete(fl, w->channel, gpuport_work_execute(w));
     }
     gpuport_ring_pop(&fl->work);
     return 1;
@@ -146,7 +146,7 @@ static void *flusher_main(void *arg)
 }
 
 gpuport_status_t gpuport_flusher_start(gpuport_flusher_t *fl, uint32_t capacity, int rank,
-                                       int cuda_device, void *app_ctx, uint64_t app_probe,
+                                       int cuda_device, struct gpuport_gpu *gpu,
                                        uint64_t timeout_ns, struct gpuport_topology *topo,
                                        int cpu)
 {
@@ -157,8 +157,7 @@ gpuport_status_t gpuport_flusher_start(gpuport_flusher_t *fl, uint32_t capacity,
     fl->capacity = capacity;
     fl->rank = rank;
     fl->cuda_device = cuda_device;
-    fl->cuda_app_ctx = app_ctx;
-    fl->cuda_app_probe = app_probe;
+    fl->gpu = gpu;
     fl->start_timeout_ns = timeout_ns;
     fl->topo = topo;
     fl->cpu = cpu;

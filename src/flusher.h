@@ -20,7 +20,8 @@ typedef enum {
     GPUPORT_WORK_MEMCPY = 1,    /* dst <- src, size bytes, both mapped here */
     GPUPORT_WORK_CMA_WRITE = 2, /* pid's dst <- local src, process_vm_writev */
     GPUPORT_WORK_SEM_ADD = 3,   /* *sem += value, release */
-    GPUPORT_WORK_CU_COPY = 4,   /* copy engine: dst (flusher context) <- src (context aux) */
+    GPUPORT_WORK_CU_COPY = 4,   /* copy engine: dst (flusher context) <- src (GPUPORT_WORK_SRC_APP:
+                                 * the application's context; else the flusher's) */
     GPUPORT_WORK_CU_WRITE = 5,  /* cuStreamWriteValue64(dst, value), after earlier copies */
     /* network transports' staging: one side pinned host memory registered in
      * the flusher's context, the other GPU memory mapped for the device (VMM),
@@ -42,10 +43,13 @@ typedef struct gpuport_work {
     uint64_t size;
     _Atomic uint64_t *sem;
     uint64_t value;
-    void *aux; /* CU_COPY: the source's CUDA context */
     int32_t pid;
-    int32_t reserved;
+    uint32_t flags; /* GPUPORT_WORK_* flags */
 } gpuport_work_t;
+
+/* CU_COPY: the source is legacy device memory of the application's context
+ * (cudaMalloc), so the copy names that context */
+#define GPUPORT_WORK_SRC_APP 0x1u
 
 /* Work a transport posts for itself (gpuport_proxy_post) carries this bit
  * and the connection's index in place of a channel id. */
@@ -69,8 +73,7 @@ typedef struct gpuport_flusher {
     _Atomic uint64_t completed; /* flusher's count (GPUPORT_STAT_INC), for stats */
     /* GPU mode: the flusher owns a private CUDA context on this device */
     int cuda_device;    /* -1: no CUDA work */
-    void *cuda_app_ctx; /* the application's primary context (copy sources) */
-    uint64_t cuda_app_probe; /* 8 bytes of device memory in that context */
+    struct gpuport_gpu *gpu; /* the communicator's GPU: the application's context */
     struct gpuport_fcuda *cuda;
     _Atomic int ready;  /* 0 starting, 1 ready, <0 failed (a gpuport_status_t) */
     uint64_t start_timeout_ns;
@@ -86,9 +89,11 @@ gpuport_status_t gpuport_work_execute(const gpuport_work_t *w);
  * there and exercises every CUDA operation it uses before this returns. The
  * thread is bound to PU cpu (>= 0) before anything else. */
 gpuport_status_t gpuport_flusher_start(gpuport_flusher_t *fl, uint32_t capacity, int rank,
-                                       int cuda_device, void *app_ctx, uint64_t app_probe,
+                                       int cuda_device, struct gpuport_gpu *gpu,
                                        uint64_t timeout_ns, struct gpuport_topology *topo,
                                        int cpu);
+/* Flusher thread: reports one item's completion (and counts it). */
+void gpuport_flusher_complete(gpuport_flusher_t *fl, uint32_t channel, gpuport_status_t status);
 /* Drains queued work, then joins the thread. */
 void gpuport_flusher_stop(gpuport_flusher_t *fl);
 

@@ -7,6 +7,8 @@
 #include "gpuport/gpuport_device.h"
 #include "internal.h"
 
+#include <stdio.h>
+
 gpuport_status_t gpuport_gpu_open(gpuport_comm_t comm)
 {
     comm->gpu_device = -1;
@@ -129,4 +131,22 @@ gpuport_status_t gpuport_gpu_vmm_alloc(gpuport_comm_t comm, size_t size, void **
 void gpuport_gpu_vmm_free(gpuport_comm_t comm, void *ptr, size_t len)
 {
     (void)comm, (void)ptr, (void)len;
+}
+
+gpuport_status_t gpuport_gpu_ctx_push(gpuport_comm_t comm)
+{
+    (void)comm;
+    return GPUPORT_ERR_NOT_SUPPORTED;
+}
+
+void gpuport_gpu_ctx_pop(void)
+{
+}
+
+gpuport_status_t gpuport_gpu_dmabuf(gpuport_comm_t comm, void *ptr, uint64_t size, int *fd_p,
+                                    uint64_t *offset_p, char *why, size_t len)
+{
+    (void)comm, (void)ptr, (void)size, (void)fd_p, (void)offset_p;
+    snprintf(why, len, "this gpuport was built without CUDA");
+    return GPUPORT_ERR_NOT_SUPPORTED;
 }

@@ -22,6 +22,7 @@
 #include "record.h"
 #include "topology.h"
 #include "transport/transport.h"
+#include "util.h"
 
 /* Published by the proxy, read by pushers. One cache line per channel. */
 /* FIFOs of a communicator: host threads push into the host FIFO, kernels
@@ -37,59 +38,34 @@ typedef struct gpuport_chan_state {
     _Atomic int32_t status; /* GPUPORT_OK or the channel's error */
 } gpuport_chan_state_t;
 
-/* A channel's inbound semaphore, in the control segment that peers map. */
-typedef struct gpuport_sem_slot {
-    _Alignas(64) _Atomic uint64_t value;
-    _Atomic int32_t peer_status; /* the peer's side of the channel failed */
-} gpuport_sem_slot_t;
-
-typedef struct gpuport_conn {
-    struct gpuport_comm *comm;
-    int peer;
-    const gpuport_transport_ops_t *ops;
-    void *priv; /* the transport's */
-    int refs;   /* channels using it */
-    int pindex; /* in comm->pconns, for transports with progress() */
-} gpuport_conn_t;
-
 #define GPUPORT_PENDING_FLUSHES 8
 
 /* Proxy-side channel: written by the application thread before activation,
- * then only by the proxy thread until deactivation. */
+ * then only by the proxy thread until deactivation. `tl` comes first: the
+ * transports get &pchan->tl, and gpuport_pchan_of turns it back. */
 typedef struct gpuport_pchan {
+    gpuport_tl_chan_t tl;
     _Atomic int active;
-    uint32_t id;
-    uint32_t peer_id;            /* the peer's id for this channel (its inbound slot) */
-    struct gpuport_comm *comm;
-    gpuport_conn_t *conn;
     const gpuport_transport_ops_t *ops;
-    void *src_base;
-    uint64_t src_size;
-    int src_kind;                /* gpuport_region_kind_t */
-    void *local_dst;             /* where the peer's puts land here (transports that */
-    uint64_t local_dst_size;     /* write on the receiver's side: tcp) */
-    int local_dst_kind;
-    gpuport_remote_region_t dst; /* the peer's destination region */
-    _Atomic uint64_t *remote_sem;    /* the peer's inbound semaphore for us, mapped */
-    _Atomic int32_t *remote_status;  /* where our failures are reported to the peer */
-    uint64_t remote_sem_dev;         /* cuda_ipc: remote_sem in the flusher's context */
-    int peer_pid;
     gpuport_chan_state_t *state;
     /* proxy thread only */
     uint64_t work_posted;     /* items queued at the flusher */
     uint64_t work_done;       /* of those, completed */
-    uint64_t signals_sent;    /* transports that write absolute semaphore values */
     uint32_t nflush;          /* pending flushes in flush_* */
     uint64_t flush_pos[GPUPORT_PENDING_FLUSHES];
     uint64_t flush_target[GPUPORT_PENDING_FLUSHES];
     uint8_t flush_fifo[GPUPORT_PENDING_FLUSHES];
 } gpuport_pchan_t;
 
+static inline gpuport_pchan_t *gpuport_pchan_of(gpuport_tl_chan_t *tl)
+{
+    return (gpuport_pchan_t *)tl;
+}
+
 struct gpuport_mem {
     struct gpuport_mem *next, *prev; /* the communicator's registrations */
     struct gpuport_comm *comm;
-    void *ptr;
-    uint64_t size;
+    gpuport_region_t region;  /* what it is (gpuport_mem_classify) */
     gpuport_region_rec_t rec; /* how peers reach it */
 };
 
@@ -113,7 +89,6 @@ struct gpuport_channel {
     _Atomic uint64_t consumed; /* signals taken by wait/poll */
     uint64_t src_size;
     uint64_t dst_size;         /* the peer's destination region */
-    int peer_pid;
     int peer_same_host;
 };
 
@@ -131,6 +106,10 @@ typedef struct gpuport_proxy {
     _Atomic uint64_t rejected;
     uint64_t abandoned;
     unsigned char *peer_dead; /* by rank: exited / watched flags (proxy thread only) */
+    /* transports with comm_progress or poll_fds, published before the
+     * proxy starts */
+    gpuport_tl_comm_t *active_tls[GPUPORT_TL_MAX_KINDS];
+    int nactive_tls;
     uint64_t async_outstanding; /* transport-completed operations in flight (proxy only) */
 } gpuport_proxy_t;
 
@@ -146,10 +125,9 @@ struct gpuport_comm {
     size_t ctrl_size;
     gpuport_fifo_t fifo;         /* host pushers */
     gpuport_fifo_t dfifo;        /* device pushers (GPU mode), head in device memory */
-    struct gpuport_gpu *gpu;     /* NULL: host-only communicator */
+    struct gpuport_gpu *gpu;     /* NULL: host-only communicator; holds the application's
+                                  * CUDA context */
     int gpu_device;              /* CUDA ordinal of the communicator's GPU, -1: none */
-    void *gpu_app_ctx;           /* the application's (primary) CUcontext */
-    uint64_t gpu_app_probe;      /* 8 bytes of device memory in that context */
     uint64_t timeout_ns;
     gpuport_pchan_t *pchans;       /* max_channels */
     gpuport_chan_state_t *states;  /* max_channels; page-aligned for GPU mapping */
@@ -159,7 +137,7 @@ struct gpuport_comm {
     gpuport_conn_t **conns;        /* by peer, opened on first channel */
     gpuport_conn_t **pconns;       /* connections with progress(), in opening order */
     _Atomic int npconns;           /* published to the proxy with release */
-    struct gpuport_tcp_comm *tcp;  /* the tcp transport's listener, NULL if none */
+    gpuport_tl_comm_t tls[GPUPORT_TL_MAX_KINDS]; /* by kind; ops NULL: not built */
     gpuport_alloc_t *allocs;
     struct gpuport_mem *mems;
     struct gpuport_channel **chans; /* handles by id, freed at destroy if left open */
@@ -174,23 +152,20 @@ gpuport_status_t gpuport_proxy_start(struct gpuport_comm *comm);
  * is left, joins both threads. */
 void gpuport_proxy_stop(struct gpuport_comm *comm);
 
+/* Fails a channel on this side; its peer learns of it (remote_status or
+ * report_fail). The first error sticks. Proxy thread. */
+void gpuport_pchan_fail(gpuport_pchan_t *ch, gpuport_status_t status);
+
+/* select.c */
+/* The transport for (comm, peer) under the configured choice, or an error
+ * with the reason written to why. device_regions: the channel's local
+ * regions are GPU memory. */
+gpuport_status_t gpuport_transport_select(struct gpuport_comm *comm, int peer, int device_regions,
+                                          gpuport_tl_comm_t **tc_p, char *why, size_t len);
+
 /* channel.c */
-/* Pairwise exchange of bytes with peer through the bootstrap (lower rank
- * sends first); tags below 0x4800 are the core's. Application thread. */
-gpuport_status_t gpuport_bootstrap_exchange(struct gpuport_comm *comm, int peer, int tag,
-                                            const void *mine, void *theirs, size_t bytes);
 gpuport_status_t gpuport_channel_push(struct gpuport_channel *ch, uint32_t op, uint64_t dst_off,
                                       uint64_t src_off, uint64_t size, uint64_t *pos_p);
-
-/* comm.c */
-uint64_t gpuport_now_ns(void);
-/* Backoff for waiting loops on application threads: spin, then yield.
- * Returns 1 once yielding: a yield can take a whole time slice, so callers
- * then check their deadline on every pass instead of every 1024th. */
-#define GPUPORT_SPIN_POLLS 128
-int gpuport_wait_backoff(uint32_t *iter);
-/* 0 if the process is gone (same host only) */
-int gpuport_pid_alive(int pid);
 
 /* GPU mode (src/cuda/gpu.c; src/gpu_none.c in builds without CUDA). All run
  * on application threads. */
@@ -201,6 +176,12 @@ void gpuport_gpu_close(struct gpuport_comm *comm);
 /* 1 and rec filled if ptr is GPU memory, 0 if not, <0 on error */
 int gpuport_gpu_mem_describe(struct gpuport_comm *comm, void *ptr, size_t size,
                              gpuport_region_rec_t *rec);
+/* gpuport_tl_gpu_dmabuf's CUDA side */
+gpuport_status_t gpuport_gpu_dmabuf(struct gpuport_comm *comm, void *ptr, uint64_t size,
+                                    int *fd_p, uint64_t *offset_p, char *why, size_t len);
+/* the flusher's private context made current on this thread, and undone */
+gpuport_status_t gpuport_gpu_ctx_push(struct gpuport_comm *comm);
+void gpuport_gpu_ctx_pop(void);
 /* zeroes the device waiters' signal count of a (re)used channel id */
 gpuport_status_t gpuport_gpu_channel_reset(struct gpuport_comm *comm, uint32_t id);
 /* GPU memory that every context on the communicator's device reaches (CUDA

@@ -37,15 +37,4 @@ void gpuport_log_write(int level, const char *file, int line, const char *fmt, .
 #define log_debug(...) GPUPORT_LOG(GPUPORT_LOG_DEBUG, __VA_ARGS__)
 #define log_trace(...) GPUPORT_LOG(GPUPORT_LOG_TRACE, __VA_ARGS__)
 
-/* Wraps a libc call that returns -1 and sets errno: logs the call's text. */
-#define GPUPORT_SYSCALL(call, status_on_error)                                                  \
-    ({                                                                                          \
-        gpuport_status_t st_ = GPUPORT_OK;                                                      \
-        if ((call) == -1) {                                                                     \
-            log_error("%s failed: %s", #call, strerror(errno));                                 \
-            st_ = (status_on_error);                                                            \
-        }                                                                                       \
-        st_;                                                                                    \
-    })
-
 #endif

@@ -136,12 +136,64 @@ gpuport_alloc_t *gpuport_alloc_find(gpuport_comm_t comm, const void *ptr, size_t
     return NULL;
 }
 
+/* The one answer to "what memory is this": host (private), host shared (a
+ * gpuport_mem_alloc block, mappable by peers), GPU memory from
+ * gpuport_mem_alloc_device (VMM, mapped for the device, no context owns
+ * it) or other GPU memory (legacy: a CUDA IPC handle, owned by the
+ * application's context). Every transport asks the region's kind. */
+static gpuport_status_t mem_classify(gpuport_comm_t comm, void *ptr, size_t size,
+                                     gpuport_region_t *r, gpuport_region_rec_t *rec)
+{
+    gpuport_alloc_t *a;
+    int device;
+
+    r->ptr = ptr;
+    r->size = size;
+    r->alloc_fd = -1;
+    r->alloc_off = 0;
+    memset(rec, 0, sizeof(*rec));
+    rec->addr = (uint64_t)(uintptr_t)ptr;
+    rec->size = size;
+    rec->fd = -1;
+    pthread_mutex_lock(&comm->lock);
+    a = gpuport_alloc_find(comm, ptr, size);
+    if (a && !a->device) {
+        r->kind = GPUPORT_REGION_HOST_SHARED;
+        r->alloc_fd = a->fd;
+        r->alloc_off = (uint64_t)((uintptr_t)ptr - (uintptr_t)a->ptr);
+    } else if (a) {
+        r->kind = GPUPORT_REGION_DEVICE_VMM;
+    }
+    pthread_mutex_unlock(&comm->lock);
+    if (!a) {
+        device = gpuport_gpu_mem_describe(comm, ptr, size, rec);
+        if (device < 0)
+            return (gpuport_status_t)device;
+        r->kind = device ? GPUPORT_REGION_DEVICE : GPUPORT_REGION_HOST;
+    }
+    rec->kind = (uint32_t)r->kind;
+    if (r->kind == GPUPORT_REGION_HOST_SHARED) {
+        rec->fd = r->alloc_fd;
+        rec->fd_offset = r->alloc_off;
+    }
+    return GPUPORT_OK;
+}
+
+static const char *kind_text(int kind)
+{
+    switch (kind) {
+    case GPUPORT_REGION_HOST_SHARED: return "shared memory (peers map it)";
+    case GPUPORT_REGION_DEVICE: return "GPU memory (CUDA IPC)";
+    case GPUPORT_REGION_DEVICE_VMM: return "GPU memory (VMM)";
+    default: return "private memory (peers use CMA)";
+    }
+}
+
 gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t size,
                                       gpuport_mem_t *mem_p)
 {
     gpuport_mem_t mem;
-    gpuport_alloc_t *a = NULL;
-    int device;
+    gpuport_status_t status;
 
     if (!comm || !mem_p || (!ptr && size)) {
         log_error("gpuport_mem_register: comm %p, ptr %p (size %zu) and mem_p %p must be set",
@@ -152,43 +204,18 @@ gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t siz
     if (!mem)
         return GPUPORT_ERR_NO_MEMORY;
     mem->comm = comm;
-    mem->ptr = ptr;
-    mem->size = size;
-    mem->rec.addr = (uint64_t)(uintptr_t)ptr;
-    mem->rec.size = size;
-    mem->rec.fd = -1;
-    pthread_mutex_lock(&comm->lock);
-    a = gpuport_alloc_find(comm, ptr, size);
-    pthread_mutex_unlock(&comm->lock);
-    if (a && a->device) {
-        mem->rec.kind = GPUPORT_REGION_DEVICE_VMM;
-        device = 1;
-    } else {
-        device = gpuport_gpu_mem_describe(comm, ptr, size, &mem->rec);
-    }
-    if (device < 0) {
+    status = mem_classify(comm, ptr, size, &mem->region, &mem->rec);
+    if (status) {
         free(mem);
-        return (gpuport_status_t)device;
+        return status;
     }
     pthread_mutex_lock(&comm->lock);
-    if (!device) {
-        if (a) {
-            mem->rec.kind = GPUPORT_REGION_HOST_SHARED;
-            mem->rec.fd = a->fd;
-            mem->rec.fd_offset = (uint64_t)((uintptr_t)ptr - (uintptr_t)a->ptr);
-        } else {
-            mem->rec.kind = GPUPORT_REGION_HOST;
-        }
-    }
     mem->next = comm->mems;
     if (comm->mems)
         comm->mems->prev = mem;
     comm->mems = mem;
     pthread_mutex_unlock(&comm->lock);
-    log_debug("registered %p, %zu bytes, as %s", ptr, size,
-              device ? (mem->rec.kind == GPUPORT_REGION_DEVICE_VMM ? "GPU memory (VMM)"
-                                                                    : "GPU memory (CUDA IPC)")
-                     : a ? "shared memory (peers map it)" : "private memory (peers use CMA)");
+    log_debug("registered %p, %zu bytes, as %s", ptr, size, kind_text(mem->region.kind));
     *mem_p = mem;
     return GPUPORT_OK;
 }

@@ -18,25 +18,16 @@
 
 enum { EXEC_DONE, EXEC_RETRY };
 
-static void chan_fail(gpuport_pchan_t *ch, gpuport_status_t status)
+void gpuport_pchan_fail(gpuport_pchan_t *ch, gpuport_status_t status)
 {
     int32_t ok = GPUPORT_OK;
     /* the first error sticks; the peer learns of it so its waiters stop */
     if (!atomic_compare_exchange_strong(&ch->state->status, &ok, (int32_t)status))
         return;
-    if (ch->remote_status)
-        atomic_store_explicit(ch->remote_status, (int32_t)status, memory_order_release);
+    if (ch->tl.remote_status)
+        atomic_store_explicit(ch->tl.remote_status, (int32_t)status, memory_order_release);
     else if (ch->ops && ch->ops->report_fail)
-        ch->ops->report_fail(ch, status);
-}
-
-void gpuport_pchan_fail_local(gpuport_pchan_t *ch, gpuport_status_t status)
-{
-    int32_t ok = GPUPORT_OK;
-
-    atomic_compare_exchange_strong(&ch->state->status, &ok, (int32_t)status);
-    ok = GPUPORT_OK;
-    atomic_compare_exchange_strong(&ch->comm->ctrl[ch->id].peer_status, &ok, (int32_t)status);
+        ch->ops->report_fail(&ch->tl, status);
 }
 
 static void publish_flushes(gpuport_pchan_t *ch)
@@ -56,12 +47,14 @@ static void publish_flushes(gpuport_pchan_t *ch)
     ch->nflush -= n;
 }
 
-void gpuport_pchan_complete(gpuport_pchan_t *ch, gpuport_status_t status)
+void gpuport_tl_chan_complete(gpuport_tl_chan_t *tl, gpuport_status_t status)
 {
+    gpuport_pchan_t *ch = gpuport_pchan_of(tl);
+
     if (status != GPUPORT_OK)
-        chan_fail(ch, status);
+        gpuport_pchan_fail(ch, status);
     ch->work_done++;
-    ch->comm->proxy.async_outstanding--;
+    tl->comm->proxy.async_outstanding--;
     publish_flushes(ch);
 }
 
@@ -69,7 +62,7 @@ void gpuport_pchan_complete(gpuport_pchan_t *ch, gpuport_status_t status)
 static void transport_result(gpuport_comm_t comm, gpuport_pchan_t *ch, int rc,
                              const gpuport_work_t *w);
 
-int gpuport_proxy_post(gpuport_conn_t *conn, const gpuport_work_t *w)
+int gpuport_tl_post(gpuport_conn_t *conn, const gpuport_work_t *w)
 {
     gpuport_flusher_t *fl = &conn->comm->proxy.flusher;
     gpuport_work_t item = *w;
@@ -84,7 +77,7 @@ int gpuport_proxy_post(gpuport_conn_t *conn, const gpuport_work_t *w)
 static void queue_work(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_work_t *w)
 {
     gpuport_work_t item = *w;
-    item.channel = ch->id;
+    item.channel = ch->tl.id;
     gpuport_flusher_post(&comm->proxy.flusher, &item);
     ch->work_posted++;
 }
@@ -99,16 +92,16 @@ static int exec_put(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_op_d
     gpuport_work_t w;
     int rc;
 
-    if (!range_ok(d->src_off, d->size, ch->src_size) ||
-        !range_ok(d->dst_off, d->size, ch->dst.rec.size)) {
+    if (!range_ok(d->src_off, d->size, ch->tl.src.size) ||
+        !range_ok(d->dst_off, d->size, ch->tl.dst.rec.size)) {
         log_error("channel %u (to rank %d): put of %llu bytes from source offset %llu to "
                   "destination offset %llu is outside the regions (source %llu bytes, "
                   "destination %llu bytes); the channel is now in error",
-                  ch->id, ch->conn->peer, (unsigned long long)d->size,
+                  ch->tl.id, ch->tl.peer, (unsigned long long)d->size,
                   (unsigned long long)d->src_off, (unsigned long long)d->dst_off,
-                  (unsigned long long)ch->src_size, (unsigned long long)ch->dst.rec.size);
+                  (unsigned long long)ch->tl.src.size, (unsigned long long)ch->tl.dst.rec.size);
         GPUPORT_STAT_INC(comm->proxy.rejected);
-        chan_fail(ch, GPUPORT_ERR_OUT_OF_RANGE);
+        gpuport_pchan_fail(ch, GPUPORT_ERR_OUT_OF_RANGE);
         return EXEC_DONE;
     }
     if (d->size == 0)
@@ -116,7 +109,7 @@ static int exec_put(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_op_d
     /* A put behind queued work of its channel must queue too: overlapping
      * puts land in the order they were issued. */
     memset(&w, 0, sizeof(w));
-    rc = ch->ops->put(ch, d->dst_off, d->src_off, d->size, ch->work_done < ch->work_posted, &w);
+    rc = ch->ops->put(&ch->tl, d->dst_off, d->src_off, d->size, ch->work_done < ch->work_posted, &w);
     transport_result(comm, ch, rc, &w);
     return EXEC_DONE;
 }
@@ -130,7 +123,7 @@ static void transport_result(gpuport_comm_t comm, gpuport_pchan_t *ch, int rc,
         ch->work_posted++;
         comm->proxy.async_outstanding++;
     } else if (rc < 0) {
-        chan_fail(ch, (gpuport_status_t)rc);
+        gpuport_pchan_fail(ch, (gpuport_status_t)rc);
     }
 }
 
@@ -140,7 +133,7 @@ static void exec_signal(gpuport_comm_t comm, gpuport_pchan_t *ch)
     int rc;
 
     memset(&w, 0, sizeof(w));
-    rc = ch->ops->signal(ch, ch->work_done < ch->work_posted, &w);
+    rc = ch->ops->signal(&ch->tl, ch->work_done < ch->work_posted, &w);
     transport_result(comm, ch, rc, &w);
 }
 
@@ -191,7 +184,7 @@ static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, ui
         return EXEC_DONE;
     need = d->op == GPUPORT_OP_PUT_SIGNAL ? 2 : 1;
     if (!gpuport_flusher_has_room(&comm->proxy.flusher, (uint32_t)need) ||
-        (ch->ops->has_room && !ch->ops->has_room(ch, (uint32_t)need)))
+        (ch->ops->has_room && !ch->ops->has_room(&ch->tl, (uint32_t)need)))
         return EXEC_RETRY;
     switch (d->op) {
     case GPUPORT_OP_PUT:
@@ -209,7 +202,7 @@ static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, ui
                   "is now in error",
                   (unsigned long long)pos, d->channel, d->op);
         GPUPORT_STAT_INC(comm->proxy.rejected);
-        chan_fail(ch, GPUPORT_ERR_INVALID_ARG);
+        gpuport_pchan_fail(ch, GPUPORT_ERR_INVALID_ARG);
         return EXEC_DONE;
     }
 }
@@ -225,13 +218,13 @@ static int read_completions(gpuport_comm_t comm)
             gpuport_conn_t *conn = comm->pconns[c->channel & ~GPUPORT_WORK_CONN];
             gpuport_status_t st = (gpuport_status_t)c->status;
             gpuport_flusher_release(&comm->proxy.flusher);
-            conn->ops->work_done(conn, st);
+            conn->tl->ops->work_done(conn, st);
             n++;
             continue;
         }
         ch = &comm->pchans[c->channel];
         if (c->status != GPUPORT_OK)
-            chan_fail(ch, (gpuport_status_t)c->status);
+            gpuport_pchan_fail(ch, (gpuport_status_t)c->status);
         ch->work_done++;
         publish_flushes(ch);
         gpuport_flusher_release(&comm->proxy.flusher);
@@ -284,9 +277,13 @@ static int progress_conns(gpuport_comm_t comm)
 
     if (n == 0)
         return 0;
-    gpuport_tcp_poll(comm);
+    for (int i = 0; i < comm->proxy.nactive_tls; i++) {
+        gpuport_tl_comm_t *tc = comm->proxy.active_tls[i];
+        if (tc->ops->comm_progress)
+            done += tc->ops->comm_progress(tc);
+    }
     for (int i = 0; i < n; i++)
-        done += comm->pconns[i]->ops->progress(comm->pconns[i]);
+        done += comm->pconns[i]->tl->ops->progress(comm->pconns[i]);
     return done;
 }
 
@@ -299,7 +296,7 @@ static int quiesced(gpuport_comm_t comm)
 
     for (int i = 0; i < n; i++) {
         gpuport_conn_t *c = comm->pconns[i];
-        if (c->ops->quiesce && !c->ops->quiesce(c))
+        if (c->tl->ops->quiesce && !c->tl->ops->quiesce(c))
             all = 0;
     }
     return all;
@@ -311,16 +308,12 @@ static void idle_sleep(gpuport_comm_t comm, uint32_t us)
 {
     struct timespec ts = {0, (long)us * 1000};
     struct pollfd fds[64];
-    int n = atomic_load_explicit(&comm->npconns, memory_order_acquire), nfds = 0;
+    int nfds = 0;
 
-    for (int i = 0; i < n && nfds < 64; i++) {
-        const gpuport_conn_t *c = comm->pconns[i];
-        int fd = c->ops->poll_fd ? c->ops->poll_fd((gpuport_conn_t *)c) : -1;
-        if (fd >= 0) {
-            fds[nfds].fd = fd;
-            fds[nfds].events = POLLIN;
-            nfds++;
-        }
+    for (int i = 0; i < comm->proxy.nactive_tls && nfds < 64; i++) {
+        gpuport_tl_comm_t *tc = comm->proxy.active_tls[i];
+        if (tc->ops->poll_fds)
+            nfds += tc->ops->poll_fds(tc, fds + nfds, 64 - nfds);
     }
     if (nfds)
         ppoll(fds, (nfds_t)nfds, &ts, NULL);
@@ -350,7 +343,7 @@ static void watch_peers(gpuport_comm_t comm)
     for (uint32_t i = 0; i < comm->config.max_channels; i++) {
         gpuport_pchan_t *ch = &comm->pchans[i];
         if (atomic_load_explicit(&ch->active, memory_order_acquire))
-            flags[ch->conn->peer] |= PEER_WATCHED;
+            flags[ch->tl.peer] |= PEER_WATCHED;
     }
     for (int p = 0; p < comm->size; p++) {
         const gpuport_proc_rec_t *peer = &comm->procs[p];
@@ -363,11 +356,10 @@ static void watch_peers(gpuport_comm_t comm)
         flags[p] |= PEER_DEAD;
         for (uint32_t i = 0; i < comm->config.max_channels; i++) {
             gpuport_pchan_t *ch = &comm->pchans[i];
-            if (!atomic_load_explicit(&ch->active, memory_order_acquire) || ch->conn->peer != p)
+            if (!atomic_load_explicit(&ch->active, memory_order_acquire) || ch->tl.peer != p)
                 continue;
-            chan_fail(ch, GPUPORT_ERR_PEER);
-            atomic_store_explicit(&comm->ctrl[i].peer_status, GPUPORT_ERR_PEER,
-                                  memory_order_release);
+            gpuport_pchan_fail(ch, GPUPORT_ERR_PEER);
+            gpuport_tl_sem_fail(comm, i, GPUPORT_ERR_PEER);
             failed++;
         }
         if (failed)
@@ -413,7 +405,7 @@ static void abandon(gpuport_comm_t comm)
         gpuport_pchan_t *ch = &comm->pchans[i];
         if (atomic_load(&ch->active) &&
             (ch->work_done < ch->work_posted || ch->nflush > 0 || left > 0))
-            chan_fail(ch, GPUPORT_ERR_SHUTDOWN);
+            gpuport_pchan_fail(ch, GPUPORT_ERR_SHUTDOWN);
     }
 }
 
@@ -469,7 +461,7 @@ static void *proxy_main(void *arg)
             int drained = fifo_backlog(comm) == 0 && !outstanding_work(comm);
             if (drained && quiesced(comm))
                 break;
-            if (gpuport_now_ns() > comm->proxy.drain_deadline_ns) {
+            if (gpuport_deadline_passed(comm->proxy.drain_deadline_ns)) {
                 abandon(comm);
                 break;
             }
@@ -490,8 +482,7 @@ gpuport_status_t gpuport_proxy_start(gpuport_comm_t comm)
         return GPUPORT_ERR_NO_MEMORY;
     /* Room for every FIFO entry to need two work items. */
     status = gpuport_flusher_start(&comm->proxy.flusher, 2 * comm->config.fifo_size, comm->rank,
-                                   comm->gpu_device, comm->gpu_app_ctx, comm->gpu_app_probe,
-                                   comm->timeout_ns ? comm->timeout_ns : UINT64_MAX, comm->topo,
+                                   comm->gpu_device, comm->gpu, comm->timeout_ns, comm->topo,
                                    comm->placement.flusher_cpu);
     if (status)
         return status;
@@ -512,9 +503,7 @@ void gpuport_proxy_stop(gpuport_comm_t comm)
 {
     if (!comm->proxy.started)
         return;
-    comm->proxy.drain_deadline_ns =
-        comm->config.timeout_ms ? gpuport_now_ns() + comm->config.timeout_ms * 1000000ull
-                                : UINT64_MAX;
+    comm->proxy.drain_deadline_ns = gpuport_deadline(comm->timeout_ns);
     atomic_store_explicit(&comm->proxy.stop, 1, memory_order_release);
     pthread_join(comm->proxy.thread, NULL);
     comm->proxy.started = 0;

@@ -13,7 +13,7 @@
 
 #define GPUPORT_RECORD_MAGIC 0x54505047u /* "GPPT" */
 /* Bumped whenever any record's layout changes. */
-#define GPUPORT_RECORD_LAYOUT 2
+#define GPUPORT_RECORD_LAYOUT 3
 
 typedef enum {
     GPUPORT_REC_PROC = 1,    /* one per rank at communicator creation */
@@ -31,6 +31,16 @@ typedef struct gpuport_rec_header {
     uint16_t size; /* whole record, header included */
 } gpuport_rec_header_t;
 
+/* A transport's part of a rank record (transports read it through
+ * tl_core.h's gpuport_tl_blob). size 0: the transport wrote none. */
+#define GPUPORT_TL_BLOB_MAX 60
+#define GPUPORT_REC_TL_KINDS 8
+typedef struct gpuport_tl_blob {
+    uint16_t version;
+    uint16_t size;
+    uint8_t data[GPUPORT_TL_BLOB_MAX];
+} gpuport_tl_blob_t;
+
 /* Per rank, allgathered at communicator creation. */
 typedef struct gpuport_proc_rec {
     gpuport_rec_header_t hdr;
@@ -44,15 +54,9 @@ typedef struct gpuport_proc_rec {
     uint32_t features;    /* GPUPORT_FEATURE_* */
     int32_t gpu;          /* CUDA ordinal of the communicator's GPU, -1 if none */
     uint32_t reserved;
-    char gpu_bus_id[32];
     char hostname[64];
-    /* tcp transport: where this rank listens (port 0: it does not) */
-    uint16_t tcp_family; /* AF_INET or AF_INET6 */
-    uint16_t tcp_port;   /* network byte order */
-    uint32_t tcp_scope;  /* IPv6 scope id */
-    uint8_t tcp_addr[16];
-    uint64_t tcp_cookie; /* echoed by connecting peers: the listener is this communicator's */
-    char tcp_ifname[16];
+    /* each transport's own part, by kind, versioned by the transport */
+    gpuport_tl_blob_t tl[GPUPORT_REC_TL_KINDS];
 } gpuport_proc_rec_t;
 
 #define GPUPORT_FEATURE_CMA 0x1u /* peers may process_vm_writev into this rank */

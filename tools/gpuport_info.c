@@ -20,9 +20,6 @@
 #include "log.h"
 #include "topology.h"
 #include "transport/transport.h"
-#if GPUPORT_HAVE_IBVERBS
-#include "transport/ib/ib.h"
-#endif
 #if GPUPORT_HAVE_CUDA
 #include "cuda/cudrv.h"
 #endif
@@ -139,44 +136,27 @@ static int print_cuda(char *why, size_t len)
 #endif
 }
 
-static void print_transports(int gpus, const char *gpu_why)
+/* Each transport says for itself whether it would work here. */
+static void print_transports(void)
 {
+    gpuport_config_t cfg;
+    int cfg_ok = gpuport_config_load(&cfg) == GPUPORT_OK;
+
     printf("transports:\n");
-    printf("  %-9s available: ranks on one host, host memory (shared mapping or cross-memory "
-           "attach)\n", "shm");
-#if GPUPORT_HAVE_CUDA
-    if (gpus > 0)
-        printf("  %-9s available: ranks on one host, GPU memory at both ends, copy engine from "
-               "the flusher's own CUDA context\n", "cuda_ipc");
-    else
-        printf("  %-9s built, not usable here: %s\n", "cuda_ipc", gpu_why);
-#else
-    (void)gpus;
-    printf("  %-9s not built: %s\n", "cuda_ipc", gpu_why);
-#endif
-    {
-        gpuport_config_t cfg;
-        char where[256];
-        if (gpuport_config_load(&cfg) != GPUPORT_OK)
-            printf("  %-9s not usable: a GPUPORT_* value is invalid (see above)\n", "tcp");
-        else if (gpuport_tcp_describe(&cfg, where, sizeof(where)))
-            printf("  %-9s available: ranks on other hosts, host memory%s, sockets on %s\n", "tcp",
-                   GPUPORT_HAVE_CUDA ? " and GPU memory from gpuport_mem_alloc_device" : "", where);
+    for (int k = 1; k < gpuport_transport_nkinds(); k++) {
+        const gpuport_transport_ops_t *t = gpuport_transport_ops(k);
+        char line[512];
+
+        if (!t)
+            snprintf(line, sizeof(line), "not built: %s", gpuport_transport_missing(k));
+        else if (!cfg_ok)
+            snprintf(line, sizeof(line), "not usable: a GPUPORT_* value is invalid (see above)");
+        else if (t->describe)
+            t->describe(&cfg, line, sizeof(line));
         else
-            printf("  %-9s built, not usable here: %s\n", "tcp", where);
+            snprintf(line, sizeof(line), "built");
+        printf("  %-9s %s\n", gpuport_transport_name(k), line);
     }
-#if GPUPORT_HAVE_IBVERBS
-    {
-        char why[192];
-        if (!ib_devices_present(why, sizeof(why)))
-            printf("  %-9s built, not usable here: %s\n", "ib", why);
-        else
-            printf("  %-9s built, devices present: used only when forced (GPUPORT_TRANSPORT=ib); "
-                   "not yet run on RDMA hardware by its developers\n", "ib");
-    }
-#else
-    printf("  %-9s not built: libibverbs was not found (configure --with-ibverbs)\n", "ib");
-#endif
 }
 
 static int print_placement(const opts_t *o, gpuport_topology_t *topo, int gpus)
@@ -246,7 +226,7 @@ int main(int argc, char **argv)
     printf("build:         CUDA %s, MPI %s, hwloc %s, ibverbs %s\n", GPUPORT_BUILD_CUDA,
            GPUPORT_BUILD_MPI, GPUPORT_BUILD_HWLOC, GPUPORT_HAVE_IBVERBS ? "yes" : "no");
     gpus = print_cuda(gpu_why, sizeof(gpu_why));
-    print_transports(gpus, gpu_why);
+    print_transports();
 
     topo = o.xml ? gpuport_topology_load_xml(o.xml, why, sizeof(why))
                  : gpuport_topology_load(why, sizeof(why));

@@ -47,6 +47,10 @@ static void load(void)
     } while (0);
     GPUPORT_CU_FUNCS(GPUPORT_CU_RESOLVE)
 #undef GPUPORT_CU_RESOLVE
+#define GPUPORT_CU_RESOLVE_OPTIONAL(name)                                                       \
+    gpuport_cu.name = (__typeof__(gpuport_cu.name))dlsym(lib, GPUPORT_CU_STR(name));
+    GPUPORT_CU_OPTIONAL_FUNCS(GPUPORT_CU_RESOLVE_OPTIONAL)
+#undef GPUPORT_CU_RESOLVE_OPTIONAL
     rc = gpuport_cu.cuInit(0);
     if (rc != CUDA_SUCCESS) {
         const char *text = NULL;

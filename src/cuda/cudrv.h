@@ -22,10 +22,8 @@
     X(cuGetErrorName)                                                                           \
     X(cuDeviceGetCount)                                                                         \
     X(cuDeviceGet)                                                                              \
-    X(cuDeviceGetAttribute)                                                                     \
     X(cuDeviceGetPCIBusId)                                                                      \
     X(cuDeviceGetName)                                                                          \
-    X(cuDeviceGetUuid)                                                                          \
     X(cuDevicePrimaryCtxRetain)                                                                 \
     X(cuDevicePrimaryCtxRelease)                                                                \
     X(cuCtxCreate)                                                                              \
@@ -44,8 +42,6 @@
     X(cuMemFreeHost)                                                                            \
     X(cuMemHostGetDevicePointer)                                                                \
     X(cuMemGetAddressRange)                                                                     \
-    X(cuMemcpyHtoD)                                                                             \
-    X(cuMemcpyDtoH)                                                                             \
     X(cuMemsetD8)                                                                               \
     X(cuPointerGetAttribute)                                                                    \
     X(cuIpcGetMemHandle)                                                                        \
@@ -54,7 +50,6 @@
     X(cuStreamCreate)                                                                           \
     X(cuStreamDestroy)                                                                          \
     X(cuStreamQuery)                                                                            \
-    X(cuStreamSynchronize)                                                                      \
     X(cuMemcpyDtoDAsync)                                                                        \
     X(cuMemcpyHtoDAsync)                                                                        \
     X(cuMemcpyDtoHAsync)                                                                        \
@@ -73,11 +68,19 @@
     X(cuEventDestroy)                                                                           \
     X(cuThreadExchangeStreamCaptureMode)
 
+/* Entry points a driver may lack without the load failing: the feature that
+ * needs one is then unavailable (its pointer is NULL), and says so.
+ * cuMemGetHandleForAddressRange (dma-buf export for NIC registration) came
+ * with CUDA 11.7. */
+#define GPUPORT_CU_OPTIONAL_FUNCS(X)                                                            \
+    X(cuMemGetHandleForAddressRange)
+
 /* One pointer per entry point, typed from cuda.h's own prototype (the
  * macros there select the current versioned symbol, e.g. cuCtxCreate_v4). */
 typedef struct gpuport_cudrv {
 #define GPUPORT_CU_FIELD(name) __typeof__(name) *name;
     GPUPORT_CU_FUNCS(GPUPORT_CU_FIELD)
+    GPUPORT_CU_OPTIONAL_FUNCS(GPUPORT_CU_FIELD)
 #undef GPUPORT_CU_FIELD
 } gpuport_cudrv_t;
 

@@ -6,13 +6,14 @@
 #include <time.h>
 
 #include "cuda/cudrv.h"
+#include "cuda/gpu.h"
 #include "log.h"
+#include "util.h"
 
 #define INFLIGHT 256 /* events, so items queued on the GPU at once */
 
 struct gpuport_fcuda {
     CUcontext ctx;
-    CUcontext app_ctx;
     CUstream stream;
     CUdeviceptr scratch;
     void *host_probe;
@@ -21,24 +22,18 @@ struct gpuport_fcuda {
     uint32_t head, tail; /* recorded, completed */
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Start-up only: waits for the stream with a limit, never on the hot path. */
 static gpuport_status_t sync_bounded(struct gpuport_fcuda *c, uint64_t timeout_ns)
 {
-    uint64_t deadline = now_ns() + timeout_ns;
+    /* timeout_ns 0: GPUPORT_TIMEOUT_MS=0, no limit */
+    uint64_t deadline = gpuport_deadline(timeout_ns);
     for (;;) {
         CUresult rc = gpuport_cu.cuStreamQuery(c->stream);
         if (rc == CUDA_SUCCESS)
             return GPUPORT_OK;
         if (rc != CUDA_ERROR_NOT_READY)
             return gpuport_cu_status(rc, "cuStreamQuery(warm-up)", __FILE__, __LINE__);
-        if (now_ns() > deadline) {
+        if (gpuport_deadline_passed(deadline)) {
             log_error("the flusher's warm-up copies did not finish within %llu ms",
                       (unsigned long long)(timeout_ns / 1000000));
             return GPUPORT_ERR_TIMEOUT;
@@ -70,9 +65,9 @@ static gpuport_status_t warm_up(gpuport_flusher_t *fl, struct gpuport_fcuda *c)
     if (!st)
         st = CU_CALL(cuMemcpyDtoDAsync, (c->scratch + 128, c->scratch, 64, c->stream));
     /* copies from the application's memory name its context */
-    if (!st && fl->cuda_app_ctx && fl->cuda_app_probe)
-        st = CU_CALL(cuMemcpyPeerAsync, (c->scratch + 64, c->ctx, (CUdeviceptr)fl->cuda_app_probe,
-                                         (CUcontext)fl->cuda_app_ctx, 8, c->stream));
+    if (!st && fl->gpu)
+        st = CU_CALL(cuMemcpyPeerAsync, (c->scratch + 64, c->ctx, fl->gpu->consumed,
+                                         fl->gpu->app_ctx, 8, c->stream));
     /* the staging copies of network transports, both ways */
     if (!st)
         st = CU_CALL(cuMemcpyHtoDAsync, (c->scratch + 192, c->host_probe, 8, c->stream));
@@ -111,7 +106,6 @@ gpuport_status_t gpuport_fcuda_start(gpuport_flusher_t *fl)
     if (!c)
         return GPUPORT_ERR_NO_MEMORY;
     memset(&params, 0, sizeof(params));
-    c->app_ctx = fl->cuda_app_ctx;
     st = CU_CALL(cuDeviceGet, (&dev, fl->cuda_device));
     if (!st)
         st = CU_CALL(cuCtxCreate, (&c->ctx, &params, 0, dev));
@@ -188,8 +182,9 @@ gpuport_status_t gpuport_fcuda_issue(gpuport_flusher_t *fl, const gpuport_work_t
     if (w->kind == GPUPORT_WORK_CU_COPY) {
         /* sources belong to the application's context, destinations (peer
          * handles) to ours: a peer copy names both */
-        if (w->aux && w->aux != (void *)c->ctx)
-            st = CU_CALL(cuMemcpyPeerAsync, (dst, c->ctx, src, (CUcontext)w->aux, w->size, c->stream));
+        if (w->flags & GPUPORT_WORK_SRC_APP)
+            st = CU_CALL(cuMemcpyPeerAsync, (dst, c->ctx, src, fl->gpu->app_ctx, w->size,
+                                             c->stream));
         else
             st = CU_CALL(cuMemcpyDtoDAsync, (dst, src, w->size, c->stream));
     } else if (w->kind == GPUPORT_WORK_CU_TO_DEVICE) {
@@ -217,13 +212,11 @@ int gpuport_fcuda_progress(gpuport_flusher_t *fl)
     while (c->tail != c->head) {
         uint32_t slot = c->tail % INFLIGHT;
         CUresult rc = gpuport_cu.cuEventQuery(c->events[slot]);
-        gpuport_work_done_t done;
         if (rc == CUDA_ERROR_NOT_READY)
             break;
-        done.channel = c->channel[slot];
-        done.status = gpuport_cu_status(rc, "cuEventQuery(copy or signal)", __FILE__, __LINE__);
-        while (gpuport_ring_push(&fl->done, &done) != 0)
-            ;
+        gpuport_flusher_complete(
+            fl, c->channel[slot],
+            gpuport_cu_status(rc, "cuEventQuery(copy or signal)", __FILE__, __LINE__));
         c->tail++;
         n++;
     }

@@ -5,6 +5,8 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,8 +124,6 @@ gpuport_status_t gpuport_gpu_open(gpuport_comm_t comm)
     comm->dfifo.log2_size = (uint32_t)__builtin_ctz((uint32_t)nslots);
     comm->gpu = g;
     comm->gpu_device = (int)g->dev;
-    comm->gpu_app_ctx = g->app_ctx;
-    comm->gpu_app_probe = (uint64_t)g->consumed;
     log_info("GPU mode on device %d", (int)g->dev);
     return GPUPORT_OK;
 
@@ -320,4 +320,47 @@ void gpuport_gpu_vmm_free(gpuport_comm_t comm, void *ptr, size_t len)
     (void)comm;
     gpuport_cu.cuMemUnmap((CUdeviceptr)(uintptr_t)ptr, len);
     gpuport_cu.cuMemAddressFree((CUdeviceptr)(uintptr_t)ptr, len);
+}
+
+gpuport_status_t gpuport_gpu_ctx_push(gpuport_comm_t comm)
+{
+    return gpuport_fcuda_ctx_push(&comm->proxy.flusher);
+}
+
+void gpuport_gpu_ctx_pop(void)
+{
+    gpuport_fcuda_ctx_pop();
+}
+
+/* The driver exports dma-bufs of whole pages only. */
+gpuport_status_t gpuport_gpu_dmabuf(gpuport_comm_t comm, void *ptr, uint64_t size, int *fd_p,
+                                    uint64_t *offset_p, char *why, size_t len)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), addr = (uint64_t)(uintptr_t)ptr;
+    uint64_t start = addr & ~(page - 1), end = (addr + size + page - 1) & ~(page - 1);
+    int fd = -1;
+    gpuport_status_t st;
+
+    if (!comm->gpu) {
+        snprintf(why, len, "this communicator has no GPU");
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    if (!gpuport_cu.cuMemGetHandleForAddressRange) {
+        snprintf(why, len, "the CUDA driver has no cuMemGetHandleForAddressRange (dma-buf export "
+                 "needs CUDA 11.7 or later)");
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    st = CU_CALL(cuMemGetHandleForAddressRange,
+                 (&fd, (CUdeviceptr)start, (size_t)(end - start),
+                  CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0));
+    if (st || fd < 0) {
+        snprintf(why, len, "cuMemGetHandleForAddressRange(0x%llx, %llu bytes, DMA_BUF_FD) failed "
+                 "for GPU memory %p + %llu bytes",
+                 (unsigned long long)start, (unsigned long long)(end - start), ptr,
+                 (unsigned long long)size);
+        return st ? st : GPUPORT_ERR_TRANSPORT;
+    }
+    *fd_p = fd;
+    *offset_p = addr - start;
+    return GPUPORT_OK;
 }

@@ -15,77 +15,90 @@
 #include <unistd.h>
 
 #include "cuda/cudrv.h"
-#include "cuda/fcuda.h"
-#include "transport/shm/shm.h"
+#include "transport/sm/sm.h"
 
 typedef struct cipc_conn {
-    gpuport_sem_slot_t *peer_ctrl; /* mapped here */
-    CUdeviceptr peer_ctrl_d;       /* the same, in the private context */
-    void *map;
-    size_t map_len;
+    sm_ctrl_t ctrl;          /* the peer's control segment, mapped here */
+    CUdeviceptr ctrl_d;      /* the same, in the private context */
     int registered;
-    uint32_t peer_slots;
 } cipc_conn_t;
 
-static gpuport_flusher_t *flusher_of(gpuport_comm_t comm)
-{
-    return &comm->proxy.flusher;
-}
+/* Per channel: the peer's semaphore in the private context, and the
+ * channel's signal count (written as absolute values). */
+typedef struct cipc_chan {
+    CUdeviceptr sem_d;
+    uint64_t signals_sent;
+} cipc_chan_t;
 
-static int cipc_reachable(gpuport_comm_t comm, int peer, char *why, size_t len)
+static int cipc_reachable(gpuport_tl_comm_t *tc, int peer, char *why, size_t len)
 {
-    const gpuport_proc_rec_t *me = &comm->procs[comm->rank], *p = &comm->procs[peer];
+    gpuport_comm_t comm = tc->comm;
+    const gpuport_proc_rec_t *me = gpuport_tl_proc(comm, gpuport_tl_rank(comm));
+    const gpuport_proc_rec_t *p = gpuport_tl_proc(comm, peer);
 
-    if (me->host_id != p->host_id) {
-        snprintf(why, len, "rank %d is on another host (%s)", peer, p->hostname);
+    if (!sm_reachable(comm, peer, why, len))
         return 0;
-    }
     if (me->gpu < 0 || p->gpu < 0) {
         snprintf(why, len, "%s has no GPU in use (GPUPORT_GPU)", me->gpu < 0 ? "this rank" : "the peer");
-        return 0;
-    }
-    if (me->uid != p->uid) {
-        snprintf(why, len, "rank %d runs as another user", peer);
         return 0;
     }
     return 1;
 }
 
+/* GPU memory on one host: the copy engine, before anything else */
+static int cipc_auto_rank(int device_regions)
+{
+    return device_regions ? 30 : 0;
+}
+
+static void cipc_describe(const gpuport_config_t *cfg, char *buf, size_t len)
+{
+    char why[256];
+
+    (void)cfg;
+    if (gpuport_cudrv_load(why, sizeof(why)) == GPUPORT_OK)
+        snprintf(buf, len, "available: ranks on one host, GPU memory at both ends, copy engine "
+                 "from the flusher's own CUDA context");
+    else
+        snprintf(buf, len, "built, not usable here: %s", why);
+}
+
+static void ctrl_release(gpuport_conn_t *conn, cipc_conn_t *cc)
+{
+    if (cc->registered && gpuport_tl_gpu_ctx_push(conn->comm) == GPUPORT_OK) {
+        gpuport_cu.cuMemHostUnregister(cc->ctrl.map);
+        gpuport_tl_gpu_ctx_pop();
+    }
+    sm_ctrl_unmap(&cc->ctrl);
+}
+
 static gpuport_status_t cipc_conn_open(gpuport_conn_t *conn)
 {
-    const gpuport_proc_rec_t *p = &conn->comm->procs[conn->peer];
     cipc_conn_t *cc = calloc(1, sizeof(*cc));
     gpuport_status_t st;
-    void *addr;
 
     if (!cc)
         return GPUPORT_ERR_NO_MEMORY;
-    st = shm_map_remote_fd(p->pid, p->ctrl_fd, 0, p->ctrl_size, &addr, &cc->map, &cc->map_len);
+    st = sm_ctrl_map(conn->comm, conn->peer, &cc->ctrl);
     if (st)
         goto err;
-    cc->peer_ctrl = addr;
-    cc->peer_slots = p->max_channels;
-    st = gpuport_fcuda_ctx_push(flusher_of(conn->comm));
+    st = gpuport_tl_gpu_ctx_push(conn->comm);
     if (st)
         goto err_unmap;
-    st = CU_CALL(cuMemHostRegister, (cc->map, cc->map_len, CU_MEMHOSTREGISTER_PORTABLE |
-                                                               CU_MEMHOSTREGISTER_DEVICEMAP));
+    st = CU_CALL(cuMemHostRegister, (cc->ctrl.map, cc->ctrl.map_len,
+                                     CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
     if (!st) {
         cc->registered = 1;
-        st = CU_CALL(cuMemHostGetDevicePointer, (&cc->peer_ctrl_d, cc->peer_ctrl, 0));
+        st = CU_CALL(cuMemHostGetDevicePointer, (&cc->ctrl_d, cc->ctrl.slots, 0));
     }
-    gpuport_fcuda_ctx_pop();
+    gpuport_tl_gpu_ctx_pop();
     if (st)
         goto err_unmap;
     conn->priv = cc;
     return GPUPORT_OK;
 
 err_unmap:
-    if (cc->registered && gpuport_fcuda_ctx_push(flusher_of(conn->comm)) == GPUPORT_OK) {
-        gpuport_cu.cuMemHostUnregister(cc->map);
-        gpuport_fcuda_ctx_pop();
-    }
-    munmap(cc->map, cc->map_len);
+    ctrl_release(conn, cc);
 err:
     free(cc);
     return st;
@@ -97,63 +110,62 @@ static void cipc_conn_close(gpuport_conn_t *conn)
 
     if (!cc)
         return;
-    if (cc->registered && gpuport_fcuda_ctx_push(flusher_of(conn->comm)) == GPUPORT_OK) {
-        gpuport_cu.cuMemHostUnregister(cc->map);
-        gpuport_fcuda_ctx_pop();
-    }
-    munmap(cc->map, cc->map_len);
+    ctrl_release(conn, cc);
     free(cc);
     conn->priv = NULL;
 }
 
-static gpuport_status_t cipc_chan_connect(gpuport_pchan_t *ch, const gpuport_channel_rec_t *peer)
+static int kind_ok(int kind)
+{
+    return kind == GPUPORT_REGION_DEVICE || kind == GPUPORT_REGION_NONE;
+}
+
+static gpuport_status_t cipc_chan_connect(gpuport_tl_chan_t *ch, const gpuport_channel_rec_t *peer)
 {
     cipc_conn_t *cc = ch->conn->priv;
     const gpuport_region_rec_t *r = &peer->dst;
+    gpuport_sem_slot_t *slot = sm_ctrl_slot(&cc->ctrl, ch->peer, peer->channel_id);
+    cipc_chan_t *cs;
     CUipcMemHandle handle;
     CUdeviceptr base;
     gpuport_status_t st;
 
-    if (peer->channel_id >= cc->peer_slots) {
-        log_error("rank %d named channel id %u, beyond its %u semaphore slots", ch->conn->peer,
-                  peer->channel_id, cc->peer_slots);
+    if (!slot)
         return GPUPORT_ERR_PEER;
-    }
-    if (r->kind == GPUPORT_REGION_DEVICE_VMM || ch->src_kind == GPUPORT_REGION_DEVICE_VMM) {
+    if (r->kind == GPUPORT_REGION_DEVICE_VMM || ch->src.kind == GPUPORT_REGION_DEVICE_VMM) {
         log_error("channel to rank %d: the %s is GPU memory from gpuport_mem_alloc_device, which "
                   "CUDA IPC cannot export; cuda_ipc channels need cudaMalloc memory",
-                  ch->conn->peer,
+                  ch->peer,
                   r->kind == GPUPORT_REGION_DEVICE_VMM ? "peer's destination" : "local source");
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
-    if ((r->kind != GPUPORT_REGION_DEVICE && r->kind != GPUPORT_REGION_NONE) ||
-        (ch->src_kind != GPUPORT_REGION_DEVICE && ch->src_kind != GPUPORT_REGION_NONE)) {
+    if (!kind_ok((int)r->kind) || !kind_ok(ch->src.kind)) {
         log_error("channel to rank %d: cuda_ipc moves GPU memory to GPU memory, but the %s is "
                   "host memory; use host memory at both ends (shm) or GPU memory at both ends",
-                  ch->conn->peer,
-                  r->kind != GPUPORT_REGION_DEVICE && r->kind != GPUPORT_REGION_NONE
-                      ? "peer's destination"
-                      : "local source");
+                  ch->peer, !kind_ok((int)r->kind) ? "peer's destination" : "local source");
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
-    ch->remote_sem = &cc->peer_ctrl[peer->channel_id].value;
-    ch->remote_status = &cc->peer_ctrl[peer->channel_id].peer_status;
-    ch->remote_sem_dev = cc->peer_ctrl_d + peer->channel_id * sizeof(gpuport_sem_slot_t) +
-                         offsetof(gpuport_sem_slot_t, value);
+    cs = calloc(1, sizeof(*cs));
+    if (!cs)
+        return GPUPORT_ERR_NO_MEMORY;
+    cs->sem_d = cc->ctrl_d + peer->channel_id * sizeof(gpuport_sem_slot_t) +
+                offsetof(gpuport_sem_slot_t, value);
+    ch->priv = cs;
+    ch->remote_status = &slot->peer_status;
     memset(&ch->dst, 0, sizeof(ch->dst));
     ch->dst.rec = *r;
     if (r->kind == GPUPORT_REGION_NONE)
         return GPUPORT_OK;
     memcpy(&handle, r->ipc, sizeof(handle));
-    st = gpuport_fcuda_ctx_push(flusher_of(ch->comm));
+    st = gpuport_tl_gpu_ctx_push(ch->comm);
     if (st)
         return st;
     st = CU_CALL(cuIpcOpenMemHandle, (&base, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
-    gpuport_fcuda_ctx_pop();
+    gpuport_tl_gpu_ctx_pop();
     if (st) {
         log_error("cannot open rank %d's GPU memory (CUDA IPC) in this rank's flusher context: "
                   "are both GPUs peers (nvidia-smi topo -p2p r)?",
-                  ch->conn->peer);
+                  ch->peer);
         return st;
     }
     ch->dst.map_base = (void *)(uintptr_t)base;
@@ -161,43 +173,47 @@ static gpuport_status_t cipc_chan_connect(gpuport_pchan_t *ch, const gpuport_cha
     return GPUPORT_OK;
 }
 
-static void cipc_chan_disconnect(gpuport_pchan_t *ch)
+static void cipc_chan_disconnect(gpuport_tl_chan_t *ch)
 {
-    if (ch->dst.map_base && gpuport_fcuda_ctx_push(flusher_of(ch->comm)) == GPUPORT_OK) {
+    if (ch->dst.map_base && gpuport_tl_gpu_ctx_push(ch->comm) == GPUPORT_OK) {
         gpuport_cu.cuIpcCloseMemHandle((CUdeviceptr)(uintptr_t)ch->dst.map_base);
-        gpuport_fcuda_ctx_pop();
+        gpuport_tl_gpu_ctx_pop();
     }
     memset(&ch->dst, 0, sizeof(ch->dst));
-    ch->remote_sem = NULL;
     ch->remote_status = NULL;
-    ch->remote_sem_dev = 0;
+    free(ch->priv);
+    ch->priv = NULL;
 }
 
-static int cipc_put(gpuport_pchan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
+static int cipc_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
                     int behind_work, gpuport_work_t *w)
 {
     (void)behind_work; /* always queued, so always in order */
     w->kind = GPUPORT_WORK_CU_COPY;
     w->dst = (char *)ch->dst.base + dst_off;
-    w->src = (const char *)ch->src_base + src_off;
+    w->src = (const char *)ch->src.ptr + src_off;
     w->size = size;
-    w->aux = ch->comm->gpu_app_ctx;
+    /* legacy device memory belongs to the application's context */
+    w->flags = ch->src.kind == GPUPORT_REGION_DEVICE ? GPUPORT_WORK_SRC_APP : 0;
     return GPUPORT_TRANSPORT_QUEUE;
 }
 
-static int cipc_signal(gpuport_pchan_t *ch, int behind_work, gpuport_work_t *w)
+static int cipc_signal(gpuport_tl_chan_t *ch, int behind_work, gpuport_work_t *w)
 {
+    cipc_chan_t *cs = ch->priv;
+
     (void)behind_work;
     w->kind = GPUPORT_WORK_CU_WRITE;
-    w->dst = (void *)(uintptr_t)ch->remote_sem_dev;
-    w->value = ++ch->signals_sent;
+    w->dst = (void *)(uintptr_t)cs->sem_d;
+    w->value = ++cs->signals_sent;
     return GPUPORT_TRANSPORT_QUEUE;
 }
 
 const gpuport_transport_ops_t gpuport_transport_cuda_ipc = {
     .name = "cuda_ipc",
-    .kind = GPUPORT_TRANSPORT_CUDA_IPC,
+    .describe = cipc_describe,
     .reachable = cipc_reachable,
+    .auto_rank = cipc_auto_rank,
     .conn_open = cipc_conn_open,
     .conn_close = cipc_conn_close,
     .chan_connect = cipc_chan_connect,

@@ -1,8 +1,11 @@
-/* shm transport; see shm.h. */
-#include "transport/shm/shm.h"
-
+/*
+ * shm transport: ranks on one host, host memory. The proxy (or, for long
+ * copies, the flusher) writes straight into the peer's memory: through a
+ * shared mapping when the peer's region came from gpuport_mem_alloc, through
+ * process_vm_writev (cross-memory attach) when it is private memory such as
+ * malloc's. Signals are atomic increments in the peer's control segment.
+ */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,78 +13,44 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "transport/sm/sm.h"
+
 typedef struct shm_conn {
-    gpuport_sem_slot_t *peer_ctrl; /* the peer's control segment */
-    void *map;
-    size_t map_len;
-    uint32_t peer_slots;
+    sm_ctrl_t ctrl; /* the peer's control segment */
+    int peer_pid;
 } shm_conn_t;
 
-gpuport_status_t shm_map_remote_fd(int pid, int fd, uint64_t offset, uint64_t len, void **addr_p,
-                                   void **map_p, size_t *map_len_p)
+static int shm_reachable(gpuport_tl_comm_t *tc, int peer, char *why, size_t len)
 {
-    char path[64];
-    long page = sysconf(_SC_PAGESIZE);
-    uint64_t start = offset & ~(uint64_t)(page - 1);
-    size_t map_len = (size_t)(offset - start + len);
-    void *map;
-    int local;
-
-    snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
-    local = open(path, O_RDWR | O_CLOEXEC);
-    if (local < 0) {
-        log_error("open(%s) failed: %s (a same-host peer's shared memory must be reachable "
-                  "through /proc; ranks need the same user and pid namespace)",
-                  path, strerror(errno));
-        return errno == ENOENT ? GPUPORT_ERR_PEER : GPUPORT_ERR_TRANSPORT;
-    }
-    map = mmap(NULL, map_len ? map_len : 1, PROT_READ | PROT_WRITE, MAP_SHARED, local,
-               (off_t)start);
-    close(local);
-    if (map == MAP_FAILED) {
-        log_error("mmap(%s, %zu bytes at offset %llu) failed: %s", path, map_len,
-                  (unsigned long long)start, strerror(errno));
-        return GPUPORT_ERR_TRANSPORT;
-    }
-    *addr_p = (char *)map + (offset - start);
-    *map_p = map;
-    *map_len_p = map_len ? map_len : 1;
-    return GPUPORT_OK;
+    return sm_reachable(tc->comm, peer, why, len);
 }
 
-static int shm_reachable(gpuport_comm_t comm, int peer, char *why, size_t len)
+/* GPU memory goes to cuda_ipc; shm is for host memory, on one host */
+static int shm_auto_rank(int device_regions)
 {
-    const gpuport_proc_rec_t *me = &comm->procs[comm->rank], *p = &comm->procs[peer];
+    return device_regions ? 0 : 20;
+}
 
-    if (me->host_id != p->host_id) {
-        snprintf(why, len, "rank %d is on another host (%s, host id %016llx; this is %s, %016llx)",
-                 peer, p->hostname, (unsigned long long)p->host_id, me->hostname,
-                 (unsigned long long)me->host_id);
-        return 0;
-    }
-    if (me->uid != p->uid) {
-        snprintf(why, len, "rank %d runs as uid %u and this rank as uid %u", peer, p->uid, me->uid);
-        return 0;
-    }
-    return 1;
+static void shm_describe(const gpuport_config_t *cfg, char *buf, size_t len)
+{
+    (void)cfg;
+    snprintf(buf, len, "available: ranks on one host, host memory (shared mapping or cross-memory "
+             "attach)");
 }
 
 static gpuport_status_t shm_conn_open(gpuport_conn_t *conn)
 {
-    const gpuport_proc_rec_t *p = &conn->comm->procs[conn->peer];
     shm_conn_t *sc = calloc(1, sizeof(*sc));
     gpuport_status_t status;
-    void *addr;
 
     if (!sc)
         return GPUPORT_ERR_NO_MEMORY;
-    status = shm_map_remote_fd(p->pid, p->ctrl_fd, 0, p->ctrl_size, &addr, &sc->map, &sc->map_len);
+    status = sm_ctrl_map(conn->comm, conn->peer, &sc->ctrl);
     if (status) {
         free(sc);
         return status;
     }
-    sc->peer_ctrl = addr;
-    sc->peer_slots = p->max_channels;
+    sc->peer_pid = gpuport_tl_proc(conn->comm, conn->peer)->pid;
     conn->priv = sc;
     return GPUPORT_OK;
 }
@@ -92,41 +61,37 @@ static void shm_conn_close(gpuport_conn_t *conn)
 
     if (!sc)
         return;
-    munmap(sc->map, sc->map_len);
+    sm_ctrl_unmap(&sc->ctrl);
     free(sc);
     conn->priv = NULL;
 }
 
-static gpuport_status_t shm_chan_connect(gpuport_pchan_t *ch, const gpuport_channel_rec_t *peer)
+static gpuport_status_t shm_chan_connect(gpuport_tl_chan_t *ch, const gpuport_channel_rec_t *peer)
 {
     shm_conn_t *sc = ch->conn->priv;
     const gpuport_region_rec_t *r = &peer->dst;
-    int peer_pid = ch->comm->procs[ch->conn->peer].pid;
+    gpuport_sem_slot_t *slot = sm_ctrl_slot(&sc->ctrl, ch->peer, peer->channel_id);
 
-    if (peer->channel_id >= sc->peer_slots) {
-        log_error("rank %d named channel id %u, beyond its %u semaphore slots", ch->conn->peer,
-                  peer->channel_id, sc->peer_slots);
+    if (!slot)
         return GPUPORT_ERR_PEER;
-    }
-    if (r->kind >= GPUPORT_REGION_DEVICE || ch->src_kind >= GPUPORT_REGION_DEVICE) {
+    if (gpuport_region_is_device((int)r->kind) || gpuport_region_is_device(ch->src.kind)) {
         log_error("channel to rank %d: shm moves host memory, but the %s is GPU memory; use GPU "
                   "memory at both ends (cuda_ipc) or host memory at both ends",
-                  ch->conn->peer,
-                  r->kind >= GPUPORT_REGION_DEVICE ? "peer's destination" : "local source");
+                  ch->peer,
+                  gpuport_region_is_device((int)r->kind) ? "peer's destination" : "local source");
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
-    ch->remote_sem = &sc->peer_ctrl[peer->channel_id].value;
-    ch->remote_status = &sc->peer_ctrl[peer->channel_id].peer_status;
+    ch->remote_status = &slot->peer_status;
     memset(&ch->dst, 0, sizeof(ch->dst));
     ch->dst.rec = *r;
     switch (r->kind) {
     case GPUPORT_REGION_NONE:
         return GPUPORT_OK;
     case GPUPORT_REGION_HOST_SHARED:
-        return shm_map_remote_fd(peer_pid, r->fd, r->fd_offset, r->size, &ch->dst.base,
-                                 &ch->dst.map_base, &ch->dst.map_len);
+        return sm_map_remote_fd(sc->peer_pid, r->fd, r->fd_offset, r->size, &ch->dst.base,
+                                &ch->dst.map_base, &ch->dst.map_len);
     case GPUPORT_REGION_HOST:
-        if (peer_pid == getpid()) {
+        if (sc->peer_pid == getpid()) {
             ch->dst.base = (void *)(uintptr_t)r->addr;
             return GPUPORT_OK;
         }
@@ -135,35 +100,40 @@ static gpuport_status_t shm_chan_connect(gpuport_pchan_t *ch, const gpuport_chan
              * not the first put. */
             char byte;
             struct iovec l = {&byte, 1}, rm = {(void *)(uintptr_t)r->addr, 1};
-            if (process_vm_readv(peer_pid, &l, 1, &rm, 1, 0) != 1) {
+            if (process_vm_readv(sc->peer_pid, &l, 1, &rm, 1, 0) != 1) {
                 log_error("cannot reach rank %d's private memory by cross-memory attach: "
                           "process_vm_readv(pid %d) failed: %s; allow ptrace between the ranks "
                           "(kernel.yama.ptrace_scope <= 1) or allocate the destination with "
                           "gpuport_mem_alloc",
-                          ch->conn->peer, peer_pid, strerror(errno));
+                          ch->peer, sc->peer_pid, strerror(errno));
                 return GPUPORT_ERR_TRANSPORT;
             }
         }
         return GPUPORT_OK;
     }
-    log_error("rank %d described its destination region with unknown kind %u", ch->conn->peer,
-              r->kind);
+    log_error("rank %d described its destination region with unknown kind %u", ch->peer, r->kind);
     return GPUPORT_ERR_PEER;
 }
 
-static void shm_chan_disconnect(gpuport_pchan_t *ch)
+static void shm_chan_disconnect(gpuport_tl_chan_t *ch)
 {
     if (ch->dst.map_base)
         munmap(ch->dst.map_base, ch->dst.map_len);
     memset(&ch->dst, 0, sizeof(ch->dst));
-    ch->remote_sem = NULL;
     ch->remote_status = NULL;
 }
 
-static int shm_put(gpuport_pchan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
+static _Atomic uint64_t *remote_sem(const gpuport_tl_chan_t *ch)
+{
+    const shm_conn_t *sc = ch->conn->priv;
+    return &sc->ctrl.slots[ch->peer_id].value;
+}
+
+static int shm_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
                    int behind_work, gpuport_work_t *w)
 {
-    const char *src = (const char *)ch->src_base + src_off;
+    const shm_conn_t *sc = ch->conn->priv;
+    const char *src = (const char *)ch->src.ptr + src_off;
 
     w->src = src;
     w->size = size;
@@ -173,29 +143,30 @@ static int shm_put(gpuport_pchan_t *ch, uint64_t dst_off, uint64_t src_off, uint
     } else {
         w->kind = GPUPORT_WORK_CMA_WRITE;
         w->dst = (void *)(uintptr_t)(ch->dst.rec.addr + dst_off);
-        w->pid = ch->peer_pid;
+        w->pid = sc->peer_pid;
     }
-    if (behind_work || size >= ch->comm->config.shm_async_min)
+    if (behind_work || size >= gpuport_tl_config(ch->comm)->shm_async_min)
         return GPUPORT_TRANSPORT_QUEUE;
     return (int)gpuport_work_execute(w);
 }
 
-static int shm_signal(gpuport_pchan_t *ch, int behind_work, gpuport_work_t *w)
+static int shm_signal(gpuport_tl_chan_t *ch, int behind_work, gpuport_work_t *w)
 {
     if (behind_work) {
         w->kind = GPUPORT_WORK_SEM_ADD;
-        w->sem = ch->remote_sem;
+        w->sem = remote_sem(ch);
         w->value = 1;
         return GPUPORT_TRANSPORT_QUEUE;
     }
-    atomic_fetch_add_explicit(ch->remote_sem, 1, memory_order_release);
+    atomic_fetch_add_explicit(remote_sem(ch), 1, memory_order_release);
     return GPUPORT_TRANSPORT_DONE;
 }
 
 const gpuport_transport_ops_t gpuport_transport_shm = {
     .name = "shm",
-    .kind = GPUPORT_TRANSPORT_SHM,
+    .describe = shm_describe,
     .reachable = shm_reachable,
+    .auto_rank = shm_auto_rank,
     .conn_open = shm_conn_open,
     .conn_close = shm_conn_close,
     .chan_connect = shm_chan_connect,

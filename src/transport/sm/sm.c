@@ -1,0 +1,91 @@
+/* The same-host transports' shared base; see sm.h. */
+#include "transport/sm/sm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+gpuport_status_t sm_map_remote_fd(int pid, int fd, uint64_t offset, uint64_t len, void **addr_p,
+                                  void **map_p, size_t *map_len_p)
+{
+    char path[64];
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t start = offset & ~(uint64_t)(page - 1);
+    size_t map_len = (size_t)(offset - start + len);
+    void *map;
+    int local;
+
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+    local = open(path, O_RDWR | O_CLOEXEC);
+    if (local < 0) {
+        log_error("open(%s) failed: %s (a same-host peer's shared memory must be reachable "
+                  "through /proc; ranks need the same user and pid namespace)",
+                  path, strerror(errno));
+        return errno == ENOENT ? GPUPORT_ERR_PEER : GPUPORT_ERR_TRANSPORT;
+    }
+    map = mmap(NULL, map_len ? map_len : 1, PROT_READ | PROT_WRITE, MAP_SHARED, local,
+               (off_t)start);
+    close(local);
+    if (map == MAP_FAILED) {
+        log_error("mmap(%s, %zu bytes at offset %llu) failed: %s", path, map_len,
+                  (unsigned long long)start, strerror(errno));
+        return GPUPORT_ERR_TRANSPORT;
+    }
+    *addr_p = (char *)map + (offset - start);
+    *map_p = map;
+    *map_len_p = map_len ? map_len : 1;
+    return GPUPORT_OK;
+}
+
+int sm_reachable(gpuport_comm_t comm, int peer, char *why, size_t len)
+{
+    const gpuport_proc_rec_t *me = gpuport_tl_proc(comm, gpuport_tl_rank(comm));
+    const gpuport_proc_rec_t *p = gpuport_tl_proc(comm, peer);
+
+    if (!gpuport_tl_same_host(comm, peer)) {
+        snprintf(why, len, "rank %d is on another host (%s, host id %016llx; this is %s, %016llx)",
+                 peer, p->hostname, (unsigned long long)p->host_id, me->hostname,
+                 (unsigned long long)me->host_id);
+        return 0;
+    }
+    if (me->uid != p->uid) {
+        snprintf(why, len, "rank %d runs as uid %u and this rank as uid %u", peer, p->uid, me->uid);
+        return 0;
+    }
+    return 1;
+}
+
+gpuport_status_t sm_ctrl_map(gpuport_comm_t comm, int peer, sm_ctrl_t *c)
+{
+    const gpuport_proc_rec_t *p = gpuport_tl_proc(comm, peer);
+    void *addr;
+    gpuport_status_t st;
+
+    memset(c, 0, sizeof(*c));
+    st = sm_map_remote_fd(p->pid, p->ctrl_fd, 0, p->ctrl_size, &addr, &c->map, &c->map_len);
+    if (st)
+        return st;
+    c->slots = addr;
+    c->nslots = p->max_channels;
+    return GPUPORT_OK;
+}
+
+void sm_ctrl_unmap(sm_ctrl_t *c)
+{
+    if (c->map)
+        munmap(c->map, c->map_len);
+    memset(c, 0, sizeof(*c));
+}
+
+gpuport_sem_slot_t *sm_ctrl_slot(const sm_ctrl_t *c, int peer, uint32_t id)
+{
+    if (id >= c->nslots) {
+        log_error("rank %d named channel id %u, beyond its %u semaphore slots", peer, id,
+                  c->nslots);
+        return NULL;
+    }
+    return &c->slots[id];
+}

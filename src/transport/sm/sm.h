@@ -1,0 +1,36 @@
+/*
+ * What the same-host transports (shm, cuda_ipc) share: mapping a peer's
+ * shared memory through its file descriptor, the peer's control segment
+ * (the semaphores this rank signals), the reachability rule and the check
+ * of a peer-named semaphore slot. Only src/transport/<same-host>/ include
+ * this.
+ */
+#ifndef GPUPORT_SM_H
+#define GPUPORT_SM_H
+
+#include "transport/transport.h"
+
+/* Maps `len` bytes at `offset` of file descriptor `fd` of process `pid`
+ * (this process too). Returns the address of `offset` in *addr_p and the
+ * mapping to unmap in *map_p / *map_len_p. */
+gpuport_status_t sm_map_remote_fd(int pid, int fd, uint64_t offset, uint64_t len, void **addr_p,
+                                  void **map_p, size_t *map_len_p);
+
+/* 1 if peer is on this host and runs as this rank's user; else 0 with why. */
+int sm_reachable(gpuport_comm_t comm, int peer, char *why, size_t len);
+
+/* A peer's control segment, mapped here. */
+typedef struct sm_ctrl {
+    gpuport_sem_slot_t *slots;
+    uint32_t nslots;
+    void *map;
+    size_t map_len;
+} sm_ctrl_t;
+
+gpuport_status_t sm_ctrl_map(gpuport_comm_t comm, int peer, sm_ctrl_t *c);
+void sm_ctrl_unmap(sm_ctrl_t *c);
+/* The slot of the peer's channel id, or NULL (logged) when the peer named an
+ * id beyond its segment. */
+gpuport_sem_slot_t *sm_ctrl_slot(const sm_ctrl_t *c, int peer, uint32_t id);
+
+#endif

@@ -1,0 +1,196 @@
+/*
+ * What the core offers transports: the only core header a transport
+ * includes (with the ops table of transport.h, which includes it). A
+ * transport sees its communicator, connections and channels through the
+ * types below and reaches the rest of the core only through these services:
+ * facts about the communicator and its ranks, the bootstrap, the control
+ * segment's semaphores, failing and completing channels, flusher work and
+ * whether the communicator is stopping. It keeps its own state behind the
+ * `priv` pointers of its gpuport_tl_comm_t, gpuport_conn_t and
+ * gpuport_tl_chan_t.
+ *
+ * Threads: set-up services (facts, exchange, lookups) run on application
+ * threads; the "proxy thread" ones only from put/signal/progress and the
+ * other ops the proxy calls.
+ */
+#ifndef GPUPORT_TL_CORE_H
+#define GPUPORT_TL_CORE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bootstrap.h"
+#include "config.h"
+#include "flusher.h"
+#include "gpuport/gpuport.h"
+#include "log.h"
+#include "record.h"
+#include "util.h"
+
+struct gpuport_transport_ops;
+struct gpuport_topology;
+
+/* kinds (registry.c) a communicator has room for, "auto" included */
+#define GPUPORT_TL_MAX_KINDS GPUPORT_REC_TL_KINDS
+
+/* A registration as every transport sees it, classified once at
+ * registration (mem.c, gpuport_mem_classify): transports ask `kind`, never
+ * the memory itself. */
+typedef struct gpuport_region {
+    void *ptr;
+    uint64_t size;
+    int kind;       /* gpuport_region_kind_t */
+    int alloc_fd;   /* HOST_SHARED: the memfd behind it, else -1 */
+    uint64_t alloc_off; /* HOST_SHARED: offset of ptr in that memfd */
+} gpuport_region_t;
+
+/* 1 for both kinds of GPU memory (legacy IPC-exportable and VMM) */
+static inline int gpuport_region_is_device(int kind)
+{
+    return kind == GPUPORT_REGION_DEVICE || kind == GPUPORT_REGION_DEVICE_VMM;
+}
+
+/* A peer's region made usable here. */
+typedef struct gpuport_remote_region {
+    gpuport_region_rec_t rec; /* as the peer described it */
+    void *base;               /* mapped here, or NULL when not mapped */
+    void *map_base;           /* what to release, or NULL */
+    size_t map_len;
+} gpuport_remote_region_t;
+
+/* A transport's part of one communicator: opened for every built transport
+ * at communicator creation (ops->comm_open), closed at its destruction. */
+typedef struct gpuport_tl_comm {
+    gpuport_comm_t comm;
+    const struct gpuport_transport_ops *ops;
+    int kind;   /* its index in the transport list (transport.h) */
+    void *priv; /* the transport's */
+} gpuport_tl_comm_t;
+
+/* A connection to one peer, opened at the first channel to it. */
+typedef struct gpuport_conn {
+    gpuport_comm_t comm;
+    gpuport_tl_comm_t *tl;
+    int peer;
+    void *priv; /* the transport's */
+    /* the core's */
+    int refs;   /* channels using it */
+    int pindex; /* in the communicator's progress list, for transports with progress() */
+} gpuport_conn_t;
+
+/* One channel as its transport sees it: written by the core before
+ * chan_connect, read-only to the transport except dst, remote_status and
+ * priv, which chan_connect fills. */
+typedef struct gpuport_tl_chan {
+    uint32_t id;      /* this side's id: its inbound semaphore slot */
+    uint32_t peer_id; /* the peer's id for the channel (the slot this side signals) */
+    int peer;
+    gpuport_comm_t comm;
+    gpuport_conn_t *conn;
+    gpuport_region_t src;       /* local source (size 0: none) */
+    gpuport_region_t local_dst; /* where the peer's puts land here (size 0: none) */
+    gpuport_remote_region_t dst; /* the peer's destination region */
+    /* Where this side's failures are written for the peer to see, when the
+     * transport maps the peer's control segment; NULL: report_fail tells it. */
+    _Atomic int32_t *remote_status;
+    void *priv; /* the transport's */
+} gpuport_tl_chan_t;
+
+/* A channel's inbound semaphore, in the control segment that peers map. */
+typedef struct gpuport_sem_slot {
+    _Alignas(64) _Atomic uint64_t value;
+    _Atomic int32_t peer_status; /* the peer's side of the channel failed */
+} gpuport_sem_slot_t;
+
+/* ---- facts (any thread; constant for the communicator's life) ---- */
+int gpuport_tl_rank(gpuport_comm_t comm);
+int gpuport_tl_size(gpuport_comm_t comm);
+const gpuport_config_t *gpuport_tl_config(gpuport_comm_t comm);
+/* GPUPORT_TIMEOUT_MS in nanoseconds, 0: none */
+uint64_t gpuport_tl_timeout_ns(gpuport_comm_t comm);
+const gpuport_proc_rec_t *gpuport_tl_proc(gpuport_comm_t comm, int rank);
+/* 1 if GPUPORT_TRANSPORT names this transport (not auto) */
+int gpuport_tl_forced(const gpuport_tl_comm_t *tc);
+/* 1 if rank runs on this rank's host (same host id) */
+int gpuport_tl_same_host(gpuport_comm_t comm, int rank);
+/* NULL: the topology could not be read */
+struct gpuport_topology *gpuport_tl_topology(gpuport_comm_t comm);
+/* 1 in GPU mode (the communicator has a GPU) */
+int gpuport_tl_has_gpu(gpuport_comm_t comm);
+/* the GPU's PCI bus id; -1 for a host-only communicator */
+int gpuport_tl_gpu_bus_id(gpuport_comm_t comm, char *buf, size_t len);
+
+/* ---- the rank record's per-transport part ---- */
+/* comm_open writes its part (at most GPUPORT_TL_BLOB_MAX bytes, record.h)
+ * through gpuport_tl_blob_set, which stamps it with the transport's own
+ * version; peers' parts come back from gpuport_tl_blob, checked against the
+ * version and size this rank wrote: NULL, logged naming both, when they
+ * differ or the peer wrote none. */
+void *gpuport_tl_blob_set(void *blob, uint16_t version, uint16_t size);
+const void *gpuport_tl_blob(const gpuport_tl_comm_t *tc, int rank);
+
+/* ---- bootstrap (application threads) ---- */
+/* gpuport_bootstrap_exchange on the communicator's bootstrap */
+gpuport_status_t gpuport_tl_exchange(gpuport_comm_t comm, int peer, int tag, const void *mine,
+                                     void *theirs, size_t bytes);
+
+/* ---- connections and channels ---- */
+/* Application thread: this transport's open connection to peer, or NULL.
+ * *other_p (may be NULL) is set to 1 when the peer is connected through
+ * another transport. */
+gpuport_conn_t *gpuport_tl_conn_find(const gpuport_tl_comm_t *tc, int peer, int *other_p);
+/* Proxy thread: the active channel with this id on conn, else NULL (an id
+ * the peer named that is not, or no longer, ours on this connection). */
+gpuport_tl_chan_t *gpuport_tl_chan_find(gpuport_conn_t *conn, uint32_t id);
+/* Proxy thread: calls fn for every active channel on conn. */
+void gpuport_tl_conn_each(gpuport_conn_t *conn, void (*fn)(gpuport_tl_chan_t *ch, void *arg),
+                          void *arg);
+/* Proxy thread: the connection cannot go on. Fails every active channel on
+ * it on this side, this side's waiters for the peer's signals included;
+ * nothing is sent to the peer. Returns how many channels it failed. */
+int gpuport_tl_conn_fail(gpuport_conn_t *conn, gpuport_status_t status);
+/* Proxy thread: the same for one channel. */
+void gpuport_tl_chan_fail(gpuport_tl_chan_t *ch, gpuport_status_t status);
+/* Proxy thread, for transports whose put/signal return
+ * GPUPORT_TRANSPORT_ASYNC: the oldest incomplete operation of ch has
+ * completed with status. */
+void gpuport_tl_chan_complete(gpuport_tl_chan_t *ch, gpuport_status_t status);
+
+/* ---- this rank's control segment: the inbound semaphores ---- */
+/* The segment (for transports that register it with a NIC or map it for
+ * peers): base and size. */
+void gpuport_tl_ctrl(gpuport_comm_t comm, void **base_p, size_t *size_p);
+/* Slot of channel id; NULL for an id beyond the segment. */
+gpuport_sem_slot_t *gpuport_tl_sem(gpuport_comm_t comm, uint32_t id);
+/* A peer's signal arrived for channel id (transports that receive). */
+void gpuport_tl_sem_add(gpuport_comm_t comm, uint32_t id, uint64_t n);
+/* The peer's side of channel id failed: this side's waiters stop. */
+void gpuport_tl_sem_fail(gpuport_comm_t comm, uint32_t id, gpuport_status_t status);
+
+/* ---- flusher (proxy thread) ---- */
+/* room for n more items now */
+int gpuport_tl_flusher_room(gpuport_comm_t comm, uint32_t n);
+/* Queues flusher work of the connection's own (staging copies, ordered
+ * semaphore updates); its completion comes to ops->work_done. 0 when the
+ * flusher has no room now. */
+int gpuport_tl_post(gpuport_conn_t *conn, const gpuport_work_t *w);
+/* 1 once the communicator is being destroyed */
+int gpuport_tl_stopping(gpuport_comm_t comm);
+
+/* ---- GPU (application threads; GPU mode only) ---- */
+/* Makes the flusher's private context current on this thread, for set-up
+ * calls that open peers' memory in it; pop undoes it. */
+gpuport_status_t gpuport_tl_gpu_ctx_push(gpuport_comm_t comm);
+void gpuport_tl_gpu_ctx_pop(void);
+/* Pinned host memory the flusher's staging copies read and write. */
+gpuport_status_t gpuport_tl_stage_alloc(gpuport_comm_t comm, size_t size, void **p);
+void gpuport_tl_stage_free(gpuport_comm_t comm, void *p, size_t size);
+/* A dma-buf file descriptor for a GPU region (NIC registration): *fd_p
+ * (the caller closes it) covers the whole pages around the region, and
+ * *offset_p is where the region starts in it. NOT_SUPPORTED, with why,
+ * where the driver has no dma-buf export. */
+gpuport_status_t gpuport_tl_gpu_dmabuf(gpuport_comm_t comm, const gpuport_region_t *r, int *fd_p,
+                                       uint64_t *offset_p, char *why, size_t len);
+
+#endif
