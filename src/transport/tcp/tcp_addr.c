@@ -1,0 +1,237 @@
+/*
+ * tcp: the address a rank listens on (GPUPORT_SOCKET_IFNAME or the first
+ * interface up), the communicator's listener, and whether a peer can be
+ * reached at all.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "transport/tcp/tcp_priv.h"
+
+socklen_t tcp_sockaddr_of(const gpuport_proc_rec_t *p, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof(*ss));
+    if (p->tcp_family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = p->tcp_port;
+        a->sin6_scope_id = p->tcp_scope;
+        memcpy(&a->sin6_addr, p->tcp_addr, 16);
+        return sizeof(*a);
+    }
+    struct sockaddr_in *a = (struct sockaddr_in *)ss;
+    a->sin_family = AF_INET;
+    a->sin_port = p->tcp_port;
+    memcpy(&a->sin_addr, p->tcp_addr, 4);
+    return sizeof(*a);
+}
+
+void tcp_addr_text(const gpuport_proc_rec_t *p, char *buf, size_t len)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+
+    inet_ntop(p->tcp_family == AF_INET6 ? AF_INET6 : AF_INET, p->tcp_addr, host, sizeof(host));
+    snprintf(buf, len, p->tcp_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host,
+             (unsigned)ntohs(p->tcp_port));
+}
+
+/* Does interface name match the GPUPORT_SOCKET_IFNAME list? */
+static int if_selected(const char *list, const char *name)
+{
+    int exclude = list[0] == '^';
+    const char *s = list + exclude;
+
+    while (*s) {
+        size_t n = strcspn(s, ",");
+        if (n && strncmp(name, s, n) == 0)
+            return !exclude;
+        s += n + (s[n] == ',');
+    }
+    return exclude;
+}
+
+static int usable_v6(const struct sockaddr_in6 *a)
+{
+    return !IN6_IS_ADDR_LINKLOCAL(&a->sin6_addr) && !IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
+}
+
+/* Picks the interface and address to listen on: the first listed (or, with
+ * no list, the first up and not loopback) with an IPv4 address, else with a
+ * global IPv6 one; loopback when there is nothing else. */
+static gpuport_status_t pick_address(const gpuport_config_t *cfg, gpuport_proc_rec_t *me,
+                                     char *why, size_t len)
+{
+    struct ifaddrs *ifs, *i, *best = NULL;
+    const char *list = cfg->socket_ifname;
+    char seen[256] = "";
+    size_t used = 0;
+
+    if (getifaddrs(&ifs) != 0) {
+        snprintf(why, len, "getifaddrs failed: %s", strerror(errno));
+        return GPUPORT_ERR_TRANSPORT;
+    }
+    for (int pass = 0; pass < 3 && !best; pass++) {
+        for (i = ifs; i && !best; i = i->ifa_next) {
+            int loop;
+            if (!i->ifa_addr || !(i->ifa_flags & IFF_UP))
+                continue;
+            loop = (i->ifa_flags & IFF_LOOPBACK) != 0;
+            if (pass == 0 && used < sizeof(seen) && !strstr(seen, i->ifa_name))
+                used += (size_t)snprintf(seen + used, sizeof(seen) - used, "%s%s",
+                                         used ? ", " : "", i->ifa_name);
+            if (list[0] ? !if_selected(list, i->ifa_name) : (pass < 2) == loop)
+                continue;
+            if (pass == 0 && i->ifa_addr->sa_family == AF_INET)
+                best = i;
+            else if (pass == 1 && i->ifa_addr->sa_family == AF_INET6 &&
+                     (loop || usable_v6((struct sockaddr_in6 *)i->ifa_addr)))
+                best = i;
+            else if (pass == 2 && !list[0] &&
+                     (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6))
+                best = i;
+        }
+    }
+    if (!best) {
+        freeifaddrs(ifs);
+        if (list[0]) {
+            snprintf(why, len, "GPUPORT_SOCKET_IFNAME=%.64s matches no interface that is up with "
+                     "an address (interfaces up here: %.96s)", list, seen[0] ? seen : "none");
+            return GPUPORT_ERR_INVALID_CONFIG;
+        }
+        snprintf(why, len, "no network interface is up with an address");
+        return GPUPORT_ERR_TRANSPORT;
+    }
+    snprintf(me->tcp_ifname, sizeof(me->tcp_ifname), "%s", best->ifa_name);
+    if (best->ifa_addr->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)best->ifa_addr;
+        me->tcp_family = AF_INET6;
+        me->tcp_scope = a->sin6_scope_id;
+        memcpy(me->tcp_addr, &a->sin6_addr, 16);
+    } else {
+        me->tcp_family = AF_INET;
+        memcpy(me->tcp_addr, &((const struct sockaddr_in *)best->ifa_addr)->sin_addr, 4);
+    }
+    if (best->ifa_flags & IFF_LOOPBACK)
+        log_info("tcp: no interface but loopback is up; tcp reaches only ranks on this host");
+    freeifaddrs(ifs);
+    return GPUPORT_OK;
+}
+
+gpuport_status_t gpuport_tcp_comm_init(gpuport_comm_t comm, gpuport_proc_rec_t *me)
+{
+    struct gpuport_tcp_comm *t = calloc(1, sizeof(*t));
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    gpuport_status_t status;
+    int forced = comm->config.transport == GPUPORT_TRANSPORT_TCP;
+    char where[80];
+
+    if (!t)
+        return GPUPORT_ERR_NO_MEMORY;
+    t->listen_fd = -1;
+    t->epfd = -1;
+    comm->tcp = t;
+    t->pending = malloc((size_t)comm->size * sizeof(int));
+    if (!t->pending)
+        return GPUPORT_ERR_NO_MEMORY;
+    for (int r = 0; r < comm->size; r++)
+        t->pending[r] = -1;
+    if (getrandom(&t->cookie, sizeof(t->cookie), 0) != sizeof(t->cookie))
+        t->cookie = gpuport_now_ns() ^ ((uint64_t)getpid() << 32);
+    status = pick_address(&comm->config, me, t->why, sizeof(t->why));
+    if (status == GPUPORT_OK) {
+        sl = tcp_sockaddr_of(me, &ss); /* port 0: any */
+        t->listen_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (t->listen_fd < 0 || bind(t->listen_fd, (struct sockaddr *)&ss, sl) != 0 ||
+            listen(t->listen_fd, 1024) != 0 ||
+            getsockname(t->listen_fd, (struct sockaddr *)&ss, &sl) != 0) {
+            snprintf(t->why, sizeof(t->why), "cannot listen on %s: %s", me->tcp_ifname,
+                     strerror(errno));
+            status = GPUPORT_ERR_TRANSPORT;
+        }
+    }
+    if (status != GPUPORT_OK) {
+        if (t->listen_fd >= 0)
+            close(t->listen_fd);
+        t->listen_fd = -1;
+        me->tcp_port = 0;
+        if (forced || status == GPUPORT_ERR_INVALID_CONFIG) {
+            log_error("tcp: %s", t->why);
+            return status;
+        }
+        log_info("tcp: not available: %s", t->why);
+        return GPUPORT_OK;
+    }
+    me->tcp_port = ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                            : ((struct sockaddr_in *)&ss)->sin_port;
+    me->tcp_cookie = t->cookie;
+    t->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (t->epfd < 0)
+        log_warn("tcp: epoll_create1 failed (%s); the proxy will try every connection on every "
+                 "pass", strerror(errno));
+    tcp_addr_text(me, where, sizeof(where));
+    log_debug("tcp: listening on %s (%s)", where, me->tcp_ifname);
+    return GPUPORT_OK;
+}
+
+void gpuport_tcp_comm_fini(gpuport_comm_t comm)
+{
+    struct gpuport_tcp_comm *t = comm->tcp;
+
+    if (!t)
+        return;
+    if (t->listen_fd >= 0)
+        close(t->listen_fd);
+    if (t->epfd >= 0)
+        close(t->epfd);
+    for (int r = 0; t->pending && r < comm->size; r++)
+        if (t->pending[r] >= 0)
+            close(t->pending[r]);
+    free(t->pending);
+    free(t);
+    comm->tcp = NULL;
+}
+
+int tcp_reachable(gpuport_comm_t comm, int peer, char *why, size_t len)
+{
+    const gpuport_proc_rec_t *p = &comm->procs[peer];
+
+    if (!comm->tcp || comm->tcp->listen_fd < 0) {
+        snprintf(why, len, "this rank has no tcp listener (%s)",
+                 comm->tcp ? comm->tcp->why : "not set up");
+        return 0;
+    }
+    if (p->tcp_port == 0) {
+        snprintf(why, len, "rank %d (%s) has no tcp listener; its log says why", peer,
+                 p->hostname);
+        return 0;
+    }
+    return 1;
+}
+
+/* For gpuport_info: where a communicator created now would listen. */
+int gpuport_tcp_describe(const gpuport_config_t *cfg, char *buf, size_t len)
+{
+    gpuport_proc_rec_t me;
+    char why[256], host[INET6_ADDRSTRLEN] = "?";
+
+    memset(&me, 0, sizeof(me));
+    if (pick_address(cfg, &me, why, sizeof(why)) != GPUPORT_OK) {
+        snprintf(buf, len, "%s", why);
+        return 0;
+    }
+    inet_ntop(me.tcp_family, me.tcp_addr, host, sizeof(host));
+    snprintf(buf, len, "interface %s, address %s%s", me.tcp_ifname, host,
+             cfg->socket_ifname[0] ? " (GPUPORT_SOCKET_IFNAME)" : "");
+    return 1;
+}

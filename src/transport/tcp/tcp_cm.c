@@ -1,0 +1,292 @@
+/*
+ * tcp: connection set-up (application thread, under comm->lock). The lower
+ * rank connects and greets with the listener's cookie; the higher accepts,
+ * keeping connections from other ranks for their turn.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "transport/tcp/tcp_priv.h"
+
+#define HELLO_MAGIC 0x43545047u /* "GPTC" */
+
+typedef struct tcp_hello {
+    uint32_t magic;
+    uint16_t version_major, version_minor, version_patch, layout;
+    int32_t from_rank, to_rank;
+    uint32_t reserved;
+    uint64_t cookie; /* the listener's, from its rank record */
+} tcp_hello_t;
+
+static uint64_t deadline_of(gpuport_comm_t comm)
+{
+    return comm->timeout_ns ? gpuport_now_ns() + comm->timeout_ns : UINT64_MAX;
+}
+
+static int ms_left(uint64_t deadline)
+{
+    uint64_t now = gpuport_now_ns();
+    if (deadline == UINT64_MAX)
+        return 1000;
+    if (now >= deadline)
+        return 0;
+    return (int)((deadline - now) / 1000000 + 1 > 1000 ? 1000 : (deadline - now) / 1000000 + 1);
+}
+
+/* Moves len bytes through a blocking-style loop on a nonblocking socket. */
+static int io_full(int fd, void *buf, size_t len, int writing, uint64_t deadline)
+{
+    size_t done = 0;
+
+    while (done < len) {
+        ssize_t n = writing ? send(fd, (char *)buf + done, len - done, MSG_NOSIGNAL)
+                            : recv(fd, (char *)buf + done, len - done, 0);
+        if (n > 0) {
+            done += (size_t)n;
+            continue;
+        }
+        if (n == 0)
+            return ECONNRESET;
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return errno;
+        struct pollfd pf = {fd, writing ? POLLOUT : POLLIN, 0};
+        int wait = ms_left(deadline);
+        if (wait == 0)
+            return ETIMEDOUT;
+        poll(&pf, 1, wait);
+    }
+    return 0;
+}
+
+static void set_nonblock(int fd)
+{
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+/* Keepalive and TCP_USER_TIMEOUT bound how long a dead link goes unnoticed,
+ * whether or not data is in flight. */
+static void tune(int fd, const gpuport_config_t *cfg)
+{
+    int one = 1;
+    int idle = (int)(cfg->socket_timeout_ms / 3000) > 0 ? (int)(cfg->socket_timeout_ms / 3000) : 1;
+    int intvl = 1, cnt = (int)(cfg->socket_timeout_ms / 1000);
+    unsigned int user_timeout = (unsigned int)cfg->socket_timeout_ms;
+
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
+}
+
+static int connect_to(gpuport_comm_t comm, int peer, uint64_t deadline)
+{
+    const gpuport_proc_rec_t *p = &comm->procs[peer];
+    struct sockaddr_storage ss;
+    socklen_t sl = tcp_sockaddr_of(p, &ss);
+    char where[80];
+    tcp_hello_t h;
+    int fd = -1, err = 0;
+
+    tcp_addr_text(p, where, sizeof(where));
+    for (;;) {
+        fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+            err = errno;
+            break;
+        }
+        if (connect(fd, (struct sockaddr *)&ss, sl) == 0) {
+            err = 0;
+        } else if (errno == EINPROGRESS) {
+            struct pollfd pf = {fd, POLLOUT, 0};
+            socklen_t el = sizeof(err);
+            int r;
+            while ((r = poll(&pf, 1, ms_left(deadline))) == 0 && ms_left(deadline) > 0)
+                ;
+            if (r <= 0)
+                err = ETIMEDOUT;
+            else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+                err = errno;
+        } else {
+            err = errno;
+        }
+        if (err == 0)
+            break;
+        close(fd);
+        fd = -1;
+        /* a listener's backlog can overflow while many ranks connect */
+        if ((err != ECONNREFUSED && err != EAGAIN) || ms_left(deadline) == 0)
+            break;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (fd < 0) {
+        log_error("tcp: cannot connect to rank %d (%s at %s): %s", peer, p->hostname, where,
+                  strerror(err));
+        return -1;
+    }
+    memset(&h, 0, sizeof(h));
+    h.magic = HELLO_MAGIC;
+    h.version_major = GPUPORT_VERSION_MAJOR;
+    h.version_minor = GPUPORT_VERSION_MINOR;
+    h.version_patch = GPUPORT_VERSION_PATCH;
+    h.layout = GPUPORT_RECORD_LAYOUT;
+    h.from_rank = comm->rank;
+    h.to_rank = peer;
+    h.cookie = p->tcp_cookie;
+    err = io_full(fd, &h, sizeof(h), 1, deadline);
+    if (err) {
+        log_error("tcp: connected to rank %d at %s, but sending the greeting failed: %s", peer,
+                  where, strerror(err));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Accepts until peer's connection arrives; others are kept for their turn. */
+static int accept_from(gpuport_comm_t comm, int peer, uint64_t deadline)
+{
+    struct gpuport_tcp_comm *t = comm->tcp;
+
+    for (;;) {
+        struct pollfd pf = {t->listen_fd, POLLIN, 0};
+        tcp_hello_t h;
+        int fd, err, wait;
+
+        if (t->pending[peer] >= 0) {
+            fd = t->pending[peer];
+            t->pending[peer] = -1;
+            return fd;
+        }
+        wait = ms_left(deadline);
+        if (wait == 0) {
+            log_error("tcp: rank %d did not connect within GPUPORT_TIMEOUT_MS=%llu", peer,
+                      (unsigned long long)comm->config.timeout_ms);
+            return -1;
+        }
+        if (poll(&pf, 1, wait) <= 0)
+            continue;
+        fd = accept4(t->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            continue;
+        err = io_full(fd, &h, sizeof(h), 0, gpuport_now_ns() + 5000000000ull);
+        if (err || h.magic != HELLO_MAGIC || h.cookie != t->cookie || h.to_rank != comm->rank ||
+            h.from_rank < 0 || h.from_rank >= comm->size) {
+            log_warn("tcp: dropped a connection that is not from this communicator (%s)",
+                     err ? strerror(err) : "wrong greeting");
+            close(fd);
+            continue;
+        }
+        if (h.version_major != GPUPORT_VERSION_MAJOR || h.version_minor != GPUPORT_VERSION_MINOR ||
+            h.layout != GPUPORT_RECORD_LAYOUT) {
+            log_error("tcp: rank %d runs gpuport %u.%u.%u (layout %u), this rank %d.%d.%d "
+                      "(layout %d)",
+                      h.from_rank, h.version_major, h.version_minor, h.version_patch, h.layout,
+                      GPUPORT_VERSION_MAJOR, GPUPORT_VERSION_MINOR, GPUPORT_VERSION_PATCH,
+                      GPUPORT_RECORD_LAYOUT);
+            close(fd);
+            return -1;
+        }
+        if (h.from_rank == peer)
+            return fd;
+        if (t->pending[h.from_rank] >= 0)
+            close(t->pending[h.from_rank]);
+        t->pending[h.from_rank] = fd;
+    }
+}
+
+static void conn_free(tcp_conn_t *tc)
+{
+    gpuport_gpu_stage_free(tc->comm, tc->txs, (size_t)NSLOT * CHUNK);
+    gpuport_gpu_stage_free(tc->comm, tc->rxs, (size_t)NSLOT * CHUNK);
+    if (tc->fd_tx >= 0)
+        close(tc->fd_tx);
+    if (tc->fd_rx >= 0 && tc->fd_rx != tc->fd_tx)
+        close(tc->fd_rx);
+    free(tc->tx);
+    free(tc->inflight);
+    free(tc->rxbuf);
+    free((void *)tc->rx_ok);
+    free(tc);
+}
+
+gpuport_status_t tcp_conn_open(gpuport_conn_t *conn)
+{
+    gpuport_comm_t comm = conn->comm;
+    uint64_t deadline = deadline_of(comm);
+    tcp_conn_t *tc = calloc(1, sizeof(*tc));
+    int peer = conn->peer;
+
+    if (!tc)
+        return GPUPORT_ERR_NO_MEMORY;
+    tc->comm = comm;
+    tc->peer = peer;
+    tc->fd_tx = tc->fd_rx = -1;
+    /* Powers of two, so that ring positions stay consistent when the 32-bit
+     * counters wrap; CONTROL_SPARE entries of tx are for ACK, FAIL, BYE. */
+    tc->q = (uint32_t)comm->config.socket_queue;
+    tc->tx_cap = tc->q;
+    tc->tx = calloc(tc->tx_cap, sizeof(*tc->tx));
+    tc->inflight = calloc(tc->q, sizeof(*tc->inflight));
+    tc->rxbuf = malloc(RXBUF);
+    tc->rx_ok = calloc(comm->config.max_channels, 1);
+    if (!tc->tx || !tc->inflight || !tc->rxbuf || !tc->rx_ok) {
+        conn_free(tc);
+        return GPUPORT_ERR_NO_MEMORY;
+    }
+    /* The lower rank connects, the higher accepts; a rank and itself do
+     * both and send on one socket, receive on the other. */
+    if (comm->rank <= peer)
+        tc->fd_tx = connect_to(comm, peer, deadline);
+    if (comm->rank >= peer && (comm->rank != peer || tc->fd_tx >= 0))
+        tc->fd_rx = accept_from(comm, peer, deadline);
+    if (comm->rank < peer)
+        tc->fd_rx = tc->fd_tx;
+    else if (comm->rank > peer)
+        tc->fd_tx = tc->fd_rx;
+    if (tc->fd_tx < 0 || tc->fd_rx < 0) {
+        conn_free(tc);
+        return GPUPORT_ERR_TRANSPORT;
+    }
+    tune(tc->fd_tx, &comm->config);
+    if (tc->fd_rx != tc->fd_tx)
+        tune(tc->fd_rx, &comm->config);
+    set_nonblock(tc->fd_tx);
+    set_nonblock(tc->fd_rx);
+    tc->conn = conn;
+    tc->readable = 1;
+    if (comm->tcp->epfd >= 0) {
+        struct epoll_event ev;
+        memset(&ev, 0, sizeof(ev));
+        ev.events = EPOLLIN;
+        ev.data.ptr = tc;
+        tc->no_epoll = epoll_ctl(comm->tcp->epfd, EPOLL_CTL_ADD, tc->fd_rx, &ev) != 0;
+        if (tc->no_epoll)
+            log_warn("tcp: epoll_ctl(ADD) for rank %d failed (%s); its socket is tried on every "
+                     "pass", peer, strerror(errno));
+    } else {
+        tc->no_epoll = 1;
+    }
+    conn->priv = tc;
+    atomic_fetch_add_explicit(&comm->tcp->nconns, 1, memory_order_release);
+    log_debug("tcp: connected to rank %d (%s)", peer, comm->procs[peer].hostname);
+    return GPUPORT_OK;
+}
+
+void tcp_conn_close(gpuport_conn_t *conn)
+{
+    if (conn->priv)
+        conn_free(conn->priv);
+    conn->priv = NULL;
+}

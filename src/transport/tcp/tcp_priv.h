@@ -1,0 +1,189 @@
+/*
+ * The tcp transport's internals, for its own files only (src/transport/tcp/
+ * *.c): the wire format, a connection's state, and the functions the files
+ * share. tcp.c says how the transport works and holds its table of
+ * operations; tcp_addr.c picks the address and runs the communicator's
+ * listener; tcp_cm.c sets connections up; tcp_tx.c sends (and stages GPU
+ * sources through the flusher); tcp_rx.c receives. The core reaches the
+ * transport only through gpuport_transport_tcp and the gpuport_tcp_*
+ * entry points of transport.h.
+ */
+#ifndef GPUPORT_TCP_PRIV_H
+#define GPUPORT_TCP_PRIV_H
+
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "internal.h"
+
+#define RXBUF 65536
+#define DIRECT_MIN 16384        /* payload rest this large is received in place */
+#define IOV_BATCH 64
+#define PASS_BYTES (8u << 20)   /* per direction and progress call, so one big put
+                                 * does not starve the FIFO and other peers */
+#define NO_CHANNEL UINT32_MAX
+#define CHUNK (1u << 20)        /* GPU staging piece */
+#define NSLOT 8                 /* staging pieces per direction and connection */
+#define POSTED_CAP 256          /* flusher items of one connection in flight */
+#define CONTROL_SPARE 64        /* send-queue entries kept from operations */
+/* A channel whose creation was finishing when its connection broke becomes
+ * active after the break: a broken connection's channels are looked at again
+ * this often. */
+#define RESCAN_NS (10 * 1000 * 1000ull)
+
+enum { POST_TX = 1, POST_RX_CHUNK = 2, POST_RX_SIGNAL = 3 };
+
+enum { MSG_PUT = 1, MSG_SIGNAL = 2, MSG_ACK = 3, MSG_FAIL = 4, MSG_BYE = 5 };
+
+typedef struct tcp_msg {
+    uint32_t type;
+    uint32_t channel; /* the receiver's channel id */
+    uint64_t a;       /* PUT: destination offset; ACK: count applied; FAIL: status */
+    uint64_t size;    /* PUT: payload bytes that follow */
+    uint64_t reserved;
+} tcp_msg_t;
+
+struct gpuport_tcp_comm {
+    int listen_fd;
+    uint64_t cookie;
+    int *pending; /* by rank: accepted, hello read, not yet claimed (comm->lock) */
+    char why[256]; /* why there is no listener */
+    /* The connections' receiving sockets: the proxy asks once per pass which
+     * are readable instead of trying a recv on each (-1: try each). */
+    int epfd;
+    _Atomic int nconns;
+};
+
+typedef struct tx_item {
+    tcp_msg_t hdr;
+    const char *payload;
+    const char *dev_src; /* GPU source: the payload comes through tx staging */
+    uint64_t sent;       /* bytes of header and payload already sent */
+} tx_item_t;
+
+/* A piece of a GPU source in tx staging (slot = its index % NSLOT). */
+typedef struct tx_chunk {
+    uint32_t item; /* tx index */
+    uint64_t off, len; /* in the item's payload */
+} tx_chunk_t;
+
+typedef struct posted {
+    uint8_t kind;    /* POST_* */
+    uint64_t marker; /* rx: operations applied once this completes */
+} posted_t;
+
+typedef struct tcp_conn {
+    gpuport_comm_t comm;
+    int peer;
+    int fd_tx, fd_rx; /* one socket, or two for a rank and itself */
+    int broken;       /* a gpuport_status_t once the connection failed */
+    int fail_status;  /* broken without goodbye: channels on it must fail */
+    uint64_t next_rescan_ns; /* ... including those activated after the break */
+    /* sending (proxy thread) */
+    tx_item_t *tx;    /* ring of messages to send */
+    uint32_t tx_cap, tx_head, tx_tail;
+    uint32_t *inflight; /* local channel ids of sent PUT/SIGNAL, awaiting ACK */
+    uint32_t q;         /* GPUPORT_SOCKET_QUEUE, power of two: tx and inflight sizes */
+    uint64_t ops_sent, ops_acked;
+    int ack_queued;     /* an ACK is in tx and not yet started */
+    uint32_t ack_slot;
+    int bye_sent, bye_seen;
+    int bye_applied; /* channels closed after the peer's goodbye */
+    int readable;    /* epoll said so, and no recv has come back empty since */
+    int no_epoll;    /* not in the epoll set: always try */
+    /* receiving (proxy thread) */
+    char *rxbuf;
+    size_t rx_len, rx_pos;
+    tcp_msg_t cur;
+    int in_payload;
+    char *payload_dst; /* NULL: discard */
+    uint64_t payload_left;
+    uint64_t applied; /* PUT/SIGNAL applied, acknowledged cumulatively */
+    uint64_t acked_sent;
+    uint64_t rx_ops;  /* PUT/SIGNAL received and handled (applied or posted) */
+    _Atomic uint8_t *rx_ok; /* by local channel id: connected, may receive */
+    /* GPU regions: staging (pinned, NSLOT * CHUNK each; made by chan_connect
+     * on the application thread before the channel can carry anything) */
+    char *txs, *rxs;
+    tx_chunk_t tchunk[NSLOT];
+    uint32_t tc_head, tc_ready, tc_tail; /* pieces freed, staged, posted */
+    uint32_t sg_item;                    /* tx item being staged */
+    uint64_t sg_off;                     /* its payload bytes posted */
+    int dev_payload;                     /* the payload in progress goes to a GPU */
+    char *dev_dst;                       /* its destination (device address) */
+    uint32_t rc_head, rc_tail;           /* rx pieces copied out, posted */
+    uint64_t rc_fill;                    /* bytes in the piece being filled */
+    uint64_t rx_pending;                 /* rx items at the flusher */
+    posted_t posted[POSTED_CAP];
+    uint32_t po_head, po_tail;
+    gpuport_conn_t *conn;
+} tcp_conn_t;
+
+static inline int tcp_tx_room(const tcp_conn_t *tc, uint32_t n)
+{
+    return tc->tx_tail - tc->tx_head + n <= tc->tx_cap;
+}
+
+static inline tx_item_t *tcp_tx_push(tcp_conn_t *tc, uint32_t type, uint32_t channel,
+                                     uint64_t a, uint64_t size, const void *payload)
+{
+    tx_item_t *it = &tc->tx[tc->tx_tail % tc->tx_cap];
+
+    memset(it, 0, sizeof(*it));
+    it->hdr.type = type;
+    it->hdr.channel = channel;
+    it->hdr.a = a;
+    it->hdr.size = size;
+    it->payload = payload;
+    tc->tx_tail++;
+    return it;
+}
+
+static inline int tcp_post_full(const tcp_conn_t *tc)
+{
+    return tc->po_tail - tc->po_head == POSTED_CAP;
+}
+
+static inline void tcp_post_push(tcp_conn_t *tc, uint8_t kind, uint64_t marker)
+{
+    posted_t *p = &tc->posted[tc->po_tail % POSTED_CAP];
+
+    p->kind = kind;
+    p->marker = marker;
+    tc->po_tail++;
+}
+
+static inline int tcp_gpu_kind(int kind)
+{
+    return kind == GPUPORT_REGION_DEVICE || kind == GPUPORT_REGION_DEVICE_VMM;
+}
+
+/* ---- shared between the files ---- */
+
+/* tcp_addr.c */
+socklen_t tcp_sockaddr_of(const gpuport_proc_rec_t *p, struct sockaddr_storage *ss);
+void tcp_addr_text(const gpuport_proc_rec_t *p, char *buf, size_t len);
+int tcp_reachable(gpuport_comm_t comm, int peer, char *why, size_t len);
+
+/* tcp_cm.c */
+gpuport_status_t tcp_conn_open(gpuport_conn_t *conn);
+void tcp_conn_close(gpuport_conn_t *conn);
+
+/* tcp_tx.c */
+int tcp_has_room(gpuport_pchan_t *ch, uint32_t nops);
+int tcp_put(gpuport_pchan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
+            int behind_work, gpuport_work_t *work);
+int tcp_signal(gpuport_pchan_t *ch, int behind_work, gpuport_work_t *work);
+void tcp_report_fail(gpuport_pchan_t *ch, gpuport_status_t status);
+void tcp_stage_tx(tcp_conn_t *tc);
+int tcp_send_some(tcp_conn_t *tc);
+void tcp_queue_ack(tcp_conn_t *tc);
+
+/* tcp_rx.c */
+int tcp_recv_some(tcp_conn_t *tc);
+
+/* tcp.c */
+void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, int err);
+
+#endif

@@ -1,0 +1,287 @@
+/*
+ * tcp: receiving (proxy thread): headers, payloads written in place or
+ * through rx staging for GPU destinations, signals, acknowledgements.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "transport/tcp/tcp_priv.h"
+
+/* The receiving side has handled one more PUT or SIGNAL; it is applied now
+ * unless GPU copies are still ahead of it at the flusher. */
+static void rx_op_done(tcp_conn_t *tc)
+{
+    tc->rx_ops++;
+    if (tc->rx_pending == 0)
+        tc->applied = tc->rx_ops;
+}
+
+static gpuport_pchan_t *rx_channel(tcp_conn_t *tc, uint32_t id)
+{
+    gpuport_comm_t comm = tc->comm;
+
+    if (id >= comm->config.max_channels ||
+        !atomic_load_explicit(&tc->rx_ok[id], memory_order_acquire))
+        return NULL;
+    return &comm->pchans[id];
+}
+
+static void protocol_error(tcp_conn_t *tc, const char *fmt, uint64_t a, uint64_t b)
+{
+    char msg[160];
+
+    snprintf(msg, sizeof(msg), fmt, (unsigned long long)a, (unsigned long long)b);
+    tcp_conn_break(tc, GPUPORT_ERR_PEER, msg, 0);
+}
+
+static void apply_acks(tcp_conn_t *tc, uint64_t count)
+{
+    if (count > tc->ops_sent || count < tc->ops_acked) {
+        protocol_error(tc, "acknowledged %llu operations of %llu sent", count, tc->ops_sent);
+        return;
+    }
+    while (tc->ops_acked < count) {
+        uint32_t id = tc->inflight[tc->ops_acked % tc->q];
+        tc->ops_acked++;
+        gpuport_pchan_complete(&tc->comm->pchans[id], GPUPORT_OK);
+    }
+}
+
+/* A whole header is in cur: act on it, or start its payload. */
+static void on_header(tcp_conn_t *tc)
+{
+    gpuport_comm_t comm = tc->comm;
+    tcp_msg_t *m = &tc->cur;
+    gpuport_pchan_t *ch;
+
+    switch (m->type) {
+    case MSG_PUT:
+        ch = rx_channel(tc, m->channel);
+        tc->in_payload = m->size > 0;
+        tc->payload_left = m->size;
+        tc->payload_dst = NULL;
+        tc->dev_payload = 0;
+        if (!ch) {
+            log_error("tcp: rank %d put %llu bytes on channel %u, which is not open here; "
+                      "discarded",
+                      tc->peer, (unsigned long long)m->size, m->channel);
+        } else if (m->a > ch->local_dst_size || m->size > ch->local_dst_size - m->a) {
+            log_error("tcp: rank %d put %llu bytes at offset %llu on channel %u, outside its "
+                      "%llu-byte destination; discarded, the channel is failed",
+                      tc->peer, (unsigned long long)m->size, (unsigned long long)m->a, m->channel,
+                      (unsigned long long)ch->local_dst_size);
+            gpuport_pchan_fail_local(ch, GPUPORT_ERR_OUT_OF_RANGE);
+        } else if (tcp_gpu_kind(ch->local_dst_kind)) {
+            tc->dev_payload = tc->in_payload;
+            tc->dev_dst = (char *)ch->local_dst + m->a;
+        } else {
+            tc->payload_dst = (char *)ch->local_dst + m->a;
+        }
+        if (!tc->in_payload)
+            rx_op_done(tc);
+        return;
+    case MSG_SIGNAL:
+        ch = rx_channel(tc, m->channel);
+        if (!ch) {
+            log_error("tcp: rank %d signalled channel %u, which is not open here; dropped",
+                      tc->peer, m->channel);
+            rx_op_done(tc);
+        } else if (tc->rx_pending) {
+            /* behind GPU copies still at the flusher (room was checked) */
+            gpuport_work_t w;
+            memset(&w, 0, sizeof(w));
+            w.kind = GPUPORT_WORK_SEM_ADD;
+            w.sem = &comm->ctrl[m->channel].value;
+            w.value = 1;
+            gpuport_proxy_post(tc->conn, &w);
+            tc->rx_ops++;
+            tcp_post_push(tc, POST_RX_SIGNAL, tc->rx_ops);
+            tc->rx_pending++;
+        } else {
+            atomic_fetch_add_explicit(&comm->ctrl[m->channel].value, 1, memory_order_release);
+            rx_op_done(tc);
+        }
+        return;
+    case MSG_ACK:
+        apply_acks(tc, m->a);
+        return;
+    case MSG_FAIL:
+        if (m->channel < comm->config.max_channels) {
+            int32_t ok = GPUPORT_OK;
+            atomic_compare_exchange_strong(&comm->ctrl[m->channel].peer_status, &ok,
+                                           (int32_t)(int64_t)m->a);
+        }
+        return;
+    case MSG_BYE:
+        tc->bye_seen = 1;
+        return;
+    default:
+        protocol_error(tc, "sent message type %llu (size %llu)", m->type, m->size);
+    }
+}
+
+static void payload_done(tcp_conn_t *tc, uint64_t n)
+{
+    if (tc->payload_dst)
+        tc->payload_dst += n;
+    tc->payload_left -= n;
+    if (tc->payload_left == 0) {
+        tc->in_payload = 0;
+        rx_op_done(tc);
+    }
+}
+
+static void rx_closed(tcp_conn_t *tc)
+{
+    if (tc->bye_seen && !tc->in_payload)
+        tc->broken = GPUPORT_ERR_PEER; /* closed after goodbye: quietly */
+    else
+        tcp_conn_break(tc, GPUPORT_ERR_PEER, "was closed by the peer without goodbye "
+                   "(process exited?)", 0);
+}
+
+/* A payload for GPU memory: into an rx staging piece (buffered bytes first,
+ * then the socket), and each full piece to the flusher. 1: progress; 0:
+ * blocked (no piece free, no flusher room, no data); -1: the connection
+ * ended. */
+static int recv_device(tcp_conn_t *tc, uint64_t *budget)
+{
+    uint64_t target = tc->rc_fill + tc->payload_left < CHUNK ? tc->rc_fill + tc->payload_left
+                                                              : CHUNK;
+    char *slot = tc->rxs + (size_t)(tc->rc_tail % NSLOT) * CHUNK;
+    gpuport_work_t w;
+    int last;
+
+    if (tc->rc_fill < target) {
+        size_t avail = tc->rx_len - tc->rx_pos, want = (size_t)(target - tc->rc_fill);
+        ssize_t got;
+        if (tc->rc_fill == 0 && tc->rc_tail - tc->rc_head == NSLOT)
+            return 0;
+        if (avail) {
+            got = (ssize_t)(avail < want ? avail : want);
+            memcpy(slot + tc->rc_fill, tc->rxbuf + tc->rx_pos, (size_t)got);
+            tc->rx_pos += (size_t)got;
+        } else {
+            got = recv(tc->fd_rx, slot + tc->rc_fill, want, MSG_DONTWAIT);
+            if (got == 0) {
+                rx_closed(tc);
+                return -1;
+            }
+            if (got < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                    tc->readable = 0;
+                    return 0;
+                }
+                if (errno == EINTR)
+                    return 0;
+                tcp_conn_break(tc, GPUPORT_ERR_TRANSPORT, "failed while receiving", errno);
+                return -1;
+            }
+        }
+        tc->rc_fill += (uint64_t)got;
+        tc->payload_left -= (uint64_t)got;
+        *budget -= (uint64_t)got < *budget ? (uint64_t)got : *budget;
+        if (tc->rc_fill < target)
+            return 1;
+    }
+    if (tcp_post_full(tc))
+        return 0;
+    memset(&w, 0, sizeof(w));
+    w.kind = GPUPORT_WORK_CU_TO_DEVICE;
+    w.dst = tc->dev_dst;
+    w.src = slot;
+    w.size = tc->rc_fill;
+    w.aux = NULL; /* destinations are VMM memory (tcp_chan_connect) */
+    if (!gpuport_proxy_post(tc->conn, &w))
+        return 0;
+    last = tc->payload_left == 0;
+    if (last)
+        tc->rx_ops++;
+    tcp_post_push(tc, POST_RX_CHUNK, tc->rx_ops);
+    tc->rx_pending++;
+    tc->rc_tail++;
+    tc->dev_dst += tc->rc_fill;
+    tc->rc_fill = 0;
+    if (last) {
+        tc->in_payload = 0;
+        tc->dev_payload = 0;
+    }
+    return 1;
+}
+
+int tcp_recv_some(tcp_conn_t *tc)
+{
+    uint64_t budget = PASS_BYTES;
+    int progressed = 0;
+
+    while (budget > 0 && !tc->broken) {
+        size_t avail = tc->rx_len - tc->rx_pos;
+        ssize_t n;
+
+        if (tc->in_payload && tc->dev_payload) {
+            int r = recv_device(tc, &budget);
+            if (r <= 0)
+                break;
+            progressed = 1;
+            continue;
+        }
+        if (tc->in_payload && avail > 0) {
+            size_t take = avail < tc->payload_left ? avail : (size_t)tc->payload_left;
+            if (tc->payload_dst)
+                memcpy(tc->payload_dst, tc->rxbuf + tc->rx_pos, take);
+            tc->rx_pos += take;
+            payload_done(tc, take);
+            continue;
+        }
+        /* behind GPU copies, a SIGNAL goes to the flusher: room first */
+        if (!tc->in_payload && tc->rx_pending &&
+            (tcp_post_full(tc) || !gpuport_flusher_has_room(&tc->comm->proxy.flusher, 1)))
+            break;
+        if (!tc->in_payload && avail >= sizeof(tcp_msg_t)) {
+            memcpy(&tc->cur, tc->rxbuf + tc->rx_pos, sizeof(tcp_msg_t));
+            tc->rx_pos += sizeof(tcp_msg_t);
+            on_header(tc);
+            progressed = 1;
+            continue;
+        }
+        /* need bytes from the socket */
+        if (tc->in_payload && tc->payload_dst && tc->payload_left >= DIRECT_MIN) {
+            size_t want = tc->payload_left < budget ? (size_t)tc->payload_left : (size_t)budget;
+            n = recv(tc->fd_rx, tc->payload_dst, want, MSG_DONTWAIT);
+            if (n > 0) {
+                payload_done(tc, (uint64_t)n);
+                budget -= (uint64_t)n < budget ? (uint64_t)n : budget;
+                progressed = 1;
+                continue;
+            }
+        } else {
+            if (tc->rx_pos > 0) {
+                memmove(tc->rxbuf, tc->rxbuf + tc->rx_pos, avail);
+                tc->rx_len = avail;
+                tc->rx_pos = 0;
+            }
+            n = recv(tc->fd_rx, tc->rxbuf + tc->rx_len, RXBUF - tc->rx_len, MSG_DONTWAIT);
+            if (n > 0) {
+                tc->rx_len += (size_t)n;
+                budget -= (uint64_t)n < budget ? (uint64_t)n : budget;
+                progressed = 1;
+                continue;
+            }
+        }
+        if (n == 0) {
+            rx_closed(tc);
+            break;
+        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            tc->readable = 0; /* until epoll says otherwise */
+            break;
+        }
+        if (errno == EINTR)
+            break;
+        tcp_conn_break(tc, GPUPORT_ERR_TRANSPORT, "failed while receiving", errno);
+        break;
+    }
+    return progressed;
+}

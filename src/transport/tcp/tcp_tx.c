@@ -1,0 +1,241 @@
+/*
+ * tcp: sending (proxy thread). Operations wait in the connection's send
+ * ring; GPU sources are copied into tx staging by the flusher, piece by
+ * piece, before they are sent.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "transport/tcp/tcp_priv.h"
+
+/* ---- proxy thread: operations ---- */
+
+int tcp_has_room(gpuport_pchan_t *ch, uint32_t nops)
+{
+    tcp_conn_t *tc = ch->conn->priv;
+
+    return tc->broken ||
+           (tc->ops_sent - tc->ops_acked + nops <= tc->q - CONTROL_SPARE && tcp_tx_room(tc, nops));
+}
+
+static int queue_op(gpuport_pchan_t *ch, uint32_t type, uint64_t off, uint64_t size,
+                    const void *payload, int device)
+{
+    tx_item_t *it;
+    tcp_conn_t *tc = ch->conn->priv;
+
+    if (tc->broken)
+        return tc->broken;
+    if (tc->bye_seen || tc->bye_sent) {
+        log_error("channel %u: rank %d has closed its communicator; nothing more can be sent",
+                  ch->id, tc->peer);
+        return GPUPORT_ERR_PEER;
+    }
+    it = tcp_tx_push(tc, type, ch->peer_id, off, size, device ? NULL : payload);
+    it->dev_src = device ? payload : NULL;
+    tc->inflight[tc->ops_sent % tc->q] = ch->id;
+    tc->ops_sent++;
+    return GPUPORT_TRANSPORT_ASYNC;
+}
+
+int tcp_put(gpuport_pchan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
+            int behind_work, gpuport_work_t *work)
+{
+    (void)behind_work, (void)work;
+    return queue_op(ch, MSG_PUT, dst_off, size, (const char *)ch->src_base + src_off,
+                    tcp_gpu_kind(ch->src_kind));
+}
+
+int tcp_signal(gpuport_pchan_t *ch, int behind_work, gpuport_work_t *work)
+{
+    (void)behind_work, (void)work;
+    return queue_op(ch, MSG_SIGNAL, 0, 0, NULL, 0);
+}
+
+void tcp_report_fail(gpuport_pchan_t *ch, gpuport_status_t status)
+{
+    tcp_conn_t *tc = ch->conn->priv;
+
+    if (tc->broken || tc->bye_sent)
+        return;
+    if (tcp_tx_room(tc, 1))
+        tcp_tx_push(tc, MSG_FAIL, ch->peer_id, (uint64_t)(int64_t)status, 0, NULL);
+    else
+        log_warn("channel %u: the send queue to rank %d is full; its waiters learn of this "
+                 "channel's failure only by their timeout",
+                 ch->id, tc->peer);
+}
+
+/* ---- proxy thread: staging of GPU regions ---- */
+
+/* Posts flusher copies of GPU sources into tx staging, piece by piece, in
+ * the order the items will be sent. */
+void tcp_stage_tx(tcp_conn_t *tc)
+{
+    while (tc->tc_tail - tc->tc_head < NSLOT && !tc->broken && !tcp_post_full(tc)) {
+        gpuport_work_t w;
+        tx_item_t *it;
+        uint64_t len;
+        uint32_t slot;
+
+        if ((int32_t)(tc->sg_item - tc->tx_head) < 0) {
+            tc->sg_item = tc->tx_head;
+            tc->sg_off = 0;
+        }
+        if (tc->sg_item == tc->tx_tail)
+            return;
+        it = &tc->tx[tc->sg_item % tc->tx_cap];
+        if (!it->dev_src || tc->sg_off >= it->hdr.size) {
+            tc->sg_item++;
+            tc->sg_off = 0;
+            continue;
+        }
+        len = it->hdr.size - tc->sg_off < CHUNK ? it->hdr.size - tc->sg_off : CHUNK;
+        slot = tc->tc_tail % NSLOT;
+        memset(&w, 0, sizeof(w));
+        w.kind = GPUPORT_WORK_CU_FROM_DEVICE;
+        w.dst = tc->txs + (size_t)slot * CHUNK;
+        w.src = it->dev_src + tc->sg_off;
+        w.size = len;
+        w.aux = NULL; /* sources are VMM memory (tcp_chan_connect) */
+        if (!gpuport_proxy_post(tc->conn, &w))
+            return;
+        tc->tchunk[slot].item = tc->sg_item;
+        tc->tchunk[slot].off = tc->sg_off;
+        tc->tchunk[slot].len = len;
+        tcp_post_push(tc, POST_TX, 0);
+        tc->tc_tail++;
+        tc->sg_off += len;
+    }
+}
+
+/* iovecs for the staged bytes of item idx's payload from off on */
+static int staged_iov(tcp_conn_t *tc, uint32_t idx, uint64_t off, struct iovec *iov, int room,
+                      uint64_t *avail)
+{
+    int n = 0;
+
+    *avail = 0;
+    for (uint32_t c = tc->tc_head; c != tc->tc_ready && n < room; c++) {
+        const tx_chunk_t *k = &tc->tchunk[c % NSLOT];
+        if (k->item != idx)
+            break;
+        if (k->off + k->len <= off)
+            continue;
+        iov[n].iov_base = tc->txs + (size_t)(c % NSLOT) * CHUNK + (off - k->off);
+        iov[n++].iov_len = (size_t)(k->off + k->len - off);
+        *avail += k->off + k->len - off;
+        off = k->off + k->len;
+    }
+    return n;
+}
+
+/* Staging pieces whose bytes are all sent are free again. */
+static void free_chunks(tcp_conn_t *tc)
+{
+    while (tc->tc_head != tc->tc_ready) {
+        const tx_chunk_t *k = &tc->tchunk[tc->tc_head % NSLOT];
+        int32_t ahead = (int32_t)(k->item - tc->tx_head);
+        if (ahead > 0)
+            break;
+        if (ahead == 0 && tc->tx[k->item % tc->tx_cap].sent < sizeof(tcp_msg_t) + k->off + k->len)
+            break;
+        tc->tc_head++;
+    }
+}
+
+/* ---- proxy thread: sending ---- */
+
+int tcp_send_some(tcp_conn_t *tc)
+{
+    uint64_t budget = PASS_BYTES;
+    int progressed = 0;
+
+    while (tc->tx_head != tc->tx_tail && budget > 0 && !tc->broken) {
+        struct iovec iov[IOV_BATCH];
+        struct msghdr mh;
+        int n = 0;
+        ssize_t sent;
+
+        for (uint32_t i = tc->tx_head; i != tc->tx_tail && n < IOV_BATCH - 1; i++) {
+            tx_item_t *it = &tc->tx[i % tc->tx_cap];
+            uint64_t off = it->sent;
+            if (off < sizeof(tcp_msg_t)) {
+                iov[n].iov_base = (char *)&it->hdr + off;
+                iov[n++].iov_len = sizeof(tcp_msg_t) - off;
+                off = 0;
+            } else {
+                off -= sizeof(tcp_msg_t);
+            }
+            if (it->hdr.type != MSG_PUT || off >= it->hdr.size)
+                continue;
+            if (it->dev_src) {
+                uint64_t avail;
+                n += staged_iov(tc, i, off, iov + n, IOV_BATCH - n, &avail);
+                /* the rest is not staged yet: nothing may follow */
+                if (off + avail < it->hdr.size)
+                    break;
+            } else {
+                uint64_t len = it->hdr.size - off;
+                iov[n].iov_base = (char *)it->payload + off;
+                iov[n++].iov_len = (size_t)(len < budget ? len : budget);
+                /* nothing may follow a payload cut short in this call */
+                if (len > budget)
+                    break;
+            }
+        }
+        if (n == 0)
+            break;
+        memset(&mh, 0, sizeof(mh));
+        mh.msg_iov = iov;
+        mh.msg_iovlen = (size_t)n;
+        sent = sendmsg(tc->fd_tx, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (sent < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                break;
+            tcp_conn_break(tc, GPUPORT_ERR_TRANSPORT, "failed while sending", errno);
+            break;
+        }
+        progressed = 1;
+        budget = (uint64_t)sent < budget ? budget - (uint64_t)sent : 0;
+        while (sent > 0) {
+            tx_item_t *it = &tc->tx[tc->tx_head % tc->tx_cap];
+            uint64_t total = sizeof(tcp_msg_t) + (it->hdr.type == MSG_PUT ? it->hdr.size : 0);
+            uint64_t take = total - it->sent < (uint64_t)sent ? total - it->sent : (uint64_t)sent;
+            it->sent += take;
+            sent -= (ssize_t)take;
+            if (it->sent == total) {
+                if (it->hdr.type == MSG_ACK && tc->ack_queued &&
+                    tc->ack_slot == tc->tx_head % tc->tx_cap)
+                    tc->ack_queued = 0;
+                tc->tx_head++;
+            }
+        }
+        if (tc->txs)
+            free_chunks(tc);
+    }
+    return progressed;
+}
+
+/* One ACK at a time in the queue, updated in place until it starts going. */
+void tcp_queue_ack(tcp_conn_t *tc)
+{
+    if (tc->applied == tc->acked_sent || tc->broken)
+        return;
+    if (tc->ack_queued) {
+        tx_item_t *it = &tc->tx[tc->ack_slot];
+        if (it->sent == 0) {
+            it->hdr.a = tc->applied;
+            tc->acked_sent = tc->applied;
+        }
+        return;
+    }
+    if (!tcp_tx_room(tc, 1))
+        return;
+    tc->ack_slot = tc->tx_tail % tc->tx_cap;
+    tcp_tx_push(tc, MSG_ACK, NO_CHANNEL, tc->applied, 0, NULL);
+    tc->ack_queued = 1;
+    tc->acked_sent = tc->applied;
+}
