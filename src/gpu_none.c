@@ -143,10 +143,10 @@ void gpuport_gpu_ctx_pop(void)
 {
 }
 
-gpuport_status_t gpuport_gpu_dmabuf(gpuport_comm_t comm, void *ptr, uint64_t size, int *fd_p,
-                                    uint64_t *offset_p, char *why, size_t len)
+gpuport_status_t gpuport_gpu_dmabuf(gpuport_comm_t comm, uint64_t start, uint64_t len,
+                                    int *fd_p, char *why, size_t why_len)
 {
-    (void)comm, (void)ptr, (void)size, (void)fd_p, (void)offset_p;
-    snprintf(why, len, "this gpuport was built without CUDA");
+    (void)comm, (void)start, (void)len, (void)fd_p;
+    snprintf(why, why_len, "this gpuport was built without CUDA");
     return GPUPORT_ERR_NOT_SUPPORTED;
 }

@@ -177,8 +177,8 @@ void gpuport_gpu_close(struct gpuport_comm *comm);
 int gpuport_gpu_mem_describe(struct gpuport_comm *comm, void *ptr, size_t size,
                              gpuport_region_rec_t *rec);
 /* gpuport_tl_gpu_dmabuf's CUDA side */
-gpuport_status_t gpuport_gpu_dmabuf(struct gpuport_comm *comm, void *ptr, uint64_t size,
-                                    int *fd_p, uint64_t *offset_p, char *why, size_t len);
+gpuport_status_t gpuport_gpu_dmabuf(struct gpuport_comm *comm, uint64_t start, uint64_t len,
+                                    int *fd_p, char *why, size_t why_len);
 /* the flusher's private context made current on this thread, and undone */
 gpuport_status_t gpuport_gpu_ctx_push(struct gpuport_comm *comm);
 void gpuport_gpu_ctx_pop(void);

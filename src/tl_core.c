@@ -39,9 +39,20 @@ int gpuport_tl_same_host(gpuport_comm_t comm, int rank)
     return comm->procs[rank].host_id == comm->procs[comm->rank].host_id;
 }
 
-struct gpuport_topology *gpuport_tl_topology(gpuport_comm_t comm)
+int gpuport_tl_nearest_device(gpuport_comm_t comm, const char *const *names, int n, char *why,
+                              size_t len)
 {
-    return comm->topo;
+    char bus[32];
+
+    if (gpuport_gpu_bus_id(comm, bus, sizeof(bus)) != 0) {
+        snprintf(why, len, "this communicator has no GPU");
+        return -1;
+    }
+    if (!comm->topo) {
+        snprintf(why, len, "the machine's topology could not be read");
+        return -1;
+    }
+    return gpuport_topology_nearest_device(comm->topo, bus, names, n, why, len);
 }
 
 int gpuport_tl_has_gpu(gpuport_comm_t comm)
@@ -107,9 +118,7 @@ gpuport_tl_chan_t *gpuport_tl_chan_find(gpuport_conn_t *conn, uint32_t id)
     if (id >= comm->config.max_channels)
         return NULL;
     ch = &comm->pchans[id];
-    if (!atomic_load_explicit(&ch->active, memory_order_acquire) || ch->tl.conn != conn)
-        return NULL;
-    return &ch->tl;
+    return ch->tl.conn == conn ? &ch->tl : NULL;
 }
 
 void gpuport_tl_conn_each(gpuport_conn_t *conn, void (*fn)(gpuport_tl_chan_t *ch, void *arg),
@@ -140,13 +149,14 @@ int gpuport_tl_conn_fail(gpuport_conn_t *conn, gpuport_status_t status)
     return count[0];
 }
 
-void gpuport_tl_chan_fail(gpuport_tl_chan_t *ch, gpuport_status_t status)
+int gpuport_tl_chan_fail(gpuport_tl_chan_t *ch, gpuport_status_t status)
 {
     gpuport_pchan_t *pc = gpuport_pchan_of(ch);
     int32_t ok = GPUPORT_OK;
+    int first = atomic_compare_exchange_strong(&pc->state->status, &ok, (int32_t)status);
 
-    atomic_compare_exchange_strong(&pc->state->status, &ok, (int32_t)status);
     gpuport_tl_sem_fail(ch->comm, ch->id, status);
+    return first;
 }
 
 void gpuport_tl_ctrl(gpuport_comm_t comm, void **base_p, size_t *size_p)
@@ -204,12 +214,8 @@ void gpuport_tl_stage_free(gpuport_comm_t comm, void *p, size_t size)
     gpuport_gpu_stage_free(comm, p, size);
 }
 
-gpuport_status_t gpuport_tl_gpu_dmabuf(gpuport_comm_t comm, const gpuport_region_t *r, int *fd_p,
-                                       uint64_t *offset_p, char *why, size_t len)
+gpuport_status_t gpuport_tl_gpu_dmabuf(gpuport_comm_t comm, uint64_t start, uint64_t len,
+                                       int *fd_p, char *why, size_t why_len)
 {
-    if (!gpuport_region_is_device(r->kind)) {
-        snprintf(why, len, "%p is not GPU memory", r->ptr);
-        return GPUPORT_ERR_INVALID_ARG;
-    }
-    return gpuport_gpu_dmabuf(comm, r->ptr, r->size, fd_p, offset_p, why, len);
+    return gpuport_gpu_dmabuf(comm, start, len, fd_p, why, why_len);
 }

@@ -6,7 +6,6 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -332,35 +331,28 @@ void gpuport_gpu_ctx_pop(void)
     gpuport_fcuda_ctx_pop();
 }
 
-/* The driver exports dma-bufs of whole pages only. */
-gpuport_status_t gpuport_gpu_dmabuf(gpuport_comm_t comm, void *ptr, uint64_t size, int *fd_p,
-                                    uint64_t *offset_p, char *why, size_t len)
+gpuport_status_t gpuport_gpu_dmabuf(gpuport_comm_t comm, uint64_t start, uint64_t len,
+                                    int *fd_p, char *why, size_t why_len)
 {
-    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), addr = (uint64_t)(uintptr_t)ptr;
-    uint64_t start = addr & ~(page - 1), end = (addr + size + page - 1) & ~(page - 1);
     int fd = -1;
     gpuport_status_t st;
 
     if (!comm->gpu) {
-        snprintf(why, len, "this communicator has no GPU");
+        snprintf(why, why_len, "this communicator has no GPU");
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
     if (!gpuport_cu.cuMemGetHandleForAddressRange) {
-        snprintf(why, len, "the CUDA driver has no cuMemGetHandleForAddressRange (dma-buf export "
-                 "needs CUDA 11.7 or later)");
+        snprintf(why, why_len, "the CUDA driver has no cuMemGetHandleForAddressRange (dma-buf "
+                 "export needs CUDA 11.7 or later)");
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
     st = CU_CALL(cuMemGetHandleForAddressRange,
-                 (&fd, (CUdeviceptr)start, (size_t)(end - start),
-                  CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0));
+                 (&fd, (CUdeviceptr)start, (size_t)len, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0));
     if (st || fd < 0) {
-        snprintf(why, len, "cuMemGetHandleForAddressRange(0x%llx, %llu bytes, DMA_BUF_FD) failed "
-                 "for GPU memory %p + %llu bytes",
-                 (unsigned long long)start, (unsigned long long)(end - start), ptr,
-                 (unsigned long long)size);
+        snprintf(why, why_len, "cuMemGetHandleForAddressRange(0x%llx, %llu bytes, DMA_BUF_FD) "
+                 "failed", (unsigned long long)start, (unsigned long long)len);
         return st ? st : GPUPORT_ERR_TRANSPORT;
     }
     *fd_p = fd;
-    *offset_p = addr - start;
     return GPUPORT_OK;
 }

@@ -29,7 +29,6 @@
 #include "util.h"
 
 struct gpuport_transport_ops;
-struct gpuport_topology;
 
 /* kinds (registry.c) a communicator has room for, "auto" included */
 #define GPUPORT_TL_MAX_KINDS GPUPORT_REC_TL_KINDS
@@ -114,12 +113,15 @@ const gpuport_proc_rec_t *gpuport_tl_proc(gpuport_comm_t comm, int rank);
 int gpuport_tl_forced(const gpuport_tl_comm_t *tc);
 /* 1 if rank runs on this rank's host (same host id) */
 int gpuport_tl_same_host(gpuport_comm_t comm, int rank);
-/* NULL: the topology could not be read */
-struct gpuport_topology *gpuport_tl_topology(gpuport_comm_t comm);
 /* 1 in GPU mode (the communicator has a GPU) */
 int gpuport_tl_has_gpu(gpuport_comm_t comm);
 /* the GPU's PCI bus id; -1 for a host-only communicator */
 int gpuport_tl_gpu_bus_id(gpuport_comm_t comm, char *buf, size_t len);
+/* Of the n devices named (OS names, "mlx5_0"), the index of the one the
+ * machine's topology puts nearest the communicator's GPU, with why; -1
+ * (why says) without a GPU, a readable topology or a device found there. */
+int gpuport_tl_nearest_device(gpuport_comm_t comm, const char *const *names, int n, char *why,
+                              size_t len);
 
 /* ---- the rank record's per-transport part ---- */
 /* comm_open writes its part (at most GPUPORT_TL_BLOB_MAX bytes, record.h)
@@ -140,8 +142,10 @@ gpuport_status_t gpuport_tl_exchange(gpuport_comm_t comm, int peer, int tag, con
  * *other_p (may be NULL) is set to 1 when the peer is connected through
  * another transport. */
 gpuport_conn_t *gpuport_tl_conn_find(const gpuport_tl_comm_t *tc, int peer, int *other_p);
-/* Proxy thread: the active channel with this id on conn, else NULL (an id
- * the peer named that is not, or no longer, ours on this connection). */
+/* Proxy thread: the channel with this id if it was connected on conn, else
+ * NULL. Its fields are those chan_connect saw: a transport that receives
+ * for channels gates this with a flag of its own that chan_connect sets
+ * (with release) and chan_disconnect clears. */
 gpuport_tl_chan_t *gpuport_tl_chan_find(gpuport_conn_t *conn, uint32_t id);
 /* Proxy thread: calls fn for every active channel on conn. */
 void gpuport_tl_conn_each(gpuport_conn_t *conn, void (*fn)(gpuport_tl_chan_t *ch, void *arg),
@@ -150,8 +154,8 @@ void gpuport_tl_conn_each(gpuport_conn_t *conn, void (*fn)(gpuport_tl_chan_t *ch
  * it on this side, this side's waiters for the peer's signals included;
  * nothing is sent to the peer. Returns how many channels it failed. */
 int gpuport_tl_conn_fail(gpuport_conn_t *conn, gpuport_status_t status);
-/* Proxy thread: the same for one channel. */
-void gpuport_tl_chan_fail(gpuport_tl_chan_t *ch, gpuport_status_t status);
+/* Proxy thread: the same for one channel; 1 if this was its first error. */
+int gpuport_tl_chan_fail(gpuport_tl_chan_t *ch, gpuport_status_t status);
 /* Proxy thread, for transports whose put/signal return
  * GPUPORT_TRANSPORT_ASYNC: the oldest incomplete operation of ch has
  * completed with status. */
@@ -186,11 +190,11 @@ void gpuport_tl_gpu_ctx_pop(void);
 /* Pinned host memory the flusher's staging copies read and write. */
 gpuport_status_t gpuport_tl_stage_alloc(gpuport_comm_t comm, size_t size, void **p);
 void gpuport_tl_stage_free(gpuport_comm_t comm, void *p, size_t size);
-/* A dma-buf file descriptor for a GPU region (NIC registration): *fd_p
- * (the caller closes it) covers the whole pages around the region, and
- * *offset_p is where the region starts in it. NOT_SUPPORTED, with why,
- * where the driver has no dma-buf export. */
-gpuport_status_t gpuport_tl_gpu_dmabuf(gpuport_comm_t comm, const gpuport_region_t *r, int *fd_p,
-                                       uint64_t *offset_p, char *why, size_t len);
+/* A dma-buf file descriptor (the caller closes it) for the page-aligned
+ * range [start, start + len) of GPU memory, for NIC registration.
+ * NOT_SUPPORTED, with why, where the driver has no dma-buf export; another
+ * error, with why, where the export failed. */
+gpuport_status_t gpuport_tl_gpu_dmabuf(gpuport_comm_t comm, uint64_t start, uint64_t len,
+                                       int *fd_p, char *why, size_t why_len);
 
 #endif

@@ -1836,10 +1836,15 @@ static gpuport_status_t select_for(int transport, int device_regions, const char
     struct gpuport_comm comm;
     gpuport_proc_rec_t procs[2];
     gpuport_conn_t *conns[2] = {NULL, NULL};
-    const gpuport_transport_ops_t *ops = NULL;
+    gpuport_tl_comm_t *tc = NULL;
     gpuport_status_t st;
 
     memset(&comm, 0, sizeof(comm));
+    for (int k = 1; k < gpuport_transport_nkinds(); k++) {
+        comm.tls[k].comm = &comm;
+        comm.tls[k].kind = k;
+        comm.tls[k].ops = gpuport_transport_ops(k);
+    }
     memset(procs, 0, sizeof(procs));
     procs[0].rank = 0;
     procs[1].rank = 1;
@@ -1850,16 +1855,27 @@ static gpuport_status_t select_for(int transport, int device_regions, const char
     comm.size = 2;
     comm.procs = procs;
     comm.conns = conns;
+    comm.bs.rank = 0;
+    comm.bs.size = 2;
     comm.bs.send = echo_send;
     comm.bs.recv = echo_recv;
     pthread_mutex_init(&comm.lock, NULL);
     echo_len = 0;
     capture_begin();
-    st = gpuport_transport_select(&comm, 1, device_regions, &ops, why, len);
+    st = gpuport_transport_select(&comm, 1, device_regions, &tc, why, len);
     *log_p = capture_end();
-    *name_p = st == GPUPORT_OK ? ops->name : NULL;
+    *name_p = st == GPUPORT_OK ? tc->ops->name : NULL;
     pthread_mutex_destroy(&comm.lock);
     return st;
+}
+
+static int kind_of(const char *name)
+{
+    for (int k = 1; k < gpuport_transport_nkinds(); k++)
+        if (strcmp(gpuport_transport_name(k), name) == 0)
+            return k;
+    CHECK_MSG(0, "no transport %s in the list", name);
+    return -1;
 }
 
 static void test_select(void)
@@ -1878,13 +1894,13 @@ static void test_select(void)
     }
     /* ib forced without a device: refused with the reason, after telling
      * the peer (which would otherwise wait for this rank's QP) */
-    CHECK_STATUS(select_for(GPUPORT_TRANSPORT_IB, 0, &name, why, sizeof(why), &log),
+    CHECK_STATUS(select_for(kind_of("ib"), 0, &name, why, sizeof(why), &log),
                  GPUPORT_ERR_NOT_SUPPORTED);
     CHECK(count_of(log, "ERROR") == 1 && strstr(log, "GPUPORT_TRANSPORT=ib"));
     CHECK_MSG(strstr(why, no_device) && strstr(log, no_device), "why: %s; log: %s", why, log);
     CHECK(!strstr(why, "not available in this build"));
     CHECK(echo_len == sizeof(ib_reach_rec_t));
-    CHECK_STATUS(select_for(GPUPORT_TRANSPORT_IB, 1, &name, why, sizeof(why), &log),
+    CHECK_STATUS(select_for(kind_of("ib"), 1, &name, why, sizeof(why), &log),
                  GPUPORT_ERR_NOT_SUPPORTED);
     CHECK(strstr(why, "ib: "));
 }

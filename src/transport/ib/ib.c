@@ -7,8 +7,8 @@
  *   put     RDMA WRITE from the registered source into the peer's
  *           registered destination, in pieces no larger than the port's
  *           largest message (2^31 at most);
- *   signal  atomic FETCH_AND_ADD of 1 on the peer's semaphore
- *           (comm->ctrl[id].value), or, where either device has no
+ *   signal  atomic FETCH_AND_ADD of 1 on the peer's semaphore (its
+ *           control segment's slot), or, where either device has no
  *           atomics, an RDMA WRITE of the channel's new signal count;
  *   flush   the core's counters: an operation completes when its last
  *           work request completes (every one is signaled);
@@ -42,7 +42,6 @@
 #include <sys/random.h>
 
 #include "transport/ib/ib_priv.h"
-#include "transport/transport.h"
 
 #define SQ_DEPTH 128     /* work requests in the QP's send queue (and CQ entries) */
 #define OPS 1024         /* operations queued per connection, posted or not */
@@ -52,6 +51,7 @@
 
 typedef struct ib_conn {
     gpuport_comm_t comm;
+    gpuport_conn_t *conn;
     int peer;
     ib_comm_t *ic;
     struct ibv_cq *cq;
@@ -77,19 +77,17 @@ static void gid_text(const uint8_t *gid, char *buf, size_t len)
         snprintf(buf, len, "?");
 }
 
-static int ib_reachable(gpuport_comm_t comm, int peer, char *why, size_t len)
+static int ib_reachable(gpuport_tl_comm_t *tl, int peer, char *why, size_t len)
 {
-    const gpuport_conn_t *conn = NULL;
+    gpuport_comm_t comm = tl->comm;
+    int other = 0;
+    const gpuport_conn_t *conn = gpuport_tl_conn_find(tl, peer, &other);
     ib_reach_rec_t mine, theirs;
     char local[512];
     int ll = IB_LINK_LAYER_IB, usable, agreed;
     gpuport_status_t st;
 
-    pthread_mutex_lock(&comm->lock);
-    if (comm->conns)
-        conn = comm->conns[peer];
-    pthread_mutex_unlock(&comm->lock);
-    if (conn && conn->ops == &gpuport_transport_ib) {
+    if (conn) {
         gpuport_status_t broken = conn_broken(conn->priv);
         if (broken) {
             snprintf(why, len, "the ib connection to rank %d has failed (%s)", peer,
@@ -99,7 +97,7 @@ static int ib_reachable(gpuport_comm_t comm, int peer, char *why, size_t len)
         return 1;
     }
     usable = ib_dev_probe(comm, &ll, local, sizeof(local)) == GPUPORT_OK;
-    if (conn) {
+    if (other) {
         /* connected over another transport, on both sides: nothing to agree */
         snprintf(why, len, "%s", local);
         return usable;
@@ -108,7 +106,7 @@ static int ib_reachable(gpuport_comm_t comm, int peer, char *why, size_t len)
      * conn_open's exchange while the other has moved on: each tells the
      * other whether it has a port. */
     ib_reach_pack(&mine, usable, ll, local);
-    st = gpuport_bootstrap_exchange(comm, peer, IB_TAG_REACH, &mine, &theirs, sizeof(theirs));
+    st = gpuport_tl_exchange(comm, peer, IB_TAG_REACH, &mine, &theirs, sizeof(theirs));
     if (st) {
         snprintf(why, len, "the bootstrap exchange with rank %d failed (%s)", peer,
                  gpuport_status_string(st));
@@ -145,7 +143,7 @@ static int min_int(int a, int b)
 }
 
 /* Makes the QP and takes it to INIT; fills c->mine. */
-static gpuport_status_t qp_make(ib_conn_t *c)
+static gpuport_status_t qp_make(ib_conn_t *c, gpuport_tl_comm_t *tl)
 {
     struct ibv_qp_init_attr ia;
     struct ibv_qp_attr a;
@@ -155,7 +153,7 @@ static gpuport_status_t qp_make(ib_conn_t *c)
     int depth, mask, rc;
     gpuport_status_t status;
 
-    status = ib_comm_acquire(c->comm, &c->ic);
+    status = ib_comm_acquire(tl, &c->ic);
     if (status)
         return status;
     dev = c->ic->dev;
@@ -256,8 +254,8 @@ static gpuport_status_t qp_connect(ib_conn_t *c)
     }
     c->signal = ib_signal_choose(dev->atomic_cap, r->atomic_cap, init, sig, sizeof(sig));
     log_info("ib: connected to rank %d (%s)%s: qpn 0x%x -> 0x%x on %s:%u, %s", c->peer,
-             c->comm->procs[c->peer].hostname,
-             c->peer == c->comm->rank ? " itself, a QP connected to itself" : "", c->qp->qp_num,
+             gpuport_tl_proc(c->comm, c->peer)->hostname,
+             c->peer == gpuport_tl_rank(c->comm) ? " itself, a QP connected to itself" : "", c->qp->qp_num,
              r->qpn, dev->name, dev->port, sig);
     return GPUPORT_OK;
 }
@@ -274,7 +272,8 @@ static gpuport_status_t ib_conn_open(gpuport_conn_t *conn)
     if (c) {
         c->comm = comm;
         c->peer = peer;
-        status = qp_make(c);
+        c->conn = conn;
+        status = qp_make(c, conn->tl);
     } else {
         log_error("ib: out of memory for a connection");
         status = GPUPORT_ERR_NO_MEMORY;
@@ -288,7 +287,7 @@ static gpuport_status_t ib_conn_open(gpuport_conn_t *conn)
     } else {
         mine = c->mine;
     }
-    ex = gpuport_bootstrap_exchange(comm, peer, IB_TAG_QP, &mine, &theirs, sizeof(theirs));
+    ex = gpuport_tl_exchange(comm, peer, IB_TAG_QP, &mine, &theirs, sizeof(theirs));
     if (ex) {
         if (c)
             conn_free(c);
@@ -304,7 +303,7 @@ static gpuport_status_t ib_conn_open(gpuport_conn_t *conn)
     if (!status)
         status = qp_connect(c);
     ack = status;
-    ex = gpuport_bootstrap_exchange(comm, peer, IB_TAG_QP_ACK, &ack, &peer_ack, sizeof(ack));
+    ex = gpuport_tl_exchange(comm, peer, IB_TAG_QP_ACK, &ack, &peer_ack, sizeof(ack));
     if (!status && ex)
         status = ex;
     if (!status && peer_ack) {
@@ -331,8 +330,8 @@ static void ib_conn_close(gpuport_conn_t *conn)
 /* ---- channels (application thread) ---- */
 
 static gpuport_status_t ib_chan_prepare(gpuport_conn_t *conn, uint32_t id,
-                                        const struct gpuport_mem *src,
-                                        const struct gpuport_mem *dst, gpuport_channel_rec_t *mine)
+                                        const gpuport_region_t *src, const gpuport_region_t *dst,
+                                        gpuport_channel_rec_t *mine)
 {
     ib_conn_t *c = conn->priv;
     ib_comm_t *ic = c->ic;
@@ -358,14 +357,14 @@ static gpuport_status_t ib_chan_prepare(gpuport_conn_t *conn, uint32_t id,
     t.dst_rkey = cs->dst_mr ? ib_mr_rkey(cs->dst_mr) : 0;
     t.dst_addr = dst ? (uint64_t)(uintptr_t)dst->ptr : 0;
     t.dst_size = dst ? dst->size : 0;
-    t.sem_addr = (uint64_t)(uintptr_t)&comm->ctrl[id].value;
-    t.status_addr = (uint64_t)(uintptr_t)&comm->ctrl[id].peer_status;
+    t.sem_addr = (uint64_t)(uintptr_t)&gpuport_tl_sem(comm, id)->value;
+    t.status_addr = (uint64_t)(uintptr_t)&gpuport_tl_sem(comm, id)->peer_status;
     t.ctrl_rkey = ic->ctrl_mr->rkey;
     ib_tdata_pack(&t, mine->tdata);
     return GPUPORT_OK;
 }
 
-static gpuport_status_t ib_chan_connect(gpuport_pchan_t *ch, const gpuport_channel_rec_t *peer)
+static gpuport_status_t ib_chan_connect(gpuport_tl_chan_t *ch, const gpuport_channel_rec_t *peer)
 {
     ib_conn_t *c = ch->conn->priv;
     ib_chan_t *cs = &c->ic->chans[ch->id];
@@ -377,10 +376,10 @@ static gpuport_status_t ib_chan_connect(gpuport_pchan_t *ch, const gpuport_chann
                   gpuport_status_string(broken));
         return broken;
     }
-    status = ib_tdata_unpack(peer, ch->conn->peer, &t);
+    status = ib_tdata_unpack(peer, ch->peer, &t);
     if (status)
         return status;
-    if (ch->src_size && !cs->src_mr) {
+    if (ch->src.size && !cs->src_mr) {
         log_error("channel %u: its source region was not registered for ib", ch->id);
         return GPUPORT_ERR_INTERNAL;
     }
@@ -393,12 +392,11 @@ static gpuport_status_t ib_chan_connect(gpuport_pchan_t *ch, const gpuport_chann
     memset(&ch->dst, 0, sizeof(ch->dst));
     ch->dst.rec = peer->dst;
     /* not mapped here: failures reach the peer through report_fail */
-    ch->remote_sem = NULL;
     ch->remote_status = NULL;
     return GPUPORT_OK;
 }
 
-static void ib_chan_disconnect(gpuport_pchan_t *ch)
+static void ib_chan_disconnect(gpuport_tl_chan_t *ch)
 {
     ib_conn_t *c = ch->conn ? ch->conn->priv : NULL;
 
@@ -409,7 +407,7 @@ static void ib_chan_disconnect(gpuport_pchan_t *ch)
     /* At communicator destruction peers may still write into this rank's
      * regions until the barrier that follows; conn_close releases them all
      * after it. A channel destroyed alone lets go of them now. */
-    if (!atomic_load_explicit(&ch->comm->proxy.stop, memory_order_acquire))
+    if (!gpuport_tl_stopping(ch->comm))
         ib_chan_release(c->ic, &c->ic->chans[ch->id]);
 }
 
@@ -418,9 +416,13 @@ static void ib_chan_disconnect(gpuport_pchan_t *ch)
 static void op_done(void *arg, const ib_op_t *op, gpuport_status_t status)
 {
     ib_conn_t *c = arg;
+    gpuport_tl_chan_t *ch;
 
-    if (op->kind != IB_OP_NOTIFY)
-        gpuport_pchan_complete(&c->comm->pchans[op->chan], status);
+    if (op->kind == IB_OP_NOTIFY)
+        return;
+    ch = gpuport_tl_chan_find(c->conn, op->chan);
+    if (ch)
+        gpuport_tl_chan_complete(ch, status);
 }
 
 /* Fails every channel on the connection here and completes what was in
@@ -430,9 +432,8 @@ static void op_done(void *arg, const ib_op_t *op, gpuport_status_t status)
  * requests to it fail, so the peer learns of it too. */
 static void conn_break(ib_conn_t *c, gpuport_status_t status, const char *what)
 {
-    gpuport_comm_t comm = c->comm;
     struct ibv_qp_attr a;
-    int failed = 0, rc;
+    int failed, rc;
     uint64_t lost;
 
     if (c->broken)
@@ -444,30 +445,25 @@ static void conn_break(ib_conn_t *c, gpuport_status_t status, const char *what)
     if (rc)
         log_warn("ib: ibv_modify_qp(ERR) failed: %s (qpn 0x%x)", strerror(ib_err(rc)),
                  c->qp->qp_num);
-    for (uint32_t i = 0; i < comm->config.max_channels; i++) {
-        gpuport_pchan_t *ch = &comm->pchans[i];
-        if (!atomic_load_explicit(&ch->active, memory_order_acquire) || ch->conn->priv != c)
-            continue;
-        gpuport_pchan_fail_local(ch, status);
-        failed++;
-    }
+    failed = gpuport_tl_conn_fail(c->conn, status);
     lost = c->q.tail - c->q.head;
     log_error("ib: connection to rank %d (%s): %s; %d channel(s) failed, %llu operation(s) lost "
               "in flight",
-              c->peer, comm->procs[c->peer].hostname, what, failed, (unsigned long long)lost);
+              c->peer, gpuport_tl_proc(c->comm, c->peer)->hostname, what, failed,
+              (unsigned long long)lost);
     ib_sendq_fail_all(&c->q, status, op_done, c);
 }
 
 /* ---- proxy thread: operations ---- */
 
-static int ib_has_room(gpuport_pchan_t *ch, uint32_t nops)
+static int ib_has_room(gpuport_tl_chan_t *ch, uint32_t nops)
 {
     ib_conn_t *c = ch->conn->priv;
 
     return c->broken || ib_sendq_room(&c->q, nops + NOTIFY_SPARE);
 }
 
-static int ib_put(gpuport_pchan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
+static int ib_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
                   int behind_work, gpuport_work_t *work)
 {
     ib_conn_t *c = ch->conn->priv;
@@ -480,7 +476,7 @@ static int ib_put(gpuport_pchan_t *ch, uint64_t dst_off, uint64_t src_off, uint6
     op = ib_sendq_push(&c->q);
     op->chan = ch->id;
     op->kind = IB_OP_PUT;
-    op->laddr = (uint64_t)(uintptr_t)ch->src_base + src_off;
+    op->laddr = (uint64_t)(uintptr_t)ch->src.ptr + src_off;
     op->lkey = cs->src_lkey;
     op->raddr = cs->dst_raddr + dst_off;
     op->rkey = cs->dst_rkey;
@@ -488,10 +484,10 @@ static int ib_put(gpuport_pchan_t *ch, uint64_t dst_off, uint64_t src_off, uint6
     return GPUPORT_TRANSPORT_ASYNC;
 }
 
-static int ib_signal(gpuport_pchan_t *ch, int behind_work, gpuport_work_t *work)
+static int ib_signal(gpuport_tl_chan_t *ch, int behind_work, gpuport_work_t *work)
 {
     ib_conn_t *c = ch->conn->priv;
-    const ib_chan_t *cs = &c->ic->chans[ch->id];
+    ib_chan_t *cs = &c->ic->chans[ch->id];
     ib_op_t *op;
 
     (void)behind_work, (void)work;
@@ -508,12 +504,12 @@ static int ib_signal(gpuport_pchan_t *ch, int behind_work, gpuport_work_t *work)
         /* only this channel writes the peer's slot, in order: the count
          * is exact, and readers see it grow */
         op->kind = IB_OP_SIGNAL_WRITE;
-        op->value = ++ch->signals_sent;
+        op->value = ++cs->signals_sent;
     }
     return GPUPORT_TRANSPORT_ASYNC;
 }
 
-static void ib_report_fail(gpuport_pchan_t *ch, gpuport_status_t status)
+static void ib_report_fail(gpuport_tl_chan_t *ch, gpuport_status_t status)
 {
     ib_conn_t *c = ch->conn->priv;
     const ib_chan_t *cs = &c->ic->chans[ch->id];
@@ -669,9 +665,21 @@ static int ib_quiesce(gpuport_conn_t *conn)
     return c->broken || ib_sendq_idle(&c->q);
 }
 
+static void ib_describe(const gpuport_config_t *cfg, char *buf, size_t len)
+{
+    char why[192];
+
+    (void)cfg;
+    if (!ib_devices_present(why, sizeof(why)))
+        snprintf(buf, len, "built, not usable here: %s", why);
+    else
+        snprintf(buf, len, "built, devices present: used only when forced (GPUPORT_TRANSPORT=ib); "
+                 "not yet run on RDMA hardware by its developers");
+}
+
 const gpuport_transport_ops_t gpuport_transport_ib = {
     .name = "ib",
-    .kind = GPUPORT_TRANSPORT_IB,
+    .describe = ib_describe,
     .reachable = ib_reachable,
     .conn_open = ib_conn_open,
     .chan_prepare = ib_chan_prepare,

@@ -11,7 +11,6 @@
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static ib_dev_t *g_devs;   /* opened devices (g_lock) */
-static ib_comm_t *g_comms; /* communicators with ib connections (g_lock) */
 
 /* The sysfs path of a PCI function, resolved through its links, or "". */
 static void pci_path(const char *link, char *out, size_t len)
@@ -277,12 +276,12 @@ out:
  * held. Failures are not cached: a port may come up later. */
 static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why, size_t len)
 {
-    const gpuport_config_t *cfg = &comm->config;
+    const gpuport_config_t *cfg = gpuport_tl_config(comm);
     char gpu[32];
     ib_dev_t *d;
     gpuport_status_t status;
 
-    if (gpuport_gpu_bus_id(comm, gpu, sizeof(gpu)) != 0)
+    if (gpuport_tl_gpu_bus_id(comm, gpu, sizeof(gpu)) != 0)
         gpu[0] = '\0';
     for (d = g_devs; d; d = d->next) {
         if (strcmp(d->key_hca, cfg->ib_hca) == 0 && d->key_gid_index == cfg->ib_gid_index &&
@@ -294,7 +293,7 @@ static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why
     status = GPUPORT_ERR_NOT_SUPPORTED;
     /* No GPUPORT_IB_HCA: the device the topology module finds nearest the
      * GPU first; if none of its ports will do, the choice by PCI path below. */
-    if (!cfg->ib_hca[0] && gpu[0] && comm->topo) {
+    if (!cfg->ib_hca[0] && gpu[0]) {
         char near[64] = "", near_why[256];
         int ndev = 0;
         struct ibv_device **list = ibv_get_device_list(&ndev);
@@ -304,8 +303,7 @@ static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why
             for (int k = 0; names && k < ndev; k++)
                 names[k] = ibv_get_device_name(list[k]);
             if (names)
-                i = gpuport_topology_nearest_device(comm->topo, gpu, names, ndev, near_why,
-                                                    sizeof(near_why));
+                i = gpuport_tl_nearest_device(comm, names, ndev, near_why, sizeof(near_why));
             if (i >= 0) {
                 snprintf(near, sizeof(near), "%s", names[i]);
                 log_info("ib: %s", near_why);
@@ -383,31 +381,34 @@ static void comm_free(ib_comm_t *ic)
     free(ic);
 }
 
-gpuport_status_t ib_comm_acquire(gpuport_comm_t comm, ib_comm_t **ic_p)
+gpuport_status_t ib_comm_acquire(gpuport_tl_comm_t *tl, ib_comm_t **ic_p)
 {
+    gpuport_comm_t comm = tl->comm;
+    uint32_t nchan = gpuport_tl_config(comm)->max_channels;
     ib_comm_t *ic;
     char why[512], what[160];
     gpuport_status_t status = GPUPORT_OK;
     int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    void *ctrl;
+    size_t ctrl_size;
 
     pthread_mutex_lock(&g_lock);
-    for (ic = g_comms; ic; ic = ic->next) {
-        if (ic->comm == comm) {
-            ic->nconns++;
-            *ic_p = ic;
-            pthread_mutex_unlock(&g_lock);
-            return GPUPORT_OK;
-        }
+    if (tl->priv) {
+        ic = tl->priv;
+        ic->nconns++;
+        *ic_p = ic;
+        pthread_mutex_unlock(&g_lock);
+        return GPUPORT_OK;
     }
     ic = calloc(1, sizeof(*ic));
-    if (!ic || !(ic->chans = calloc(comm->config.max_channels, sizeof(*ic->chans)))) {
+    if (!ic || !(ic->chans = calloc(nchan, sizeof(*ic->chans)))) {
         free(ic);
         pthread_mutex_unlock(&g_lock);
-        log_error("ib: out of memory for the communicator's state (%u channels)",
-                  comm->config.max_channels);
+        log_error("ib: out of memory for the communicator's state (%u channels)", nchan);
         return GPUPORT_ERR_NO_MEMORY;
     }
     pthread_mutex_init(&ic->lock, NULL);
+    ic->tl = tl;
     ic->comm = comm;
     status = dev_get(comm, &ic->dev, why, sizeof(why));
     if (status) {
@@ -423,21 +424,22 @@ gpuport_status_t ib_comm_acquire(gpuport_comm_t comm, ib_comm_t **ic_p)
         status = ib_status(err, "ibv_alloc_pd", what);
         goto err;
     }
-    /* peers add to comm->ctrl[id].value and write its peer_status */
+    /* peers add to their channels' semaphores here and write their
+     * peer_status */
     if (ic->dev->atomic_cap != IBV_ATOMIC_NONE)
         access |= IBV_ACCESS_REMOTE_ATOMIC;
+    gpuport_tl_ctrl(comm, &ctrl, &ctrl_size);
     errno = 0;
-    ic->ctrl_mr = ibv_reg_mr(ic->pd, comm->ctrl, comm->ctrl_size, access);
+    ic->ctrl_mr = ibv_reg_mr(ic->pd, ctrl, ctrl_size, access);
     if (!ic->ctrl_mr) {
         int err = ib_err(0);
-        snprintf(what, sizeof(what), "control segment %p, %zu bytes, on %s", (void *)comm->ctrl,
-                 comm->ctrl_size, ic->dev->name);
+        snprintf(what, sizeof(what), "control segment %p, %zu bytes, on %s", ctrl, ctrl_size,
+                 ic->dev->name);
         status = ib_status(err, "ibv_reg_mr", what);
         goto err;
     }
     ic->nconns = 1;
-    ic->next = g_comms;
-    g_comms = ic;
+    tl->priv = ic;
     pthread_mutex_unlock(&g_lock);
     *ic_p = ic;
     return GPUPORT_OK;
@@ -450,19 +452,12 @@ err:
 
 void ib_comm_release(ib_comm_t *ic)
 {
-    ib_comm_t **pp;
-
     pthread_mutex_lock(&g_lock);
     if (--ic->nconns > 0) {
         pthread_mutex_unlock(&g_lock);
         return;
     }
-    for (pp = &g_comms; *pp; pp = &(*pp)->next) {
-        if (*pp == ic) {
-            *pp = ic->next;
-            break;
-        }
-    }
+    ic->tl->priv = NULL;
     comm_free(ic);
     pthread_mutex_unlock(&g_lock);
 }

@@ -1,25 +1,17 @@
 /*
  * The ib transport's memory registrations; see ib_priv.h. Host memory goes
  * through ibv_reg_mr. GPU memory through dmabuf where both sides have it
- * (cuMemGetHandleForAddressRange, ibv_reg_dmabuf_mr), else ibv_reg_mr on
- * the device pointer when a peer-memory module (nvidia_peermem) is loaded,
- * else it is refused: staging through pinned host memory is not
- * implemented.
- *
- * The CUDA driver's table (src/cuda/cudrv.c) does not have
- * cuMemGetHandleForAddressRange, and the transport must not include
- * cuda.h, so the entry is resolved here with dlsym on the libcuda.so.1
- * that the core has already loaded (RTLD_NOLOAD: a process without it has
- * no GPU memory to register), by the exact name cuda.h declares (no _v2
- * variant exists), with the signature of cuda.h 11.7..13:
- *   CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr,
- *            size_t size, CUmemRangeHandleType handleType,
- *            unsigned long long flags);
- * CUresult and the enum are ints, CUdeviceptr an unsigned long long.
+ * (the core's dma-buf export, gpuport_tl_gpu_dmabuf, and
+ * ibv_reg_dmabuf_mr), else, for cudaMalloc memory only, ibv_reg_mr on the
+ * device pointer when a peer-memory module (nvidia_peermem) is loaded; else
+ * it is refused: staging through pinned host memory is not implemented.
+ * VMM memory (gpuport_mem_alloc_device) registers only through dmabuf: a
+ * peer-memory module pins memory by its cudaMalloc allocation, which VMM
+ * memory does not have. The region's kind says which is which
+ * (gpuport_region_t, classified once at registration).
  */
 #include "transport/ib/ib_priv.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,12 +20,6 @@
 
 #include "build_config.h"
 
-#define CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD 1 /* cuda.h's value */
-
-typedef int (*cu_get_handle_fn)(void *handle, unsigned long long dptr, size_t size,
-                                int handle_type, unsigned long long flags);
-typedef int (*cu_error_string_fn)(int rc, const char **text);
-
 struct ib_mr {
     struct ib_mr *next;
     uint64_t addr, len;
@@ -41,27 +27,6 @@ struct ib_mr {
     ib_mr_path_t path;
     struct ibv_mr *mr;
 };
-
-static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
-static cu_get_handle_fn cu_get_handle;
-static cu_error_string_fn cu_error_string;
-static char cu_why[128];
-
-static void cu_resolve(void)
-{
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-
-    if (!lib) {
-        snprintf(cu_why, sizeof(cu_why), "the CUDA driver is not loaded in this process");
-        return;
-    }
-    /* the handle is kept: the core never unloads the driver either */
-    cu_get_handle = (cu_get_handle_fn)dlsym(lib, "cuMemGetHandleForAddressRange");
-    cu_error_string = (cu_error_string_fn)dlsym(lib, "cuGetErrorString");
-    if (!cu_get_handle)
-        snprintf(cu_why, sizeof(cu_why), "the CUDA driver has no cuMemGetHandleForAddressRange "
-                 "(it needs CUDA 11.7 or later)");
-}
 
 /* A peer-memory module lets ibv_reg_mr pin GPU memory. */
 static int peermem_loaded(void)
@@ -75,32 +40,30 @@ static int peermem_loaded(void)
  * would allow exactly that. */
 #define DATA_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
 
-static struct ibv_mr *reg_dmabuf(ib_comm_t *ic, const struct gpuport_mem *mem)
+/* The dma-buf of mem's pages, or -1 with cu_why (NOT_SUPPORTED: the driver
+ * cannot export; else the export failed) */
+static int dmabuf_fd(ib_comm_t *ic, const gpuport_region_t *mem, uint64_t *off_p,
+                     gpuport_status_t *st_p, char *cu_why, size_t len)
+{
+    uint64_t start, range;
+    int fd = -1;
+
+    ib_dmabuf_range((uint64_t)(uintptr_t)mem->ptr, mem->size, (uint64_t)sysconf(_SC_PAGESIZE),
+                    &start, &range, off_p);
+    *st_p = gpuport_tl_gpu_dmabuf(ic->comm, start, range, &fd, cu_why, len);
+    return *st_p ? -1 : fd;
+}
+
+static struct ibv_mr *reg_dmabuf(ib_comm_t *ic, const gpuport_region_t *mem, int fd, uint64_t off)
 {
 #if GPUPORT_HAVE_IBV_DMABUF
-    uint64_t addr = (uint64_t)(uintptr_t)mem->ptr, start, len, off;
+    uint64_t addr = (uint64_t)(uintptr_t)mem->ptr;
     struct ibv_mr *mr;
-    const char *text = NULL;
-    int fd = -1, rc, err;
+    int err;
 
-    ib_dmabuf_range(addr, mem->size, (uint64_t)sysconf(_SC_PAGESIZE), &start, &len, &off);
-    rc = cu_get_handle(&fd, start, (size_t)len, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
-    if (rc != 0 || fd < 0) {
-        if (cu_error_string)
-            cu_error_string(rc, &text);
-        log_warn("ib: cuMemGetHandleForAddressRange(0x%llx, %llu bytes, DMA_BUF_FD) failed: %s "
-                 "(CUresult %d) for GPU memory %p + %llu bytes",
-                 (unsigned long long)start, (unsigned long long)len, text ? text : "?", rc,
-                 mem->ptr, (unsigned long long)mem->size);
-        if (fd >= 0)
-            close(fd);
-        return NULL;
-    }
     errno = 0;
     mr = ibv_reg_dmabuf_mr(ic->pd, off, mem->size, addr, fd, DATA_ACCESS);
     err = ib_err(0);
-    /* the registration holds its own reference to the buffer */
-    close(fd);
     if (!mr)
         log_warn("ib: ibv_reg_dmabuf_mr failed: %s (GPU memory %p + %llu bytes, dmabuf offset "
                  "%llu, device %s)",
@@ -108,36 +71,45 @@ static struct ibv_mr *reg_dmabuf(ib_comm_t *ic, const struct gpuport_mem *mem)
                  (unsigned long long)off, ic->dev->name);
     return mr;
 #else
-    (void)ic;
-    (void)mem;
+    (void)ic, (void)mem, (void)fd, (void)off;
     return NULL;
 #endif
 }
 
-static gpuport_status_t reg(ib_comm_t *ic, const struct gpuport_mem *mem, ib_mr_t *m, char *why,
+static gpuport_status_t reg(ib_comm_t *ic, const gpuport_region_t *mem, ib_mr_t *m, char *why,
                             size_t len)
 {
     ib_mr_caps_t caps;
-    char how[320], what[200];
-    int device = mem->rec.kind == GPUPORT_REGION_DEVICE;
+    char how[320], what[200], cu_why[200] = "";
+    int device = gpuport_region_is_device(mem->kind), fd = -1;
+    uint64_t off = 0;
 
     memset(&caps, 0, sizeof(caps));
     caps.device = device;
     if (device) {
-        pthread_once(&cu_once, cu_resolve);
+        gpuport_status_t st = GPUPORT_OK;
         caps.ibv_dmabuf = GPUPORT_HAVE_IBV_DMABUF;
-        caps.cu_dmabuf = cu_get_handle != NULL;
+        if (caps.ibv_dmabuf)
+            fd = dmabuf_fd(ic, mem, &off, &st, cu_why, sizeof(cu_why));
+        caps.cu_dmabuf = caps.ibv_dmabuf && st != GPUPORT_ERR_NOT_SUPPORTED;
+        caps.dmabuf_failed = caps.cu_dmabuf && fd < 0;
+        if (caps.dmabuf_failed)
+            log_warn("ib: %s for GPU memory %p + %llu bytes", cu_why, mem->ptr,
+                     (unsigned long long)mem->size);
         caps.cu_why = cu_why;
-        caps.peermem = peermem_loaded();
+        caps.peermem = mem->kind == GPUPORT_REGION_DEVICE && peermem_loaded();
     }
     m->path = ib_mr_path_choose(&caps, how, sizeof(how));
     if (m->path == IB_MR_DMABUF) {
-        m->mr = reg_dmabuf(ic, mem);
+        m->mr = reg_dmabuf(ic, mem, fd, off);
         if (!m->mr) {
             caps.dmabuf_failed = 1;
             m->path = ib_mr_path_choose(&caps, how, sizeof(how));
         }
     }
+    /* the registration holds its own reference to the buffer */
+    if (fd >= 0)
+        close(fd);
     if (m->path == IB_MR_NONE) {
         log_error("ib: %s (GPU memory %p, %llu bytes)", how, mem->ptr,
                   (unsigned long long)mem->size);
@@ -164,7 +136,7 @@ static gpuport_status_t reg(ib_comm_t *ic, const struct gpuport_mem *mem, ib_mr_
     return GPUPORT_OK;
 }
 
-gpuport_status_t ib_mr_get(ib_comm_t *ic, const struct gpuport_mem *mem, ib_mr_t **mr_p,
+gpuport_status_t ib_mr_get(ib_comm_t *ic, const gpuport_region_t *mem, ib_mr_t **mr_p,
                            char *why, size_t len)
 {
     uint64_t addr = (uint64_t)(uintptr_t)mem->ptr;
@@ -260,7 +232,7 @@ void ib_mr_release_all(ib_comm_t *ic)
 {
     pthread_mutex_lock(&ic->lock);
     if (ic->chans)
-        memset(ic->chans, 0, ic->comm->config.max_channels * sizeof(*ic->chans));
+        memset(ic->chans, 0, gpuport_tl_config(ic->comm)->max_channels * sizeof(*ic->chans));
     while (ic->mrs) {
         ib_mr_t *m = ic->mrs;
         ic->mrs = m->next;

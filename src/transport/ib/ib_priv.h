@@ -8,14 +8,10 @@
  * (ib_dev_t): the choice of port depends on nothing else, and opening a
  * device costs milliseconds. A communicator's ib state (ib_comm_t: its
  * protection domain, the registration of its control segment, its memory
- * registrations and per-channel keys) lives in a second table keyed by the
- * communicator, from its first ib connection to the close of its last; the
- * core closes every connection before it frees the communicator, so an
- * entry never outlives its key and a later communicator at the same
- * address cannot meet a stale one. struct gpuport_comm has no field for
- * the transport; a table is the only place a communicator-wide state can
- * be kept, and one protection domain per communicator lets every QP of it
- * use one registration of a region.
+ * registrations and per-channel keys) hangs from the transport's part of
+ * the communicator (gpuport_tl_comm_t.priv) from its first ib connection
+ * to the close of its last: one protection domain per communicator lets
+ * every QP of it use one registration of a region.
  */
 #ifndef GPUPORT_IB_PRIV_H
 #define GPUPORT_IB_PRIV_H
@@ -23,8 +19,8 @@
 #include <errno.h>
 #include <pthread.h>
 
-#include "internal.h"
 #include "transport/ib/ib.h"
+#include "transport/transport.h"
 
 typedef struct ib_dev {
     struct ib_dev *next;
@@ -59,10 +55,11 @@ typedef struct ib_chan {
     uint32_t dst_rkey;
     uint32_t ctrl_rkey;
     uint64_t sem_raddr, status_raddr;
+    uint64_t signals_sent; /* proxy thread: counts written (IB_SIGNAL_WRITE) */
 } ib_chan_t;
 
 typedef struct ib_comm {
-    struct ib_comm *next;
+    gpuport_tl_comm_t *tl;
     gpuport_comm_t comm;
     int nconns;
     ib_dev_t *dev;
@@ -81,14 +78,14 @@ gpuport_status_t ib_dev_probe(gpuport_comm_t comm, int *link_layer_p, char *why,
 /* The communicator's ib state, made at its first connection (device,
  * protection domain, control segment registered for remote writes and
  * atomics); one reference per connection. Errors are logged. */
-gpuport_status_t ib_comm_acquire(gpuport_comm_t comm, ib_comm_t **ic_p);
+gpuport_status_t ib_comm_acquire(gpuport_tl_comm_t *tl, ib_comm_t **ic_p);
 void ib_comm_release(ib_comm_t *ic);
 
 /* ib_mr.c, application threads. */
 /* A registration of mem (shared by every channel over the same range),
  * made the first time by the path ib_mr_path_choose picks; a failure is
  * logged and described in why for the peer. */
-gpuport_status_t ib_mr_get(ib_comm_t *ic, const struct gpuport_mem *mem, ib_mr_t **mr_p,
+gpuport_status_t ib_mr_get(ib_comm_t *ic, const gpuport_region_t *mem, ib_mr_t **mr_p,
                            char *why, size_t len);
 void ib_mr_put(ib_comm_t *ic, ib_mr_t *mr);
 uint32_t ib_mr_lkey(const ib_mr_t *mr);

@@ -7,8 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
-#include "log.h"
+#include "transport/transport.h"
 
 _Static_assert(sizeof(ib_qp_rec_t) == sizeof(gpuport_rec_header_t) + 36,
                "ib_qp_rec_t must have no padding: it crosses the wire");

@@ -42,11 +42,11 @@ static gpuport_status_t stage_get(tcp_conn_t *tc, char **stage, const char *what
 
     if (*stage)
         return GPUPORT_OK;
-    if (!tc->comm->gpu) {
+    if (!gpuport_tl_has_gpu(tc->comm)) {
         log_error("tcp: a GPU region (%s) on a communicator without a GPU", what);
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
-    st = gpuport_gpu_stage_alloc(tc->comm, (size_t)NSLOT * CHUNK, &p);
+    st = gpuport_tl_stage_alloc(tc->comm, (size_t)NSLOT * CHUNK, &p);
     if (st)
         return st;
     *stage = p;
@@ -55,7 +55,7 @@ static gpuport_status_t stage_get(tcp_conn_t *tc, char **stage, const char *what
     return GPUPORT_OK;
 }
 
-static gpuport_status_t tcp_chan_connect(gpuport_pchan_t *ch, const gpuport_channel_rec_t *peer)
+static gpuport_status_t tcp_chan_connect(gpuport_tl_chan_t *ch, const gpuport_channel_rec_t *peer)
 {
     tcp_conn_t *tc = ch->conn->priv;
     gpuport_status_t st = GPUPORT_OK;
@@ -64,7 +64,7 @@ static gpuport_status_t tcp_chan_connect(gpuport_pchan_t *ch, const gpuport_chan
     if (__atomic_load_n(&tc->fail_status, __ATOMIC_RELAXED)) {
         log_error("channel to rank %d: the tcp connection to it has broken; no channel to it can "
                   "be made in this communicator",
-                  ch->conn->peer);
+                  ch->peer);
         return GPUPORT_ERR_PEER;
     }
     /* The flusher copies GPU data between staging and the regions from its
@@ -72,31 +72,30 @@ static gpuport_status_t tcp_chan_connect(gpuport_pchan_t *ch, const gpuport_chan
      * and such copies were measured to wait for that context's time slice
      * and to hang behind kernels queued there, writing into it and reading
      * from it alike: only memory mapped for the device will do. */
-    if (ch->local_dst_kind == GPUPORT_REGION_DEVICE || ch->src_kind == GPUPORT_REGION_DEVICE) {
+    if (ch->local_dst.kind == GPUPORT_REGION_DEVICE || ch->src.kind == GPUPORT_REGION_DEVICE) {
         log_error("channel to rank %d: the %s is cudaMalloc memory, which the tcp transport "
                   "cannot copy without the application's CUDA context (the copies would wait for "
                   "its queued kernels); allocate the GPU regions of tcp channels with "
                   "gpuport_mem_alloc_device",
-                  ch->conn->peer,
-                  ch->local_dst_kind == GPUPORT_REGION_DEVICE ? "local destination"
+                  ch->peer,
+                  ch->local_dst.kind == GPUPORT_REGION_DEVICE ? "local destination"
                                                               : "local source");
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
-    if (tcp_gpu_kind(ch->src_kind))
+    if (gpuport_region_is_device(ch->src.kind))
         st = stage_get(tc, &tc->txs, "sources");
-    if (!st && ch->local_dst_kind == GPUPORT_REGION_DEVICE_VMM)
+    if (!st && ch->local_dst.kind == GPUPORT_REGION_DEVICE_VMM)
         st = stage_get(tc, &tc->rxs, "destinations");
     if (st)
         return st;
     memset(&ch->dst, 0, sizeof(ch->dst));
     ch->dst.rec = peer->dst;
-    ch->remote_sem = NULL;
     ch->remote_status = NULL;
     atomic_store_explicit(&tc->rx_ok[ch->id], 1, memory_order_release);
     return GPUPORT_OK;
 }
 
-static void tcp_chan_disconnect(gpuport_pchan_t *ch)
+static void tcp_chan_disconnect(gpuport_tl_chan_t *ch)
 {
     tcp_conn_t *tc = ch->conn->priv;
 
@@ -112,35 +111,41 @@ static void tcp_chan_disconnect(gpuport_pchan_t *ch)
 void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, int err)
 {
     gpuport_comm_t comm = tc->comm;
-    int failed = 0;
+    int failed;
 
     if (tc->broken)
         return;
     tc->broken = status;
     tc->fail_status = status;
     tc->next_rescan_ns = gpuport_now_ns() + RESCAN_NS;
-    for (uint32_t i = 0; i < comm->config.max_channels; i++) {
-        gpuport_pchan_t *ch = &comm->pchans[i];
-        if (!atomic_load_explicit(&ch->active, memory_order_acquire) || ch->conn->priv != tc)
-            continue;
-        gpuport_pchan_fail_local(ch, status);
-        failed++;
-    }
+    failed = gpuport_tl_conn_fail(tc->conn, status);
     if (failed || tc->ops_sent > tc->ops_acked)
         log_error("tcp: connection to rank %d (%s) %s%s%s; %d channel(s) failed, %llu "
                   "operation(s) lost in flight",
-                  tc->peer, comm->procs[tc->peer].hostname, what, err ? ": " : "",
+                  tc->peer, gpuport_tl_proc(comm, tc->peer)->hostname, what, err ? ": " : "",
                   err ? strerror(err) : "", failed,
                   (unsigned long long)(tc->ops_sent - tc->ops_acked));
     while (tc->ops_acked < tc->ops_sent) {
         uint32_t id = tc->inflight[tc->ops_acked % tc->q];
         tc->ops_acked++;
-        gpuport_pchan_complete(&comm->pchans[id], status);
+        tcp_complete(tc, id, status);
     }
     tc->tx_head = tc->tx_tail;
     tc->sg_item = tc->tx_tail;
     tc->tc_head = tc->tc_ready = tc->tc_tail;
     tc->ack_queued = 0;
+}
+
+void tcp_complete(tcp_conn_t *tc, uint32_t id, gpuport_status_t status)
+{
+    gpuport_tl_chan_t *ch = gpuport_tl_chan_find(tc->conn, id);
+
+    if (ch)
+        gpuport_tl_chan_complete(ch, status);
+    else
+        log_error("tcp: an operation of channel %u completed, but that channel is not on the "
+                  "connection to rank %d",
+                  id, tc->peer);
 }
 
 /* Errors that arrive while nothing is sent or received (a keepalive that
@@ -159,20 +164,18 @@ static void check_socket(tcp_conn_t *tc)
  * (signals already there can still be taken). The channels themselves stay
  * usable until this side closes too: the peer keeps receiving until this
  * side's goodbye. */
+static void end_waits(gpuport_tl_chan_t *ch, void *arg)
+{
+    gpuport_tl_sem_fail(ch->comm, ch->id, GPUPORT_ERR_PEER);
+    ++*(int *)arg;
+}
+
 static void peer_closed(tcp_conn_t *tc)
 {
-    gpuport_comm_t comm = tc->comm;
     int n = 0;
 
     tc->bye_applied = 1;
-    for (uint32_t i = 0; i < comm->config.max_channels; i++) {
-        gpuport_pchan_t *ch = &comm->pchans[i];
-        int32_t ok = GPUPORT_OK;
-        if (!atomic_load_explicit(&ch->active, memory_order_acquire) || ch->conn->priv != tc)
-            continue;
-        atomic_compare_exchange_strong(&comm->ctrl[i].peer_status, &ok, GPUPORT_ERR_PEER);
-        n++;
-    }
+    gpuport_tl_conn_each(tc->conn, end_waits, &n);
     if (n)
         log_debug("tcp: rank %d closed its communicator; waits on its %d channel(s) end here",
                   tc->peer, n);
@@ -180,20 +183,19 @@ static void peer_closed(tcp_conn_t *tc)
 
 /* The connection broke while a channel on it was being created: it became
  * active afterwards and must fail too (fail_local is idempotent). */
-static void fail_late_channels(tcp_conn_t *tc)
+static void fail_late(gpuport_tl_chan_t *ch, void *arg)
 {
-    gpuport_comm_t comm = tc->comm;
+    tcp_conn_t *tc = arg;
 
-    tc->next_rescan_ns = gpuport_now_ns() + RESCAN_NS;
-    for (uint32_t i = 0; i < comm->config.max_channels; i++) {
-        gpuport_pchan_t *ch = &comm->pchans[i];
-        if (!atomic_load_explicit(&ch->active, memory_order_acquire) || ch->conn->priv != tc ||
-            atomic_load_explicit(&ch->state->status, memory_order_relaxed) != GPUPORT_OK)
-            continue;
-        gpuport_pchan_fail_local(ch, (gpuport_status_t)tc->fail_status);
+    if (gpuport_tl_chan_fail(ch, (gpuport_status_t)tc->fail_status))
         log_error("tcp: channel %u to rank %d was created as its connection broke; it is failed",
                   ch->id, tc->peer);
-    }
+}
+
+static void fail_late_channels(tcp_conn_t *tc)
+{
+    tc->next_rescan_ns = gpuport_now_ns() + RESCAN_NS;
+    gpuport_tl_conn_each(tc->conn, fail_late, tc);
 }
 
 /* ---- proxy thread: progress ---- */
@@ -234,9 +236,9 @@ static int rx_wanted(const tcp_conn_t *tc)
 /* Once per proxy pass, before the connections' progress: which receiving
  * sockets are readable (or in error). Level-triggered: a socket left with
  * data is reported again on the next pass. */
-int gpuport_tcp_poll(gpuport_comm_t comm)
+static int tcp_comm_progress(gpuport_tl_comm_t *tl)
 {
-    struct gpuport_tcp_comm *t = comm->tcp;
+    struct gpuport_tcp_comm *t = tl->priv;
     struct epoll_event ev[64];
     int n, total = 0;
 
@@ -271,14 +273,34 @@ static int tcp_progress(gpuport_conn_t *conn)
     return n;
 }
 
-static int tcp_poll_fd(gpuport_conn_t *conn)
+/* The idle proxy sleeps in poll() on every connection that still works;
+ * asking the socket first catches errors that came while it was quiet. */
+static int tcp_poll_fds(gpuport_tl_comm_t *tl, struct pollfd *fds, int max)
 {
-    tcp_conn_t *tc = conn->priv;
+    struct gpuport_tcp_comm *t = tl->priv;
+    int n = t ? atomic_load_explicit(&t->nconns, memory_order_acquire) : 0, nfds = 0;
 
-    if (tc->broken)
-        return -1;
-    check_socket(tc);
-    return tc->broken ? -1 : tc->fd_rx;
+    for (int i = 0; i < n && nfds < max; i++) {
+        tcp_conn_t *tc = t->conns[i];
+        if (tc->broken)
+            continue;
+        check_socket(tc);
+        if (tc->broken)
+            continue;
+        fds[nfds].fd = tc->fd_rx;
+        fds[nfds].events = POLLIN;
+        fds[nfds].revents = 0;
+        nfds++;
+    }
+    return nfds;
+}
+
+/* between hosts, for host and GPU memory alike; same-host transports
+ * rank higher where they apply */
+static int tcp_auto_rank(int device_regions)
+{
+    (void)device_regions;
+    return 10;
 }
 
 static int tcp_quiesce(gpuport_conn_t *conn)
@@ -297,8 +319,13 @@ static int tcp_quiesce(gpuport_conn_t *conn)
 
 const gpuport_transport_ops_t gpuport_transport_tcp = {
     .name = "tcp",
-    .kind = GPUPORT_TRANSPORT_TCP,
+    .comm_open = tcp_comm_open,
+    .comm_close = tcp_comm_close,
+    .comm_progress = tcp_comm_progress,
+    .poll_fds = tcp_poll_fds,
+    .describe = tcp_describe,
     .reachable = tcp_reachable,
+    .auto_rank = tcp_auto_rank,
     .conn_open = tcp_conn_open,
     .conn_close = tcp_conn_close,
     .chan_connect = tcp_chan_connect,
@@ -307,7 +334,6 @@ const gpuport_transport_ops_t gpuport_transport_tcp = {
     .signal = tcp_signal,
     .has_room = tcp_has_room,
     .progress = tcp_progress,
-    .poll_fd = tcp_poll_fd,
     .quiesce = tcp_quiesce,
     .report_fail = tcp_report_fail,
     .work_done = tcp_work_done,

@@ -16,9 +16,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "build_config.h"
 #include "transport/tcp/tcp_priv.h"
 
-socklen_t tcp_sockaddr_of(const gpuport_proc_rec_t *p, struct sockaddr_storage *ss)
+socklen_t tcp_sockaddr_of(const tcp_rec_t *p, struct sockaddr_storage *ss)
 {
     memset(ss, 0, sizeof(*ss));
     if (p->tcp_family == AF_INET6) {
@@ -36,7 +37,7 @@ socklen_t tcp_sockaddr_of(const gpuport_proc_rec_t *p, struct sockaddr_storage *
     return sizeof(*a);
 }
 
-void tcp_addr_text(const gpuport_proc_rec_t *p, char *buf, size_t len)
+void tcp_addr_text(const tcp_rec_t *p, char *buf, size_t len)
 {
     char host[INET6_ADDRSTRLEN] = "?";
 
@@ -68,7 +69,7 @@ static int usable_v6(const struct sockaddr_in6 *a)
 /* Picks the interface and address to listen on: the first listed (or, with
  * no list, the first up and not loopback) with an IPv4 address, else with a
  * global IPv6 one; loopback when there is nothing else. */
-static gpuport_status_t pick_address(const gpuport_config_t *cfg, gpuport_proc_rec_t *me,
+static gpuport_status_t pick_address(const gpuport_config_t *cfg, tcp_rec_t *me,
                                      char *why, size_t len)
 {
     struct ifaddrs *ifs, *i, *best = NULL;
@@ -127,28 +128,34 @@ static gpuport_status_t pick_address(const gpuport_config_t *cfg, gpuport_proc_r
     return GPUPORT_OK;
 }
 
-gpuport_status_t gpuport_tcp_comm_init(gpuport_comm_t comm, gpuport_proc_rec_t *me)
+gpuport_status_t tcp_comm_open(gpuport_tl_comm_t *tl, void *blob)
 {
     struct gpuport_tcp_comm *t = calloc(1, sizeof(*t));
+    tcp_rec_t *me = gpuport_tl_blob_set(blob, TCP_REC_VERSION, sizeof(tcp_rec_t));
     struct sockaddr_storage ss;
     socklen_t sl;
     gpuport_status_t status;
-    int forced = comm->config.transport == GPUPORT_TRANSPORT_TCP;
+    int size = gpuport_tl_size(tl->comm), forced = gpuport_tl_forced(tl);
     char where[80];
 
     if (!t)
         return GPUPORT_ERR_NO_MEMORY;
+    t->tl = tl;
     t->listen_fd = -1;
     t->epfd = -1;
-    comm->tcp = t;
-    t->pending = malloc((size_t)comm->size * sizeof(int));
-    if (!t->pending)
+    tl->priv = t;
+    t->pending = malloc((size_t)size * sizeof(int));
+    t->conns = calloc((size_t)size, sizeof(*t->conns));
+    if (!t->pending || !t->conns) {
+        tcp_comm_close(tl);
         return GPUPORT_ERR_NO_MEMORY;
-    for (int r = 0; r < comm->size; r++)
+    }
+    for (int r = 0; r < size; r++)
         t->pending[r] = -1;
+    memset(me, 0, sizeof(*me));
     if (getrandom(&t->cookie, sizeof(t->cookie), 0) != sizeof(t->cookie))
         t->cookie = gpuport_now_ns() ^ ((uint64_t)getpid() << 32);
-    status = pick_address(&comm->config, me, t->why, sizeof(t->why));
+    status = pick_address(gpuport_tl_config(tl->comm), me, t->why, sizeof(t->why));
     if (status == GPUPORT_OK) {
         sl = tcp_sockaddr_of(me, &ss); /* port 0: any */
         t->listen_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -167,6 +174,7 @@ gpuport_status_t gpuport_tcp_comm_init(gpuport_comm_t comm, gpuport_proc_rec_t *
         me->tcp_port = 0;
         if (forced || status == GPUPORT_ERR_INVALID_CONFIG) {
             log_error("tcp: %s", t->why);
+            tcp_comm_close(tl);
             return status;
         }
         log_info("tcp: not available: %s", t->why);
@@ -184,9 +192,9 @@ gpuport_status_t gpuport_tcp_comm_init(gpuport_comm_t comm, gpuport_proc_rec_t *
     return GPUPORT_OK;
 }
 
-void gpuport_tcp_comm_fini(gpuport_comm_t comm)
+void tcp_comm_close(gpuport_tl_comm_t *tl)
 {
-    struct gpuport_tcp_comm *t = comm->tcp;
+    struct gpuport_tcp_comm *t = tl->priv;
 
     if (!t)
         return;
@@ -194,44 +202,51 @@ void gpuport_tcp_comm_fini(gpuport_comm_t comm)
         close(t->listen_fd);
     if (t->epfd >= 0)
         close(t->epfd);
-    for (int r = 0; t->pending && r < comm->size; r++)
+    for (int r = 0; t->pending && r < gpuport_tl_size(tl->comm); r++)
         if (t->pending[r] >= 0)
             close(t->pending[r]);
     free(t->pending);
+    free(t->conns);
     free(t);
-    comm->tcp = NULL;
+    tl->priv = NULL;
 }
 
-int tcp_reachable(gpuport_comm_t comm, int peer, char *why, size_t len)
+int tcp_reachable(gpuport_tl_comm_t *tl, int peer, char *why, size_t len)
 {
-    const gpuport_proc_rec_t *p = &comm->procs[peer];
+    struct gpuport_tcp_comm *t = tl->priv;
+    const tcp_rec_t *p;
 
-    if (!comm->tcp || comm->tcp->listen_fd < 0) {
-        snprintf(why, len, "this rank has no tcp listener (%s)",
-                 comm->tcp ? comm->tcp->why : "not set up");
+    if (!t || t->listen_fd < 0) {
+        snprintf(why, len, "this rank has no tcp listener (%s)", t ? t->why : "not set up");
+        return 0;
+    }
+    p = gpuport_tl_blob(tl, peer);
+    if (!p) {
+        snprintf(why, len, "rank %d's tcp record is not this gpuport's", peer);
         return 0;
     }
     if (p->tcp_port == 0) {
         snprintf(why, len, "rank %d (%s) has no tcp listener; its log says why", peer,
-                 p->hostname);
+                 gpuport_tl_proc(tl->comm, peer)->hostname);
         return 0;
     }
     return 1;
 }
 
 /* For gpuport_info: where a communicator created now would listen. */
-int gpuport_tcp_describe(const gpuport_config_t *cfg, char *buf, size_t len)
+void tcp_describe(const gpuport_config_t *cfg, char *buf, size_t len)
 {
-    gpuport_proc_rec_t me;
+    tcp_rec_t me;
     char why[256], host[INET6_ADDRSTRLEN] = "?";
 
     memset(&me, 0, sizeof(me));
     if (pick_address(cfg, &me, why, sizeof(why)) != GPUPORT_OK) {
-        snprintf(buf, len, "%s", why);
-        return 0;
+        snprintf(buf, len, "built, not usable here: %s", why);
+        return;
     }
     inet_ntop(me.tcp_family, me.tcp_addr, host, sizeof(host));
-    snprintf(buf, len, "interface %s, address %s%s", me.tcp_ifname, host,
-             cfg->socket_ifname[0] ? " (GPUPORT_SOCKET_IFNAME)" : "");
-    return 1;
+    snprintf(buf, len, "available: ranks on other hosts, host memory%s, sockets on interface %s, "
+             "address %s%s",
+             GPUPORT_HAVE_CUDA ? " and GPU memory from gpuport_mem_alloc_device" : "",
+             me.tcp_ifname, host, cfg->socket_ifname[0] ? " (GPUPORT_SOCKET_IFNAME)" : "");
 }

@@ -27,19 +27,11 @@ typedef struct tcp_hello {
     uint64_t cookie; /* the listener's, from its rank record */
 } tcp_hello_t;
 
-static uint64_t deadline_of(gpuport_comm_t comm)
-{
-    return comm->timeout_ns ? gpuport_now_ns() + comm->timeout_ns : UINT64_MAX;
-}
-
+/* poll() waits of at most a second, so that a wait without deadline still
+ * looks around */
 static int ms_left(uint64_t deadline)
 {
-    uint64_t now = gpuport_now_ns();
-    if (deadline == UINT64_MAX)
-        return 1000;
-    if (now >= deadline)
-        return 0;
-    return (int)((deadline - now) / 1000000 + 1 > 1000 ? 1000 : (deadline - now) / 1000000 + 1);
+    return gpuport_deadline_ms(deadline, 1000);
 }
 
 /* Moves len bytes through a blocking-style loop on a nonblocking socket. */
@@ -89,15 +81,18 @@ static void tune(int fd, const gpuport_config_t *cfg)
     setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
 }
 
-static int connect_to(gpuport_comm_t comm, int peer, uint64_t deadline)
+static int connect_to(gpuport_tl_comm_t *tl, int peer, uint64_t deadline)
 {
-    const gpuport_proc_rec_t *p = &comm->procs[peer];
+    const tcp_rec_t *p = gpuport_tl_blob(tl, peer);
+    const char *host = gpuport_tl_proc(tl->comm, peer)->hostname;
     struct sockaddr_storage ss;
     socklen_t sl = tcp_sockaddr_of(p, &ss);
     char where[80];
     tcp_hello_t h;
     int fd = -1, err = 0;
 
+    if (!p)
+        return -1; /* logged by gpuport_tl_blob */
     tcp_addr_text(p, where, sizeof(where));
     for (;;) {
         fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -131,7 +126,7 @@ static int connect_to(gpuport_comm_t comm, int peer, uint64_t deadline)
         nanosleep(&ts, NULL);
     }
     if (fd < 0) {
-        log_error("tcp: cannot connect to rank %d (%s at %s): %s", peer, p->hostname, where,
+        log_error("tcp: cannot connect to rank %d (%s at %s): %s", peer, host, where,
                   strerror(err));
         return -1;
     }
@@ -141,7 +136,7 @@ static int connect_to(gpuport_comm_t comm, int peer, uint64_t deadline)
     h.version_minor = GPUPORT_VERSION_MINOR;
     h.version_patch = GPUPORT_VERSION_PATCH;
     h.layout = GPUPORT_RECORD_LAYOUT;
-    h.from_rank = comm->rank;
+    h.from_rank = gpuport_tl_rank(tl->comm);
     h.to_rank = peer;
     h.cookie = p->tcp_cookie;
     err = io_full(fd, &h, sizeof(h), 1, deadline);
@@ -155,9 +150,10 @@ static int connect_to(gpuport_comm_t comm, int peer, uint64_t deadline)
 }
 
 /* Accepts until peer's connection arrives; others are kept for their turn. */
-static int accept_from(gpuport_comm_t comm, int peer, uint64_t deadline)
+static int accept_from(gpuport_tl_comm_t *tl, int peer, uint64_t deadline)
 {
-    struct gpuport_tcp_comm *t = comm->tcp;
+    struct gpuport_tcp_comm *t = tl->priv;
+    int rank = gpuport_tl_rank(tl->comm), size = gpuport_tl_size(tl->comm);
 
     for (;;) {
         struct pollfd pf = {t->listen_fd, POLLIN, 0};
@@ -172,7 +168,7 @@ static int accept_from(gpuport_comm_t comm, int peer, uint64_t deadline)
         wait = ms_left(deadline);
         if (wait == 0) {
             log_error("tcp: rank %d did not connect within GPUPORT_TIMEOUT_MS=%llu", peer,
-                      (unsigned long long)comm->config.timeout_ms);
+                      (unsigned long long)gpuport_tl_config(tl->comm)->timeout_ms);
             return -1;
         }
         if (poll(&pf, 1, wait) <= 0)
@@ -180,9 +176,9 @@ static int accept_from(gpuport_comm_t comm, int peer, uint64_t deadline)
         fd = accept4(t->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             continue;
-        err = io_full(fd, &h, sizeof(h), 0, gpuport_now_ns() + 5000000000ull);
-        if (err || h.magic != HELLO_MAGIC || h.cookie != t->cookie || h.to_rank != comm->rank ||
-            h.from_rank < 0 || h.from_rank >= comm->size) {
+        err = io_full(fd, &h, sizeof(h), 0, gpuport_deadline(5000000000ull));
+        if (err || h.magic != HELLO_MAGIC || h.cookie != t->cookie || h.to_rank != rank ||
+            h.from_rank < 0 || h.from_rank >= size) {
             log_warn("tcp: dropped a connection that is not from this communicator (%s)",
                      err ? strerror(err) : "wrong greeting");
             close(fd);
@@ -208,8 +204,8 @@ static int accept_from(gpuport_comm_t comm, int peer, uint64_t deadline)
 
 static void conn_free(tcp_conn_t *tc)
 {
-    gpuport_gpu_stage_free(tc->comm, tc->txs, (size_t)NSLOT * CHUNK);
-    gpuport_gpu_stage_free(tc->comm, tc->rxs, (size_t)NSLOT * CHUNK);
+    gpuport_tl_stage_free(tc->comm, tc->txs, (size_t)NSLOT * CHUNK);
+    gpuport_tl_stage_free(tc->comm, tc->rxs, (size_t)NSLOT * CHUNK);
     if (tc->fd_tx >= 0)
         close(tc->fd_tx);
     if (tc->fd_rx >= 0 && tc->fd_rx != tc->fd_tx)
@@ -224,54 +220,57 @@ static void conn_free(tcp_conn_t *tc)
 gpuport_status_t tcp_conn_open(gpuport_conn_t *conn)
 {
     gpuport_comm_t comm = conn->comm;
-    uint64_t deadline = deadline_of(comm);
+    const gpuport_config_t *cfg = gpuport_tl_config(comm);
+    struct gpuport_tcp_comm *t = conn->tl->priv;
+    uint64_t deadline = gpuport_deadline(gpuport_tl_timeout_ns(comm));
     tcp_conn_t *tc = calloc(1, sizeof(*tc));
-    int peer = conn->peer;
+    int peer = conn->peer, rank = gpuport_tl_rank(comm);
 
     if (!tc)
         return GPUPORT_ERR_NO_MEMORY;
     tc->comm = comm;
+    tc->t = t;
     tc->peer = peer;
     tc->fd_tx = tc->fd_rx = -1;
     /* Powers of two, so that ring positions stay consistent when the 32-bit
      * counters wrap; CONTROL_SPARE entries of tx are for ACK, FAIL, BYE. */
-    tc->q = (uint32_t)comm->config.socket_queue;
+    tc->q = (uint32_t)cfg->socket_queue;
     tc->tx_cap = tc->q;
     tc->tx = calloc(tc->tx_cap, sizeof(*tc->tx));
     tc->inflight = calloc(tc->q, sizeof(*tc->inflight));
     tc->rxbuf = malloc(RXBUF);
-    tc->rx_ok = calloc(comm->config.max_channels, 1);
+    tc->rx_ok = calloc(cfg->max_channels, 1);
     if (!tc->tx || !tc->inflight || !tc->rxbuf || !tc->rx_ok) {
         conn_free(tc);
         return GPUPORT_ERR_NO_MEMORY;
     }
     /* The lower rank connects, the higher accepts; a rank and itself do
      * both and send on one socket, receive on the other. */
-    if (comm->rank <= peer)
-        tc->fd_tx = connect_to(comm, peer, deadline);
-    if (comm->rank >= peer && (comm->rank != peer || tc->fd_tx >= 0))
-        tc->fd_rx = accept_from(comm, peer, deadline);
-    if (comm->rank < peer)
+    if (rank <= peer)
+        tc->fd_tx = connect_to(conn->tl, peer, deadline);
+    if (rank >= peer && (rank != peer || tc->fd_tx >= 0))
+        tc->fd_rx = accept_from(conn->tl, peer, deadline);
+    if (rank < peer)
         tc->fd_rx = tc->fd_tx;
-    else if (comm->rank > peer)
+    else if (rank > peer)
         tc->fd_tx = tc->fd_rx;
     if (tc->fd_tx < 0 || tc->fd_rx < 0) {
         conn_free(tc);
         return GPUPORT_ERR_TRANSPORT;
     }
-    tune(tc->fd_tx, &comm->config);
+    tune(tc->fd_tx, cfg);
     if (tc->fd_rx != tc->fd_tx)
-        tune(tc->fd_rx, &comm->config);
+        tune(tc->fd_rx, cfg);
     set_nonblock(tc->fd_tx);
     set_nonblock(tc->fd_rx);
     tc->conn = conn;
     tc->readable = 1;
-    if (comm->tcp->epfd >= 0) {
+    if (t->epfd >= 0) {
         struct epoll_event ev;
         memset(&ev, 0, sizeof(ev));
         ev.events = EPOLLIN;
         ev.data.ptr = tc;
-        tc->no_epoll = epoll_ctl(comm->tcp->epfd, EPOLL_CTL_ADD, tc->fd_rx, &ev) != 0;
+        tc->no_epoll = epoll_ctl(t->epfd, EPOLL_CTL_ADD, tc->fd_rx, &ev) != 0;
         if (tc->no_epoll)
             log_warn("tcp: epoll_ctl(ADD) for rank %d failed (%s); its socket is tried on every "
                      "pass", peer, strerror(errno));
@@ -279,8 +278,12 @@ gpuport_status_t tcp_conn_open(gpuport_conn_t *conn)
         tc->no_epoll = 1;
     }
     conn->priv = tc;
-    atomic_fetch_add_explicit(&comm->tcp->nconns, 1, memory_order_release);
-    log_debug("tcp: connected to rank %d (%s)", peer, comm->procs[peer].hostname);
+    {
+        int n = atomic_load_explicit(&t->nconns, memory_order_relaxed);
+        t->conns[n] = tc;
+        atomic_store_explicit(&t->nconns, n + 1, memory_order_release);
+    }
+    log_debug("tcp: connected to rank %d (%s)", peer, gpuport_tl_proc(comm, peer)->hostname);
     return GPUPORT_OK;
 }
 

@@ -5,8 +5,7 @@
  * operations; tcp_addr.c picks the address and runs the communicator's
  * listener; tcp_cm.c sets connections up; tcp_tx.c sends (and stages GPU
  * sources through the flusher); tcp_rx.c receives. The core reaches the
- * transport only through gpuport_transport_tcp and the gpuport_tcp_*
- * entry points of transport.h.
+ * transport only through gpuport_transport_tcp.
  */
 #ifndef GPUPORT_TCP_PRIV_H
 #define GPUPORT_TCP_PRIV_H
@@ -15,7 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "internal.h"
+#include "transport/transport.h"
 
 #define RXBUF 65536
 #define DIRECT_MIN 16384        /* payload rest this large is received in place */
@@ -44,7 +43,20 @@ typedef struct tcp_msg {
     uint64_t reserved;
 } tcp_msg_t;
 
+/* This rank's part of its rank record: where it listens (port 0: it does
+ * not). */
+#define TCP_REC_VERSION 1
+typedef struct tcp_rec {
+    uint16_t tcp_family; /* AF_INET or AF_INET6 */
+    uint16_t tcp_port;   /* network byte order */
+    uint32_t tcp_scope;  /* IPv6 scope id */
+    uint8_t tcp_addr[16];
+    uint64_t tcp_cookie; /* echoed by connecting peers: the listener is this communicator's */
+    char tcp_ifname[16];
+} tcp_rec_t;
+
 struct gpuport_tcp_comm {
+    gpuport_tl_comm_t *tl;
     int listen_fd;
     uint64_t cookie;
     int *pending; /* by rank: accepted, hello read, not yet claimed (comm->lock) */
@@ -52,7 +64,8 @@ struct gpuport_tcp_comm {
     /* The connections' receiving sockets: the proxy asks once per pass which
      * are readable instead of trying a recv on each (-1: try each). */
     int epfd;
-    _Atomic int nconns;
+    _Atomic int nconns;       /* published with release after conns[] */
+    struct tcp_conn **conns;  /* in opening order (one per peer at most) */
 };
 
 typedef struct tx_item {
@@ -75,6 +88,7 @@ typedef struct posted {
 
 typedef struct tcp_conn {
     gpuport_comm_t comm;
+    struct gpuport_tcp_comm *t;
     int peer;
     int fd_tx, fd_rx; /* one socket, or two for a rank and itself */
     int broken;       /* a gpuport_status_t once the connection failed */
@@ -154,28 +168,26 @@ static inline void tcp_post_push(tcp_conn_t *tc, uint8_t kind, uint64_t marker)
     tc->po_tail++;
 }
 
-static inline int tcp_gpu_kind(int kind)
-{
-    return kind == GPUPORT_REGION_DEVICE || kind == GPUPORT_REGION_DEVICE_VMM;
-}
-
 /* ---- shared between the files ---- */
 
 /* tcp_addr.c */
-socklen_t tcp_sockaddr_of(const gpuport_proc_rec_t *p, struct sockaddr_storage *ss);
-void tcp_addr_text(const gpuport_proc_rec_t *p, char *buf, size_t len);
-int tcp_reachable(gpuport_comm_t comm, int peer, char *why, size_t len);
+socklen_t tcp_sockaddr_of(const tcp_rec_t *p, struct sockaddr_storage *ss);
+void tcp_addr_text(const tcp_rec_t *p, char *buf, size_t len);
+gpuport_status_t tcp_comm_open(gpuport_tl_comm_t *tl, void *blob);
+void tcp_comm_close(gpuport_tl_comm_t *tl);
+int tcp_reachable(gpuport_tl_comm_t *tl, int peer, char *why, size_t len);
+void tcp_describe(const gpuport_config_t *cfg, char *buf, size_t len);
 
 /* tcp_cm.c */
 gpuport_status_t tcp_conn_open(gpuport_conn_t *conn);
 void tcp_conn_close(gpuport_conn_t *conn);
 
 /* tcp_tx.c */
-int tcp_has_room(gpuport_pchan_t *ch, uint32_t nops);
-int tcp_put(gpuport_pchan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
+int tcp_has_room(gpuport_tl_chan_t *ch, uint32_t nops);
+int tcp_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
             int behind_work, gpuport_work_t *work);
-int tcp_signal(gpuport_pchan_t *ch, int behind_work, gpuport_work_t *work);
-void tcp_report_fail(gpuport_pchan_t *ch, gpuport_status_t status);
+int tcp_signal(gpuport_tl_chan_t *ch, int behind_work, gpuport_work_t *work);
+void tcp_report_fail(gpuport_tl_chan_t *ch, gpuport_status_t status);
 void tcp_stage_tx(tcp_conn_t *tc);
 int tcp_send_some(tcp_conn_t *tc);
 void tcp_queue_ack(tcp_conn_t *tc);
@@ -185,5 +197,7 @@ int tcp_recv_some(tcp_conn_t *tc);
 
 /* tcp.c */
 void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, int err);
+/* the oldest operation in flight, of local channel id, completed */
+void tcp_complete(tcp_conn_t *tc, uint32_t id, gpuport_status_t status);
 
 #endif

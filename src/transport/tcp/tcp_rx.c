@@ -18,14 +18,12 @@ static void rx_op_done(tcp_conn_t *tc)
         tc->applied = tc->rx_ops;
 }
 
-static gpuport_pchan_t *rx_channel(tcp_conn_t *tc, uint32_t id)
+static gpuport_tl_chan_t *rx_channel(tcp_conn_t *tc, uint32_t id)
 {
-    gpuport_comm_t comm = tc->comm;
-
-    if (id >= comm->config.max_channels ||
+    if (id >= gpuport_tl_config(tc->comm)->max_channels ||
         !atomic_load_explicit(&tc->rx_ok[id], memory_order_acquire))
         return NULL;
-    return &comm->pchans[id];
+    return gpuport_tl_chan_find(tc->conn, id);
 }
 
 static void protocol_error(tcp_conn_t *tc, const char *fmt, uint64_t a, uint64_t b)
@@ -45,7 +43,7 @@ static void apply_acks(tcp_conn_t *tc, uint64_t count)
     while (tc->ops_acked < count) {
         uint32_t id = tc->inflight[tc->ops_acked % tc->q];
         tc->ops_acked++;
-        gpuport_pchan_complete(&tc->comm->pchans[id], GPUPORT_OK);
+        tcp_complete(tc, id, GPUPORT_OK);
     }
 }
 
@@ -54,7 +52,7 @@ static void on_header(tcp_conn_t *tc)
 {
     gpuport_comm_t comm = tc->comm;
     tcp_msg_t *m = &tc->cur;
-    gpuport_pchan_t *ch;
+    gpuport_tl_chan_t *ch;
 
     switch (m->type) {
     case MSG_PUT:
@@ -67,17 +65,17 @@ static void on_header(tcp_conn_t *tc)
             log_error("tcp: rank %d put %llu bytes on channel %u, which is not open here; "
                       "discarded",
                       tc->peer, (unsigned long long)m->size, m->channel);
-        } else if (m->a > ch->local_dst_size || m->size > ch->local_dst_size - m->a) {
+        } else if (m->a > ch->local_dst.size || m->size > ch->local_dst.size - m->a) {
             log_error("tcp: rank %d put %llu bytes at offset %llu on channel %u, outside its "
                       "%llu-byte destination; discarded, the channel is failed",
                       tc->peer, (unsigned long long)m->size, (unsigned long long)m->a, m->channel,
-                      (unsigned long long)ch->local_dst_size);
-            gpuport_pchan_fail_local(ch, GPUPORT_ERR_OUT_OF_RANGE);
-        } else if (tcp_gpu_kind(ch->local_dst_kind)) {
+                      (unsigned long long)ch->local_dst.size);
+            gpuport_tl_chan_fail(ch, GPUPORT_ERR_OUT_OF_RANGE);
+        } else if (gpuport_region_is_device(ch->local_dst.kind)) {
             tc->dev_payload = tc->in_payload;
-            tc->dev_dst = (char *)ch->local_dst + m->a;
+            tc->dev_dst = (char *)ch->local_dst.ptr + m->a;
         } else {
-            tc->payload_dst = (char *)ch->local_dst + m->a;
+            tc->payload_dst = (char *)ch->local_dst.ptr + m->a;
         }
         if (!tc->in_payload)
             rx_op_done(tc);
@@ -93,14 +91,14 @@ static void on_header(tcp_conn_t *tc)
             gpuport_work_t w;
             memset(&w, 0, sizeof(w));
             w.kind = GPUPORT_WORK_SEM_ADD;
-            w.sem = &comm->ctrl[m->channel].value;
+            w.sem = &gpuport_tl_sem(comm, m->channel)->value;
             w.value = 1;
-            gpuport_proxy_post(tc->conn, &w);
+            gpuport_tl_post(tc->conn, &w);
             tc->rx_ops++;
             tcp_post_push(tc, POST_RX_SIGNAL, tc->rx_ops);
             tc->rx_pending++;
         } else {
-            atomic_fetch_add_explicit(&comm->ctrl[m->channel].value, 1, memory_order_release);
+            gpuport_tl_sem_add(comm, m->channel, 1);
             rx_op_done(tc);
         }
         return;
@@ -108,11 +106,7 @@ static void on_header(tcp_conn_t *tc)
         apply_acks(tc, m->a);
         return;
     case MSG_FAIL:
-        if (m->channel < comm->config.max_channels) {
-            int32_t ok = GPUPORT_OK;
-            atomic_compare_exchange_strong(&comm->ctrl[m->channel].peer_status, &ok,
-                                           (int32_t)(int64_t)m->a);
-        }
+        gpuport_tl_sem_fail(comm, m->channel, (gpuport_status_t)(int64_t)m->a);
         return;
     case MSG_BYE:
         tc->bye_seen = 1;
@@ -193,8 +187,8 @@ static int recv_device(tcp_conn_t *tc, uint64_t *budget)
     w.dst = tc->dev_dst;
     w.src = slot;
     w.size = tc->rc_fill;
-    w.aux = NULL; /* destinations are VMM memory (tcp_chan_connect) */
-    if (!gpuport_proxy_post(tc->conn, &w))
+    /* destinations are VMM memory (tcp_chan_connect): the flusher's own context */
+    if (!gpuport_tl_post(tc->conn, &w))
         return 0;
     last = tc->payload_left == 0;
     if (last)
@@ -237,7 +231,7 @@ int tcp_recv_some(tcp_conn_t *tc)
         }
         /* behind GPU copies, a SIGNAL goes to the flusher: room first */
         if (!tc->in_payload && tc->rx_pending &&
-            (tcp_post_full(tc) || !gpuport_flusher_has_room(&tc->comm->proxy.flusher, 1)))
+            (tcp_post_full(tc) || !gpuport_tl_flusher_room(tc->comm, 1)))
             break;
         if (!tc->in_payload && avail >= sizeof(tcp_msg_t)) {
             memcpy(&tc->cur, tc->rxbuf + tc->rx_pos, sizeof(tcp_msg_t));

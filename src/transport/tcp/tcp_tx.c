@@ -12,7 +12,7 @@
 
 /* ---- proxy thread: operations ---- */
 
-int tcp_has_room(gpuport_pchan_t *ch, uint32_t nops)
+int tcp_has_room(gpuport_tl_chan_t *ch, uint32_t nops)
 {
     tcp_conn_t *tc = ch->conn->priv;
 
@@ -20,7 +20,7 @@ int tcp_has_room(gpuport_pchan_t *ch, uint32_t nops)
            (tc->ops_sent - tc->ops_acked + nops <= tc->q - CONTROL_SPARE && tcp_tx_room(tc, nops));
 }
 
-static int queue_op(gpuport_pchan_t *ch, uint32_t type, uint64_t off, uint64_t size,
+static int queue_op(gpuport_tl_chan_t *ch, uint32_t type, uint64_t off, uint64_t size,
                     const void *payload, int device)
 {
     tx_item_t *it;
@@ -40,21 +40,21 @@ static int queue_op(gpuport_pchan_t *ch, uint32_t type, uint64_t off, uint64_t s
     return GPUPORT_TRANSPORT_ASYNC;
 }
 
-int tcp_put(gpuport_pchan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
+int tcp_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
             int behind_work, gpuport_work_t *work)
 {
     (void)behind_work, (void)work;
-    return queue_op(ch, MSG_PUT, dst_off, size, (const char *)ch->src_base + src_off,
-                    tcp_gpu_kind(ch->src_kind));
+    return queue_op(ch, MSG_PUT, dst_off, size, (const char *)ch->src.ptr + src_off,
+                    gpuport_region_is_device(ch->src.kind));
 }
 
-int tcp_signal(gpuport_pchan_t *ch, int behind_work, gpuport_work_t *work)
+int tcp_signal(gpuport_tl_chan_t *ch, int behind_work, gpuport_work_t *work)
 {
     (void)behind_work, (void)work;
     return queue_op(ch, MSG_SIGNAL, 0, 0, NULL, 0);
 }
 
-void tcp_report_fail(gpuport_pchan_t *ch, gpuport_status_t status)
+void tcp_report_fail(gpuport_tl_chan_t *ch, gpuport_status_t status)
 {
     tcp_conn_t *tc = ch->conn->priv;
 
@@ -99,8 +99,8 @@ void tcp_stage_tx(tcp_conn_t *tc)
         w.dst = tc->txs + (size_t)slot * CHUNK;
         w.src = it->dev_src + tc->sg_off;
         w.size = len;
-        w.aux = NULL; /* sources are VMM memory (tcp_chan_connect) */
-        if (!gpuport_proxy_post(tc->conn, &w))
+        /* sources are VMM memory (tcp_chan_connect): the flusher's own context */
+        if (!gpuport_tl_post(tc->conn, &w))
             return;
         tc->tchunk[slot].item = tc->sg_item;
         tc->tchunk[slot].off = tc->sg_off;
