@@ -55,10 +55,11 @@ const gpuport_config_var_t gpuport_config_vars[] = {
      "0,8,16,24); empty decides"},
     {"GPUPORT_IB_GID_INDEX", "auto", GPUPORT_CFG_AUTO_UINT, FIELD(ib_gid_index), 0, 255, NULL,
      "RoCE GID index for the ib transport; auto prefers RoCE v2 with an IPv4 address"},
-    {"GPUPORT_IB_HCA", "", GPUPORT_CFG_HCALIST, FIELD(ib_hca), 0, 0, NULL,
+    {"GPUPORT_IB_HCA", "", GPUPORT_CFG_HCALIST, FIELD(ib_hca), 0, GPUPORT_LIST_TEXT_MAX, NULL,
      "RDMA devices and ports for the ib transport (e.g. mlx5_0:1,mlx5_1:1); empty picks the "
      "one nearest the GPU"},
-    {"GPUPORT_SOCKET_IFNAME", "", GPUPORT_CFG_IFLIST, FIELD(socket_ifname), 0, 0, NULL,
+    {"GPUPORT_SOCKET_IFNAME", "", GPUPORT_CFG_IFLIST, FIELD(socket_ifname), 0,
+     GPUPORT_LIST_TEXT_MAX, NULL,
      "network interfaces for the tcp transport, by name prefix (eth0,ib or ^docker to exclude); "
      "empty takes the first one up that is not loopback"},
     {"GPUPORT_SOCKET_TIMEOUT_MS", "10000", GPUPORT_CFG_UINT, FIELD(socket_timeout_ms), 1000,
@@ -104,14 +105,15 @@ void gpuport_config_describe(const gpuport_config_var_t *var, char *buf, size_t 
         break;
     case GPUPORT_CFG_IFLIST:
         snprintf(buf, len, "interface name prefixes separated by commas such as eth0,ib or "
-                 "^docker,lo (^ first excludes them; letters, digits, . _ - @ :, at most %zu "
-                 "characters), or empty",
-                 var->field_size - 1);
+                 "^docker,lo (^ first excludes them; letters, digits, . _ - @ :, each at most 15, "
+                 "at most %llu characters), or empty",
+                 (unsigned long long)var->max);
         break;
     case GPUPORT_CFG_HCALIST:
         snprintf(buf, len, "device[:port] names separated by commas such as mlx5_0:1,mlx5_1 "
-                 "(port 1..255, no spaces, at most %zu characters), or empty",
-                 var->field_size - 1);
+                 "(names of at most 63 characters, port 1..255, no spaces, at most %llu "
+                 "characters), or empty",
+                 (unsigned long long)var->max);
         break;
     }
 }
@@ -151,15 +153,28 @@ static int parse_uint(const char *s, uint64_t *v_p)
     return 0;
 }
 
-/* "name[:port],...": names of letters, digits, '_', '-', '.'; ports 1..255 */
-static int parse_hcalist(const char *s, char *problem, size_t len)
+/* "name[:port],...": names of letters, digits, '_', '-', '.' (at most 63);
+ * ports 1..255, decimal without leading zeros */
+static int parse_hcalist(const char *s, gpuport_hca_list_t *out, char *problem, size_t len)
 {
+    memset(out, 0, sizeof(*out));
     while (*s) {
         size_t name = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.");
+        gpuport_hca_entry_t *e = &out->entry[out->n];
         if (name == 0) {
             snprintf(problem, len, "a device name is missing or has a bad character at \"%s\"", s);
             return -1;
         }
+        if (name >= sizeof(e->dev)) {
+            snprintf(problem, len, "a device name of %zu characters (at most %zu)", name,
+                     sizeof(e->dev) - 1);
+            return -1;
+        }
+        if (out->n == GPUPORT_LIST_MAX) {
+            snprintf(problem, len, "more than %d devices", GPUPORT_LIST_MAX);
+            return -1;
+        }
+        memcpy(e->dev, s, name);
         s += name;
         if (*s == ':') {
             unsigned long port = 0;
@@ -169,8 +184,10 @@ static int parse_hcalist(const char *s, char *problem, size_t len)
                 snprintf(problem, len, "bad port at \"%s\"", s);
                 return -1;
             }
+            e->port = (uint8_t)port;
             s += digits;
         }
+        out->n++;
         if (*s == ',' && s[1] != '\0')
             s++;
         else if (*s) {
@@ -182,22 +199,30 @@ static int parse_hcalist(const char *s, char *problem, size_t len)
 }
 
 /* "" or [^]prefix[,prefix...]: no empty entries, interface-name characters */
-static int parse_iflist(const char *s, char *problem, size_t len)
+static int parse_iflist(const char *s, gpuport_if_list_t *out, char *problem, size_t len)
 {
-    if (*s == '^')
+    memset(out, 0, sizeof(*out));
+    if (*s == '^') {
+        out->exclude = 1;
         s++;
-    else if (*s == '\0')
+    } else if (*s == '\0') {
         return 0;
+    }
     for (;;) {
         size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-@:");
         if (n == 0) {
             snprintf(problem, len, *s ? "unexpected \"%s\"" : "an empty name", s);
             return -1;
         }
-        if (n > 15) {
+        if (n >= sizeof(out->prefix[0])) {
             snprintf(problem, len, "\"%.*s\" is longer than an interface name (15)", (int)n, s);
             return -1;
         }
+        if (out->n == GPUPORT_LIST_MAX) {
+            snprintf(problem, len, "more than %d names", GPUPORT_LIST_MAX);
+            return -1;
+        }
+        memcpy(out->prefix[out->n++], s, n);
         s += n;
         if (*s == '\0')
             return 0;
@@ -209,12 +234,33 @@ static int parse_iflist(const char *s, char *problem, size_t len)
     }
 }
 
+void gpuport_hca_list_format(const gpuport_hca_list_t *list, char *buf, size_t len)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < list->n && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s%s%.0u", i ? "," : "",
+                                 list->entry[i].dev, list->entry[i].port ? ":" : "",
+                                 list->entry[i].port);
+}
+
+void gpuport_if_list_format(const gpuport_if_list_t *list, char *buf, size_t len)
+{
+    size_t used = (size_t)snprintf(buf, len, "%s", list->exclude ? "^" : "");
+
+    for (int i = 0; i < list->n && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "," : "", list->prefix[i]);
+}
+
+/* list: a parsed HCALIST or IFLIST value, else NULL */
 static void store(const gpuport_config_var_t *var, gpuport_config_t *config, uint64_t v,
-                  const char *text)
+                  const char *text, const void *list)
 {
     char *field = (char *)config + var->offset;
-    if (var->type == GPUPORT_CFG_CPULIST || var->type == GPUPORT_CFG_HCALIST ||
-        var->type == GPUPORT_CFG_IFLIST)
+    if (list)
+        memcpy(field, list, var->field_size);
+    else if (var->type == GPUPORT_CFG_CPULIST)
         snprintf(field, var->field_size, "%s", text);
     else if (var->field_size == sizeof(uint64_t))
         memcpy(field, &v, sizeof(uint64_t));
@@ -228,6 +274,9 @@ gpuport_status_t gpuport_config_parse_var(const gpuport_config_var_t *var, const
                                           gpuport_config_t *config)
 {
     char accepted[256], problem[128] = "";
+    gpuport_hca_list_t hca;
+    gpuport_if_list_t ifl;
+    const void *list = NULL;
     uint64_t v = 0;
     int ok = 0;
 
@@ -278,16 +327,18 @@ gpuport_status_t gpuport_config_parse_var(const gpuport_config_var_t *var, const
         }
         break;
     case GPUPORT_CFG_IFLIST:
-        if (strlen(value) >= var->field_size)
+        if (strlen(value) > var->max)
             snprintf(problem, sizeof(problem), "%zu characters", strlen(value));
         else
-            ok = parse_iflist(value, problem, sizeof(problem)) == 0;
+            ok = parse_iflist(value, &ifl, problem, sizeof(problem)) == 0;
+        list = &ifl;
         break;
     case GPUPORT_CFG_HCALIST:
-        if (strlen(value) >= var->field_size)
+        if (strlen(value) > var->max)
             snprintf(problem, sizeof(problem), "%zu characters", strlen(value));
         else
-            ok = parse_hcalist(value, problem, sizeof(problem)) == 0;
+            ok = parse_hcalist(value, &hca, problem, sizeof(problem)) == 0;
+        list = &hca;
         break;
     }
     if (!ok) {
@@ -296,7 +347,7 @@ gpuport_status_t gpuport_config_parse_var(const gpuport_config_var_t *var, const
                   problem[0] ? ", " : "", problem, accepted);
         return GPUPORT_ERR_INVALID_CONFIG;
     }
-    store(var, config, v, value);
+    store(var, config, v, value, list);
     return GPUPORT_OK;
 }
 

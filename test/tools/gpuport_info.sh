@@ -30,11 +30,15 @@ check "the error names the variable and what it accepts" \
 check "runs on this machine" test $? -eq 0
 check "names every transport" sh -c "grep -c '^  \(shm\|cuda_ipc\|ib\|tcp\) ' '$tmp.plain' | grep -qx 4"
 
-# tcp's interface choice (GPUPORT_SOCKET_IFNAME): loopback by name, an
-# exclusion that leaves nothing, and a name that matches nothing
+# tcp's interface choice (GPUPORT_SOCKET_IFNAME): loopback by name (alone and
+# as the second prefix of a list), an exclusion that leaves nothing, and a
+# name that matches nothing
 if ip -o -4 addr show dev lo 2>/dev/null | grep -q '127\.0\.0\.1'; then
     GPUPORT_SOCKET_IFNAME=lo "$info" >"$tmp.lo" 2>&1
     check "tcp listens on lo when asked" grep -q '^  tcp .*interface lo, address 127\.0\.0\.1 (GPUPORT_SOCKET_IFNAME)' "$tmp.lo"
+    GPUPORT_SOCKET_IFNAME=nosuchif0,lo "$info" >"$tmp.lo2" 2>&1
+    check "tcp takes an interface the list's second prefix names" \
+        grep -q '^  tcp .*interface lo, address 127\.0\.0\.1 (GPUPORT_SOCKET_IFNAME)' "$tmp.lo2"
     GPUPORT_SOCKET_IFNAME=nosuchif0 "$info" >"$tmp.noif" 2>&1
     check "tcp says no interface matches, and names those up" \
         grep -q '^  tcp .*GPUPORT_SOCKET_IFNAME=nosuchif0 matches no interface.*up here: .*lo' "$tmp.noif"

@@ -45,17 +45,23 @@ static void clean_env(void)
         CHECK(strncmp(*e, "GPUPORT_", 8) != 0);
 }
 
+/* kept as text */
 static int is_text(const gpuport_config_var_t *var)
 {
-    return var->type == GPUPORT_CFG_CPULIST || var->type == GPUPORT_CFG_HCALIST ||
-           var->type == GPUPORT_CFG_IFLIST;
+    return var->type == GPUPORT_CFG_CPULIST;
+}
+
+/* parsed into a structure */
+static int is_list(const gpuport_config_var_t *var)
+{
+    return var->type == GPUPORT_CFG_HCALIST || var->type == GPUPORT_CFG_IFLIST;
 }
 
 /* numeric rows only; field_same compares any row */
 static uint64_t field_get(const gpuport_config_t *c, const gpuport_config_var_t *var)
 {
     const char *field = (const char *)c + var->offset;
-    CHECK(!is_text(var));
+    CHECK(!is_text(var) && !is_list(var));
     if (var->field_size == sizeof(uint64_t)) {
         uint64_t v;
         memcpy(&v, field, sizeof(v));
@@ -71,7 +77,25 @@ static int field_same(const gpuport_config_t *a, const gpuport_config_t *b,
 {
     if (is_text(var))
         return strcmp((const char *)a + var->offset, (const char *)b + var->offset) == 0;
+    if (is_list(var)) /* the parser zeroes the whole structure first */
+        return memcmp((const char *)a + var->offset, (const char *)b + var->offset,
+                      var->field_size) == 0;
     return field_get(a, var) == field_get(b, var);
+}
+
+/* What a text or list row holds, as text: a list written back by the
+ * configuration's formatter, which must give the value as it was set. */
+static void stored_text(const gpuport_config_t *c, const gpuport_config_var_t *var, char *buf,
+                        size_t len)
+{
+    const char *field = (const char *)c + var->offset;
+
+    if (var->type == GPUPORT_CFG_HCALIST)
+        gpuport_hca_list_format((const gpuport_hca_list_t *)field, buf, len);
+    else if (var->type == GPUPORT_CFG_IFLIST)
+        gpuport_if_list_format((const gpuport_if_list_t *)field, buf, len);
+    else
+        snprintf(buf, len, "%s", field);
 }
 
 /* Loads with name=value as the only GPUPORT_ variable; the config starts as
@@ -110,7 +134,10 @@ static void test_table(void)
             CHECK_MSG(strcmp(v->name, gpuport_config_vars[j].name) != 0, "%s twice", v->name);
         CHECK_MSG(v->doc && v->doc[0] && !strchr(v->doc, '\n'), "%s: doc", v->name);
         CHECK_MSG(v->field_size == 4 || v->field_size == 8 ||
-                      (is_text(v) && v->field_size >= 64),
+                      (is_text(v) && v->field_size >= 64) ||
+                      (v->type == GPUPORT_CFG_HCALIST &&
+                       v->field_size == sizeof(gpuport_hca_list_t)) ||
+                      (v->type == GPUPORT_CFG_IFLIST && v->field_size == sizeof(gpuport_if_list_t)),
                   "%s: field size %zu", v->name, v->field_size);
         CHECK(v->offset + v->field_size <= sizeof(gpuport_config_t));
         for (size_t j = 0; j < i; j++) {
@@ -136,9 +163,12 @@ static void test_table(void)
         case GPUPORT_CFG_AUTO_UINT:
             CHECK(v->min <= v->max && v->max <= INT32_MAX && v->field_size == sizeof(int));
             break;
-        case GPUPORT_CFG_CPULIST:
-        case GPUPORT_CFG_HCALIST: CHECK(strlen(v->default_value) < v->field_size); break;
-        case GPUPORT_CFG_IFLIST: CHECK(strlen(v->default_value) < v->field_size); break;
+        case GPUPORT_CFG_CPULIST: CHECK(strlen(v->default_value) < v->field_size); break;
+        case GPUPORT_CFG_HCALIST:
+        case GPUPORT_CFG_IFLIST:
+            /* a list of max characters has no more entries than the structure holds */
+            CHECK(strlen(v->default_value) <= v->max && (v->max + 1) / 2 <= GPUPORT_LIST_MAX);
+            break;
         default: CHECK_MSG(0, "%s: unknown type %d", v->name, (int)v->type);
         }
         memset(&c, 0, sizeof(c));
@@ -217,7 +247,8 @@ static void test_defaults(void)
     CHECK(c.gpu == GPUPORT_GPU_AUTO);
     CHECK(c.bind == 1);
     CHECK(c.proxy_cpus[0] == '\0' && c.flusher_cpus[0] == '\0');
-    CHECK(c.ib_gid_index == -1 && c.ib_hca[0] == '\0');
+    CHECK(c.ib_gid_index == -1 && c.ib_hca.n == 0);
+    CHECK(c.socket_ifname.n == 0 && !c.socket_ifname.exclude);
 
     /* every variable set to its default: same result, no warning */
     for (size_t i = 0; i < gpuport_config_nvars; i++)
@@ -406,29 +437,43 @@ static void test_hex_row(const gpuport_config_var_t *var)
         expect_rejected(var, bad[i]);
 }
 
-/* A text row: each good value stored as written, each bad one rejected, and
- * a valid list (unit repeated, e.g. "0,") too long for the field rejected. */
+/* A text or list row: each good value stored as written (a list: parsed,
+ * and written back the same), each bad one rejected, and a valid list (unit
+ * repeated, e.g. "0,") one character too long rejected. For a list, the
+ * longest valid one is accepted whole. */
 static void test_text_row(const gpuport_config_var_t *var, const char *const *good, size_t ngood,
                           const char *const *bad, size_t nbad, const char *unit)
 {
-    char big[512];
+    size_t limit = is_list(var) ? var->max + 1 : var->field_size; /* characters too many */
+    char big[512], text[512];
     gpuport_config_t c;
 
     for (size_t i = 0; i < ngood; i++) {
         load_accepted(var, good[i], &c);
-        CHECK_MSG(strcmp((char *)&c + var->offset, good[i]) == 0, "%s=\"%s\" stored \"%s\"",
-                  var->name, good[i], (char *)&c + var->offset);
+        stored_text(&c, var, text, sizeof(text));
+        CHECK_MSG(strcmp(text, good[i]) == 0, "%s=\"%s\" stored \"%s\"", var->name, good[i],
+                  text);
     }
     for (size_t i = 0; i < nbad; i++)
         expect_rejected(var, bad[i]);
-    /* valid syntax, but longer than the field */
-    CHECK(var->field_size < sizeof(big));
+    /* valid syntax, but longer than allowed */
+    CHECK(limit < sizeof(big));
     memset(big, 0, sizeof(big));
-    for (size_t n = 0; n + 2 < var->field_size; n += 2)
+    for (size_t n = 0; n + 2 < limit; n += 2)
         memcpy(big + n, unit, 2);
     big[strlen(big)] = unit[0];
     big[strlen(big)] = unit[0];
+    CHECK(strlen(big) == limit);
     expect_rejected(var, big);
+    if (is_list(var)) {
+        /* "a,a,...,a": as many entries as the structure holds */
+        big[limit - 1] = '\0';
+        load_accepted(var, big, &c);
+        stored_text(&c, var, text, sizeof(text));
+        CHECK_MSG(strcmp(text, big) == 0, "%s: the longest list stored \"%s\"", var->name, text);
+        CHECK(var->type == GPUPORT_CFG_HCALIST ? c.ib_hca.n == GPUPORT_LIST_MAX
+                                               : c.socket_ifname.n == GPUPORT_LIST_MAX);
+    }
 }
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
@@ -473,20 +518,49 @@ static void test_auto_uint_row(const gpuport_config_var_t *var)
         expect_rejected(var, bad[i]);
 }
 
-/* Stored as written: device[:port] names, comma separated. */
+#define NAME63 "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
+#define LIST33 "d0,d1,d2,d3,d4,d5,d6,d7,d8,d9,d10,d11,d12,d13,d14,d15,d16,d17,d18,d19,d20," \
+               "d21,d22,d23,d24,d25,d26,d27,d28,d29,d30,d31,d32"
+
+/* device[:port] names, comma separated, parsed into entries. Until ib took
+ * this structure it parsed the text again, differently: it took ports with
+ * leading zeros, blanks or a sign (strtoul), refused here; it refused names
+ * of 64 characters (no RDMA device has one), now refused here too; and it
+ * refused lists of more than 32 entries, which the documented limit (255
+ * characters) allows. */
 static void test_hcalist_row(const gpuport_config_var_t *var)
 {
     static const char *const good[] = {"", "mlx5_0", "mlx5_0:1", "mlx5_0:1,mlx5_1:1",
-                                       "mlx5_0,mlx5_1:2", "rxe0", "bnxt_re0:255", "a.b-c:12"};
+                                       "mlx5_0,mlx5_1:2", "rxe0", "bnxt_re0:255", "a.b-c:12",
+                                       NAME63 ":1", LIST33};
     static const char *const bad[] = {"mlx5_0:", "mlx5_0:0", "mlx5_0:256", "mlx5_0:01",
                                       ":1", ",mlx5_0", "mlx5_0,", "mlx5_0,,mlx5_1",
                                       "mlx5_0 ", " mlx5_0", "mlx5 0", "mlx5_0:1:2",
-                                      "mlx5_0:x", "mlx5/0", "mlx5_0;mlx5_1", "mlx5_0:1000"};
+                                      "mlx5_0:x", "mlx5/0", "mlx5_0;mlx5_1", "mlx5_0:1000",
+                                      /* strtoul took these */
+                                      "mlx5_0:001", "mlx5_0: 1", "mlx5_0:+1", "mlx5_0:\t1",
+                                      "mlx5_0:-1", NAME63 "x", "a," NAME63 "x:1"};
+    gpuport_config_t c;
+    const char *log;
 
     test_text_row(var, good, NELEM(good), bad, NELEM(bad), "a,");
+    load_accepted(var, "mlx5_0,mlx5_1:2,bnxt_re0:255", &c);
+    CHECK(c.ib_hca.n == 3);
+    CHECK(strcmp(c.ib_hca.entry[0].dev, "mlx5_0") == 0 && c.ib_hca.entry[0].port == 0);
+    CHECK(strcmp(c.ib_hca.entry[1].dev, "mlx5_1") == 0 && c.ib_hca.entry[1].port == 2);
+    CHECK(strcmp(c.ib_hca.entry[2].dev, "bnxt_re0") == 0 && c.ib_hca.entry[2].port == 255);
+    load_accepted(var, LIST33, &c);
+    CHECK(c.ib_hca.n == 33 && strcmp(c.ib_hca.entry[32].dev, "d32") == 0);
+    load_accepted(var, NAME63, &c);
+    CHECK(c.ib_hca.n == 1 && strcmp(c.ib_hca.entry[0].dev, NAME63) == 0);
+    CHECK_STATUS(load_one(var->name, NAME63 "x", &c, &log), GPUPORT_ERR_INVALID_CONFIG);
+    CHECK_MSG(strstr(log, "a device name of 64 characters (at most 63)"), "log: %s", log);
 }
 
-/* Stored as written: interface name prefixes, ^ first to exclude. */
+/* interface name prefixes, ^ first to exclude, parsed into a list. tcp
+ * matched the text again until it took this structure: it skipped empty
+ * entries, took any character and a lone "^" (exclude nothing), all of
+ * which this parser refuses. */
 static void test_iflist_row(const gpuport_config_var_t *var)
 {
     static const char *const good[] = {"", "eth0", "eth", "eth0,ib0", "^docker,lo", "^lo",
@@ -494,9 +568,17 @@ static void test_iflist_row(const gpuport_config_var_t *var)
                                        "abcdefghijklmno"};
     static const char *const bad[] = {"^", ",eth0", "eth0,", "eth0,,ib0", "eth0 ", " eth0",
                                       "eth 0", "eth0;ib0", "eth0/1", "^^lo", "eth0,^lo",
-                                      "abcdefghijklmnop", "eth0\t"};
+                                      "abcdefghijklmnop", "eth0\t", "^,lo", "^lo,"};
+    gpuport_config_t c;
 
     test_text_row(var, good, NELEM(good), bad, NELEM(bad), "a,");
+    load_accepted(var, "^docker,lo", &c);
+    CHECK(c.socket_ifname.exclude && c.socket_ifname.n == 2);
+    CHECK(strcmp(c.socket_ifname.prefix[0], "docker") == 0 &&
+          strcmp(c.socket_ifname.prefix[1], "lo") == 0);
+    load_accepted(var, "eth0,abcdefghijklmno", &c);
+    CHECK(!c.socket_ifname.exclude && c.socket_ifname.n == 2);
+    CHECK(strcmp(c.socket_ifname.prefix[1], "abcdefghijklmno") == 0);
 }
 
 static void test_rows(void)

@@ -261,30 +261,73 @@ static void test_qp_attr(void)
 
 /* ---- GPUPORT_IB_HCA and the choice of port ---- */
 
+/* GPUPORT_IB_HCA=text through the configuration's parser, the only one;
+ * the log of a rejected value in *log_p. */
+static gpuport_status_t hca_parse(const char *text, gpuport_hca_list_t *out, const char **log_p)
+{
+    const gpuport_config_var_t *var = NULL;
+    gpuport_config_t c;
+    gpuport_status_t st;
+
+    for (size_t i = 0; i < gpuport_config_nvars; i++)
+        if (strcmp(gpuport_config_vars[i].name, "GPUPORT_IB_HCA") == 0)
+            var = &gpuport_config_vars[i];
+    CHECK(var);
+    memset(&c, 0, sizeof(c));
+    capture_begin();
+    st = gpuport_config_parse_var(var, text, &c);
+    *log_p = capture_end();
+    if (st == GPUPORT_OK)
+        *out = c.ib_hca;
+    return st;
+}
+
 static void test_hca_parse(void)
 {
-    ib_hca_entry_t e[IB_HCA_MAX];
-    char why[256], list[512];
+    gpuport_hca_list_t e;
+    const char *log;
+    char list[512];
     static const char *const bad[] = {"mlx5_0:",  "mlx5_0:0", "mlx5_0:256", ",mlx5_0",
                                       "mlx5_0,",  "mlx5 0",   "mlx5_0:1x", ":1",
-                                      "mlx5_0,,mlx5_1"};
+                                      "mlx5_0,,mlx5_1",
+                                      /* ib's own parser (strtoul) took these */
+                                      "mlx5_0:01", "mlx5_0: 1", "mlx5_0:+1"};
 
-    CHECK(ib_hca_parse("", e, IB_HCA_MAX, why, sizeof(why)) == 0);
-    CHECK(ib_hca_parse("mlx5_0:1,mlx5_1,bnxt_re0:255", e, IB_HCA_MAX, why, sizeof(why)) == 3);
-    CHECK(strcmp(e[0].dev, "mlx5_0") == 0 && e[0].port == 1);
-    CHECK(strcmp(e[1].dev, "mlx5_1") == 0 && e[1].port == 0);
-    CHECK(strcmp(e[2].dev, "bnxt_re0") == 0 && e[2].port == 255);
+    CHECK_OK(hca_parse("", &e, &log));
+    CHECK(e.n == 0);
+    CHECK_OK(hca_parse("mlx5_0:1,mlx5_1,bnxt_re0:255", &e, &log));
+    CHECK(e.n == 3);
+    CHECK(strcmp(e.entry[0].dev, "mlx5_0") == 0 && e.entry[0].port == 1);
+    CHECK(strcmp(e.entry[1].dev, "mlx5_1") == 0 && e.entry[1].port == 0);
+    CHECK(strcmp(e.entry[2].dev, "bnxt_re0") == 0 && e.entry[2].port == 255);
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        why[0] = '\0';
-        CHECK_MSG(ib_hca_parse(bad[i], e, IB_HCA_MAX, why, sizeof(why)) == -1, "%s", bad[i]);
-        CHECK_MSG(strstr(why, "GPUPORT_IB_HCA="), "%s: %s", bad[i], why);
+        CHECK_MSG(hca_parse(bad[i], &e, &log) == GPUPORT_ERR_INVALID_CONFIG, "%s", bad[i]);
+        CHECK_MSG(strstr(log, "GPUPORT_IB_HCA="), "%s: %s", bad[i], log);
     }
-    /* more entries than room */
-    CHECK(ib_hca_parse("a,b,c", e, 2, why, sizeof(why)) == -1 && strstr(why, "more than 2"));
+    /* a name longer than any RDMA device's (63) */
+    memset(list, 'm', 64);
+    list[64] = '\0';
+    CHECK(hca_parse(list, &e, &log) == GPUPORT_ERR_INVALID_CONFIG && strstr(log, "at most 63"));
+    list[63] = '\0';
+    CHECK_OK(hca_parse(list, &e, &log));
+    CHECK(e.n == 1 && strlen(e.entry[0].dev) == 63);
+    /* more entries than ib's parser had room for (32): the list's length,
+     * not its count, is the limit */
     list[0] = '\0';
-    for (int i = 0; i <= IB_HCA_MAX; i++)
+    for (int i = 0; i <= 32; i++)
         snprintf(list + strlen(list), sizeof(list) - strlen(list), "%sd%d", i ? "," : "", i);
-    CHECK(ib_hca_parse(list, e, IB_HCA_MAX, why, sizeof(why)) == -1);
+    CHECK_OK(hca_parse(list, &e, &log));
+    CHECK(e.n == 33 && strcmp(e.entry[32].dev, "d32") == 0);
+    /* the most a list of GPUPORT_LIST_TEXT_MAX characters holds, and one
+     * character more */
+    list[0] = '\0';
+    for (int i = 0; i < GPUPORT_LIST_MAX; i++)
+        strcat(list, i ? ",a" : "a");
+    CHECK(strlen(list) == GPUPORT_LIST_TEXT_MAX);
+    CHECK_OK(hca_parse(list, &e, &log));
+    CHECK(e.n == GPUPORT_LIST_MAX);
+    strcat(list, "a");
+    CHECK(hca_parse(list, &e, &log) == GPUPORT_ERR_INVALID_CONFIG);
 }
 
 static void test_pci_affinity(void)
@@ -327,7 +370,12 @@ static void expect_port(const ib_port_row_t *rows, int n, const char *hca, const
                         int want, const char *why_has, const char *why_has2)
 {
     char why[768] = "";
-    int got = ib_port_select(rows, n, hca, gpu, why, sizeof(why));
+    gpuport_hca_list_t list;
+    const char *log;
+    int got;
+
+    CHECK_MSG(hca_parse(hca, &list, &log) == GPUPORT_OK, "hca \"%s\": %s", hca, log);
+    got = ib_port_select(rows, n, &list, gpu, why, sizeof(why));
 
     CHECK_MSG(got == want, "hca \"%s\": chose %d, expected %d (%s)", hca, got, want, why);
     CHECK_MSG(strstr(why, why_has), "hca \"%s\": why \"%s\" lacks \"%s\"", hca, why, why_has);
@@ -365,7 +413,13 @@ static void test_port_select(void)
     expect_port(rails, 4, "mlx5_9:1", gpu2, -1, "no usable RDMA port among GPUPORT_IB_HCA=mlx5_9:1",
                 "does not exist");
     expect_port(rails, 0, "", gpu2, -1, "no usable RDMA port", "ports here: none");
-    expect_port(rails, 4, "mlx5_0:1,:", gpu2, -1, "GPUPORT_IB_HCA=", NULL);
+    /* a malformed list stops at the configuration: no port is chosen over it */
+    {
+        gpuport_hca_list_t list;
+        const char *log;
+        CHECK(hca_parse("mlx5_0:1,:", &list, &log) == GPUPORT_ERR_INVALID_CONFIG &&
+              strstr(log, "GPUPORT_IB_HCA="));
+    }
 
     /* ports that cannot be used, each with its reason */
     ib_port_row_t mixed[] = {

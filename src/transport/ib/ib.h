@@ -18,6 +18,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "config.h"
 #include "record.h"
 
 #define IB_GID_LEN 16
@@ -105,17 +106,6 @@ int ib_devices_present(char *why, size_t len);
 
 /* ---- device and port choice (ib_select.c) ---- */
 
-/* GPUPORT_IB_HCA, parsed: device[:port] entries; port 0 = any. */
-#define IB_HCA_MAX 32
-typedef struct ib_hca_entry {
-    char dev[64];
-    uint8_t port;
-} ib_hca_entry_t;
-
-/* Entries of list (config syntax: "mlx5_0:1,mlx5_1"); -1 with why when
- * malformed or longer than max. "" gives 0. */
-int ib_hca_parse(const char *list, ib_hca_entry_t *out, int max, char *why, size_t len);
-
 /* One port of one device, as ibv_query_device/ibv_query_port report it. */
 typedef struct ib_port_row {
     char dev[64];
@@ -135,13 +125,14 @@ typedef struct ib_port_row {
 int ib_pci_affinity(const char *a, const char *b);
 
 /* The row to use, or -1; why says what was chosen and why, or why none
- * fits (every row's reason). hca: GPUPORT_IB_HCA ("" = every port);
+ * fits (every row's reason). hca: GPUPORT_IB_HCA as config.c parsed it
+ * (no entries: every port);
  * gpu_pci: the GPU's sysfs PCI path, "" when it is unknown, NULL when the
  * communicator has no GPU. Among usable ports (ACTIVE, a known link layer
  * and MTU, a LID on InfiniBand, not iWARP) the one nearest the GPU wins;
  * ties go to the GPUPORT_IB_HCA order, then the device order. */
-int ib_port_select(const ib_port_row_t *rows, int n, const char *hca, const char *gpu_pci,
-                   char *why, size_t len);
+int ib_port_select(const ib_port_row_t *rows, int n, const gpuport_hca_list_t *hca,
+                   const char *gpu_pci, char *why, size_t len);
 
 /* Largest RDMA WRITE one work request carries: the port's max_msg_sz, at
  * most 2^31 (0 reported: 2^31). */

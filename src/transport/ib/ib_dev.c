@@ -167,7 +167,7 @@ static gpuport_status_t pick_gid(ib_dev_t *dev, int forced, int tbl_len, char *w
 }
 
 /* Opens the device and port for (hca, gid index, GPU). g_lock held. */
-static gpuport_status_t dev_open(const char *hca, int gid_index, const char *gpu_bus,
+static gpuport_status_t dev_open(const gpuport_hca_list_t *hca, int gid_index, const char *gpu_bus,
                                  ib_dev_t **dev_p, char *why, size_t len)
 {
     struct ibv_device **list;
@@ -248,7 +248,7 @@ static gpuport_status_t dev_open(const char *hca, int gid_index, const char *gpu
         snprintf(why, len, "%s:%u: %s", dev->name, dev->port, gid_why);
         goto out;
     }
-    snprintf(dev->key_hca, sizeof(dev->key_hca), "%s", hca);
+    gpuport_hca_list_format(hca, dev->key_hca, sizeof(dev->key_hca));
     dev->key_gid_index = gid_index;
     snprintf(dev->key_gpu, sizeof(dev->key_gpu), "%s", gpu_bus);
     snprintf(dev->why, sizeof(dev->why), "%s; %s; atomics %s, max message %llu bytes", sel,
@@ -277,14 +277,15 @@ out:
 static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why, size_t len)
 {
     const gpuport_config_t *cfg = gpuport_tl_config(comm);
-    char gpu[32];
+    char gpu[32], hca[GPUPORT_LIST_TEXT_MAX + 1];
     ib_dev_t *d;
     gpuport_status_t status;
 
     if (gpuport_tl_gpu_bus_id(comm, gpu, sizeof(gpu)) != 0)
         gpu[0] = '\0';
+    gpuport_hca_list_format(&cfg->ib_hca, hca, sizeof(hca));
     for (d = g_devs; d; d = d->next) {
-        if (strcmp(d->key_hca, cfg->ib_hca) == 0 && d->key_gid_index == cfg->ib_gid_index &&
+        if (strcmp(d->key_hca, hca) == 0 && d->key_gid_index == cfg->ib_gid_index &&
             strcmp(d->key_gpu, gpu) == 0) {
             *dev_p = d;
             return GPUPORT_OK;
@@ -293,7 +294,7 @@ static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why
     status = GPUPORT_ERR_NOT_SUPPORTED;
     /* No GPUPORT_IB_HCA: the device the topology module finds nearest the
      * GPU first; if none of its ports will do, the choice by PCI path below. */
-    if (!cfg->ib_hca[0] && gpu[0]) {
+    if (cfg->ib_hca.n == 0 && gpu[0]) {
         char near[64] = "", near_why[256];
         int ndev = 0;
         struct ibv_device **list = ibv_get_device_list(&ndev);
@@ -315,7 +316,11 @@ static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why
         if (list)
             ibv_free_device_list(list);
         if (near[0]) {
-            status = dev_open(near, cfg->ib_gid_index, gpu, &d, why, len);
+            gpuport_hca_list_t one; /* GPUPORT_IB_HCA=<near> */
+            memset(&one, 0, sizeof(one));
+            snprintf(one.entry[0].dev, sizeof(one.entry[0].dev), "%s", near);
+            one.n = 1;
+            status = dev_open(&one, cfg->ib_gid_index, gpu, &d, why, len);
             if (status)
                 log_info("ib: %s, nearest GPU %s, cannot be used (%s); choosing by PCI path", near,
                          gpu, why);
@@ -324,7 +329,7 @@ static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why
         }
     }
     if (status)
-        status = dev_open(cfg->ib_hca, cfg->ib_gid_index, gpu, &d, why, len);
+        status = dev_open(&cfg->ib_hca, cfg->ib_gid_index, gpu, &d, why, len);
     if (status)
         return status;
     d->next = g_devs;

@@ -4,58 +4,18 @@
 #include "transport/ib/ib.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* ---- GPUPORT_IB_HCA ---- */
 
-int ib_hca_parse(const char *list, ib_hca_entry_t *out, int max, char *why, size_t len)
-{
-    const char *s = list;
-    int n = 0;
-
-    while (*s) {
-        size_t name = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.");
-        unsigned long port = 0;
-
-        if (name == 0 || name >= sizeof(out[0].dev)) {
-            snprintf(why, len, "GPUPORT_IB_HCA=%s: a device name is missing, too long or has a "
-                     "bad character at \"%s\"", list, s);
-            return -1;
-        }
-        if (n == max) {
-            snprintf(why, len, "GPUPORT_IB_HCA=%s names more than %d ports", list, max);
-            return -1;
-        }
-        memcpy(out[n].dev, s, name);
-        out[n].dev[name] = '\0';
-        s += name;
-        if (*s == ':') {
-            char *end;
-            port = strtoul(s + 1, &end, 10);
-            if (end == s + 1 || port < 1 || port > 255) {
-                snprintf(why, len, "GPUPORT_IB_HCA=%s: bad port at \"%s\"", list, s + 1);
-                return -1;
-            }
-            s = end;
-        }
-        out[n++].port = (uint8_t)port;
-        if (*s == ',' && s[1] != '\0') {
-            s++;
-        } else if (*s) {
-            snprintf(why, len, "GPUPORT_IB_HCA=%s: unexpected \"%s\"", list, s);
-            return -1;
-        }
-    }
-    return n;
-}
-
 /* Position (1-based) of the first entry naming row, 0 if none does. */
-static int hca_rank(const ib_hca_entry_t *e, int n, const ib_port_row_t *row)
+static int hca_rank(const gpuport_hca_list_t *hca, const ib_port_row_t *row)
 {
-    for (int i = 0; i < n; i++)
-        if (strcmp(e[i].dev, row->dev) == 0 && (e[i].port == 0 || e[i].port == row->port))
+    for (int i = 0; i < hca->n; i++) {
+        const gpuport_hca_entry_t *e = &hca->entry[i];
+        if (strcmp(e->dev, row->dev) == 0 && (e->port == 0 || e->port == row->port))
             return i + 1;
+    }
     return 0;
 }
 
@@ -131,22 +91,19 @@ static int mtu_bytes(int mtu)
     return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? 128 << mtu : 0;
 }
 
-int ib_port_select(const ib_port_row_t *rows, int n, const char *hca, const char *gpu_pci,
-                   char *why, size_t len)
+int ib_port_select(const ib_port_row_t *rows, int n, const gpuport_hca_list_t *hca,
+                   const char *gpu_pci, char *why, size_t len)
 {
-    ib_hca_entry_t list[IB_HCA_MAX];
+    const gpuport_hca_entry_t *list = hca->entry;
     char notes[512] = "";
     size_t used = 0;
-    int nlist, best = -1, best_aff = -1, best_rank = 0, min_aff = -1;
+    int nlist = hca->n, best = -1, best_aff = -1, best_rank = 0, min_aff = -1;
     const char *how;
 
-    nlist = ib_hca_parse(hca, list, IB_HCA_MAX, why, len);
-    if (nlist < 0)
-        return -1;
     for (int i = 0; i < n; i++) {
         const ib_port_row_t *r = &rows[i];
         const char *bad;
-        int rank = nlist ? hca_rank(list, nlist, r) : 1, aff;
+        int rank = nlist ? hca_rank(hca, r) : 1, aff;
 
         if (nlist && !rank)
             continue;
@@ -178,13 +135,14 @@ int ib_port_select(const ib_port_row_t *rows, int n, const char *hca, const char
                                      list[k].port);
     }
     if (best < 0) {
-        char devs[256] = "";
+        char devs[256] = "", text[GPUPORT_LIST_TEXT_MAX + 1];
         size_t dl = 0;
         for (int i = 0; i < n && dl < sizeof(devs); i++)
             dl += (size_t)snprintf(devs + dl, sizeof(devs) - dl, "%s%s:%u", i ? ", " : "",
                                    rows[i].dev, rows[i].port);
+        gpuport_hca_list_format(hca, text, sizeof(text));
         snprintf(why, len, "no usable RDMA port%s%s (ports here: %s)%s%s",
-                 nlist ? " among GPUPORT_IB_HCA=" : "", nlist ? hca : "", n ? devs : "none",
+                 nlist ? " among GPUPORT_IB_HCA=" : "", text, n ? devs : "none",
                  notes[0] ? ": " : "", notes);
         return -1;
     }

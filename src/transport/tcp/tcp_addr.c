@@ -47,18 +47,12 @@ void tcp_addr_text(const tcp_rec_t *p, char *buf, size_t len)
 }
 
 /* Does interface name match the GPUPORT_SOCKET_IFNAME list? */
-static int if_selected(const char *list, const char *name)
+static int if_selected(const gpuport_if_list_t *list, const char *name)
 {
-    int exclude = list[0] == '^';
-    const char *s = list + exclude;
-
-    while (*s) {
-        size_t n = strcspn(s, ",");
-        if (n && strncmp(name, s, n) == 0)
-            return !exclude;
-        s += n + (s[n] == ',');
-    }
-    return exclude;
+    for (int i = 0; i < list->n; i++)
+        if (strncmp(name, list->prefix[i], strlen(list->prefix[i])) == 0)
+            return !list->exclude;
+    return list->exclude;
 }
 
 static int usable_v6(const struct sockaddr_in6 *a)
@@ -73,8 +67,8 @@ static gpuport_status_t pick_address(const gpuport_config_t *cfg, tcp_rec_t *me,
                                      char *why, size_t len)
 {
     struct ifaddrs *ifs, *i, *best = NULL;
-    const char *list = cfg->socket_ifname;
-    char seen[256] = "";
+    const gpuport_if_list_t *list = &cfg->socket_ifname;
+    char seen[256] = "", text[GPUPORT_LIST_TEXT_MAX + 1];
     size_t used = 0;
 
     if (getifaddrs(&ifs) != 0) {
@@ -90,23 +84,24 @@ static gpuport_status_t pick_address(const gpuport_config_t *cfg, tcp_rec_t *me,
             if (pass == 0 && used < sizeof(seen) && !strstr(seen, i->ifa_name))
                 used += (size_t)snprintf(seen + used, sizeof(seen) - used, "%s%s",
                                          used ? ", " : "", i->ifa_name);
-            if (list[0] ? !if_selected(list, i->ifa_name) : (pass < 2) == loop)
+            if (list->n ? !if_selected(list, i->ifa_name) : (pass < 2) == loop)
                 continue;
             if (pass == 0 && i->ifa_addr->sa_family == AF_INET)
                 best = i;
             else if (pass == 1 && i->ifa_addr->sa_family == AF_INET6 &&
                      (loop || usable_v6((struct sockaddr_in6 *)i->ifa_addr)))
                 best = i;
-            else if (pass == 2 && !list[0] &&
+            else if (pass == 2 && !list->n &&
                      (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6))
                 best = i;
         }
     }
     if (!best) {
         freeifaddrs(ifs);
-        if (list[0]) {
+        if (list->n) {
+            gpuport_if_list_format(list, text, sizeof(text));
             snprintf(why, len, "GPUPORT_SOCKET_IFNAME=%.64s matches no interface that is up with "
-                     "an address (interfaces up here: %.96s)", list, seen[0] ? seen : "none");
+                     "an address (interfaces up here: %.96s)", text, seen[0] ? seen : "none");
             return GPUPORT_ERR_INVALID_CONFIG;
         }
         snprintf(why, len, "no network interface is up with an address");
@@ -248,5 +243,5 @@ void tcp_describe(const gpuport_config_t *cfg, char *buf, size_t len)
     snprintf(buf, len, "available: ranks on other hosts, host memory%s, sockets on interface %s, "
              "address %s%s",
              GPUPORT_HAVE_CUDA ? " and GPU memory from gpuport_mem_alloc_device" : "",
-             me.tcp_ifname, host, cfg->socket_ifname[0] ? " (GPUPORT_SOCKET_IFNAME)" : "");
+             me.tcp_ifname, host, cfg->socket_ifname.n ? " (GPUPORT_SOCKET_IFNAME)" : "");
 }
