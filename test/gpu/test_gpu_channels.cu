@@ -16,14 +16,10 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "gpu_check.h"
+#include "gpu_pair.h"
 #include "gpuport/gpuport_device.h"
-extern "C" {
-#include "pair_bootstrap.h"
-}
 
 #define GIB (1ull << 30)
 
@@ -83,15 +79,7 @@ typedef struct side {
     gpuport_port_channel_dev_t dev;
     int *rc;
     unsigned long long *bad;
-    int vmm; /* src and dst from gpuport_mem_alloc_device (tcp), freed with the comm */
 } side_t;
-
-/* tcp copies GPU data from the flusher's context: its GPU regions must be
- * memory mapped for the device, not cudaMalloc memory */
-static int tcp_run(void)
-{
-    return strcmp(expected_transport(), "tcp") == 0;
-}
 
 static void side_open(side_t *s, gpuport_bootstrap_t *bs, uint64_t region)
 {
@@ -99,14 +87,8 @@ static void side_open(side_t *s, gpuport_bootstrap_t *bs, uint64_t region)
     s->rank = bs->rank;
     s->region = region;
     CHECK_OK(gpuport_comm_create(bs, &s->comm));
-    s->vmm = tcp_run();
-    if (s->vmm) {
-        CHECK_OK(gpuport_mem_alloc_device(s->comm, region, (void **)&s->src));
-        CHECK_OK(gpuport_mem_alloc_device(s->comm, region, (void **)&s->dst));
-    } else {
-        CUDA_CHECK(cudaMalloc(&s->src, region));
-        CUDA_CHECK(cudaMalloc(&s->dst, region));
-    }
+    gpu_region_alloc(s->comm, region, (void **)&s->src);
+    gpu_region_alloc(s->comm, region, (void **)&s->dst);
     CUDA_CHECK(cudaMalloc(&s->rc, 64 * sizeof(int)));
     CUDA_CHECK(cudaMalloc(&s->bad, sizeof(*s->bad)));
     fill<<<1024, 256>>>(s->src, region, s->rank);
@@ -122,10 +104,8 @@ static void side_open(side_t *s, gpuport_bootstrap_t *bs, uint64_t region)
 static void side_close(side_t *s)
 {
     CHECK_OK(gpuport_comm_destroy(s->comm));
-    if (!s->vmm) {
-        cudaFree(s->src);
-        cudaFree(s->dst);
-    }
+    gpu_region_free(s->src);
+    gpu_region_free(s->dst);
     cudaFree(s->rc);
     cudaFree(s->bad);
 }
@@ -321,13 +301,8 @@ static void bad_triggers(gpuport_bootstrap_t *bs)
     setenv("GPUPORT_LOG_LEVEL", "none", 1);
     CHECK_OK(gpuport_comm_create(bs, &comm));
     unsetenv("GPUPORT_LOG_LEVEL");
-    if (tcp_run()) {
-        CHECK_OK(gpuport_mem_alloc_device(comm, region + 2 * guard, (void **)&buf));
-        CHECK_OK(gpuport_mem_alloc_device(comm, region, (void **)&src));
-    } else {
-        CUDA_CHECK(cudaMalloc(&buf, region + 2 * guard));
-        CUDA_CHECK(cudaMalloc(&src, region));
-    }
+    gpu_region_alloc(comm, region + 2 * guard, (void **)&buf);
+    gpu_region_alloc(comm, region, (void **)&src);
     CUDA_CHECK(cudaMalloc(&rc, 8 * sizeof(int)));
     CUDA_CHECK(cudaMalloc(&bad, sizeof(*bad)));
     CUDA_CHECK(cudaMemset(buf, 0x5a, region + 2 * guard));
@@ -358,10 +333,8 @@ static void bad_triggers(gpuport_bootstrap_t *bs)
     setenv("GPUPORT_LOG_LEVEL", "none", 1);
     gpuport_comm_destroy(comm);
     unsetenv("GPUPORT_LOG_LEVEL");
-    if (!tcp_run()) { /* VMM memory went with the communicator */
-        cudaFree(buf);
-        cudaFree(src);
-    }
+    gpu_region_free(buf);
+    gpu_region_free(src);
     cudaFree(rc);
     cudaFree(bad);
     if (bs->rank == 0)
@@ -379,7 +352,7 @@ static void host_api(gpuport_bootstrap_t *bs)
     CHECK_OK(gpuport_channel_flush(s.ch));
     CHECK_STATUS(gpuport_channel_put(s.ch, (1u << 20) - 4, 0, 8), GPUPORT_ERR_OUT_OF_RANGE);
     CHECK_OK(bs->barrier(bs->ctx));
-    if (tcp_run()) {
+    if (gpu_mem_mapped()) {
         /* cudaMalloc memory, as destination and as source, is refused on
          * both sides, with a reason */
         gpuport_channel_t bad_ch = NULL;
@@ -408,32 +381,18 @@ int main(void)
 {
     gpuport_bootstrap_t bs;
     pid_t child;
-    int rank, n = 0, one_gpu;
+    int rank;
 
     setvbuf(stdout, NULL, _IONBF, 0);
     setenv("GPUPORT_TIMEOUT_MS", "60000", 1);
-    /* fork before CUDA is initialized: a child may not inherit a CUDA state */
-    rank = pair_fork(&bs, &child);
-    CHECK(rank >= 0);
+    rank = gpu_pair_fork(&bs, &child);
     bs.destroy = NULL; /* one socketpair serves every scenario's communicator */
-    /* GPUPORT_TEST_ONE_GPU=1: both processes on GPU 0 (their contexts then
-     * take turns on it: slow, but every path is exercised) */
-    one_gpu = getenv("GPUPORT_TEST_ONE_GPU") && strcmp(getenv("GPUPORT_TEST_ONE_GPU"), "1") == 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n < (one_gpu ? 1 : 2)) {
-        if (rank == 1)
-            _exit(77);
-        pair_join(child);
-        SKIP("needs 2 GPUs (found %d)", n);
-    }
-    CUDA_CHECK(cudaSetDevice(one_gpu ? 0 : rank));
     integrity(&bs);
     ordering(&bs);
     many_pushers(&bs);
     host_api(&bs);
     bad_triggers(&bs);
-    if (rank == 1)
-        _exit(0);
-    CHECK_MSG(pair_join(child) == 0, "rank 1 failed");
+    gpu_pair_join(rank, child, 0);
     printf("all GPU channel tests passed\n");
     return 0;
 }

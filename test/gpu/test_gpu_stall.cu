@@ -20,15 +20,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "gpu_check.h"
+#include "gpu_pair.h"
 #include "gpuport/gpuport_device.h"
-extern "C" {
-#include "pair_bootstrap.h"
-}
 
 #define MAX_BLOCKS 64
 
@@ -165,7 +162,7 @@ int main(int argc, char **argv)
     opts_t o = {100, 1, 0, 0, 1, 10000, 0, 120};
     gpuport_bootstrap_t bs;
     pid_t child;
-    int rank, n = 0, failures = 0, one_gpu;
+    int rank, failures = 0;
 
     setvbuf(stdout, NULL, _IONBF, 0);
     for (int i = 1; i < argc; i++) {
@@ -186,21 +183,10 @@ int main(int argc, char **argv)
     }
     CHECK(o.blocks >= 1 && o.blocks <= MAX_BLOCKS && o.reps >= 1 && o.iters >= 1);
     setenv("GPUPORT_TIMEOUT_MS", "60000", 0); /* a run may ask for less */
-    rank = pair_fork(&bs, &child);
-    CHECK(rank >= 0);
-    /* GPUPORT_TEST_ONE_GPU=1: both processes on GPU 0 (their contexts then
-     * take turns on it: slow, but every path is exercised) */
-    one_gpu = getenv("GPUPORT_TEST_ONE_GPU") && strcmp(getenv("GPUPORT_TEST_ONE_GPU"), "1") == 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n < (one_gpu ? 1 : 2)) {
-        if (rank == 1)
-            _exit(77);
-        pair_join(child);
-        SKIP("needs 2 GPUs (found %d)", n);
-    }
+    rank = gpu_pair_fork(&bs, &child);
     g.rank = rank;
     g.o = &o;
     g.what = o.graph ? "graph replay" : "kernel";
-    CUDA_CHECK(cudaSetDevice(one_gpu ? 0 : rank));
 
     gpuport_comm_t comm;
     uint64_t *src, *dst;
@@ -214,15 +200,8 @@ int main(int argc, char **argv)
     pthread_t wd;
 
     CHECK_OK(gpuport_comm_create(&bs, &comm));
-    /* tcp's flusher copies GPU data from its own context: the regions must be
-     * mapped for the device (gpuport_mem_alloc_device), not cudaMalloc'd */
-    if (getenv("GPUPORT_TRANSPORT") && strcmp(getenv("GPUPORT_TRANSPORT"), "tcp") == 0) {
-        CHECK_OK(gpuport_mem_alloc_device(comm, 16 * MAX_BLOCKS, (void **)&src));
-        CHECK_OK(gpuport_mem_alloc_device(comm, 16 * MAX_BLOCKS, (void **)&dst));
-    } else {
-        CUDA_CHECK(cudaMalloc(&src, 16 * MAX_BLOCKS));
-        CUDA_CHECK(cudaMalloc(&dst, 16 * MAX_BLOCKS));
-    }
+    gpu_region_alloc(comm, 16 * MAX_BLOCKS, (void **)&src);
+    gpu_region_alloc(comm, 16 * MAX_BLOCKS, (void **)&dst);
     CUDA_CHECK(cudaMemset(dst, 0, 16 * MAX_BLOCKS));
     CHECK_OK(gpuport_mem_register(comm, src, 16 * MAX_BLOCKS, &msrc));
     CHECK_OK(gpuport_mem_register(comm, dst, 16 * MAX_BLOCKS, &mdst));
@@ -333,9 +312,7 @@ int main(int argc, char **argv)
     }
     CHECK_OK(bs.barrier(bs.ctx));
     CHECK_OK(gpuport_comm_destroy(comm));
-    if (rank == 1)
-        _exit(failures ? 1 : 0);
-    CHECK_MSG(pair_join(child) == 0, "rank 1 failed");
+    gpu_pair_join(rank, child, failures ? 1 : 0);
     CHECK(failures == 0);
     printf("PASS stall: queued %d, reps %d%s%s, blocks %d, CUDA_DEVICE_MAX_CONNECTIONS=%s\n",
            o.queued, o.reps, o.warmup ? " (warm)" : " (cold)", o.graph ? ", graph" : "", o.blocks,

@@ -7,6 +7,8 @@
  * never a timeout or a hang, within GPUPORT_SOCKET_TIMEOUT_MS plus a margin
  * after the cut, and its channel must stay failed. Once the link is back,
  * the ranks compare notes over MPI and rank 0 prints PASS or the failures.
+ * Rank set-up is test/mpi/harness.h's; the verdict is rank 0's, which
+ * compares both ranks' first errors with the time of the cut.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,8 +19,7 @@
 
 #include <mpi.h>
 
-#include "gpuport/gpuport.h"
-#include "gpuport/gpuport_mpi.h"
+#include "../mpi/harness.h"
 
 #define BIG (4u << 20)
 #define REPLY (64u << 10)
@@ -40,7 +41,8 @@ static int64_t now_real(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static unsigned char pattern(int64_t round, size_t i)
+/* what rank 0 sends in a round: every sampled byte changes from round to round */
+static unsigned char sent_byte(int64_t round, size_t i)
 {
     return (unsigned char)(round * 131 + (int64_t)(i * 7) + (int64_t)(i >> 12));
 }
@@ -83,7 +85,7 @@ static void traffic(gpuport_channel_t ch, unsigned char *src, unsigned char *dst
     for (int64_t round = 1; now_real() < end; round++) {
         if (rank == 0) {
             for (size_t i = 0; i < BIG; i += 4096)
-                src[i] = pattern(round, i);
+                src[i] = sent_byte(round, i);
             if ((st = gpuport_channel_put_with_signal(ch, 0, 0, BIG)) != GPUPORT_OK)
                 { note(r, st, "put_with_signal"); return; }
             if ((st = gpuport_channel_flush(ch)) != GPUPORT_OK)
@@ -100,11 +102,11 @@ static void traffic(gpuport_channel_t ch, unsigned char *src, unsigned char *dst
             if ((st = gpuport_channel_wait(ch)) != GPUPORT_OK)
                 { note(r, st, "wait for the data"); return; }
             for (size_t i = 0; i < BIG; i += 4096) {
-                if (dst[i] != pattern(round, i)) {
+                if (dst[i] != sent_byte(round, i)) {
                     r->failed_check = 1;
                     snprintf(r->what, sizeof(r->what),
                              "round %" PRId64 ": byte %zu is %u, expected %u", round, i, dst[i],
-                             pattern(round, i));
+                             sent_byte(round, i));
                     return;
                 }
             }
@@ -135,15 +137,13 @@ int main(int argc, char **argv)
     gpuport_channel_t ch;
     void *src, *dst;
     result_t mine, all[2];
-    int rank, size, bad = 0;
+    int bad = 0;
     int64_t cut_ns, bound_ms;
     gpuport_status_t st;
 
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != 2 || !cut_file || !sock_ms) {
-        if (rank == 0)
+    harness_init(&argc, &argv);
+    if (g_size != 2 || !cut_file || !sock_ms) {
+        if (g_rank == 0)
             fprintf(stderr, "test_link_cut: needs 2 ranks, GPUPORT_TEST_CUT_FILE and "
                             "GPUPORT_SOCKET_TIMEOUT_MS (run it through test/net/link_cut.sh)\n");
         MPI_Finalize();
@@ -161,9 +161,9 @@ int main(int argc, char **argv)
     if (st == GPUPORT_OK)
         st = gpuport_mem_register(comm, dst, BIG, &dmem);
     if (st == GPUPORT_OK)
-        st = gpuport_channel_create(comm, 1 - rank, smem, dmem, &ch);
+        st = gpuport_channel_create(comm, 1 - g_rank, smem, dmem, &ch);
     if (st != GPUPORT_OK) {
-        fprintf(stderr, "rank %d: set-up failed: %s\n", rank, gpuport_status_string(st));
+        fprintf(stderr, "rank %d: set-up failed: %s\n", g_rank, gpuport_status_string(st));
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     if (strcmp(gpuport_channel_transport(ch), "tcp") != 0) {
@@ -171,7 +171,7 @@ int main(int argc, char **argv)
         snprintf(mine.what, sizeof(mine.what), "the channel uses %s, not tcp",
                  gpuport_channel_transport(ch));
     } else {
-        traffic(ch, src, dst, rank, &mine);
+        traffic(ch, src, dst, g_rank, &mine);
     }
     if (!mine.failed_check) {
         /* the failure sticks, and new operations are refused at once */
@@ -191,7 +191,7 @@ int main(int argc, char **argv)
     MPI_Gather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine), MPI_BYTE, 0, MPI_COMM_WORLD);
     gpuport_channel_destroy(ch);
     st = gpuport_comm_destroy(comm);
-    if (rank == 0) {
+    if (g_rank == 0) {
         if (!cut_ns) {
             printf("FAIL: the cut file %s never appeared\n", cut_file);
             bad = 1;

@@ -16,6 +16,8 @@
  *   --sleep S     then sleep S seconds, meet in a barrier and swap again
  *
  * Rank 0 prints "PASS netns-hosts"; on a failed check every rank exits 1.
+ * Rank set-up, failed checks, the agreement and the pattern are
+ * test/mpi/harness.h's.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,7 +26,6 @@
 #include <linux/if_link.h>
 #include <netpacket/packet.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,6 +37,7 @@
 
 #include <mpi.h>
 
+#include "../mpi/harness.h"
 #include "hostid.h"
 
 #define SWAP_BYTES (4u << 20)
@@ -48,22 +50,8 @@ struct report {
     uint64_t host_id;
 };
 
-static int g_rank, g_size;
-
-/* Prints a failed check; returns 1, to be or-ed into the outcome. */
-__attribute__((format(printf, 1, 2)))
-static int fail(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, "rank %d: CHECK failed: ", g_rank);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    fflush(stderr);
-    return 1;
-}
+/* Prints a failed check; returns -1, to be or-ed into the outcome. */
+#define FAIL(...) fail_at(__FILE__, __LINE__, "netns-hosts", __VA_ARGS__)
 
 static double now_s(void)
 {
@@ -98,7 +86,7 @@ static int if_bytes(const char *ifname, uint32_t *tx, uint32_t *rx)
     int found = 0;
 
     if (getifaddrs(&ifs) != 0)
-        return fail("getifaddrs: %s", strerror(errno));
+        return FAIL("getifaddrs: %s", strerror(errno));
     for (ifa = ifs; ifa; ifa = ifa->ifa_next) {
         if (ifa->ifa_addr && ifa->ifa_addr->sa_family == AF_PACKET && ifa->ifa_data &&
             strcmp(ifa->ifa_name, ifname) == 0) {
@@ -111,7 +99,7 @@ static int if_bytes(const char *ifname, uint32_t *tx, uint32_t *rx)
         }
     }
     freeifaddrs(ifs);
-    return found ? 0 : fail("no link statistics for %s", ifname);
+    return found ? 0 : FAIL("no link statistics for %s", ifname);
 }
 
 static int report_self(struct report *r)
@@ -121,14 +109,14 @@ static int report_self(struct report *r)
 
     memset(r, 0, sizeof(*r));
     if (gethostname(r->host, sizeof(r->host) - 1) != 0)
-        return fail("gethostname: %s", strerror(errno));
+        return FAIL("gethostname: %s", strerror(errno));
     if (stat("/proc/self/ns/net", &st) != 0)
-        return fail("stat(/proc/self/ns/net): %s", strerror(errno));
+        return FAIL("stat(/proc/self/ns/net): %s", strerror(errno));
     r->netns_dev = st.st_dev;
     r->netns_ino = st.st_ino;
     r->host_id = gpuport_host_id();
     if (!ifname)
-        return fail("GPUPORT_TEST_NETNS_IFNAME is not set: run under test/net/netns_mpirun.sh");
+        return FAIL("GPUPORT_TEST_NETNS_IFNAME is not set: run under test/net/netns_mpirun.sh");
     if_addr(ifname, r->addr, sizeof(r->addr));
     return 0;
 }
@@ -140,7 +128,8 @@ static int check_reports(const struct report *all)
     int bad = 0;
 
     if (!addrs || sscanf(addrs, "%15s %15s", want[0], want[1]) != 2)
-        return fail("GPUPORT_TEST_NETNS_ADDRS is '%s', not two addresses", addrs ? addrs : "(unset)");
+        return FAIL("GPUPORT_TEST_NETNS_ADDRS is '%s', not two addresses",
+                    addrs ? addrs : "(unset)");
     for (int i = 0; i < g_size; i++) {
         const struct report *r = &all[i];
 
@@ -148,7 +137,7 @@ static int check_reports(const struct report *all)
                i, r->host, r->netns_dev, r->netns_ino, r->host_id,
                getenv("GPUPORT_TEST_NETNS_IFNAME"), r->addr[0] ? r->addr : "(no address)");
         if (strcmp(r->addr, want[i % 2]) != 0)
-            bad |= fail("rank %d holds '%s', not host %c's address %s", i, r->addr,
+            bad |= FAIL("rank %d holds '%s', not host %c's address %s", i, r->addr,
                         'a' + i % 2, want[i % 2]);
         for (int j = 0; j < i; j++) {
             const struct report *o = &all[j];
@@ -158,7 +147,7 @@ static int check_reports(const struct report *all)
             int same_id = r->host_id == o->host_id;
 
             if (same_name != same_host || same_ns != same_host || same_id != same_host)
-                bad |= fail("ranks %d and %d are on %s simulated hosts, yet host names %s, "
+                bad |= FAIL("ranks %d and %d are on %s simulated hosts, yet host names %s, "
                             "net namespaces %s, gpuport host ids %s",
                             j, i, same_host ? "one" : "two",
                             same_name ? "equal" : "differ", same_ns ? "equal" : "differ",
@@ -169,17 +158,10 @@ static int check_reports(const struct report *all)
     return bad;
 }
 
-/* What rank r sends in round k: xorshift bytes, different for every rank and round. */
-static void fill(unsigned char *buf, int r, int k)
+/* What rank r sends in round k: a pattern of its own for every rank and round. */
+static void fill_swap(unsigned char *buf, int r, int k)
 {
-    uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(r * 131 + k + 1);
-
-    for (size_t i = 0; i < SWAP_BYTES; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        buf[i] = (unsigned char)x;
-    }
+    fill(buf, 0, SWAP_BYTES, hash4((uint64_t)r + 1, (uint64_t)k, 0, 0));
 }
 
 /* Ranks 2k and 2k+1 (on hosts a and b) swap SWAP_BYTES; an odd last rank idles. */
@@ -198,12 +180,12 @@ static int swap(int round, const char *what)
     in = malloc(SWAP_BYTES);
     want = malloc(SWAP_BYTES);
     if (!out || !in || !want) {
-        (void)fail("malloc of %u bytes", SWAP_BYTES);
+        (void)FAIL("malloc of %u bytes", SWAP_BYTES);
         MPI_Abort(MPI_COMM_WORLD, 1);
         return 1;
     }
-    fill(out, g_rank, round);
-    fill(want, peer, round);
+    fill_swap(out, g_rank, round);
+    fill_swap(want, peer, round);
     memset(in, 0, SWAP_BYTES);
     /* A failed check still swaps: the peer must not wait for nothing. */
     counted = if_bytes(ifname, &tx0, &rx0) == 0;
@@ -218,7 +200,7 @@ static int swap(int round, const char *what)
         bad = 1;
     } else if (tx1 - tx0 < SWAP_BYTES || rx1 - rx0 < SWAP_BYTES) {
         /* Other ranks of this host may add to the counters, never take away. */
-        bad = fail("%s: %s sent %" PRIu32 " and received %" PRIu32 " bytes during a swap of %u "
+        bad = FAIL("%s: %s sent %" PRIu32 " and received %" PRIu32 " bytes during a swap of %u "
                    "each way: MPI took another path", what, ifname, tx1 - tx0, rx1 - rx0,
                    SWAP_BYTES);
     }
@@ -227,7 +209,7 @@ static int swap(int round, const char *what)
 
         while (in[i] == want[i])
             i++;
-        bad = fail("%s: byte %zu of %u from rank %d is 0x%02x, not 0x%02x", what, i,
+        bad = FAIL("%s: byte %zu of %u from rank %d is 0x%02x, not 0x%02x", what, i,
                    SWAP_BYTES, peer, in[i], want[i]);
     } else if (g_rank == 0) {
         printf("swap %s: %u bytes each way with rank %d intact, %.3f s\n", what, SWAP_BYTES,
@@ -249,17 +231,18 @@ static int wait_cut(void)
     FILE *f;
 
     if (!path)
-        return fail("--expect-cut, but GPUPORT_TEST_CUT_FILE is not set (netns_mpirun.sh --cut-after)");
+        return FAIL("--expect-cut, but GPUPORT_TEST_CUT_FILE is not set "
+                    "(netns_mpirun.sh --cut-after)");
     while (!(f = fopen(path, "r"))) {
         if (now_s() - t0 > CUT_WAIT_S)
-            return fail("%s did not appear within %.0f s", path, CUT_WAIT_S);
+            return FAIL("%s did not appear within %.0f s", path, CUT_WAIT_S);
         usleep(20000);
     }
     if (fscanf(f, "%lld", &cut_ns) != 1)
         cut_ns = 0;
     fclose(f);
     if (cut_ns <= 0 || cut_ns / 1e9 > now_s() + 1 || cut_ns / 1e9 < t0 - 600)
-        return fail("%s holds %lld, not a recent time in ns", path, cut_ns);
+        return FAIL("%s holds %lld, not a recent time in ns", path, cut_ns);
     if (g_rank == 0) {
         printf("link cut %.3f s ago\n", now_s() - cut_ns / 1e9);
         fflush(stdout);
@@ -275,11 +258,9 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     struct report me, *all = NULL;
-    int expect_cut = 0, sleep_s = 0, bad = 0, any_bad = 0, c;
+    int expect_cut = 0, sleep_s = 0, bad = 0, passed, c;
 
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    harness_init(&argc, &argv);
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'c': expect_cut = 1; break;
@@ -293,7 +274,7 @@ int main(int argc, char **argv)
     }
     if (g_size < 2) {
         if (g_rank == 0)
-            (void)fail("needs 2 ranks or more, has %d", g_size);
+            (void)FAIL("needs 2 ranks or more, has %d", g_size);
         MPI_Finalize();
         return 1;
     }
@@ -303,7 +284,7 @@ int main(int argc, char **argv)
         all = calloc(g_size, sizeof(*all));
     MPI_Gather(&me, sizeof(me), MPI_BYTE, all, sizeof(me), MPI_BYTE, 0, MPI_COMM_WORLD);
     if (g_rank == 0)
-        bad |= !all ? fail("calloc") : check_reports(all);
+        bad |= !all ? FAIL("calloc") : check_reports(all);
     free(all);
 
     bad |= swap(1, "at start");
@@ -317,9 +298,9 @@ int main(int argc, char **argv)
         bad |= swap(3, "after the sleep");
     }
 
-    MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    passed = harness_agree(bad == 0);
     if (g_rank == 0)
-        printf(any_bad ? "FAIL netns-hosts\n" : "PASS netns-hosts\n");
+        printf(passed ? "PASS netns-hosts\n" : "FAIL netns-hosts\n");
     MPI_Finalize();
-    return any_bad ? 1 : 0;
+    return passed ? 0 : 1;
 }
