@@ -54,13 +54,24 @@ static void check_affinity(void)
                  "with 'mpirun --bind-to none' or give each rank at least 3 cores");
 }
 
+/* The network device a transport will use, if one says so now. */
+static int near_device(gpuport_comm_t comm, char *name, size_t len)
+{
+    for (int k = 1; k < GPUPORT_TL_MAX_KINDS; k++) {
+        gpuport_tl_comm_t *tc = &comm->tls[k];
+        if (tc->ops && tc->ops->near_device && tc->ops->near_device(tc, name, len))
+            return 1;
+    }
+    return 0;
+}
+
 /* Decides where the proxy and flusher threads run; they bind themselves as
  * they start. A bad GPUPORT_*_CPUS fails creation; a topology that cannot
  * be read leaves them unbound. */
 static gpuport_status_t place_threads(gpuport_comm_t comm)
 {
     gpuport_place_request_t req;
-    char why[256], bus[32], allowed[4096];
+    char why[256], bus[32], nic[64], allowed[4096];
     gpuport_placement_t *pl = &comm->placement;
     gpuport_status_t status;
     int far, valid = comm->bs.local_size >= 1 && comm->bs.local_rank >= 0 &&
@@ -76,6 +87,7 @@ static gpuport_status_t place_threads(gpuport_comm_t comm)
     }
     memset(&req, 0, sizeof(req));
     req.gpu_bus_id = gpuport_gpu_bus_id(comm, bus, sizeof(bus)) == 0 ? bus : NULL;
+    req.nic_name = near_device(comm, nic, sizeof(nic)) ? nic : NULL;
     /* local ranks are the bootstrap's word; without them, place as the only one */
     req.local_rank = valid ? comm->bs.local_rank : 0;
     req.local_size = valid ? comm->bs.local_size : 1;
@@ -92,9 +104,10 @@ static gpuport_status_t place_threads(gpuport_comm_t comm)
     far = req.bind && (pl->level == GPUPORT_PLACE_NUMA || pl->level == GPUPORT_PLACE_NONE ||
                        (pl->level == GPUPORT_PLACE_PROCESS && req.gpu_bus_id));
     GPUPORT_LOG(far ? GPUPORT_LOG_WARN : GPUPORT_LOG_INFO,
-                "placement %s: proxy PU %d, flusher PU %d, GPU %s, local rank %d of %d: %s",
+                "placement %s: proxy PU %d, flusher PU %d, GPU %s, NIC %s, local rank %d of %d: %s",
                 gpuport_place_level_name(pl->level), pl->proxy_cpu, pl->flusher_cpu,
-                req.gpu_bus_id ? bus : "none", req.local_rank, req.local_size, pl->why);
+                req.gpu_bus_id ? bus : "none", req.nic_name ? nic : "none", req.local_rank,
+                req.local_size, pl->why);
     return GPUPORT_OK;
 }
 

@@ -50,6 +50,13 @@ typedef struct gpuport_transport_ops {
      * "available: ..." or "built, not usable here: ...". */
     void (*describe)(const gpuport_config_t *cfg, char *buf, size_t len);
 
+    /* Optional, at creation after comm_open: the OS name of the network
+     * device ("mlx5_0") this transport will use for the communicator, when
+     * it will be used and knows the device now, so that the proxy and
+     * flusher threads are placed near it as well as near the GPU. 1 if
+     * name was written. */
+    int (*near_device)(gpuport_tl_comm_t *tc, char *name, size_t len);
+
     /* ---- choosing a transport for a peer ---- */
     /* 1 if this transport can connect this rank to `peer`; else 0 with why.
      * Both ranks of a pair ask the same transports in the same order. */

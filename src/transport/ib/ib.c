@@ -665,6 +665,13 @@ static int ib_quiesce(gpuport_conn_t *conn)
     return c->broken || ib_sendq_idle(&c->q);
 }
 
+/* Only a forced ib is ever used (auto does not pick it): then the threads
+ * go near its device. */
+static int ib_near_device(gpuport_tl_comm_t *tl, char *name, size_t len)
+{
+    return gpuport_tl_forced(tl) && ib_dev_name(tl->comm, name, len);
+}
+
 static void ib_describe(const gpuport_config_t *cfg, char *buf, size_t len)
 {
     char why[192];
@@ -680,6 +687,7 @@ static void ib_describe(const gpuport_config_t *cfg, char *buf, size_t len)
 const gpuport_transport_ops_t gpuport_transport_ib = {
     .name = "ib",
     .describe = ib_describe,
+    .near_device = ib_near_device,
     .reachable = ib_reachable,
     .conn_open = ib_conn_open,
     .chan_prepare = ib_chan_prepare,

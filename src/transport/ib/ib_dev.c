@@ -353,6 +353,20 @@ gpuport_status_t ib_dev_probe(gpuport_comm_t comm, int *link_layer_p, char *why,
     return status;
 }
 
+int ib_dev_name(gpuport_comm_t comm, char *name, size_t len)
+{
+    char why[512];
+    ib_dev_t *d;
+    int found;
+
+    pthread_mutex_lock(&g_lock);
+    found = dev_get(comm, &d, why, sizeof(why)) == GPUPORT_OK;
+    if (found)
+        snprintf(name, len, "%s", d->name);
+    pthread_mutex_unlock(&g_lock);
+    return found;
+}
+
 static void dev_put(ib_dev_t *dev)
 {
     ib_dev_t **pp;

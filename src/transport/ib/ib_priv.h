@@ -80,6 +80,8 @@ gpuport_status_t ib_dev_probe(gpuport_comm_t comm, int *link_layer_p, char *why,
  * atomics); one reference per connection. Errors are logged. */
 gpuport_status_t ib_comm_acquire(gpuport_tl_comm_t *tl, ib_comm_t **ic_p);
 void ib_comm_release(ib_comm_t *ic);
+/* The OS name of the device ib_dev_probe finds, into name; 0 if none. */
+int ib_dev_name(gpuport_comm_t comm, char *name, size_t len);
 
 /* ib_mr.c, application threads. */
 /* A registration of mem (shared by every channel over the same range),
