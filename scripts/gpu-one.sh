@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The tcp transport's GPU paths on a machine with ONE GPU: both processes of
-# each test on GPU 0 (GPUPORT_TEST_ONE_GPU=1). Their contexts take turns on
-# the GPU, so exchanges run at time-slice pace; what this shows is that data
-# arrives intact and that nothing hangs when the launch queue is full.
+# Every GPU test that can run on a machine with ONE GPU: both processes of
+# each pair on GPU 0 (GPUPORT_TEST_ONE_GPU=1). Their contexts take turns on
+# the GPU, so exchanges run at time-slice pace; what this shows is that
+# data arrives intact over cuda_ipc and tcp, and that nothing hangs when the
+# application's launch queue is full.
 #   usage: scripts/gpu-one.sh [BUILD_DIR] [OUT_DIR]   (build: scripts/gpu-build.sh)
+# GPU_ONE_ONLY=REGEX runs only the steps whose names match (grep -E).
 set -u
 cd "$(dirname "$0")/.."
 build=${1:-_build/gpu}
@@ -14,18 +16,32 @@ pass=0 fail=0
 step() {
     local name=$1 limit=$2 rc=0 t0=$SECONDS
     shift 2
+    if [ -n "${GPU_ONE_ONLY:-}" ] && ! echo "$name" | grep -Eq "$GPU_ONE_ONLY"; then
+        return
+    fi
     timeout --kill-after=10 "$limit" "$@" >"$out/$name.log" 2>&1 || rc=$?
     if [ $rc -eq 0 ]; then pass=$((pass + 1)); echo "PASS $name ($((SECONDS - t0)) s)"
     else fail=$((fail + 1)); echo "FAIL (exit $rc) $name ($((SECONDS - t0)) s)"; tail -n 15 "$out/$name.log"; fi
 }
-nvidia-smi --query-gpu=name,driver_version --format=csv >"$out/machine.txt" 2>&1
+{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv; } >"$out/machine.txt" 2>&1
 stall=$build/test/gpu/test_gpu_stall
+step info 60 "$build/tools/gpuport_info"
+step gpu-fifo 120 "$build/test/gpu/test_gpu_fifo"
+step channels-cuda_ipc 300 "$build/test/gpu/test_gpu_channels"
 step channels-tcp 300 env GPUPORT_TRANSPORT=tcp "$build/test/gpu/test_gpu_channels"
-# the launch-queue hazard (1 connection, 1,100 kernels queued) and without
+# the launch-queue hazard (1 connection, 1,100 kernels queued) and without,
+# cold (first use of everything inside the scenario)
 export GPUPORT_TIMEOUT_MS=${GPUPORT_TIMEOUT_MS:-20000}
-step stall-tcp-conn1-q1100 100 env GPUPORT_TRANSPORT=tcp CUDA_DEVICE_MAX_CONNECTIONS=1 \
-    "$stall" --queued 1100 --reps 2 --iters 1000 --expect-hazard
-step stall-tcp-default-q1100 100 env -u CUDA_DEVICE_MAX_CONNECTIONS GPUPORT_TRANSPORT=tcp \
-    "$stall" --queued 1100 --reps 2 --iters 1000
+for t in cuda_ipc tcp; do
+    step stall-$t-conn1-q1100 100 env GPUPORT_TRANSPORT=$t CUDA_DEVICE_MAX_CONNECTIONS=1 \
+        CUDA_MODULE_LOADING=LAZY "$stall" --queued 1100 --reps 2 --iters 1000 --expect-hazard
+    step stall-$t-default-q1100 100 env -u CUDA_DEVICE_MAX_CONNECTIONS GPUPORT_TRANSPORT=$t \
+        CUDA_MODULE_LOADING=LAZY "$stall" --queued 1100 --reps 2 --iters 1000
+done
+# the CPU suites with GPU mode on in every communicator
+for t in test_local_channels test_process_channels; do
+    step "unit-$t" 120 "$build/test/unit/$t"
+done
+step mpi-np2 180 "$build/test/mpi/mpirun.sh" 2 "$build/test/mpi/test_mpi_channels"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
