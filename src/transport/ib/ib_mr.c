@@ -97,7 +97,7 @@ static struct ibv_mr *reg_dmabuf(ib_comm_t *ic, const struct gpuport_mem *mem)
         return NULL;
     }
     errno = 0;
-    mr = ibv_reg_dmabuf_mr(ic->pd, off, mem->size, addr, fd, DATA_ACCESS);
+    mr = IBV(ibv_reg_dmabuf_mr)(ic->pd, off, mem->size, addr, fd, DATA_ACCESS);
     err = ib_err(0);
     /* the registration holds its own reference to the buffer */
     close(fd);
@@ -125,7 +125,7 @@ static gpuport_status_t reg(ib_comm_t *ic, const struct gpuport_mem *mem, ib_mr_
     caps.device = device;
     if (device) {
         pthread_once(&cu_once, cu_resolve);
-        caps.ibv_dmabuf = GPUPORT_HAVE_IBV_DMABUF;
+        caps.ibv_dmabuf = ib_verbs_have_dmabuf();
         caps.cu_dmabuf = cu_get_handle != NULL;
         caps.cu_why = cu_why;
         caps.peermem = peermem_loaded();
@@ -146,7 +146,7 @@ static gpuport_status_t reg(ib_comm_t *ic, const struct gpuport_mem *mem, ib_mr_
     }
     if (!m->mr) {
         errno = 0;
-        m->mr = ibv_reg_mr(ic->pd, mem->ptr, mem->size, DATA_ACCESS);
+        m->mr = IBV(ibv_reg_mr)(ic->pd, mem->ptr, mem->size, DATA_ACCESS);
         if (!m->mr) {
             int err = ib_err(0);
             gpuport_status_t st;
@@ -204,7 +204,7 @@ gpuport_status_t ib_mr_get(ib_comm_t *ic, const struct gpuport_mem *mem, ib_mr_t
 
 static void mr_free(ib_mr_t *m)
 {
-    int rc = ibv_dereg_mr(m->mr);
+    int rc = IBV(ibv_dereg_mr)(m->mr);
 
     if (rc)
         log_warn("ib: ibv_dereg_mr(%p, %llu bytes) failed: %s", (void *)(uintptr_t)m->addr,
