@@ -7,17 +7,17 @@
  * reachability, per-channel keys), GID and port choice (GPUPORT_IB_HCA,
  * nearness to the GPU), QP attributes, work-request sizes, the signal
  * method, the registration path, the send queue's accounting, errno and
- * completion status mapping, device discovery on this machine, and that
- * forced ib without a device is refused with the reason. Last, the verbs
- * data path itself runs against a mock provider (below): two ranks as
- * threads, puts split to the port's message size, signals by atomics and
- * by written counts, the loopback QP, a failed work request, report_fail,
- * and every verbs object released.
+ * completion status mapping, device discovery on this machine, that
+ * forced ib without a device is refused with the reason, and that a
+ * libibverbs that cannot be loaded (or lacks an entry) makes ib alone
+ * unavailable, saying why. Last, the verbs data path itself runs against a
+ * mock provider (mock_verbs.c, installed into the verbs table): two ranks
+ * as threads, puts split to the port's message size, signals by atomics
+ * and by written counts, the loopback QP, a failed work request,
+ * report_fail, and every verbs object released.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,10 +28,15 @@
 #include "check.h"
 #include "internal.h"
 #include "local_bootstrap.h"
+#include "mock_verbs.h"
 #include "transport/ib/ib.h"
+#include "transport/ib/ib_verbs.h"
 #include "transport/transport.h"
 
 static const char *const no_device = "no RDMA device was found (ibv_get_device_list returned none)";
+/* What ib says here without a device: no_device, or, where libibverbs.so.1
+ * cannot be loaded, why (main). */
+static char none_why[320];
 
 /* ---- QP record ---- */
 
@@ -933,577 +938,6 @@ static void test_sendq_room_and_wrap(void)
 }
 
 
-/* ---- a mock verbs provider ----
- *
- * The data path (ib.c, ib_dev.c, ib_mr.c) needs a device; this machine has
- * none. These definitions take the place of libibverbs' in this program
- * (they are linked before it): while mock_on is 0 each forwards to the
- * real function (RTLD_NEXT), so the checks above see the machine as it is;
- * while it is 1 they present one device with one port and act as its NIC:
- * QPs check their state changes and attributes the way a provider does,
- * and work requests are executed when the requester polls its CQ (a few
- * per call, so the send queue fills), checking keys, ranges, access flags,
- * message size, alignment and PSNs, writing the peer's memory (the ranks
- * are threads of this process) and completing in order; a failure moves
- * the QP to the error state and flushes the rest. Not a model of timing,
- * PCIe ordering or a second machine: only of what verbs promise. */
-
-static int mock_on;
-static struct {
-    int link_layer;   /* IBV_LINK_LAYER_* */
-    int atomic_cap;
-    uint32_t max_msg;
-    long fail_at;     /* the n-th executed work request fails (0: none) */
-} mock;
-static pthread_mutex_t mock_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct { int ctx, pd, mr, cq, qp, lists; } live;
-static long mock_executed;
-static char mock_error[256]; /* the first thing a provider would have refused */
-
-#define MOCK_MAX_WR 64
-#define MOCK_LID 0x11
-
-#define REAL(name, ...) ((__typeof__(&(name)))dlsym(RTLD_NEXT, #name))(__VA_ARGS__)
-
-static void mock_fault(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void mock_fault(const char *fmt, ...)
-{
-    va_list ap;
-
-    if (mock_error[0])
-        return;
-    va_start(ap, fmt);
-    vsnprintf(mock_error, sizeof(mock_error), fmt, ap);
-    va_end(ap);
-}
-
-typedef struct mock_mr {
-    struct ibv_mr mr;
-    int access;
-    struct mock_mr *next;
-} mock_mr_t;
-
-typedef struct mock_qp mock_qp_t;
-
-typedef struct mock_cq {
-    struct ibv_cq cq;
-    mock_qp_t *qp;
-} mock_cq_t;
-
-struct mock_qp {
-    struct ibv_qp qp;
-    mock_qp_t *next;
-    uint32_t max_send_wr;
-    int access;
-    uint32_t dest_qpn, rq_psn, sq_psn;
-    int max_rd_atomic, max_dest_rd_atomic;
-    struct ibv_send_wr wr[MOCK_MAX_WR];
-    struct ibv_sge sge[MOCK_MAX_WR];
-    uint64_t head, tail;
-};
-
-static struct ibv_device mock_device;
-static mock_mr_t *mock_mrs;
-static mock_qp_t *mock_qps;
-static uint32_t mock_next_key = 0x1000, mock_next_qpn = 0x100;
-
-static const uint8_t mock_gid_ll[16] = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 2, 0x11, 0x22, 0xff,
-                                        0xfe, 0x33, 0x44, 0x55};
-static const uint8_t mock_gid_v4[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1};
-
-/* The port's GID table: IB: one entry; RoCE: link-local v1 and v2, then
- * the IPv4 address as v1 and v2; the rest empty. */
-static int mock_gid(int index, uint8_t *gid, int *type)
-{
-    if (mock.link_layer != IBV_LINK_LAYER_ETHERNET) {
-        if (index != 0)
-            return -1;
-        memcpy(gid, mock_gid_ll, 16);
-        *type = IBV_GID_TYPE_IB;
-        return 0;
-    }
-    if (index < 0 || index > 3)
-        return -1;
-    memcpy(gid, index < 2 ? mock_gid_ll : mock_gid_v4, 16);
-    *type = index % 2 ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1;
-    return 0;
-}
-
-struct ibv_device **(ibv_get_device_list)(int *n)
-{
-    struct ibv_device **list;
-
-    if (!mock_on)
-        return REAL(ibv_get_device_list, n);
-    list = calloc(2, sizeof(*list));
-    snprintf(mock_device.name, sizeof(mock_device.name), "mock0");
-    snprintf(mock_device.ibdev_path, sizeof(mock_device.ibdev_path), "/nonexistent/mock0");
-    mock_device.transport_type = IBV_TRANSPORT_IB;
-    mock_device.node_type = IBV_NODE_CA;
-    list[0] = &mock_device;
-    *n = 1;
-    __atomic_add_fetch(&live.lists, 1, __ATOMIC_RELAXED);
-    return list;
-}
-
-void (ibv_free_device_list)(struct ibv_device **list)
-{
-    if (!list || list[0] != &mock_device) {
-        REAL(ibv_free_device_list, list);
-        return;
-    }
-    __atomic_sub_fetch(&live.lists, 1, __ATOMIC_RELAXED);
-    free(list);
-}
-
-const char *(ibv_get_device_name)(struct ibv_device *dev)
-{
-    return dev == &mock_device ? dev->name : REAL(ibv_get_device_name, dev);
-}
-
-static int mock_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
-static int mock_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc);
-
-struct ibv_context *(ibv_open_device)(struct ibv_device *dev)
-{
-    struct ibv_context *ctx;
-
-    if (dev != &mock_device)
-        return REAL(ibv_open_device, dev);
-    ctx = calloc(1, sizeof(*ctx));
-    ctx->device = dev;
-    ctx->ops.post_send = mock_post_send;
-    ctx->ops.poll_cq = mock_poll_cq;
-    ctx->abi_compat = NULL; /* not extended: ibv_query_port comes here */
-    __atomic_add_fetch(&live.ctx, 1, __ATOMIC_RELAXED);
-    return ctx;
-}
-
-int (ibv_close_device)(struct ibv_context *ctx)
-{
-    if (ctx->device != &mock_device)
-        return REAL(ibv_close_device, ctx);
-    __atomic_sub_fetch(&live.ctx, 1, __ATOMIC_RELAXED);
-    free(ctx);
-    return 0;
-}
-
-int (ibv_query_device)(struct ibv_context *ctx, struct ibv_device_attr *a)
-{
-    if (ctx->device != &mock_device)
-        return REAL(ibv_query_device, ctx, a);
-    memset(a, 0, sizeof(*a));
-    a->phys_port_cnt = 1;
-    a->atomic_cap = (enum ibv_atomic_cap)mock.atomic_cap;
-    a->max_qp_wr = MOCK_MAX_WR;
-    a->max_cqe = MOCK_MAX_WR;
-    a->max_qp_rd_atom = 16;
-    a->max_qp_init_rd_atom = 16;
-    return 0;
-}
-
-int (ibv_query_port)(struct ibv_context *ctx, uint8_t port, struct _compat_ibv_port_attr *compat)
-{
-    struct ibv_port_attr *a = (struct ibv_port_attr *)compat; /* the header passes the whole */
-
-    if (ctx->device != &mock_device)
-        return REAL(ibv_query_port, ctx, port, compat);
-    if (port != 1)
-        return EINVAL;
-    memset(a, 0, sizeof(*a));
-    a->state = IBV_PORT_ACTIVE;
-    a->max_mtu = a->active_mtu = IBV_MTU_4096;
-    a->link_layer = (uint8_t)mock.link_layer;
-    a->lid = mock.link_layer == IBV_LINK_LAYER_ETHERNET ? 0 : MOCK_LID;
-    a->gid_tbl_len = 8;
-    a->max_msg_sz = mock.max_msg;
-    return 0;
-}
-
-int (_ibv_query_gid_ex)(struct ibv_context *ctx, uint32_t port, uint32_t index,
-                        struct ibv_gid_entry *e, uint32_t flags, size_t size)
-{
-    int type;
-
-    if (ctx->device != &mock_device)
-        return REAL(_ibv_query_gid_ex, ctx, port, index, e, flags, size);
-    if (port != 1 || mock_gid((int)index, e->gid.raw, &type) != 0)
-        return ENODATA;
-    e->gid_index = index;
-    e->port_num = port;
-    e->gid_type = (uint32_t)type;
-    return 0;
-}
-
-int (ibv_query_gid)(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid)
-{
-    int type;
-
-    if (ctx->device != &mock_device)
-        return REAL(ibv_query_gid, ctx, port, index, gid);
-    return port == 1 && mock_gid(index, gid->raw, &type) == 0 ? 0 : -1;
-}
-
-struct ibv_pd *(ibv_alloc_pd)(struct ibv_context *ctx)
-{
-    struct ibv_pd *pd;
-
-    if (ctx->device != &mock_device)
-        return REAL(ibv_alloc_pd, ctx);
-    pd = calloc(1, sizeof(*pd));
-    pd->context = ctx;
-    __atomic_add_fetch(&live.pd, 1, __ATOMIC_RELAXED);
-    return pd;
-}
-
-int (ibv_dealloc_pd)(struct ibv_pd *pd)
-{
-    if (pd->context->device != &mock_device)
-        return REAL(ibv_dealloc_pd, pd);
-    pthread_mutex_lock(&mock_lock);
-    for (mock_mr_t *m = mock_mrs; m; m = m->next)
-        if (m->mr.pd == pd)
-            mock_fault("ibv_dealloc_pd with a registration open");
-    for (mock_qp_t *q = mock_qps; q; q = q->next)
-        if (q->qp.pd == pd)
-            mock_fault("ibv_dealloc_pd with a QP open");
-    pthread_mutex_unlock(&mock_lock);
-    __atomic_sub_fetch(&live.pd, 1, __ATOMIC_RELAXED);
-    free(pd);
-    return 0;
-}
-
-static struct ibv_mr *mock_reg(struct ibv_pd *pd, void *addr, size_t len, int access)
-{
-    mock_mr_t *m;
-
-    if (((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
-         !(access & IBV_ACCESS_LOCAL_WRITE)) ||
-        ((access & IBV_ACCESS_REMOTE_ATOMIC) && mock.atomic_cap == IBV_ATOMIC_NONE) || len == 0) {
-        errno = EINVAL;
-        return NULL;
-    }
-    m = calloc(1, sizeof(*m));
-    m->mr.context = pd->context;
-    m->mr.pd = pd;
-    m->mr.addr = addr;
-    m->mr.length = len;
-    m->access = access;
-    pthread_mutex_lock(&mock_lock);
-    m->mr.lkey = mock_next_key;
-    m->mr.rkey = mock_next_key + 0x80000;
-    mock_next_key += 0x101;
-    m->next = mock_mrs;
-    mock_mrs = m;
-    pthread_mutex_unlock(&mock_lock);
-    __atomic_add_fetch(&live.mr, 1, __ATOMIC_RELAXED);
-    return &m->mr;
-}
-
-struct ibv_mr *(ibv_reg_mr)(struct ibv_pd *pd, void *addr, size_t len, int access)
-{
-    if (pd->context->device != &mock_device)
-        return REAL(ibv_reg_mr, pd, addr, len, access);
-    return mock_reg(pd, addr, len, access);
-}
-
-struct ibv_mr *(ibv_reg_mr_iova2)(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova,
-                                  unsigned int access)
-{
-    if (pd->context->device != &mock_device)
-        return REAL(ibv_reg_mr_iova2, pd, addr, len, iova, access);
-    if (iova != (uint64_t)(uintptr_t)addr) {
-        errno = EINVAL;
-        return NULL;
-    }
-    return mock_reg(pd, addr, len, (int)access);
-}
-
-int (ibv_dereg_mr)(struct ibv_mr *mr)
-{
-    mock_mr_t **pp;
-
-    if (mr->context->device != &mock_device)
-        return REAL(ibv_dereg_mr, mr);
-    pthread_mutex_lock(&mock_lock);
-    for (pp = &mock_mrs; *pp && &(*pp)->mr != mr; pp = &(*pp)->next)
-        ;
-    if (*pp)
-        *pp = (*pp)->next;
-    else
-        mock_fault("ibv_dereg_mr of an unknown registration");
-    pthread_mutex_unlock(&mock_lock);
-    __atomic_sub_fetch(&live.mr, 1, __ATOMIC_RELAXED);
-    free((mock_mr_t *)mr);
-    return 0;
-}
-
-struct ibv_cq *(ibv_create_cq)(struct ibv_context *ctx, int cqe, void *cq_ctx,
-                               struct ibv_comp_channel *ch, int vector)
-{
-    mock_cq_t *c;
-
-    if (ctx->device != &mock_device)
-        return REAL(ibv_create_cq, ctx, cqe, cq_ctx, ch, vector);
-    if (cqe < 1 || cqe > MOCK_MAX_WR) {
-        errno = EINVAL;
-        return NULL;
-    }
-    c = calloc(1, sizeof(*c));
-    c->cq.context = ctx;
-    c->cq.cqe = cqe;
-    __atomic_add_fetch(&live.cq, 1, __ATOMIC_RELAXED);
-    return &c->cq;
-}
-
-int (ibv_destroy_cq)(struct ibv_cq *cq)
-{
-    if (cq->context->device != &mock_device)
-        return REAL(ibv_destroy_cq, cq);
-    if (((mock_cq_t *)cq)->qp)
-        return EBUSY;
-    __atomic_sub_fetch(&live.cq, 1, __ATOMIC_RELAXED);
-    free(cq);
-    return 0;
-}
-
-struct ibv_qp *(ibv_create_qp)(struct ibv_pd *pd, struct ibv_qp_init_attr *ia)
-{
-    mock_qp_t *q;
-
-    if (pd->context->device != &mock_device)
-        return REAL(ibv_create_qp, pd, ia);
-    if (ia->qp_type != IBV_QPT_RC || !ia->send_cq || ia->cap.max_send_wr > MOCK_MAX_WR ||
-        ia->cap.max_send_sge > 1 || (int)ia->cap.max_send_wr > ia->send_cq->cqe ||
-        ((mock_cq_t *)ia->send_cq)->qp) {
-        errno = EINVAL;
-        return NULL;
-    }
-    q = calloc(1, sizeof(*q));
-    q->qp.context = pd->context;
-    q->qp.pd = pd;
-    q->qp.send_cq = ia->send_cq;
-    q->qp.recv_cq = ia->recv_cq;
-    q->qp.qp_type = IBV_QPT_RC;
-    q->qp.state = IBV_QPS_RESET;
-    q->max_send_wr = ia->cap.max_send_wr;
-    ((mock_cq_t *)ia->send_cq)->qp = q;
-    pthread_mutex_lock(&mock_lock);
-    q->qp.qp_num = mock_next_qpn++;
-    q->next = mock_qps;
-    mock_qps = q;
-    pthread_mutex_unlock(&mock_lock);
-    __atomic_add_fetch(&live.qp, 1, __ATOMIC_RELAXED);
-    return &q->qp;
-}
-
-int (ibv_destroy_qp)(struct ibv_qp *qp)
-{
-    mock_qp_t **pp, *q = (mock_qp_t *)qp;
-
-    if (qp->context->device != &mock_device)
-        return REAL(ibv_destroy_qp, qp);
-    pthread_mutex_lock(&mock_lock);
-    for (pp = &mock_qps; *pp && *pp != q; pp = &(*pp)->next)
-        ;
-    if (*pp)
-        *pp = q->next;
-    pthread_mutex_unlock(&mock_lock);
-    ((mock_cq_t *)qp->send_cq)->qp = NULL;
-    __atomic_sub_fetch(&live.qp, 1, __ATOMIC_RELAXED);
-    free(q);
-    return 0;
-}
-
-int (ibv_modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
-{
-    mock_qp_t *q = (mock_qp_t *)qp;
-    int eth = mock.link_layer == IBV_LINK_LAYER_ETHERNET, rc = 0;
-    uint8_t gid[16];
-    int type;
-
-    if (qp->context->device != &mock_device)
-        return REAL(ibv_modify_qp, qp, a, mask);
-    pthread_mutex_lock(&mock_lock);
-    switch (a->qp_state) {
-    case IBV_QPS_INIT:
-        if (qp->state != IBV_QPS_RESET ||
-            mask != (IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) ||
-            a->port_num != 1 ||
-            ((a->qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC) && mock.atomic_cap == IBV_ATOMIC_NONE))
-            rc = EINVAL;
-        q->access = (int)a->qp_access_flags;
-        break;
-    case IBV_QPS_RTR:
-        if (qp->state != IBV_QPS_INIT || !(mask & IBV_QP_AV) || !(mask & IBV_QP_DEST_QPN) ||
-            !(mask & IBV_QP_RQ_PSN) || !(mask & IBV_QP_PATH_MTU) ||
-            !(mask & IBV_QP_MAX_DEST_RD_ATOMIC) || a->path_mtu > IBV_MTU_4096 ||
-            a->max_dest_rd_atomic > 16 || a->ah_attr.port_num != 1)
-            rc = EINVAL;
-        else if (eth && (!a->ah_attr.is_global || mock_gid(a->ah_attr.grh.sgid_index, gid, &type) ||
-                         memcmp(a->ah_attr.grh.dgid.raw, mock_gid_v4, 16) != 0))
-            rc = EINVAL; /* RoCE: by GRH, to the IPv4 GID auto picks */
-        else if (!eth && (a->ah_attr.is_global || a->ah_attr.dlid != MOCK_LID))
-            rc = EINVAL;
-        q->dest_qpn = a->dest_qp_num;
-        q->rq_psn = a->rq_psn;
-        q->max_dest_rd_atomic = a->max_dest_rd_atomic;
-        break;
-    case IBV_QPS_RTS:
-        if (qp->state != IBV_QPS_RTR || !(mask & IBV_QP_SQ_PSN) ||
-            !(mask & IBV_QP_MAX_QP_RD_ATOMIC) || a->max_rd_atomic > 16)
-            rc = EINVAL;
-        q->sq_psn = a->sq_psn;
-        q->max_rd_atomic = a->max_rd_atomic;
-        break;
-    case IBV_QPS_ERR:
-        if (mask != IBV_QP_STATE)
-            rc = EINVAL;
-        break;
-    default:
-        rc = EINVAL;
-    }
-    if (rc)
-        mock_fault("ibv_modify_qp(%d) refused (from state %d, mask 0x%x)", (int)a->qp_state,
-                   (int)qp->state, mask);
-    else
-        qp->state = a->qp_state;
-    pthread_mutex_unlock(&mock_lock);
-    return rc;
-}
-
-static int mock_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
-{
-    mock_qp_t *q = (mock_qp_t *)qp;
-    int rc = 0;
-
-    pthread_mutex_lock(&mock_lock);
-    for (; wr; wr = wr->next) {
-        uint64_t slot = q->tail % MOCK_MAX_WR;
-        if (qp->state != IBV_QPS_RTS) {
-            rc = EINVAL;
-            mock_fault("post_send on a QP in state %d", (int)qp->state);
-        } else if (q->tail - q->head >= q->max_send_wr) {
-            rc = ENOMEM;
-            mock_fault("post_send beyond the send queue's %u entries", q->max_send_wr);
-        } else if (wr->num_sge != 1 || !(wr->send_flags & IBV_SEND_SIGNALED)) {
-            rc = EINVAL;
-            mock_fault("post_send: %d sges, flags 0x%x", wr->num_sge, wr->send_flags);
-        }
-        if (rc) {
-            *bad = wr;
-            break;
-        }
-        /* the caller's arrays may be gone after the call: copy */
-        q->wr[slot] = *wr;
-        q->sge[slot] = wr->sg_list[0];
-        q->wr[slot].sg_list = &q->sge[slot];
-        q->wr[slot].next = NULL;
-        q->tail++;
-    }
-    pthread_mutex_unlock(&mock_lock);
-    return rc;
-}
-
-static mock_mr_t *mock_find(struct ibv_pd *pd, uint32_t key, int remote, uint64_t addr,
-                            uint64_t len)
-{
-    for (mock_mr_t *m = mock_mrs; m; m = m->next) {
-        uint64_t base = (uint64_t)(uintptr_t)m->mr.addr;
-        if (m->mr.pd == pd && (remote ? m->mr.rkey : m->mr.lkey) == key && addr >= base &&
-            addr + len <= base + m->mr.length)
-            return m;
-    }
-    return NULL;
-}
-
-/* Executes q's oldest request as its NIC and the responder's would. */
-static enum ibv_wc_status mock_execute(mock_qp_t *q, const struct ibv_send_wr *wr)
-{
-    const struct ibv_sge *sge = wr->sg_list;
-    mock_qp_t *r;
-    mock_mr_t *lm, *rm;
-    int atomic = wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-    uint64_t raddr = atomic ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
-    uint32_t rkey = atomic ? wr->wr.atomic.rkey : wr->wr.rdma.rkey;
-
-    if (++mock_executed == mock.fail_at)
-        return IBV_WC_REM_ACCESS_ERR;
-    for (r = mock_qps; r && r->qp.qp_num != q->dest_qpn; r = r->next)
-        ;
-    if (!r || r->dest_qpn != q->qp.qp_num || r->qp.state < IBV_QPS_RTR ||
-        r->rq_psn != q->sq_psn)
-        return IBV_WC_RETRY_EXC_ERR; /* nobody answers with that QPN and PSN */
-    if (wr->opcode != IBV_WR_RDMA_WRITE && !atomic)
-        return IBV_WC_REM_INV_REQ_ERR;
-    if (sge->length > mock.max_msg)
-        return IBV_WC_LOC_LEN_ERR;
-    lm = mock_find(q->qp.pd, sge->lkey, 0, sge->addr, sge->length);
-    if (!lm || (atomic && !(lm->access & IBV_ACCESS_LOCAL_WRITE)))
-        return IBV_WC_LOC_PROT_ERR;
-    rm = mock_find(r->qp.pd, rkey, 1, raddr, atomic ? 8 : sge->length);
-    if (!rm || !(rm->access & (atomic ? IBV_ACCESS_REMOTE_ATOMIC : IBV_ACCESS_REMOTE_WRITE)) ||
-        !(r->access & (atomic ? IBV_ACCESS_REMOTE_ATOMIC : IBV_ACCESS_REMOTE_WRITE)))
-        return IBV_WC_REM_ACCESS_ERR;
-    if (atomic) {
-        uint64_t old;
-        if (sge->length != 8 || (raddr & 7) || q->max_rd_atomic == 0 ||
-            r->max_dest_rd_atomic == 0)
-            return IBV_WC_REM_INV_REQ_ERR;
-        old = __atomic_fetch_add((uint64_t *)(uintptr_t)raddr, wr->wr.atomic.compare_add,
-                                 __ATOMIC_SEQ_CST);
-        memcpy((void *)(uintptr_t)sge->addr, &old, 8);
-    } else if (sge->length == 8 && !(raddr & 7)) {
-        /* an aligned 8-byte write lands whole, after the data before it */
-        uint64_t v;
-        memcpy(&v, (void *)(uintptr_t)sge->addr, 8);
-        __atomic_store_n((uint64_t *)(uintptr_t)raddr, v, __ATOMIC_RELEASE);
-    } else if (sge->length == 4 && !(raddr & 3)) {
-        uint32_t v;
-        memcpy(&v, (void *)(uintptr_t)sge->addr, 4);
-        __atomic_store_n((uint32_t *)(uintptr_t)raddr, v, __ATOMIC_RELEASE);
-    } else {
-        memcpy((void *)(uintptr_t)raddr, (void *)(uintptr_t)sge->addr, sge->length);
-        __atomic_thread_fence(__ATOMIC_RELEASE);
-    }
-    return IBV_WC_SUCCESS;
-}
-
-static int mock_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
-{
-    mock_qp_t *q = ((mock_cq_t *)cq)->qp;
-    int k = 0;
-
-    pthread_mutex_lock(&mock_lock);
-    /* a few per call: completions trickle in and the send queue fills */
-    while (q && k < n && k < 3 && q->head < q->tail) {
-        const struct ibv_send_wr *wr = &q->wr[q->head % MOCK_MAX_WR];
-        enum ibv_wc_status st = q->qp.state == IBV_QPS_ERR ? IBV_WC_WR_FLUSH_ERR
-                                                            : mock_execute(q, wr);
-        if (st != IBV_WC_SUCCESS)
-            q->qp.state = IBV_QPS_ERR;
-        memset(&wc[k], 0, sizeof(wc[k]));
-        wc[k].wr_id = wr->wr_id;
-        wc[k].status = st;
-        wc[k].opcode = wr->opcode == IBV_WR_RDMA_WRITE ? IBV_WC_RDMA_WRITE : IBV_WC_FETCH_ADD;
-        wc[k].qp_num = q->qp.qp_num;
-        wc[k].byte_len = wr->sg_list->length;
-        q->head++;
-        k++;
-    }
-    pthread_mutex_unlock(&mock_lock);
-    return k;
-}
-
-struct ibv_mr *(ibv_reg_dmabuf_mr)(struct ibv_pd *pd, uint64_t offset, size_t length,
-                                   uint64_t iova, int fd, int access)
-{
-    if (pd->context->device != &mock_device)
-        return REAL(ibv_reg_dmabuf_mr, pd, offset, length, iova, fd, access);
-    errno = EOPNOTSUPP;
-    return NULL;
-}
-
 /* ---- the data path over the mock ---- */
 
 #define MREGION (256u * 1024)
@@ -1555,8 +989,8 @@ static int mock_rank(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     CHECK_OK(gpuport_channel_create(comm, peer, msrc, mdst, &twin));
     /* per rank: the control segment, the QP's scratch buffer, two regions */
     CHECK_OK(bs->barrier(bs->ctx));
-    CHECK_MSG(__atomic_load_n(&live.mr, __ATOMIC_RELAXED) == 2 * 4, "%d registrations",
-              live.mr);
+    CHECK_MSG(__atomic_load_n(&mock_live.mr, __ATOMIC_RELAXED) == 2 * 4, "%d registrations",
+              mock_live.mr);
     CHECK_OK(bs->barrier(bs->ctx));
     CHECK_OK(gpuport_channel_destroy(twin));
     CHECK_OK(gpuport_channel_create(comm, rank, mssrc, msdst, &self)); /* the loopback QP */
@@ -1564,8 +998,8 @@ static int mock_rank(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     /* per rank: the control segment, a scratch buffer per QP (2), and the
      * four regions once each, whatever the number of channels over them */
     CHECK_OK(bs->barrier(bs->ctx));
-    CHECK_MSG(__atomic_load_n(&live.mr, __ATOMIC_RELAXED) == 2 * 7, "%d registrations",
-              live.mr);
+    CHECK_MSG(__atomic_load_n(&mock_live.mr, __ATOMIC_RELAXED) == 2 * 7, "%d registrations",
+              mock_live.mr);
     CHECK_OK(bs->barrier(bs->ctx));
 
     if (o->faulty) {
@@ -1657,8 +1091,8 @@ static int mock_rank(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
         CHECK_STATUS(gpuport_channel_destroy(ch), GPUPORT_OK);
         /* the regions' registrations went with their last channel */
         CHECK_OK(bs->barrier(bs->ctx));
-        CHECK_MSG(__atomic_load_n(&live.mr, __ATOMIC_RELAXED) == 2 * 3, "%d registrations",
-                  live.mr);
+        CHECK_MSG(__atomic_load_n(&mock_live.mr, __ATOMIC_RELAXED) == 2 * 3, "%d registrations",
+                  mock_live.mr);
     }
     CHECK_OK(gpuport_comm_destroy(comm));
     free(src);
@@ -1729,30 +1163,28 @@ static void mock_run(int link_layer, int atomic_cap, const mock_opts_t *o, const
 {
     const char *log;
 
-    memset(&live, 0, sizeof(live));
-    mock_error[0] = '\0';
-    mock_executed = 0;
-    mock.link_layer = link_layer;
-    mock.atomic_cap = atomic_cap;
-    mock.max_msg = 4096;
-    mock.fail_at = o->faulty ? 3 : 0;
-    mock_on = 1;
+    mock_config.link_layer = link_layer;
+    mock_config.atomic_cap = atomic_cap;
+    mock_config.max_msg = 4096;
+    mock_config.fail_at = o->faulty ? 3 : 0;
+    mock_verbs_install();
     setenv("GPUPORT_TRANSPORT", "ib", 1);
     setenv("GPUPORT_TIMEOUT_MS", "8000", 1);
     setenv("GPUPORT_LOG_LEVEL", "info", 1);
     mock_capture_begin();
     int failed = local_run(2, mock_rank, (void *)o);
     log = mock_capture_end();
-    mock_on = 0;
+    mock_verbs_uninstall();
     unsetenv("GPUPORT_TRANSPORT");
     unsetenv("GPUPORT_LOG_LEVEL");
     CHECK_MSG(failed == 0, "%d rank(s) failed; log:\n%s", failed, log);
     CHECK_MSG(!mock_error[0], "the mock provider refused: %s; log:\n%s", mock_error, log);
     /* every QP, CQ, registration, domain, context and list was released */
-    CHECK_MSG(live.ctx == 0 && live.pd == 0 && live.mr == 0 && live.cq == 0 && live.qp == 0 &&
-                  live.lists == 0,
+    CHECK_MSG(mock_live.ctx == 0 && mock_live.pd == 0 && mock_live.mr == 0 && mock_live.cq == 0 &&
+                  mock_live.qp == 0 && mock_live.lists == 0,
               "left open: %d contexts, %d domains, %d registrations, %d CQs, %d QPs, %d lists",
-              live.ctx, live.pd, live.mr, live.cq, live.qp, live.lists);
+              mock_live.ctx, mock_live.pd, mock_live.mr, mock_live.cq, mock_live.qp,
+              mock_live.lists);
     CHECK_MSG(strstr(log, log_has), "log lacks \"%s\":\n%s", log_has, log);
     if (o->bad_trigger)
         CHECK_MSG(count_of(log, "ERROR") == 2 && strstr(log, "is outside the regions") &&
@@ -1838,14 +1270,20 @@ static void test_errors(void)
         {IBV_WC_WR_FLUSH_ERR, GPUPORT_ERR_TRANSPORT},
         {IBV_WC_GENERAL_ERR, GPUPORT_ERR_TRANSPORT},
     };
+    /* the texts come from the library; without one, from the mock */
+    int mocked = ib_verbs_load(NULL, 0) != GPUPORT_OK;
+    if (mocked)
+        mock_verbs_install();
     for (size_t i = 0; i < sizeof(wc) / sizeof(wc[0]); i++) {
         text = NULL;
         gpuport_status_t st = ib_wc_status(wc[i].st, &text);
         CHECK_MSG(st == wc[i].want, "wc status %d: %s", (int)wc[i].st, gpuport_status_string(st));
-        CHECK(text && strcmp(text, ibv_wc_status_str(wc[i].st)) == 0);
+        CHECK(text && strcmp(text, IBV(ibv_wc_status_str)(wc[i].st)) == 0);
     }
     ib_wc_status(IBV_WC_RETRY_EXC_ERR, &text);
     CHECK_MSG(strstr(text, "retry"), "text: %s", text);
+    if (mocked)
+        mock_verbs_uninstall();
 }
 
 /* ---- devices and transport choice ---- */
@@ -1859,7 +1297,7 @@ static void test_devices(void)
         printf("NOTE: %d RDMA device(s) present (%s): the no-device checks are skipped\n", n, why);
         return;
     }
-    CHECK_MSG(n == 0 && strcmp(why, no_device) == 0, "%d, \"%s\"", n, why);
+    CHECK_MSG(n == 0 && strcmp(why, none_why) == 0, "%d, \"%s\"", n, why);
 }
 
 /* The peer of select_for's rank 0: the same machine, so it answers with
@@ -1951,7 +1389,7 @@ static void test_select(void)
     CHECK_STATUS(select_for(kind_of("ib"), 0, &name, why, sizeof(why), &log),
                  GPUPORT_ERR_NOT_SUPPORTED);
     CHECK(count_of(log, "ERROR") == 1 && strstr(log, "GPUPORT_TRANSPORT=ib"));
-    CHECK_MSG(strstr(why, no_device) && strstr(log, no_device), "why: %s; log: %s", why, log);
+    CHECK_MSG(strstr(why, none_why) && strstr(log, none_why), "why: %s; log: %s", why, log);
     CHECK(!strstr(why, "not available in this build"));
     CHECK(echo_len == sizeof(ib_reach_rec_t));
     CHECK_STATUS(select_for(kind_of("ib"), 1, &name, why, sizeof(why), &log),
@@ -1959,8 +1397,70 @@ static void test_select(void)
     CHECK(strstr(why, "ib: "));
 }
 
+/* ---- libibverbs missing ---- */
+
+/* A machine without rdma-core: libgpuport loads, and ib says why it cannot
+ * be used wherever it reports (reachable, so a forced ib's refusal, and
+ * gpuport_info's ib line); the other transports do not notice. */
+static void test_verbs_missing(void)
+{
+    static const char *const soname = "libgpuport-test-no-such-verbs.so.1";
+    char why[320], again[320], dev_why[256], sel_why[512], prefix[128];
+    const char *name, *log;
+    ib_verbs_t t;
+
+    snprintf(prefix, sizeof(prefix), "libibverbs not found: dlopen(%s): ", soname);
+    CHECK_STATUS(ib_verbs_load_from(soname, why, sizeof(why)), GPUPORT_ERR_NOT_SUPPORTED);
+    /* dlerror's text follows, naming the file it could not open */
+    CHECK_MSG(strncmp(why, prefix, strlen(prefix)) == 0 && strstr(why + strlen(prefix), soname),
+              "why: %s", why);
+    /* loaded once: what later loads report, not a second attempt */
+    CHECK_STATUS(ib_verbs_load(again, sizeof(again)), GPUPORT_ERR_NOT_SUPPORTED);
+    CHECK_MSG(strcmp(again, why) == 0, "%s; then %s", why, again);
+    CHECK(ib_devices_present(dev_why, sizeof(dev_why)) == 0);
+    CHECK_MSG(strcmp(dev_why, why) == 0, "ib_devices_present: %s", dev_why);
+    /* forced ib: unreachable with that text, after telling the peer */
+    CHECK_STATUS(select_for(kind_of("ib"), 0, &name, sel_why, sizeof(sel_why), &log),
+                 GPUPORT_ERR_NOT_SUPPORTED);
+    CHECK_MSG(strstr(sel_why, why) && strstr(log, prefix), "why: %s; log: %s", sel_why, log);
+    CHECK(count_of(log, "ERROR") == 1 && strstr(log, "GPUPORT_TRANSPORT=ib"));
+    CHECK(echo_len == sizeof(ib_reach_rec_t));
+    CHECK_OK(select_for(GPUPORT_TRANSPORT_AUTO, 0, &name, sel_why, sizeof(sel_why), &log));
+    CHECK_MSG(strcmp(name, "shm") == 0 && log[0] == '\0', "auto chose %s; log: %s", name, log);
+
+    /* a library that is not libibverbs: the first entry point it lacks */
+    CHECK_STATUS(ib_verbs_load_from("libc.so.6", why, sizeof(why)), GPUPORT_ERR_NOT_SUPPORTED);
+    CHECK_MSG(strcmp(why, "libibverbs lacks ibv_get_device_list (version IBVERBS_1.1) in "
+                          "libc.so.6") == 0, "why: %s", why);
+    CHECK(ib_devices_present(dev_why, sizeof(dev_why)) == 0 && strcmp(dev_why, why) == 0);
+
+    /* an optional entry missing is no failed load: only what needs it
+     * says so (RoCE's GID choice; InfiniBand does without) */
+    mock_config.link_layer = IBV_LINK_LAYER_ETHERNET;
+    mock_config.atomic_cap = IBV_ATOMIC_HCA;
+    mock_config.max_msg = 4096;
+    mock_config.fail_at = 0;
+    mock_verbs_install();
+    t = ib_verbs;
+    t._ibv_query_gid_ex = NULL;
+    ib_verbs_install(&t);
+    CHECK_OK(ib_verbs_load(why, sizeof(why)));
+    CHECK_STATUS(select_for(kind_of("ib"), 0, &name, sel_why, sizeof(sel_why), &log),
+                 GPUPORT_ERR_NOT_SUPPORTED);
+    CHECK_MSG(strstr(sel_why, "mock0:1: libibverbs lacks _ibv_query_gid_ex"), "why: %s", sel_why);
+    CHECK_MSG(!mock_error[0], "the mock provider refused: %s", mock_error);
+    CHECK(mock_live.ctx == 0 && mock_live.lists == 0);
+    mock_verbs_uninstall();
+}
+
 int main(void)
 {
+    /* The checks of this machine see it through libibverbs.so.1; where it
+     * cannot be loaded, ib's answer everywhere is why. */
+    if (ib_verbs_load(none_why, sizeof(none_why)) == GPUPORT_OK)
+        snprintf(none_why, sizeof(none_why), "%s", no_device);
+    else
+        printf("NOTE: %s: ib reports that in place of \"%s\"\n", none_why, no_device);
     test_record();
     test_gid();
     test_qp_attr();
@@ -1980,9 +1480,10 @@ int main(void)
     test_errors();
     test_devices();
     test_select();
+    test_verbs_missing();
     /* last: the mock presents a device */
     test_mock_data_path();
     printf("ib logic: records, GID and port choice, QP attributes, pieces, signal method, "
-           "registration path, send queue, error mapping, devices\n");
+           "registration path, send queue, error mapping, devices, libibverbs missing\n");
     return 0;
 }

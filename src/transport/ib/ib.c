@@ -124,11 +124,11 @@ static void conn_free(ib_conn_t *c)
 {
     int rc;
 
-    if (c->qp && (rc = ibv_destroy_qp(c->qp)) != 0)
+    if (c->qp && (rc = IBV(ibv_destroy_qp)(c->qp)) != 0)
         log_warn("ib: ibv_destroy_qp(qpn 0x%x) failed: %s", c->qp->qp_num, strerror(ib_err(rc)));
-    if (c->cq && (rc = ibv_destroy_cq(c->cq)) != 0)
+    if (c->cq && (rc = IBV(ibv_destroy_cq)(c->cq)) != 0)
         log_warn("ib: ibv_destroy_cq failed: %s", strerror(ib_err(rc)));
-    if (c->scratch_mr && (rc = ibv_dereg_mr(c->scratch_mr)) != 0)
+    if (c->scratch_mr && (rc = IBV(ibv_dereg_mr)(c->scratch_mr)) != 0)
         log_warn("ib: ibv_dereg_mr(scratch) failed: %s", strerror(ib_err(rc)));
     free(c->scratch);
     ib_sendq_fini(&c->q);
@@ -164,7 +164,7 @@ static gpuport_status_t qp_make(ib_conn_t *c, gpuport_tl_comm_t *tl)
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
     errno = 0;
-    c->cq = ibv_create_cq(dev->ctx, depth, NULL, NULL, 0);
+    c->cq = IBV(ibv_create_cq)(dev->ctx, depth, NULL, NULL, 0);
     if (!c->cq) {
         int err = ib_err(0);
         snprintf(what, sizeof(what), "%d entries on %s", depth, dev->name);
@@ -180,7 +180,7 @@ static gpuport_status_t qp_make(ib_conn_t *c, gpuport_tl_comm_t *tl)
     ia.cap.max_send_sge = 1;
     ia.cap.max_recv_sge = 1;
     errno = 0;
-    c->qp = ibv_create_qp(c->ic->pd, &ia);
+    c->qp = IBV(ibv_create_qp)(c->ic->pd, &ia);
     if (!c->qp) {
         int err = ib_err(0);
         snprintf(what, sizeof(what), "RC, %d send work requests, on %s port %u", depth,
@@ -194,8 +194,8 @@ static gpuport_status_t qp_make(ib_conn_t *c, gpuport_tl_comm_t *tl)
     }
     memset(c->scratch, 0, (size_t)depth * sizeof(uint64_t));
     errno = 0;
-    c->scratch_mr = ibv_reg_mr(c->ic->pd, c->scratch, (size_t)depth * sizeof(uint64_t),
-                               IBV_ACCESS_LOCAL_WRITE);
+    c->scratch_mr = IBV(ibv_reg_mr)(c->ic->pd, c->scratch, (size_t)depth * sizeof(uint64_t),
+                                    IBV_ACCESS_LOCAL_WRITE);
     if (!c->scratch_mr) {
         int err = ib_err(0);
         snprintf(what, sizeof(what), "scratch %p, %zu bytes, on %s", (void *)c->scratch,
@@ -203,7 +203,7 @@ static gpuport_status_t qp_make(ib_conn_t *c, gpuport_tl_comm_t *tl)
         return ib_status(err, "ibv_reg_mr", what);
     }
     ib_qp_attr_init(&a, &mask, dev->port, dev->atomic_cap != IBV_ATOMIC_NONE);
-    rc = ibv_modify_qp(c->qp, &a, mask);
+    rc = IBV(ibv_modify_qp)(c->qp, &a, mask);
     if (rc) {
         snprintf(what, sizeof(what), "qpn 0x%x, port %u", c->qp->qp_num, dev->port);
         return ib_status(ib_err(rc), "ibv_modify_qp(INIT)", what);
@@ -236,7 +236,7 @@ static gpuport_status_t qp_connect(ib_conn_t *c)
     gid_text(r->gid, rgid, sizeof(rgid));
     ib_qp_attr_rtr(&a, &mask, r, eth, (uint8_t)dev->gid_index, dev->port, dev->active_mtu,
                    c->mine.rd_atom);
-    rc = ibv_modify_qp(c->qp, &a, mask);
+    rc = IBV(ibv_modify_qp)(c->qp, &a, mask);
     if (rc) {
         snprintf(what, sizeof(what), "qpn 0x%x, port %u, gid index %d, to rank %d's qpn 0x%x, "
                  "lid 0x%x, gid %s, path MTU %d, %u responder resources",
@@ -246,7 +246,7 @@ static gpuport_status_t qp_connect(ib_conn_t *c)
     }
     init = ib_rd_atomic_init(dev->atomic_cap, dev->max_qp_init_rd_atom, r->rd_atom);
     ib_qp_attr_rts(&a, &mask, c->mine.psn, init);
-    rc = ibv_modify_qp(c->qp, &a, mask);
+    rc = IBV(ibv_modify_qp)(c->qp, &a, mask);
     if (rc) {
         snprintf(what, sizeof(what), "qpn 0x%x, to rank %d's qpn 0x%x, psn 0x%x, %u atomics "
                  "outstanding", c->qp->qp_num, c->peer, r->qpn, c->mine.psn, init);
@@ -441,7 +441,7 @@ static void conn_break(ib_conn_t *c, gpuport_status_t status, const char *what)
     __atomic_store_n(&c->broken, status, __ATOMIC_RELEASE);
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_ERR;
-    rc = ibv_modify_qp(c->qp, &a, IBV_QP_STATE);
+    rc = IBV(ibv_modify_qp)(c->qp, &a, IBV_QP_STATE);
     if (rc)
         log_warn("ib: ibv_modify_qp(ERR) failed: %s (qpn 0x%x)", strerror(ib_err(rc)),
                  c->qp->qp_num);

@@ -4,8 +4,9 @@
  * port over a recorded port table, RoCE GID choice, the INIT/RTR/RTS
  * attributes, the signal method and memory-registration path, the send
  * queue's accounting, verbs error mapping and device discovery. Pure
- * functions (but ib_devices_present), so that they are tested without an
- * RDMA device. Only files under src/transport/ib/ include
+ * functions (but ib_devices_present and ib_wc_status's text, which call
+ * libibverbs through ib_verbs.h), so that they are tested without an RDMA
+ * device. Only files under src/transport/ib/ include
  * infiniband/verbs.h; the core reaches the transport through
  * gpuport_transport_ib (transport.h). The parts that call verbs are in
  * ib_priv.h.
@@ -97,10 +98,12 @@ uint8_t ib_rd_atomic_init(int atomic_cap, int dev_max_qp_init_rd_atom, uint8_t r
 
 /* Maps a verbs errno, logging "<call> failed: <strerror> (<what>)" once. */
 gpuport_status_t ib_status(int err, const char *call, const char *what);
-/* Maps a work completion's status; *text_p gets ibv_wc_status_str's text. */
+/* Maps a work completion's status; *text_p gets ibv_wc_status_str's text
+ * (libibverbs loaded or a table installed: ib_verbs.h). */
 gpuport_status_t ib_wc_status(enum ibv_wc_status st, const char **text_p);
 
-/* Number of RDMA devices; 0 with why when there are none. */
+/* Number of RDMA devices; 0 with why when there are none or libibverbs
+ * cannot be loaded. */
 int ib_devices_present(char *why, size_t len);
 #define IB_NO_DEVICE "no RDMA device was found (ibv_get_device_list returned none)"
 

@@ -51,11 +51,11 @@ static int scan(struct ibv_device **list, int ndev, struct ibv_context **ctxs,
     size_t used = 0;
 
     for (int d = 0; d < ndev; d++) {
-        const char *name = ibv_get_device_name(list[d]);
+        const char *name = IBV(ibv_get_device_name)(list[d]);
         char link[PATH_MAX], pci[256];
         int rc;
 
-        ctxs[d] = ibv_open_device(list[d]);
+        ctxs[d] = IBV(ibv_open_device)(list[d]);
         if (!ctxs[d]) {
             int err = errno;
             if (used < skipped_len)
@@ -64,13 +64,13 @@ static int scan(struct ibv_device **list, int ndev, struct ibv_context **ctxs,
                                          name, strerror(err));
             continue;
         }
-        rc = ibv_query_device(ctxs[d], &attrs[d]);
+        rc = IBV(ibv_query_device)(ctxs[d], &attrs[d]);
         if (rc) {
             if (used < skipped_len)
                 used += (size_t)snprintf(skipped + used, skipped_len - used,
                                          "%sibv_query_device(%s) failed: %s", used ? "; " : "",
                                          name, strerror(ib_err(rc)));
-            ibv_close_device(ctxs[d]);
+            IBV(ibv_close_device)(ctxs[d]);
             ctxs[d] = NULL;
             continue;
         }
@@ -80,7 +80,7 @@ static int scan(struct ibv_device **list, int ndev, struct ibv_context **ctxs,
             struct ibv_port_attr pa;
             ib_port_row_t *r;
 
-            rc = ibv_query_port(ctxs[d], (uint8_t)p, &pa);
+            rc = ib_query_port(ctxs[d], (uint8_t)p, &pa);
             if (rc) {
                 if (used < skipped_len)
                     used += (size_t)snprintf(skipped + used, skipped_len - used,
@@ -131,11 +131,18 @@ static gpuport_status_t pick_gid(ib_dev_t *dev, int forced, int tbl_len, char *w
 
     if (dev->link_layer == IB_LINK_LAYER_IB) {
         dev->gid_index = 0;
-        if (ibv_query_gid(dev->ctx, dev->port, 0, &dev->gid) != 0)
+        if (IBV(ibv_query_gid)(dev->ctx, dev->port, 0, &dev->gid) != 0)
             memset(&dev->gid, 0, sizeof(dev->gid));
         snprintf(why, len, "InfiniBand, LID 0x%x%s", dev->lid,
                  forced >= 0 ? " (GPUPORT_IB_GID_INDEX applies to RoCE only and is ignored)" : "");
         return GPUPORT_OK;
+    }
+    /* an older libibverbs: without the GIDs' types, the choice could take a
+     * RoCE v1 GID where the peer takes v2, and the two would never connect */
+    if (!IBV(_ibv_query_gid_ex)) {
+        snprintf(why, len, "libibverbs lacks _ibv_query_gid_ex (IBVERBS_1.11), which RoCE's "
+                 "GID choice needs");
+        return GPUPORT_ERR_NOT_SUPPORTED;
     }
     table = calloc(tbl_len > 0 ? (size_t)tbl_len : 1, sizeof(*table));
     if (!table)
@@ -144,7 +151,7 @@ static gpuport_status_t pick_gid(ib_dev_t *dev, int forced, int tbl_len, char *w
         struct ibv_gid_entry e;
         table[i].index = i;
         /* ENODATA: an empty slot */
-        if (ibv_query_gid_ex(dev->ctx, dev->port, (uint32_t)i, &e, 0) != 0)
+        if (IBV(_ibv_query_gid_ex)(dev->ctx, dev->port, (uint32_t)i, &e, 0, sizeof(e)) != 0)
             continue;
         memcpy(table[i].gid, e.gid.raw, IB_GID_LEN);
         table[i].type = e.gid_type == IBV_GID_TYPE_ROCE_V2   ? IB_GID_TYPE_ROCE_V2
@@ -156,7 +163,7 @@ static gpuport_status_t pick_gid(ib_dev_t *dev, int forced, int tbl_len, char *w
     free(table);
     if (idx < 0)
         return GPUPORT_ERR_NOT_SUPPORTED;
-    rc = ibv_query_gid(dev->ctx, dev->port, idx, &dev->gid);
+    rc = IBV(ibv_query_gid)(dev->ctx, dev->port, idx, &dev->gid);
     if (rc) {
         snprintf(why, len, "ibv_query_gid(%s, port %u, index %d) failed: %s", dev->name, dev->port,
                  idx, strerror(ib_err(rc)));
@@ -180,7 +187,7 @@ static gpuport_status_t dev_open(const gpuport_hca_list_t *hca, int gid_index, c
     ib_dev_t *dev = NULL;
 
     errno = 0;
-    list = ibv_get_device_list(&ndev);
+    list = IBV(ibv_get_device_list)(&ndev);
     /* ENOSYS: no verbs device was ever registered with this kernel */
     if (!list && errno != ENOSYS) {
         snprintf(why, len, "no RDMA device was found (ibv_get_device_list failed: %s)",
@@ -189,7 +196,7 @@ static gpuport_status_t dev_open(const gpuport_hca_list_t *hca, int gid_index, c
     }
     if (!list || ndev <= 0) {
         if (list)
-            ibv_free_device_list(list);
+            IBV(ibv_free_device_list)(list);
         snprintf(why, len, IB_NO_DEVICE);
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
@@ -234,7 +241,7 @@ static gpuport_status_t dev_open(const gpuport_hca_list_t *hca, int gid_index, c
     dev->max_qp_init_rd_atom = attrs[keep].max_qp_init_rd_atom;
     {
         struct ibv_port_attr pa;
-        int rc = ibv_query_port(dev->ctx, dev->port, &pa);
+        int rc = ib_query_port(dev->ctx, dev->port, &pa);
         if (rc) {
             snprintf(why, len, "ibv_query_port(%s, %u) failed: %s", dev->name, dev->port,
                      strerror(ib_err(rc)));
@@ -263,12 +270,12 @@ out:
     free(dev);
     for (int d = 0; ctxs && d < ndev; d++)
         if (ctxs[d])
-            ibv_close_device(ctxs[d]);
+            IBV(ibv_close_device)(ctxs[d]);
     free(ctxs);
     free(attrs);
     free(rows);
     free(row_dev);
-    ibv_free_device_list(list);
+    IBV(ibv_free_device_list)(list);
     return status;
 }
 
@@ -281,6 +288,10 @@ static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why
     ib_dev_t *d;
     gpuport_status_t status;
 
+    /* without libibverbs, its reason is the answer */
+    status = ib_verbs_load(why, len);
+    if (status)
+        return status;
     if (gpuport_tl_gpu_bus_id(comm, gpu, sizeof(gpu)) != 0)
         gpu[0] = '\0';
     gpuport_hca_list_format(&cfg->ib_hca, hca, sizeof(hca));
@@ -297,12 +308,12 @@ static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why
     if (cfg->ib_hca.n == 0 && gpu[0]) {
         char near[64] = "", near_why[256];
         int ndev = 0;
-        struct ibv_device **list = ibv_get_device_list(&ndev);
+        struct ibv_device **list = IBV(ibv_get_device_list)(&ndev);
         if (list && ndev > 0) {
             const char **names = calloc((size_t)ndev, sizeof(*names));
             int i = -1;
             for (int k = 0; names && k < ndev; k++)
-                names[k] = ibv_get_device_name(list[k]);
+                names[k] = IBV(ibv_get_device_name)(list[k]);
             if (names)
                 i = gpuport_tl_nearest_device(comm, names, ndev, near_why, sizeof(near_why));
             if (i >= 0) {
@@ -314,7 +325,7 @@ static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why
             free(names);
         }
         if (list)
-            ibv_free_device_list(list);
+            IBV(ibv_free_device_list)(list);
         if (near[0]) {
             gpuport_hca_list_t one; /* GPUPORT_IB_HCA=<near> */
             memset(&one, 0, sizeof(one));
@@ -379,7 +390,7 @@ static void dev_put(ib_dev_t *dev)
             break;
         }
     }
-    ibv_close_device(dev->ctx);
+    IBV(ibv_close_device)(dev->ctx);
     free(dev);
 }
 
@@ -388,9 +399,9 @@ static void comm_free(ib_comm_t *ic)
     int rc;
 
     ib_mr_release_all(ic);
-    if (ic->ctrl_mr && (rc = ibv_dereg_mr(ic->ctrl_mr)) != 0)
+    if (ic->ctrl_mr && (rc = IBV(ibv_dereg_mr)(ic->ctrl_mr)) != 0)
         log_warn("ib: ibv_dereg_mr(control segment) failed: %s", strerror(ib_err(rc)));
-    if (ic->pd && (rc = ibv_dealloc_pd(ic->pd)) != 0)
+    if (ic->pd && (rc = IBV(ibv_dealloc_pd)(ic->pd)) != 0)
         log_warn("ib: ibv_dealloc_pd failed: %s (a registration or QP is still open)",
                  strerror(ib_err(rc)));
     if (ic->dev)
@@ -436,7 +447,7 @@ gpuport_status_t ib_comm_acquire(gpuport_tl_comm_t *tl, ib_comm_t **ic_p)
     }
     ic->dev->refs++;
     errno = 0;
-    ic->pd = ibv_alloc_pd(ic->dev->ctx);
+    ic->pd = IBV(ibv_alloc_pd)(ic->dev->ctx);
     if (!ic->pd) {
         int err = ib_err(0);
         snprintf(what, sizeof(what), "device %s", ic->dev->name);
@@ -449,7 +460,7 @@ gpuport_status_t ib_comm_acquire(gpuport_tl_comm_t *tl, ib_comm_t **ic_p)
         access |= IBV_ACCESS_REMOTE_ATOMIC;
     gpuport_tl_ctrl(comm, &ctrl, &ctrl_size);
     errno = 0;
-    ic->ctrl_mr = ibv_reg_mr(ic->pd, ctrl, ctrl_size, access);
+    ic->ctrl_mr = IBV(ibv_reg_mr)(ic->pd, ctrl, ctrl_size, access);
     if (!ic->ctrl_mr) {
         int err = ib_err(0);
         snprintf(what, sizeof(what), "control segment %p, %zu bytes, on %s", ctrl, ctrl_size,

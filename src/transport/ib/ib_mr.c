@@ -62,7 +62,7 @@ static struct ibv_mr *reg_dmabuf(ib_comm_t *ic, const gpuport_region_t *mem, int
     int err;
 
     errno = 0;
-    mr = ibv_reg_dmabuf_mr(ic->pd, off, mem->size, addr, fd, DATA_ACCESS);
+    mr = IBV(ibv_reg_dmabuf_mr)(ic->pd, off, mem->size, addr, fd, DATA_ACCESS);
     err = ib_err(0);
     if (!mr)
         log_warn("ib: ibv_reg_dmabuf_mr failed: %s (GPU memory %p + %llu bytes, dmabuf offset "
@@ -88,7 +88,7 @@ static gpuport_status_t reg(ib_comm_t *ic, const gpuport_region_t *mem, ib_mr_t 
     caps.device = device;
     if (device) {
         gpuport_status_t st = GPUPORT_OK;
-        caps.ibv_dmabuf = GPUPORT_HAVE_IBV_DMABUF;
+        caps.ibv_dmabuf = ib_verbs_have_dmabuf();
         if (caps.ibv_dmabuf)
             fd = dmabuf_fd(ic, mem, &off, &st, cu_why, sizeof(cu_why));
         caps.cu_dmabuf = caps.ibv_dmabuf && st != GPUPORT_ERR_NOT_SUPPORTED;
@@ -118,7 +118,7 @@ static gpuport_status_t reg(ib_comm_t *ic, const gpuport_region_t *mem, ib_mr_t 
     }
     if (!m->mr) {
         errno = 0;
-        m->mr = ibv_reg_mr(ic->pd, mem->ptr, mem->size, DATA_ACCESS);
+        m->mr = IBV(ibv_reg_mr)(ic->pd, mem->ptr, mem->size, DATA_ACCESS);
         if (!m->mr) {
             int err = ib_err(0);
             gpuport_status_t st;
@@ -176,7 +176,7 @@ gpuport_status_t ib_mr_get(ib_comm_t *ic, const gpuport_region_t *mem, ib_mr_t *
 
 static void mr_free(ib_mr_t *m)
 {
-    int rc = ibv_dereg_mr(m->mr);
+    int rc = IBV(ibv_dereg_mr)(m->mr);
 
     if (rc)
         log_warn("ib: ibv_dereg_mr(%p, %llu bytes) failed: %s", (void *)(uintptr_t)m->addr,

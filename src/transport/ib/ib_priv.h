@@ -20,6 +20,7 @@
 #include <pthread.h>
 
 #include "transport/ib/ib.h"
+#include "transport/ib/ib_verbs.h"
 #include "transport/transport.h"
 
 typedef struct ib_dev {
@@ -73,7 +74,8 @@ typedef struct ib_comm {
 /* ib_dev.c, application threads. */
 /* Finds (opening and caching it) the device and port this communicator
  * would use: GPUPORT_OK with its link layer and a description, or
- * GPUPORT_ERR_NOT_SUPPORTED with why. */
+ * GPUPORT_ERR_NOT_SUPPORTED with why (libibverbs missing, no device or
+ * no usable port). */
 gpuport_status_t ib_dev_probe(gpuport_comm_t comm, int *link_layer_p, char *why, size_t len);
 /* The communicator's ib state, made at its first connection (device,
  * protection domain, control segment registered for remote writes and

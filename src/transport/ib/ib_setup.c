@@ -1,6 +1,7 @@
 /* The ib transport's device-free set-up logic: records, QP attributes,
  * errors; see ib.h. */
 #include "transport/ib/ib.h"
+#include "transport/ib/ib_verbs.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -240,7 +241,7 @@ gpuport_status_t ib_status(int err, const char *call, const char *what)
 
 gpuport_status_t ib_wc_status(enum ibv_wc_status st, const char **text_p)
 {
-    *text_p = ibv_wc_status_str(st);
+    *text_p = IBV(ibv_wc_status_str)(st);
     switch (st) {
     case IBV_WC_SUCCESS: return GPUPORT_OK;
     /* the peer did not answer, or refused the operation */
@@ -259,8 +260,12 @@ gpuport_status_t ib_wc_status(enum ibv_wc_status st, const char **text_p)
 
 int ib_devices_present(char *why, size_t len)
 {
+    struct ibv_device **list;
     int n = 0;
-    struct ibv_device **list = ibv_get_device_list(&n);
+
+    if (ib_verbs_load(why, len))
+        return 0;
+    list = IBV(ibv_get_device_list)(&n);
 
     /* NULL with ENOSYS: no /sys/class/infiniband_verbs, i.e. no verbs
      * device has ever been registered with the kernel: none, as above */
@@ -270,7 +275,7 @@ int ib_devices_present(char *why, size_t len)
         return 0;
     }
     if (list)
-        ibv_free_device_list(list);
+        IBV(ibv_free_device_list)(list);
     if (!list || n <= 0) {
         snprintf(why, len, IB_NO_DEVICE);
         return 0;

@@ -1,0 +1,49 @@
+/*
+ * A mock verbs provider, for test_ib only: the ib transport's data path
+ * (ib.c, ib_dev.c, ib_mr.c) needs a device, and the test machine has none.
+ * mock_verbs_install fills the transport's verbs table (ib_verbs_install)
+ * with the mock's entry points in place of libibverbs'; they present one
+ * device with one port and act as its NIC: QPs check their state changes
+ * and attributes the way a provider does, and work requests are executed
+ * when the requester polls its CQ (a few per call, so the send queue
+ * fills), checking keys, ranges, access flags, message size, alignment and
+ * PSNs, writing the peer's memory (the ranks are threads of the test) and
+ * completing in order; a failure moves the QP to the error state and
+ * flushes the rest. Not a model of timing, PCIe ordering or a second
+ * machine: only of what verbs promise.
+ */
+#ifndef GPUPORT_TEST_MOCK_VERBS_H
+#define GPUPORT_TEST_MOCK_VERBS_H
+
+#include <stdint.h>
+
+#include "transport/ib/ib_verbs.h"
+
+/* The device presented; set before mock_verbs_install. */
+typedef struct mock_verbs_config {
+    int link_layer;   /* IBV_LINK_LAYER_* */
+    int atomic_cap;   /* enum ibv_atomic_cap */
+    uint32_t max_msg; /* the port's largest message */
+    long fail_at;     /* the n-th executed work request fails (0: none) */
+} mock_verbs_config_t;
+
+extern mock_verbs_config_t mock_config;
+
+/* Verbs objects open now; read with atomic builtins while ranks run. */
+typedef struct mock_verbs_live {
+    int ctx, pd, mr, cq, qp, lists;
+} mock_verbs_live_t;
+
+extern mock_verbs_live_t mock_live;
+
+/* The first thing a provider would have refused; "" while nothing was. */
+extern char mock_error[256];
+
+/* Forgets the open objects, the refusal and the requests executed, and
+ * installs the mock's entry points, every one of the table (a test may
+ * then install a copy of ib_verbs with an optional one cleared). */
+void mock_verbs_install(void);
+/* libibverbs.so.1 again (or the reason it cannot be loaded). */
+void mock_verbs_uninstall(void);
+
+#endif
