@@ -30,6 +30,7 @@
 #include "local_bootstrap.h"
 #include "mock_verbs.h"
 #include "transport/ib/ib.h"
+#include "transport/ib/ib_priv.h"
 #include "transport/ib/ib_verbs.h"
 #include "transport/transport.h"
 
@@ -701,6 +702,62 @@ static void test_mr_path(void)
     expect_mr(c, IB_MR_NONE, "not loaded in this process", "nvidia_peermem");
     CHECK(strcmp(ib_mr_path_name(IB_MR_DMABUF), "dmabuf") == 0);
     CHECK(strcmp(ib_mr_path_name(IB_MR_NONE), "none") == 0);
+}
+
+/* GPU memory from gpuport_mem_alloc_device (VMM) registers only through
+ * dma-buf: where none can be had (here: a communicator without a GPU) it
+ * is refused with the reason, never registered as host memory, which the
+ * first ib code did (it asked whether memory was GPU memory by the legacy
+ * kind alone). Host memory on the same path still registers. */
+static void test_mr_vmm(void)
+{
+    static char buf[8192];
+    gpuport_region_t vmm = {buf, 4096, GPUPORT_REGION_DEVICE_VMM, -1, 0};
+    gpuport_region_t host = {buf, 4096, GPUPORT_REGION_HOST, -1, 0};
+    struct gpuport_comm comm;
+    struct ibv_device **list;
+    ib_comm_t ic;
+    ib_dev_t dev;
+    ib_mr_t *mr = NULL;
+    char why[512] = "";
+    const char *log;
+    int n = 0, before;
+
+    mock_verbs_install();
+    list = IBV(ibv_get_device_list)(&n);
+    CHECK(list && n == 1);
+    memset(&comm, 0, sizeof(comm));
+    memset(&ic, 0, sizeof(ic));
+    memset(&dev, 0, sizeof(dev));
+    snprintf(dev.name, sizeof(dev.name), "mock0");
+    dev.ctx = IBV(ibv_open_device)(list[0]);
+    CHECK(dev.ctx);
+    ic.comm = &comm;
+    ic.dev = &dev;
+    ic.pd = IBV(ibv_alloc_pd)(dev.ctx);
+    CHECK(ic.pd);
+    pthread_mutex_init(&ic.lock, NULL);
+    before = mock_live.mr;
+    capture_begin();
+    gpuport_status_t st = ib_mr_get(&ic, &vmm, &mr, why, sizeof(why));
+    log = capture_end();
+    CHECK_MSG(st == GPUPORT_ERR_NOT_SUPPORTED, "VMM memory without dma-buf: %s",
+              gpuport_status_string(st));
+    CHECK_MSG(mock_live.mr == before, "VMM memory was registered (%d registrations)",
+              mock_live.mr - before);
+    CHECK_MSG(strstr(why, "GPU memory cannot be registered") && strstr(why, "dmabuf"),
+              "why: %s", why);
+    CHECK_MSG(count_of(log, "ERROR") == 1, "log: %s", log);
+    CHECK_OK(ib_mr_get(&ic, &host, &mr, why, sizeof(why)));
+    CHECK(mock_live.mr == before + 1);
+    ib_mr_put(&ic, mr);
+    CHECK(mock_live.mr == before);
+    CHECK(IBV(ibv_dealloc_pd)(ic.pd) == 0);
+    CHECK(IBV(ibv_close_device)(dev.ctx) == 0);
+    IBV(ibv_free_device_list)(list);
+    pthread_mutex_destroy(&ic.lock);
+    CHECK_MSG(mock_error[0] == '\0', "the mock refused: %s", mock_error);
+    mock_verbs_uninstall();
 }
 
 static void test_dmabuf_range(void)
@@ -1472,6 +1529,7 @@ int main(void)
     test_tdata();
     test_signal_choice();
     test_mr_path();
+    test_mr_vmm();
     test_dmabuf_range();
     test_sendq_basic();
     test_sendq_partial_post();
