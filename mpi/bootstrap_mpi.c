@@ -1,15 +1,42 @@
-/* The MPI bootstrap: the only code that includes mpi.h; see gpuport_mpi.h. */
+/*
+ * The MPI bootstrap: the only code that includes mpi.h; see gpuport_mpi.h.
+ * It is its own library, libgpuport_mpi, built once per MPI over one
+ * libgpuport, and it uses only libgpuport's public API.
+ */
 #include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "gpuport/gpuport_mpi.h"
-#include "log.h"
 
 typedef struct mpi_ctx {
     MPI_Comm comm;
+    int rank;
 } mpi_ctx_t;
 
-static gpuport_status_t mpi_status(int rc, const char *call)
+/* The core's log module is not exported, so errors are written here, in its
+ * line format; the rank is -1 until the communicator's is known. */
+static void mpi_log_error(int rank, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define mpi_error(rank, ...) mpi_log_error((rank), __LINE__, __VA_ARGS__)
+
+static void mpi_log_error(int rank, int line, const char *fmt, ...)
+{
+    char msg[1024];
+    char who[16] = "-";
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (rank >= 0)
+        snprintf(who, sizeof(who), "%d", rank);
+    /* one fprintf per line, as the core's log does */
+    fprintf(stderr, "[gpuport r%s ERROR bootstrap_mpi.c:%d] %s\n", who, line, msg);
+}
+
+static gpuport_status_t mpi_status(int rank, int rc, const char *call)
 {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -17,14 +44,15 @@ static gpuport_status_t mpi_status(int rc, const char *call)
     if (rc == MPI_SUCCESS)
         return GPUPORT_OK;
     MPI_Error_string(rc, text, &len);
-    log_error("%s failed: %.*s", call, len, text);
+    mpi_error(rank, "%s failed: %.*s", call, len, text);
     return GPUPORT_ERR_PEER;
 }
 
-static gpuport_status_t check_bytes(size_t bytes)
+static gpuport_status_t check_bytes(const mpi_ctx_t *c, size_t bytes)
 {
     if (bytes > INT_MAX) {
-        log_error("bootstrap message of %zu bytes is larger than MPI's int count", bytes);
+        mpi_error(c->rank, "bootstrap message of %zu bytes is larger than MPI's int count",
+                  bytes);
         return GPUPORT_ERR_INVALID_ARG;
     }
     return GPUPORT_OK;
@@ -33,9 +61,10 @@ static gpuport_status_t check_bytes(size_t bytes)
 static gpuport_status_t mpi_allgather(void *ctx, const void *send, void *recv, size_t bytes)
 {
     mpi_ctx_t *c = ctx;
-    if (check_bytes(bytes))
+    if (check_bytes(c, bytes))
         return GPUPORT_ERR_INVALID_ARG;
-    return mpi_status(MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE,
+    return mpi_status(c->rank,
+                      MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE,
                                     c->comm),
                       "MPI_Allgather");
 }
@@ -43,15 +72,16 @@ static gpuport_status_t mpi_allgather(void *ctx, const void *send, void *recv, s
 static gpuport_status_t mpi_barrier(void *ctx)
 {
     mpi_ctx_t *c = ctx;
-    return mpi_status(MPI_Barrier(c->comm), "MPI_Barrier");
+    return mpi_status(c->rank, MPI_Barrier(c->comm), "MPI_Barrier");
 }
 
 static gpuport_status_t mpi_send(void *ctx, int peer, int tag, const void *buf, size_t bytes)
 {
     mpi_ctx_t *c = ctx;
-    if (check_bytes(bytes))
+    if (check_bytes(c, bytes))
         return GPUPORT_ERR_INVALID_ARG;
-    return mpi_status(MPI_Send(buf, (int)bytes, MPI_BYTE, peer, tag, c->comm), "MPI_Send");
+    return mpi_status(c->rank, MPI_Send(buf, (int)bytes, MPI_BYTE, peer, tag, c->comm),
+                      "MPI_Send");
 }
 
 static gpuport_status_t mpi_recv(void *ctx, int peer, int tag, void *buf, size_t bytes)
@@ -61,14 +91,16 @@ static gpuport_status_t mpi_recv(void *ctx, int peer, int tag, void *buf, size_t
     int count = 0;
     gpuport_status_t status;
 
-    if (check_bytes(bytes))
+    if (check_bytes(c, bytes))
         return GPUPORT_ERR_INVALID_ARG;
-    status = mpi_status(MPI_Recv(buf, (int)bytes, MPI_BYTE, peer, tag, c->comm, &st), "MPI_Recv");
+    status = mpi_status(c->rank, MPI_Recv(buf, (int)bytes, MPI_BYTE, peer, tag, c->comm, &st),
+                        "MPI_Recv");
     if (status)
         return status;
     MPI_Get_count(&st, MPI_BYTE, &count);
     if ((size_t)count != bytes) {
-        log_error("rank %d sent %d bytes where %zu were expected (tag %d): mismatched gpuport "
+        mpi_error(c->rank,
+                  "rank %d sent %d bytes where %zu were expected (tag %d): mismatched gpuport "
                   "versions or set-up order",
                   peer, count, bytes, tag);
         return GPUPORT_ERR_VERSION;
@@ -97,14 +129,14 @@ gpuport_status_t gpuport_bootstrap_mpi(MPI_Comm comm, gpuport_bootstrap_t *bs_p)
 
     MPI_Initialized(&initialized);
     if (!initialized || !bs_p) {
-        log_error("gpuport_bootstrap_mpi: %s", !bs_p ? "bootstrap_p is NULL"
-                                                     : "MPI is not initialized (call MPI_Init first)");
+        mpi_error(-1, "gpuport_bootstrap_mpi: %s",
+                  !bs_p ? "bootstrap_p is NULL" : "MPI is not initialized (call MPI_Init first)");
         return GPUPORT_ERR_INVALID_ARG;
     }
     c = calloc(1, sizeof(*c));
     if (!c)
         return GPUPORT_ERR_NO_MEMORY;
-    status = mpi_status(MPI_Comm_dup(comm, &c->comm), "MPI_Comm_dup");
+    status = mpi_status(-1, MPI_Comm_dup(comm, &c->comm), "MPI_Comm_dup");
     if (status) {
         free(c);
         return status;
@@ -113,8 +145,10 @@ gpuport_status_t gpuport_bootstrap_mpi(MPI_Comm comm, gpuport_bootstrap_t *bs_p)
     MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
     MPI_Comm_rank(c->comm, &bs.rank);
     MPI_Comm_size(c->comm, &bs.size);
-    status = mpi_status(MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, bs.rank, MPI_INFO_NULL,
-                                            &local),
+    c->rank = bs.rank;
+    status = mpi_status(bs.rank,
+                        MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, bs.rank,
+                                            MPI_INFO_NULL, &local),
                         "MPI_Comm_split_type");
     if (status) {
         MPI_Comm_free(&c->comm);

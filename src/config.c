@@ -234,25 +234,6 @@ static int parse_iflist(const char *s, gpuport_if_list_t *out, char *problem, si
     }
 }
 
-void gpuport_hca_list_format(const gpuport_hca_list_t *list, char *buf, size_t len)
-{
-    size_t used = 0;
-
-    buf[0] = '\0';
-    for (int i = 0; i < list->n && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%s%s%.0u", i ? "," : "",
-                                 list->entry[i].dev, list->entry[i].port ? ":" : "",
-                                 list->entry[i].port);
-}
-
-void gpuport_if_list_format(const gpuport_if_list_t *list, char *buf, size_t len)
-{
-    size_t used = (size_t)snprintf(buf, len, "%s", list->exclude ? "^" : "");
-
-    for (int i = 0; i < list->n && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "," : "", list->prefix[i]);
-}
-
 /* list: a parsed HCALIST or IFLIST value, else NULL */
 static void store(const gpuport_config_var_t *var, gpuport_config_t *config, uint64_t v,
                   const char *text, const void *list)

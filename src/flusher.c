@@ -62,16 +62,6 @@ static void futex_wake(_Atomic int *addr)
     syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-void gpuport_flusher_complete(gpuport_flusher_t *fl, uint32_t channel, gpuport_status_t status)
-{
-    gpuport_work_done_t done = {channel, status};
-    /* The proxy never has more items outstanding than `done` holds, so this
-     * push cannot fail. */
-    while (gpuport_ring_push(&fl->done, &done) != 0)
-        ;
-    GPUPORT_STAT_INC(fl->completed);
-}
-
 /* Takes the next work item if it can be started now; 1 if one was taken.
  * CUDA items are queued on the private stream and complete later; host
  * items run here, but only once queued CUDA work is done, so that items

@@ -92,8 +92,18 @@ gpuport_status_t gpuport_flusher_start(gpuport_flusher_t *fl, uint32_t capacity,
                                        int cuda_device, struct gpuport_gpu *gpu,
                                        uint64_t timeout_ns, struct gpuport_topology *topo,
                                        int cpu);
-/* Flusher thread: reports one item's completion (and counts it). */
-void gpuport_flusher_complete(gpuport_flusher_t *fl, uint32_t channel, gpuport_status_t status);
+/* Flusher thread: reports one item's completion (and counts it). The
+ * proxy never has more items outstanding than `done` holds, so the push
+ * cannot fail. */
+static inline void gpuport_flusher_complete(gpuport_flusher_t *fl, uint32_t channel,
+                                            gpuport_status_t status)
+{
+    gpuport_work_done_t done = {channel, status};
+
+    while (gpuport_ring_push(&fl->done, &done) != 0)
+        ;
+    GPUPORT_STAT_INC(fl->completed);
+}
 /* Drains queued work, then joins the thread. */
 void gpuport_flusher_stop(gpuport_flusher_t *fl);
 

@@ -23,6 +23,15 @@ extern "C" {
 #define GPUPORT_VERSION_MINOR 1
 #define GPUPORT_VERSION_PATCH 0
 
+/* Marks what the libraries export. They are built with -fvisibility=hidden,
+ * so the functions declared with GPUPORT_API in these headers are all that a
+ * program can link to; everything else stays inside the library. */
+#if defined(__GNUC__)
+#define GPUPORT_API __attribute__((visibility("default")))
+#else
+#define GPUPORT_API
+#endif
+
 /* Errors are negative and grouped by kind, one decade per kind. */
 typedef enum {
     GPUPORT_OK = 0,
@@ -41,10 +50,10 @@ typedef enum {
     GPUPORT_ERR_INTERNAL = -99
 } gpuport_status_t;
 
-const char *gpuport_status_string(gpuport_status_t status);
+GPUPORT_API const char *gpuport_status_string(gpuport_status_t status);
 
 /* "0.1.0"; the version this library was built as. */
-const char *gpuport_version_string(void);
+GPUPORT_API const char *gpuport_version_string(void);
 
 /*
  * Bootstrap: how a communicator talks to its peers while it sets up. The MPI
@@ -80,7 +89,8 @@ typedef struct gpuport_channel *gpuport_channel_t;
  * GPUPORT_* configuration, exchanges a versioned record with every rank and
  * starts the proxy service.
  */
-gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bootstrap, gpuport_comm_t *comm_p);
+GPUPORT_API gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bootstrap,
+                                                 gpuport_comm_t *comm_p);
 
 /*
  * Collective. Stops the proxy service: triggers already in the FIFO are
@@ -88,10 +98,10 @@ gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bootstrap, gpupo
  * failed and counted in the log); then every channel and registration still
  * open is released.
  */
-gpuport_status_t gpuport_comm_destroy(gpuport_comm_t comm);
+GPUPORT_API gpuport_status_t gpuport_comm_destroy(gpuport_comm_t comm);
 
-int gpuport_comm_rank(gpuport_comm_t comm);
-int gpuport_comm_size(gpuport_comm_t comm);
+GPUPORT_API int gpuport_comm_rank(gpuport_comm_t comm);
+GPUPORT_API int gpuport_comm_size(gpuport_comm_t comm);
 
 /* What the proxy service has done and cost so far, for tools and tuning. */
 typedef struct gpuport_comm_stats {
@@ -102,24 +112,25 @@ typedef struct gpuport_comm_stats {
     uint64_t flusher_cpu_ns;  /* CPU time used by the flusher thread */
 } gpuport_comm_stats_t;
 
-gpuport_status_t gpuport_comm_stats(gpuport_comm_t comm, gpuport_comm_stats_t *stats_p);
+GPUPORT_API gpuport_status_t gpuport_comm_stats(gpuport_comm_t comm, gpuport_comm_stats_t *stats_p);
 
 /* Memory. Host memory from malloc (or anywhere) can be registered; memory
  * from gpuport_mem_alloc is shared-mappable, so same-host peers copy into it
  * directly instead of through the kernel. */
-gpuport_status_t gpuport_mem_alloc(gpuport_comm_t comm, size_t size, void **ptr_p);
+GPUPORT_API gpuport_status_t gpuport_mem_alloc(gpuport_comm_t comm, size_t size, void **ptr_p);
 /* GPU memory on the communicator's GPU that gpuport's own CUDA context can
  * write without the application's (CUDA VMM, mapped for the device): what a
  * tcp channel's GPU destination must be, since a copy into cudaMalloc memory
  * from another context waits for the application's context to be scheduled
  * and for its queued work. Kernels use it like cudaMalloc memory. Not for
  * cuda_ipc destinations (CUDA IPC cannot export it). Needs GPU mode. */
-gpuport_status_t gpuport_mem_alloc_device(gpuport_comm_t comm, size_t size, void **ptr_p);
+GPUPORT_API gpuport_status_t gpuport_mem_alloc_device(gpuport_comm_t comm, size_t size,
+                                                      void **ptr_p);
 /* Frees memory from gpuport_mem_alloc or gpuport_mem_alloc_device. */
-gpuport_status_t gpuport_mem_free(gpuport_comm_t comm, void *ptr);
-gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t size,
-                                      gpuport_mem_t *mem_p);
-gpuport_status_t gpuport_mem_deregister(gpuport_mem_t mem);
+GPUPORT_API gpuport_status_t gpuport_mem_free(gpuport_comm_t comm, void *ptr);
+GPUPORT_API gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t size,
+                                                  gpuport_mem_t *mem_p);
+GPUPORT_API gpuport_status_t gpuport_mem_deregister(gpuport_mem_t mem);
 
 /*
  * Creates a port channel to `peer`. Pairwise collective: `peer` must call it
@@ -130,34 +141,36 @@ gpuport_status_t gpuport_mem_deregister(gpuport_mem_t mem);
  * transport is chosen here (GPUPORT_TRANSPORT); a forced transport that
  * cannot reach the peer fails on both sides with a message saying why.
  */
-gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_mem_t src,
-                                        gpuport_mem_t dst, gpuport_channel_t *channel_p);
-gpuport_status_t gpuport_channel_destroy(gpuport_channel_t channel);
+GPUPORT_API gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer,
+                                                    gpuport_mem_t src, gpuport_mem_t dst,
+                                                    gpuport_channel_t *channel_p);
+GPUPORT_API gpuport_status_t gpuport_channel_destroy(gpuport_channel_t channel);
 
 /* Operations. put and signal return once the trigger is queued. Offsets are
  * relative to the start of the registered regions; a put that does not fit in
  * both regions is rejected here with GPUPORT_ERR_OUT_OF_RANGE and nothing is
  * queued. */
-gpuport_status_t gpuport_channel_put(gpuport_channel_t ch, uint64_t dst_off, uint64_t src_off,
-                                     uint64_t size);
-/* increments the peer's semaphore once every earlier put is visible there */
-gpuport_status_t gpuport_channel_signal(gpuport_channel_t ch);
-gpuport_status_t gpuport_channel_put_with_signal(gpuport_channel_t ch, uint64_t dst_off,
+GPUPORT_API gpuport_status_t gpuport_channel_put(gpuport_channel_t ch, uint64_t dst_off,
                                                  uint64_t src_off, uint64_t size);
+/* increments the peer's semaphore once every earlier put is visible there */
+GPUPORT_API gpuport_status_t gpuport_channel_signal(gpuport_channel_t ch);
+GPUPORT_API gpuport_status_t gpuport_channel_put_with_signal(gpuport_channel_t ch,
+                                                             uint64_t dst_off, uint64_t src_off,
+                                                             uint64_t size);
 /* returns when every earlier operation of this channel is complete: sources
  * reusable and data delivered */
-gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch);
+GPUPORT_API gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch);
 /* consumes one signal from the peer; blocks up to GPUPORT_TIMEOUT_MS */
-gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch);
+GPUPORT_API gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch);
 /* consumes one signal if one has arrived: *ready_p is 1, else 0 */
-gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p);
+GPUPORT_API gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p);
 
 /* The channel's error state: GPUPORT_OK, or the error the proxy or the peer
  * hit (for example a trigger with offsets outside the registered regions). */
-gpuport_status_t gpuport_channel_status(gpuport_channel_t ch);
+GPUPORT_API gpuport_status_t gpuport_channel_status(gpuport_channel_t ch);
 
 /* "shm", "cuda_ipc", ... : the transport the channel uses */
-const char *gpuport_channel_transport(gpuport_channel_t ch);
+GPUPORT_API const char *gpuport_channel_transport(gpuport_channel_t ch);
 
 #ifdef __cplusplus
 }

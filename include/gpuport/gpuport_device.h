@@ -59,7 +59,8 @@ extern "C" {
  * GPU mode; the handle stays valid until the channel is destroyed. Device
  * waiters and host waiters on one channel count signals separately: consume
  * a channel's signals on one side only. */
-gpuport_status_t gpuport_channel_device(gpuport_channel_t ch, gpuport_port_channel_dev_t *dev_p);
+GPUPORT_API gpuport_status_t gpuport_channel_device(gpuport_channel_t ch,
+                                                    gpuport_port_channel_dev_t *dev_p);
 
 #ifdef __cplusplus
 }

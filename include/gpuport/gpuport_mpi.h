@@ -3,6 +3,8 @@
  * The communicator is duplicated, so gpuport's messages never mix with the
  * application's. Call from the thread that initialized MPI (or with
  * MPI_THREAD_MULTIPLE); gpuport's own threads never call MPI.
+ * These functions are in libgpuport_mpi, built for one MPI: link
+ * -lgpuport_mpi -lgpuport (libgpuport itself links no MPI).
  */
 #ifndef GPUPORT_GPUPORT_MPI_H
 #define GPUPORT_GPUPORT_MPI_H
@@ -16,10 +18,10 @@ extern "C" {
 #endif
 
 /* Fills a bootstrap over a duplicate of `comm`; gpuport_comm_create takes it over. */
-gpuport_status_t gpuport_bootstrap_mpi(MPI_Comm comm, gpuport_bootstrap_t *bootstrap_p);
+GPUPORT_API gpuport_status_t gpuport_bootstrap_mpi(MPI_Comm comm, gpuport_bootstrap_t *bootstrap_p);
 
 /* gpuport_bootstrap_mpi + gpuport_comm_create. Collective over `comm`. */
-gpuport_status_t gpuport_comm_init_mpi(MPI_Comm comm, gpuport_comm_t *comm_p);
+GPUPORT_API gpuport_status_t gpuport_comm_init_mpi(MPI_Comm comm, gpuport_comm_t *comm_p);
 
 #ifdef __cplusplus
 }

@@ -65,6 +65,13 @@ static uint64_t mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
+uint64_t harness_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 uint64_t hash4(uint64_t a, uint64_t b, uint64_t c, uint64_t d)
 {
     return mix64(mix64(mix64(mix64(a) ^ b) ^ c) ^ d);

@@ -99,6 +99,10 @@ typedef struct rng {
     uint64_t s;
 } rng_t;
 
+/* CLOCK_MONOTONIC in ns (the programs link the installed libraries, whose
+ * own clock is internal) */
+uint64_t harness_now_ns(void);
+
 uint64_t hash4(uint64_t a, uint64_t b, uint64_t c, uint64_t d);
 uint64_t rng_next(rng_t *r);
 uint64_t rng_below(rng_t *r, uint64_t n);

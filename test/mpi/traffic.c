@@ -238,12 +238,12 @@ static int take_signal(const plan_t *p, link_t *l, const char *what, int round)
         g_stats.signals++;
         return 0;
     }
-    start = gpuport_now_ns();
+    start = harness_now_ns();
     while (!ready) {
         status = gpuport_channel_poll(l->ch, &ready);
         REQUIRE(status == GPUPORT_OK, "polling for the %s of rank %d (channel #%d), round %d: %s",
                 what, l->peer, l->index, round, gpuport_status_string(status));
-        REQUIRE(ready || gpuport_now_ns() - start < POLL_LIMIT_NS,
+        REQUIRE(ready || harness_now_ns() - start < POLL_LIMIT_NS,
                 "no %s from rank %d (channel #%d) in round %d after %llu s", what, l->peer,
                 l->index, round, POLL_LIMIT_NS / 1000000000ull);
         if (!ready)

@@ -104,60 +104,7 @@ static void tcp_chan_disconnect(gpuport_tl_chan_t *ch)
     memset(&ch->dst, 0, sizeof(ch->dst));
 }
 
-/* ---- failure ---- */
-
-/* Fails every channel on the connection here and completes what was in
- * flight with the error, so flushes and waits return. */
-void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, int err)
-{
-    gpuport_comm_t comm = tc->comm;
-    int failed;
-
-    if (tc->broken)
-        return;
-    tc->broken = status;
-    tc->fail_status = status;
-    tc->next_rescan_ns = gpuport_now_ns() + RESCAN_NS;
-    failed = gpuport_tl_conn_fail(tc->conn, status);
-    if (failed || tc->ops_sent > tc->ops_acked)
-        log_error("tcp: connection to rank %d (%s) %s%s%s; %d channel(s) failed, %llu "
-                  "operation(s) lost in flight",
-                  tc->peer, gpuport_tl_proc(comm, tc->peer)->hostname, what, err ? ": " : "",
-                  err ? strerror(err) : "", failed,
-                  (unsigned long long)(tc->ops_sent - tc->ops_acked));
-    while (tc->ops_acked < tc->ops_sent) {
-        uint32_t id = tc->inflight[tc->ops_acked % tc->q];
-        tc->ops_acked++;
-        tcp_complete(tc, id, status);
-    }
-    tc->tx_head = tc->tx_tail;
-    tc->sg_item = tc->tx_tail;
-    tc->tc_head = tc->tc_ready = tc->tc_tail;
-    tc->ack_queued = 0;
-}
-
-void tcp_complete(tcp_conn_t *tc, uint32_t id, gpuport_status_t status)
-{
-    gpuport_tl_chan_t *ch = gpuport_tl_chan_find(tc->conn, id);
-
-    if (ch)
-        gpuport_tl_chan_complete(ch, status);
-    else
-        log_error("tcp: an operation of channel %u completed, but that channel is not on the "
-                  "connection to rank %d",
-                  id, tc->peer);
-}
-
-/* Errors that arrive while nothing is sent or received (a keepalive that
- * went unanswered) show on the socket, not in a call's result. */
-static void check_socket(tcp_conn_t *tc)
-{
-    int err = 0;
-    socklen_t len = sizeof(err);
-
-    if (getsockopt(tc->fd_rx, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err)
-        tcp_conn_break(tc, GPUPORT_ERR_TRANSPORT, "broke", err);
-}
+/* ---- failure (tcp_fail.c has the connection's break) ---- */
 
 /* The peer closed its communicator: no more signals will come from it.
  * Once what it sent is applied, this side's waiters on its channels stop
@@ -284,7 +231,7 @@ static int tcp_poll_fds(gpuport_tl_comm_t *tl, struct pollfd *fds, int max)
         tcp_conn_t *tc = t->conns[i];
         if (tc->broken)
             continue;
-        check_socket(tc);
+        tcp_check_socket(tc);
         if (tc->broken)
             continue;
         fds[nfds].fd = tc->fd_rx;

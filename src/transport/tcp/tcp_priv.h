@@ -195,9 +195,11 @@ void tcp_queue_ack(tcp_conn_t *tc);
 /* tcp_rx.c */
 int tcp_recv_some(tcp_conn_t *tc);
 
-/* tcp.c */
+/* tcp_fail.c */
 void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, int err);
 /* the oldest operation in flight, of local channel id, completed */
 void tcp_complete(tcp_conn_t *tc, uint32_t id, gpuport_status_t status);
+/* an error the socket holds (a keepalive unanswered) breaks the connection */
+void tcp_check_socket(tcp_conn_t *tc);
 
 #endif

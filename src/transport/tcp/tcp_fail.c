@@ -1,0 +1,63 @@
+/*
+ * tcp: a connection that breaks, and completions of operations in flight
+ * (proxy thread). Kept apart so that sending and receiving, which break
+ * connections, depend on this file and not on the ops table in tcp.c.
+ */
+#include <string.h>
+#include <sys/socket.h>
+
+#include "transport/tcp/tcp_priv.h"
+
+/* Fails every channel on the connection here and completes what was in
+ * flight with the error, so flushes and waits return. */
+void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, int err)
+{
+    gpuport_comm_t comm = tc->comm;
+    int failed;
+
+    if (tc->broken)
+        return;
+    tc->broken = status;
+    tc->fail_status = status;
+    tc->next_rescan_ns = gpuport_now_ns() + RESCAN_NS;
+    failed = gpuport_tl_conn_fail(tc->conn, status);
+    if (failed || tc->ops_sent > tc->ops_acked)
+        log_error("tcp: connection to rank %d (%s) %s%s%s; %d channel(s) failed, %llu "
+                  "operation(s) lost in flight",
+                  tc->peer, gpuport_tl_proc(comm, tc->peer)->hostname, what, err ? ": " : "",
+                  err ? strerror(err) : "", failed,
+                  (unsigned long long)(tc->ops_sent - tc->ops_acked));
+    while (tc->ops_acked < tc->ops_sent) {
+        uint32_t id = tc->inflight[tc->ops_acked % tc->q];
+        tc->ops_acked++;
+        tcp_complete(tc, id, status);
+    }
+    tc->tx_head = tc->tx_tail;
+    tc->sg_item = tc->tx_tail;
+    tc->tc_head = tc->tc_ready = tc->tc_tail;
+    tc->ack_queued = 0;
+}
+
+void tcp_complete(tcp_conn_t *tc, uint32_t id, gpuport_status_t status)
+{
+    gpuport_tl_chan_t *ch = gpuport_tl_chan_find(tc->conn, id);
+
+    if (ch)
+        gpuport_tl_chan_complete(ch, status);
+    else
+        log_error("tcp: an operation of channel %u completed, but that channel is not on the "
+                  "connection to rank %d",
+                  id, tc->peer);
+}
+
+/* Errors that arrive while nothing is sent or received (a keepalive that
+ * went unanswered) show on the socket, not in a call's result. */
+void tcp_check_socket(tcp_conn_t *tc)
+{
+    int err = 0;
+    socklen_t len = sizeof(err);
+
+    if (getsockopt(tc->fd_rx, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err)
+        tcp_conn_break(tc, GPUPORT_ERR_TRANSPORT, "broke", err);
+}
+

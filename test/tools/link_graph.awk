@@ -1,0 +1,239 @@
+# The link graph of libgpuport_core's objects; see link_graph.sh, which feeds
+# it "object symbol nm-type" lines sorted by object, then symbol. An edge
+# A -> B: A has an undefined symbol that B defines. POSIX awk (mawk, gawk).
+#
+# Classes: src/transport/<X>/... is transport X; src/transport/transport.*
+# and src/transport/registry.* are the registry; the rest is core. Exit 1 on
+# any boundary violation or cycle.
+
+BEGIN {
+    # Shared transport folders and the transports that may use them
+    # (DESIGN.md, Layout: "src/transport/sm/: what shm and cuda_ipc share").
+    shared["sm"] = " shm cuda_ipc "
+    nobj = 0
+    nund = 0
+    nedge = 0
+    bad = 0
+}
+
+{
+    o = $1
+    s = $2
+    t = $3
+    if (!(o in seen)) {
+        seen[o] = 1
+        obj[++nobj] = o
+    }
+    if (t == "U" || t == "w" || t == "v") {
+        nund++
+        und_o[nund] = o
+        und_s[nund] = s
+    } else if (t ~ /^[A-TV-Z]$/ || t == "u" || t == "i") {
+        if (!(s in def))
+            def[s] = o
+    }
+}
+
+function cls(o, p) {
+    if (o ~ /^src\/transport\/[^\/]+\//) {
+        p = o
+        sub(/^src\/transport\//, "", p)
+        sub(/\/.*/, "", p)
+        return p
+    }
+    if (o ~ /^src\/transport\/(transport|registry)\.[^\/]*$/)
+        return "(registry)"
+    return "(core)"
+}
+
+function what(o, c) {
+    c = cls(o)
+    if (c == "(core)")
+        return o " (core)"
+    if (c == "(registry)")
+        return o " (registry)"
+    return o " (transport " c ")"
+}
+
+# Inserts item into a space-separated list kept sorted.
+function insert_sorted(list, item, parts, n, i, out, done) {
+    n = split(list, parts, " ")
+    out = ""
+    done = 0
+    for (i = 1; i <= n; i++) {
+        if (!done && item < parts[i]) {
+            out = out " " item
+            done = 1
+        }
+        out = out " " parts[i]
+    }
+    if (!done)
+        out = out " " item
+    return out
+}
+
+function first_sym(list, parts) {
+    split(list, parts, " ")
+    return parts[1]
+}
+
+# Tarjan's strongly connected components.
+function strong(v, list, n, i, w) {
+    num[v] = ++counter
+    low[v] = counter
+    stack[++sp] = v
+    onstack[v] = 1
+    n = split(adj[v], list, " ")
+    for (i = 1; i <= n; i++) {
+        w = list[i]
+        if (!(w in num)) {
+            strong(w)
+            if (low[w] < low[v])
+                low[v] = low[w]
+        } else if (onstack[w] && num[w] < low[v]) {
+            low[v] = num[w]
+        }
+    }
+    if (low[v] == num[v]) {
+        nscc++
+        do {
+            w = stack[sp--]
+            onstack[w] = 0
+            scc[w] = nscc
+        } while (w != v)
+    }
+}
+
+# Shortest path from -> to inside one component; fills path[1..npath].
+function bfs(from, to, comp, q, head, tail, u, list, n, i, w, prev, got) {
+    split("", prev)
+    split("", got)
+    head = 1
+    tail = 1
+    q[1] = from
+    got[from] = 1
+    while (head <= tail) {
+        u = q[head++]
+        if (u == to)
+            break
+        n = split(adj[u], list, " ")
+        for (i = 1; i <= n; i++) {
+            w = list[i]
+            if (scc[w] == comp && !(w in got)) {
+                got[w] = 1
+                prev[w] = u
+                q[++tail] = w
+            }
+        }
+    }
+    npath = 0
+    for (u = to; u != from; u = prev[u])
+        rpath[++npath] = u
+    rpath[++npath] = from
+    for (i = 1; i <= npath; i++)
+        path[i] = rpath[npath + 1 - i]
+}
+
+END {
+    for (i = 1; i <= nund; i++) {
+        a = und_o[i]
+        s = und_s[i]
+        if (!(s in def))
+            continue
+        b = def[s]
+        if (b == a)
+            continue
+        k = a SUBSEP b
+        if (!(k in esyms)) {
+            esyms[k] = s
+            adj[a] = insert_sorted(adj[a], b)
+            nedge++
+        } else {
+            esyms[k] = esyms[k] " " s
+        }
+    }
+
+    # boundary: who may use a transport's symbols
+    nbound = 0
+    for (i = 1; i <= nobj; i++) {
+        a = obj[i]
+        ca = cls(a)
+        n = split(adj[a], targets, " ")
+        for (j = 1; j <= n; j++) {
+            b = targets[j]
+            cb = cls(b)
+            if (cb ~ /^\(/ || ca == cb)
+                continue
+            syms = esyms[a, b]
+            if (ca == "(registry)") {
+                # the ops table, and nothing else
+                m = split(syms, list, " ")
+                syms = ""
+                for (x = 1; x <= m; x++)
+                    if (list[x] != "gpuport_transport_" cb)
+                        syms = syms (syms == "" ? "" : " ") list[x]
+                if (syms == "")
+                    continue
+            } else if (ca != "(core)" && index(shared[cb], " " ca " ") > 0) {
+                continue
+            }
+            if (nbound++ == 0)
+                print "Boundary violations (the left object uses what the right one defines):"
+            print "  " what(a) " -> " what(b) ": " syms
+        }
+    }
+
+    # cycles: for each strongly connected component (a set of objects each
+    # reachable from every other), its members, then one cycle for each of
+    # its edges that no earlier cycle showed, so every edge to cut is named
+    for (i = 1; i <= nobj; i++)
+        if (!(obj[i] in num))
+            strong(obj[i])
+    for (i = 1; i <= nobj; i++)
+        members[scc[obj[i]]]++
+    ncycle = 0
+    ncomp = 0
+    for (c = 1; c <= nobj; c++) {
+        a0 = obj[c]
+        comp = scc[a0]
+        if (members[comp] < 2 || (comp in shown))
+            continue
+        shown[comp] = 1
+        if (ncomp++ == 0)
+            print "Cycles (each arrow: the left object uses the symbol in brackets, which the right one defines):"
+        line = ""
+        for (i = 1; i <= nobj; i++)
+            if (scc[obj[i]] == comp)
+                line = line " " obj[i]
+        print "  objects in one cycle:" line
+        for (i = 1; i <= nobj; i++) {
+            a = obj[i]
+            if (scc[a] != comp)
+                continue
+            n = split(adj[a], targets, " ")
+            for (j = 1; j <= n; j++) {
+                b = targets[j]
+                if (scc[b] != comp || ((a, b) in covered))
+                    continue
+                bfs(b, a, comp)
+                line = a
+                prev_node = a
+                for (x = 1; x <= npath; x++) {
+                    line = line " -> " path[x] " (" first_sym(esyms[prev_node, path[x]]) ")"
+                    covered[prev_node, path[x]] = 1
+                    prev_node = path[x]
+                }
+                print "    " line
+                ncycle++
+            }
+        }
+    }
+
+    print nobj " objects, " nedge " edges: " nbound " boundary violations, " ncomp \
+        " sets of objects in cycles (" ncycle " cycles shown)"
+    if (nbound || ncycle) {
+        print "FAIL link graph"
+        exit 1
+    }
+    print "PASS link graph"
+}

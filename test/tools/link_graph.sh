@@ -1,0 +1,66 @@
+#!/bin/sh
+# The transport boundary and the absence of cycles, checked on what was
+# built: the objects of libgpuport_core and, from nm, "object A uses a symbol
+# that object B defines". Fails on
+#   - a cycle between objects (printed A -> B -> ... -> A, one symbol an edge;
+#     enough cycles to show every edge that lies on one);
+#   - a core object using a symbol of a transport object (src/transport/<X>/);
+#   - the registry (src/transport/transport.c, registry.c) using anything of a
+#     transport but its ops table, gpuport_transport_<X>;
+#   - a transport using another transport's symbols, except the shared
+#     folders DESIGN.md's Layout names (sm: what shm and cuda_ipc share).
+# The graph and the rules are in link_graph.awk; this script finds the
+# objects (the list make links into the library, so stale objects of
+# renamed files do not count) and feeds it nm's view of them.
+# Skips (77) without nm or without objects.
+build=${top_builddir:-.}
+src=${top_srcdir:-.}
+here=$(dirname "$0")
+awkprog=$here/link_graph.awk
+test -f "$awkprog" || awkprog=$src/test/tools/link_graph.awk
+
+if ! command -v nm >/dev/null 2>&1; then
+    echo "SKIP: nm is not installed (binutils); the link graph needs it"
+    exit 77
+fi
+
+# make knows which objects go into the core: ask it (MAKEFLAGS cleared, so a
+# jobserver of the make running this test is not expected).
+# shellcheck disable=SC2016 # $(...) is make's, not the shell's
+lobjs=$(printf 'gpuport-print-core-objects:\n\t@echo $(src_libgpuport_core_la_OBJECTS)\n' |
+    MAKEFLAGS='' MFLAGS='' MAKELEVEL='' ${MAKE:-make} -s -C "$build" -f Makefile -f - \
+        gpuport-print-core-objects 2>/dev/null)
+
+tmp=${TMPDIR:-/tmp}/gpuport_link_graph.$$
+trap 'rm -f "$tmp".*' EXIT
+: >"$tmp.nm"
+n=0
+for lo in $lobjs; do
+    test -f "$build/$lo" || continue
+    dir=$(dirname "$lo")
+    # a libtool object names its real objects; either has the same symbols
+    obj=$(sed -n "s/^non_pic_object='\(.*\)'\$/\1/p" "$build/$lo")
+    if test -z "$obj" || test "$obj" = none; then
+        obj=$(sed -n "s/^pic_object='\(.*\)'\$/\1/p" "$build/$lo")
+    fi
+    test -f "$build/$dir/$obj" || continue
+    # named for its source: src/transport/tcp/libgpuport_core_la-tcp.lo -> src/transport/tcp/tcp.c
+    stem=$(basename "$lo" .lo)
+    stem=${stem#*_la-}
+    label=$dir/$stem.o
+    for ext in c cu cc S; do
+        if test -f "$src/$dir/$stem.$ext"; then label=$dir/$stem.$ext; break; fi
+    done
+    nm -P "$build/$dir/$obj" | awk -v obj="$label" 'NF >= 2 { print obj, $1, $2 }' >>"$tmp.nm" || {
+        echo "FAIL: nm -P $build/$dir/$obj"
+        exit 1
+    }
+    n=$((n + 1))
+done
+if test "$n" -eq 0; then
+    echo "SKIP: no objects of libgpuport_core found under $build (build the library first)"
+    exit 77
+fi
+
+echo "link graph of $n objects of libgpuport_core"
+LC_ALL=C sort -k1,1 -k2,2 "$tmp.nm" | awk -f "$awkprog"
