@@ -350,6 +350,15 @@ static void host_api(gpuport_bootstrap_t *bs)
     CHECK_OK(gpuport_channel_wait(s.ch));
     CHECK(count_bad(&s, 4096, 100000, 8192) == 0);
     CHECK_OK(gpuport_channel_flush(s.ch));
+    {
+        /* the flusher's CUDA completions are counted: the copy and the
+         * write-value of cuda_ipc, or tcp's staging copy */
+        gpuport_comm_stats_t stats;
+        CHECK_OK(gpuport_comm_stats(s.comm, &stats));
+        CHECK_MSG(stats.flusher_items >= (gpu_mem_mapped() ? 1u : 2u),
+                  "%llu flusher items counted after a put_with_signal",
+                  (unsigned long long)stats.flusher_items);
+    }
     CHECK_STATUS(gpuport_channel_put(s.ch, (1u << 20) - 4, 0, 8), GPUPORT_ERR_OUT_OF_RANGE);
     CHECK_OK(bs->barrier(bs->ctx));
     if (gpu_mem_mapped()) {

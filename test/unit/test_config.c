@@ -16,6 +16,7 @@
 #include "capture.h"
 #include "check.h"
 #include "config.h"
+#include "transport/transport.h"
 #include "fifo.h"
 #include "log.h"
 
@@ -677,9 +678,38 @@ static void test_known_bugs(void)
               (unsigned long long)c.host_id);
 }
 
+/* The transport list (registry.c) is GPUPORT_TRANSPORT's words, and each
+ * built transport's ops table carries its own word. */
+static void test_transport_list(void)
+{
+    int built = 0;
+
+    CHECK(strcmp(gpuport_transport_words[0], "auto") == 0);
+    CHECK(gpuport_transport_ops(GPUPORT_TRANSPORT_AUTO) == NULL);
+    for (int k = 1; k < gpuport_transport_nkinds(); k++) {
+        const gpuport_transport_ops_t *t = gpuport_transport_ops(k);
+        CHECK(gpuport_transport_words[k] != NULL);
+        CHECK(strcmp(gpuport_transport_name(k), gpuport_transport_words[k]) == 0);
+        if (t) {
+            CHECK_MSG(strcmp(t->name, gpuport_transport_words[k]) == 0,
+                      "kind %d is %s in the list and %s in its ops", k,
+                      gpuport_transport_words[k], t->name);
+            CHECK(gpuport_transport_missing(k) == NULL);
+            CHECK(t->reachable && t->conn_open && t->conn_close && t->chan_connect &&
+                  t->chan_disconnect && t->put && t->signal);
+            built++;
+        } else {
+            CHECK_MSG(gpuport_transport_missing(k) != NULL, "kind %d has no reason", k);
+        }
+    }
+    CHECK(gpuport_transport_words[gpuport_transport_nkinds()] == NULL);
+    CHECK(built >= 2); /* shm and tcp are always built */
+}
+
 int main(void)
 {
     clean_env();
+    test_transport_list();
     gpuport_log_set_level(GPUPORT_LOG_WARN);
     test_table();
     test_describe();

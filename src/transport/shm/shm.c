@@ -17,8 +17,12 @@
 
 typedef struct shm_conn {
     sm_ctrl_t ctrl; /* the peer's control segment */
-    int peer_pid;
 } shm_conn_t;
+
+static int peer_pid(const gpuport_tl_chan_t *ch)
+{
+    return gpuport_tl_proc(ch->comm, ch->peer)->pid;
+}
 
 static int shm_reachable(gpuport_tl_comm_t *tc, int peer, char *why, size_t len)
 {
@@ -50,7 +54,6 @@ static gpuport_status_t shm_conn_open(gpuport_conn_t *conn)
         free(sc);
         return status;
     }
-    sc->peer_pid = gpuport_tl_proc(conn->comm, conn->peer)->pid;
     conn->priv = sc;
     return GPUPORT_OK;
 }
@@ -88,10 +91,10 @@ static gpuport_status_t shm_chan_connect(gpuport_tl_chan_t *ch, const gpuport_ch
     case GPUPORT_REGION_NONE:
         return GPUPORT_OK;
     case GPUPORT_REGION_HOST_SHARED:
-        return sm_map_remote_fd(sc->peer_pid, r->fd, r->fd_offset, r->size, &ch->dst.base,
+        return sm_map_remote_fd(peer_pid(ch), r->fd, r->fd_offset, r->size, &ch->dst.base,
                                 &ch->dst.map_base, &ch->dst.map_len);
     case GPUPORT_REGION_HOST:
-        if (sc->peer_pid == getpid()) {
+        if (peer_pid(ch) == getpid()) {
             ch->dst.base = (void *)(uintptr_t)r->addr;
             return GPUPORT_OK;
         }
@@ -100,12 +103,12 @@ static gpuport_status_t shm_chan_connect(gpuport_tl_chan_t *ch, const gpuport_ch
              * not the first put. */
             char byte;
             struct iovec l = {&byte, 1}, rm = {(void *)(uintptr_t)r->addr, 1};
-            if (process_vm_readv(sc->peer_pid, &l, 1, &rm, 1, 0) != 1) {
+            if (process_vm_readv(peer_pid(ch), &l, 1, &rm, 1, 0) != 1) {
                 log_error("cannot reach rank %d's private memory by cross-memory attach: "
                           "process_vm_readv(pid %d) failed: %s; allow ptrace between the ranks "
                           "(kernel.yama.ptrace_scope <= 1) or allocate the destination with "
                           "gpuport_mem_alloc",
-                          ch->peer, sc->peer_pid, strerror(errno));
+                          ch->peer, peer_pid(ch), strerror(errno));
                 return GPUPORT_ERR_TRANSPORT;
             }
         }
@@ -132,7 +135,6 @@ static _Atomic uint64_t *remote_sem(const gpuport_tl_chan_t *ch)
 static int shm_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
                    int behind_work, gpuport_work_t *w)
 {
-    const shm_conn_t *sc = ch->conn->priv;
     const char *src = (const char *)ch->src.ptr + src_off;
 
     w->src = src;
@@ -143,7 +145,7 @@ static int shm_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, ui
     } else {
         w->kind = GPUPORT_WORK_CMA_WRITE;
         w->dst = (void *)(uintptr_t)(ch->dst.rec.addr + dst_off);
-        w->pid = sc->peer_pid;
+        w->pid = peer_pid(ch);
     }
     if (behind_work || size >= gpuport_tl_config(ch->comm)->shm_async_min)
         return GPUPORT_TRANSPORT_QUEUE;
