@@ -182,53 +182,62 @@ static void transports_close(gpuport_comm_t comm)
     }
 }
 
-/* Two rounds: first only headers, whose layout never changes, so that ranks
- * of different versions fail with a clear message instead of a size
- * mismatch inside the bootstrap; then the full records. */
-static gpuport_status_t exchange_procs(gpuport_comm_t comm)
+/* The first round of creation: every rank's record header, whose layout
+ * never changes, so that ranks of different versions fail with a clear
+ * message instead of a size mismatch inside the bootstrap. A rank whose
+ * own set-up failed takes part all the same, with a header that says so
+ * (GPUPORT_REC_PROC_FAILED), so that every rank returns instead of waiting
+ * in the next round for a rank that has given up. Returns the first
+ * problem: this rank's own, a version mismatch, or GPUPORT_ERR_PEER. */
+static gpuport_status_t exchange_headers(const gpuport_bootstrap_t *bs, gpuport_status_t local)
 {
-    gpuport_proc_rec_t me;
-    gpuport_rec_header_t *hdrs;
-    gpuport_status_t status = GPUPORT_OK, first = GPUPORT_OK;
+    gpuport_rec_header_t me, *hdrs = calloc((size_t)bs->size, sizeof(*hdrs));
+    gpuport_status_t status, first = local;
+    int failed = 0;
 
-    memset(&me, 0, sizeof(me));
-    gpuport_record_header_init(&me.hdr, GPUPORT_REC_PROC, sizeof(me));
-    me.rank = comm->rank;
-    me.pid = getpid();
-    me.host_id = comm->config.host_id ? comm->config.host_id : gpuport_host_id();
-    me.ctrl_fd = comm->ctrl_fd;
-    me.max_channels = comm->config.max_channels;
-    me.ctrl_size = comm->ctrl_size;
-    me.uid = (uint32_t)getuid();
-    me.features = cma_features();
-    me.gpu = comm->gpu_device;
-    gethostname(me.hostname, sizeof(me.hostname) - 1);
-    status = transports_open(comm, &me);
-    if (status)
-        return status;
-
-    hdrs = calloc((size_t)comm->size, sizeof(*hdrs));
-    comm->procs = calloc((size_t)comm->size, sizeof(*comm->procs));
-    if (!hdrs || !comm->procs) {
-        free(hdrs);
+    gpuport_record_header_init(&me, local ? GPUPORT_REC_PROC_FAILED : GPUPORT_REC_PROC,
+                               local ? (uint16_t)-local : sizeof(gpuport_proc_rec_t));
+    if (!hdrs) {
+        log_error("cannot allocate %d record headers for the communicator's creation", bs->size);
         return GPUPORT_ERR_NO_MEMORY;
     }
-    status = comm->bs.allgather(comm->bs.ctx, &me.hdr, hdrs, sizeof(me.hdr));
+    status = bs->allgather(bs->ctx, &me, hdrs, sizeof(me));
     if (status) {
         log_error("bootstrap allgather of version headers failed: %s",
                   gpuport_status_string(status));
         free(hdrs);
-        return status;
+        return local ? local : status;
     }
-    for (int r = 0; r < comm->size; r++) {
-        status = gpuport_record_check(&hdrs[r], GPUPORT_REC_PROC, sizeof(me), r);
+    for (int r = 0; r < bs->size; r++) {
+        if (r == bs->rank && local)
+            continue; /* this rank's own failure, logged where it happened */
+        if (hdrs[r].magic == GPUPORT_RECORD_MAGIC && hdrs[r].type == GPUPORT_REC_PROC_FAILED &&
+            hdrs[r].version_major == GPUPORT_VERSION_MAJOR &&
+            hdrs[r].version_minor == GPUPORT_VERSION_MINOR) {
+            if (failed++ == 0)
+                log_error("rank %d could not set up its side of the communicator (%s); its log "
+                          "says why", r,
+                          gpuport_status_string((gpuport_status_t) - (int)hdrs[r].size));
+            if (!first)
+                first = GPUPORT_ERR_PEER;
+            continue;
+        }
+        status = gpuport_record_check(&hdrs[r], GPUPORT_REC_PROC, sizeof(gpuport_proc_rec_t), r);
         if (status && !first)
             first = status;
     }
+    if (failed > 1)
+        log_error("%d ranks could not set up their side of the communicator", failed);
     free(hdrs);
-    if (first)
-        return first;
-    status = comm->bs.allgather(comm->bs.ctx, &me, comm->procs, sizeof(me));
+    return first;
+}
+
+/* Every rank's full record, once every header was right. */
+static gpuport_status_t exchange_procs(gpuport_comm_t comm, gpuport_proc_rec_t *me)
+{
+    gpuport_status_t status;
+
+    status = comm->bs.allgather(comm->bs.ctx, me, comm->procs, sizeof(*me));
     if (status) {
         log_error("bootstrap allgather of rank records failed: %s", gpuport_status_string(status));
         return status;
@@ -240,6 +249,55 @@ static gpuport_status_t exchange_procs(gpuport_comm_t comm)
         }
     }
     return GPUPORT_OK;
+}
+
+/* This rank's record, and every built transport's part of it. */
+static gpuport_status_t proc_rec_make(gpuport_comm_t comm, gpuport_proc_rec_t *me)
+{
+    memset(me, 0, sizeof(*me));
+    gpuport_record_header_init(&me->hdr, GPUPORT_REC_PROC, sizeof(*me));
+    me->rank = comm->rank;
+    me->pid = getpid();
+    me->host_id = comm->config.host_id ? comm->config.host_id : gpuport_host_id();
+    me->ctrl_fd = comm->ctrl_fd;
+    me->max_channels = comm->config.max_channels;
+    me->ctrl_size = comm->ctrl_size;
+    me->uid = (uint32_t)getuid();
+    me->features = cma_features();
+    me->gpu = comm->gpu_device;
+    gethostname(me->hostname, sizeof(me->hostname) - 1);
+    comm->procs = calloc((size_t)comm->size, sizeof(*comm->procs));
+    if (!comm->procs)
+        return GPUPORT_ERR_NO_MEMORY;
+    return transports_open(comm, me);
+}
+
+/* The last round: every rank started its proxy service (a bad placement
+ * request or a thread that cannot start fails here, after the records). */
+static gpuport_status_t agree_started(gpuport_comm_t comm, gpuport_status_t local)
+{
+    int32_t mine = local, *all = calloc((size_t)comm->size, sizeof(*all));
+    gpuport_status_t status, first = local;
+
+    if (!all)
+        return local ? local : GPUPORT_ERR_NO_MEMORY;
+    status = comm->bs.allgather(comm->bs.ctx, &mine, all, sizeof(mine));
+    if (status) {
+        log_error("bootstrap allgather at the end of the communicator's creation failed: %s",
+                  gpuport_status_string(status));
+        free(all);
+        return local ? local : status;
+    }
+    for (int r = 0; r < comm->size && !first; r++) {
+        if (all[r] != GPUPORT_OK) {
+            log_error("rank %d could not start its side of the communicator (%s); its log says "
+                      "why",
+                      r, gpuport_status_string((gpuport_status_t)all[r]));
+            first = GPUPORT_ERR_PEER;
+        }
+    }
+    free(all);
+    return first;
 }
 
 static void comm_free(gpuport_comm_t comm)
@@ -279,10 +337,47 @@ static void comm_free(gpuport_comm_t comm)
     free(comm);
 }
 
+/* Everything this rank sets up before it meets the others. */
+static gpuport_status_t setup_local(gpuport_comm_t comm, gpuport_proc_rec_t *me)
+{
+    const gpuport_config_t *config = &comm->config;
+    gpuport_status_t status;
+
+    status = ctrl_create(comm);
+    if (status)
+        return status;
+    status = gpuport_fifo_init(&comm->fifo, config->fifo_size);
+    if (status)
+        return status;
+    comm->pchans = calloc(config->max_channels, sizeof(*comm->pchans));
+    comm->states_size = page_round(config->max_channels * sizeof(*comm->states));
+    comm->states = aligned_alloc((size_t)sysconf(_SC_PAGESIZE), comm->states_size);
+    comm->id_used = calloc(config->max_channels, 1);
+    comm->conns = calloc((size_t)comm->size, sizeof(*comm->conns));
+    comm->pconns = calloc((size_t)comm->size, sizeof(*comm->pconns));
+    comm->chans = calloc(config->max_channels, sizeof(*comm->chans));
+    if (!comm->pchans || !comm->states || !comm->id_used || !comm->conns || !comm->pconns ||
+        !comm->chans) {
+        log_error("cannot allocate tables for %u channels and %d ranks", config->max_channels,
+                  comm->size);
+        return GPUPORT_ERR_NO_MEMORY;
+    }
+    memset(comm->states, 0, comm->states_size);
+    status = gpuport_gpu_open(comm);
+    if (status)
+        return status;
+    return proc_rec_make(comm, me);
+}
+
+/* Creation is collective and every rank reaches each of its exchanges,
+ * carrying its own result so far: a rank that fails (a bad GPUPORT_* value
+ * in its environment, no memory, no GPU where GPUPORT_GPU=on) makes every
+ * rank fail, with the reason on that rank and "rank R could not ..." on
+ * the others, instead of leaving them waiting for it. */
 gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bs, gpuport_comm_t *comm_p)
 {
-    gpuport_comm_t comm;
-    gpuport_config_t config;
+    gpuport_comm_t comm = NULL;
+    gpuport_proc_rec_t me;
     gpuport_status_t status;
 
     if (!bs || !comm_p || !bs->allgather || !bs->barrier || !bs->send || !bs->recv ||
@@ -295,68 +390,46 @@ gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bs, gpuport_comm
         return GPUPORT_ERR_INVALID_ARG;
     }
     gpuport_log_set_rank(bs->rank);
-    status = gpuport_config_load(&config);
-    if (status) {
+    comm = calloc(1, sizeof(*comm));
+    if (!comm) {
+        status = GPUPORT_ERR_NO_MEMORY;
+        exchange_headers(bs, status);
         if (bs->destroy)
             bs->destroy(bs->ctx);
         return status;
     }
-    gpuport_log_set_level(config.log_level);
-
-    comm = calloc(1, sizeof(*comm));
-    if (!comm) {
-        if (bs->destroy)
-            bs->destroy(bs->ctx);
-        return GPUPORT_ERR_NO_MEMORY;
-    }
     comm->bs = *bs;
-    comm->config = config;
     comm->rank = bs->rank;
     comm->size = bs->size;
     comm->ctrl_fd = -1;
     comm->gpu_device = -1;
-    comm->timeout_ns = config.timeout_ms * 1000000ull;
     pthread_mutex_init(&comm->lock, NULL);
-
-    status = ctrl_create(comm);
-    if (status)
-        goto err;
-    status = gpuport_fifo_init(&comm->fifo, config.fifo_size);
-    if (status)
-        goto err;
-    comm->pchans = calloc(config.max_channels, sizeof(*comm->pchans));
-    comm->states_size = page_round(config.max_channels * sizeof(*comm->states));
-    comm->states = aligned_alloc((size_t)sysconf(_SC_PAGESIZE), comm->states_size);
-    comm->id_used = calloc(config.max_channels, 1);
-    comm->conns = calloc((size_t)comm->size, sizeof(*comm->conns));
-    comm->pconns = calloc((size_t)comm->size, sizeof(*comm->pconns));
-    comm->chans = calloc(config.max_channels, sizeof(*comm->chans));
-    if (!comm->pchans || !comm->states || !comm->id_used || !comm->conns || !comm->pconns ||
-        !comm->chans) {
-        log_error("cannot allocate tables for %u channels and %d ranks", config.max_channels,
-                  comm->size);
-        status = GPUPORT_ERR_NO_MEMORY;
-        goto err;
+    status = gpuport_config_load(&comm->config);
+    if (!status) {
+        gpuport_log_set_level(comm->config.log_level);
+        comm->timeout_ns = comm->config.timeout_ms * 1000000ull;
+        status = setup_local(comm, &me);
     }
-    memset(comm->states, 0, comm->states_size);
-    status = gpuport_gpu_open(comm);
-    if (status)
-        goto err;
-    status = exchange_procs(comm);
+    status = exchange_headers(bs, status);
+    if (!status)
+        status = exchange_procs(comm, &me);
     if (status)
         goto err;
     status = place_threads(comm);
+    if (!status)
+        status = gpuport_proxy_start(comm);
+    status = agree_started(comm, status);
     if (status)
-        goto err;
-    status = gpuport_proxy_start(comm);
-    if (status)
-        goto err;
+        goto err_proxy;
     check_affinity();
     log_info("communicator ready: rank %d of %d, pid %d, FIFO %u triggers, %u channels max",
-             comm->rank, comm->size, (int)getpid(), config.fifo_size, config.max_channels);
+             comm->rank, comm->size, (int)getpid(), comm->config.fifo_size,
+             comm->config.max_channels);
     *comm_p = comm;
     return GPUPORT_OK;
 
+err_proxy:
+    gpuport_proxy_stop(comm);
 err:
     comm_free(comm);
     return status;

@@ -18,7 +18,10 @@
 typedef enum {
     GPUPORT_REC_PROC = 1,    /* one per rank at communicator creation */
     GPUPORT_REC_CHANNEL = 2, /* one per side at channel creation */
-    GPUPORT_REC_IB_QP = 3    /* one per side of an ib connection */
+    GPUPORT_REC_IB_QP = 3,   /* one per side of an ib connection */
+    /* in place of a rank record's header: this rank could not set up its
+     * side of the communicator; `size` holds the negated gpuport_status_t */
+    GPUPORT_REC_PROC_FAILED = 4
 } gpuport_rec_type_t;
 
 typedef struct gpuport_rec_header {

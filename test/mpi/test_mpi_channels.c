@@ -22,7 +22,8 @@
  *                      and elsewhere fails on both sides (rank 0 checks the
  *                      reason it logs); distinct GPUPORT_HOST_IDs make auto
  *                      pick tcp
- *   bad-config         an invalid GPUPORT_* value fails comm init on every rank
+ *   bad-config         an invalid GPUPORT_* value fails comm init on every rank, also
+ *                      when only one rank has it
  *
  * GPUPORT_TEST_REMOTE_TRANSPORT=tcp says the other ranks are on other hosts
  * (test/net/): channels to them must use tcp, and forced shm must fail.
@@ -413,6 +414,30 @@ static int sc_bad_config(void)
         REQUIRE(comm_init_env(bad[k], &comm) == GPUPORT_ERR_INVALID_CONFIG && comm == NULL,
                 "%s=%s did not fail gpuport_comm_init_mpi with %s", bad[k][0], bad[k][1],
                 gpuport_status_string(GPUPORT_ERR_INVALID_CONFIG));
+    }
+    /* One rank's bad value (its environment alone) fails every rank, and
+     * promptly: that rank with the value's error, the others with
+     * GPUPORT_ERR_PEER, instead of waiting for it in the bootstrap. Once in
+     * the set-up before the records are exchanged (the configuration), once
+     * after them (the threads' placement). */
+    static const char *const one_bad[][5] = {
+        {"GPUPORT_FIFO_SIZE", "banana", "GPUPORT_LOG_LEVEL", "none", NULL},
+        {"GPUPORT_PROXY_CPUS", "100000", "GPUPORT_LOG_LEVEL", "none", NULL},
+    };
+    for (size_t k = 0; k < sizeof(one_bad) / sizeof(one_bad[0]); k++) {
+        int bad_rank = g_size - 1, me_bad = g_rank == bad_rank;
+        uint64_t t0 = harness_now_ns();
+        gpuport_status_t st;
+        comm = NULL;
+        st = comm_init_env(me_bad ? one_bad[k] : NULL, &comm);
+        REQUIRE(comm == NULL, "a failed creation returned a communicator");
+        REQUIRE(me_bad ? st == GPUPORT_ERR_INVALID_CONFIG || st == GPUPORT_ERR_NOT_SUPPORTED
+                       : st == GPUPORT_ERR_PEER,
+                "%s=%s on rank %d only: this rank's creation returned %s", one_bad[k][0],
+                one_bad[k][1], bad_rank, gpuport_status_string(st));
+        REQUIRE(harness_now_ns() - t0 < 10ull * 1000000000ull,
+                "%s=%s on rank %d only: creation took %.1f s", one_bad[k][0], one_bad[k][1],
+                bad_rank, (double)(harness_now_ns() - t0) / 1e9);
     }
     /* nothing of the failed attempts is left in the way */
     TRY(comm_open(NULL, &comm));
