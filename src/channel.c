@@ -89,7 +89,20 @@ static gpuport_status_t conn_get(gpuport_comm_t comm, int peer, gpuport_tl_comm_
 
 static int mem_ok(gpuport_comm_t comm, gpuport_mem_t mem)
 {
-    return mem == NULL || mem->comm == comm;
+    return mem == NULL || (mem->magic == GPUPORT_MEM_MAGIC && mem->comm == comm);
+}
+
+/* A handle from gpuport_channel_create not yet destroyed. */
+static int chan_ok(gpuport_channel_t ch)
+{
+    return ch && ch->magic == GPUPORT_CHAN_MAGIC;
+}
+
+static gpuport_status_t stale(const char *call, gpuport_channel_t ch)
+{
+    log_error("%s: %p is not a live channel (NULL, destroyed already, or not a channel)", call,
+              (void *)ch);
+    return GPUPORT_ERR_INVALID_ARG;
 }
 
 static int is_device(gpuport_mem_t mem)
@@ -113,11 +126,23 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
     uint32_t id = 0;
     int have_id = 0;
 
-    if (!comm || !channel_p || peer < 0 || peer >= comm->size || !mem_ok(comm, src) ||
-        !mem_ok(comm, dst)) {
-        log_error("gpuport_channel_create: peer %d must be a rank below %d, and src/dst "
-                  "registrations of this communicator (or NULL)",
-                  peer, comm ? comm->size : 0);
+    if (!gpuport_comm_live(comm)) {
+        log_error("gpuport_channel_create: comm %p is not a live communicator", (void *)comm);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    if (!channel_p) {
+        log_error("gpuport_channel_create: channel_p is NULL");
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    if (peer < 0 || peer >= comm->size) {
+        log_error("gpuport_channel_create: peer %d is not a rank of this communicator (0..%d)",
+                  peer, comm->size - 1);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    if (!mem_ok(comm, src) || !mem_ok(comm, dst)) {
+        log_error("gpuport_channel_create: %s %p is not a live registration of this "
+                  "communicator (gpuport_mem_register, not yet deregistered) or NULL",
+                  mem_ok(comm, src) ? "dst" : "src", mem_ok(comm, src) ? (void *)dst : (void *)src);
         return GPUPORT_ERR_INVALID_ARG;
     }
     /* Both sides always reach the exchange, carrying their local result, so
@@ -194,6 +219,7 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
     atomic_store(&pc->state->status, GPUPORT_OK);
     atomic_store(&comm->ctrl[id].value, 0);
     atomic_store(&comm->ctrl[id].peer_status, GPUPORT_OK);
+    atomic_store(&comm->ctrl[id].peer_closed, 0);
     status = gpuport_gpu_channel_reset(comm, id);
     if (!status)
         status = ops->chan_connect(&pc->tl, &theirs);
@@ -212,6 +238,9 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
         goto fail;
     }
 
+    ch->magic = GPUPORT_CHAN_MAGIC;
+    ch->src_mem = src;
+    ch->dst_mem = dst;
     ch->comm = comm;
     ch->id = id;
     ch->peer = peer;
@@ -221,7 +250,13 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
     ch->src_size = pc->tl.src.size;
     ch->dst_size = theirs.dst.size;
     ch->peer_same_host = comm->procs[peer].host_id == comm->procs[comm->rank].host_id;
+    pthread_mutex_lock(&comm->lock);
     comm->chans[id] = ch;
+    if (src)
+        src->users++;
+    if (dst)
+        dst->users++;
+    pthread_mutex_unlock(&comm->lock);
     atomic_store_explicit(&pc->active, 1, memory_order_release);
     log_debug("channel %u to rank %d (its channel %u) over %s, source %llu bytes, destination "
               "%llu bytes",
@@ -290,11 +325,17 @@ static gpuport_status_t push_op(gpuport_channel_t ch, uint32_t op, uint64_t dst_
     uint64_t pos;
     gpuport_status_t status;
 
-    if (!ch)
-        return GPUPORT_ERR_INVALID_ARG;
+    if (!chan_ok(ch))
+        return stale("gpuport_channel_put/signal", ch);
     status = channel_state(ch);
     if (status)
         return status;
+    if (atomic_load_explicit(&ch->inbound->peer_status, memory_order_acquire) != GPUPORT_OK) {
+        log_error("channel %u (to rank %d): rank %d has closed or failed its side; nothing was "
+                  "queued",
+                  ch->id, ch->peer, ch->peer);
+        return GPUPORT_ERR_PEER;
+    }
     if (op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_SIGNAL) {
         status = check_put(ch, dst_off, src_off, size);
         if (status)
@@ -327,20 +368,12 @@ static gpuport_status_t timed_out(gpuport_channel_t ch, const char *what)
     return GPUPORT_ERR_TIMEOUT;
 }
 
-gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
+/* Waits until everything before FIFO position pos of ch is complete. */
+static gpuport_status_t flushed_to(gpuport_channel_t ch, uint64_t pos)
 {
-    uint64_t pos, deadline;
+    uint64_t deadline;
     uint32_t iter = 0, polls = 0;
-    gpuport_status_t status;
 
-    if (!ch)
-        return GPUPORT_ERR_INVALID_ARG;
-    status = channel_state(ch);
-    if (status)
-        return status;
-    status = gpuport_channel_push(ch, GPUPORT_OP_FLUSH, 0, 0, 0, &pos);
-    if (status)
-        return status;
     deadline = gpuport_deadline(ch->comm->timeout_ns);
     while (atomic_load_explicit(&ch->state->flushed[GPUPORT_FIFO_HOST], memory_order_acquire) <=
            pos) {
@@ -349,7 +382,23 @@ gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
             return timed_out(ch, "flush");
         gpuport_wait_backoff(&iter);
     }
-    return channel_state(ch);
+    return GPUPORT_OK;
+}
+
+gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
+{
+    uint64_t pos;
+    gpuport_status_t status;
+
+    if (!chan_ok(ch))
+        return stale("gpuport_channel_flush", ch);
+    status = channel_state(ch);
+    if (status)
+        return status;
+    status = gpuport_channel_push(ch, GPUPORT_OP_FLUSH, 0, 0, 0, &pos);
+    if (!status)
+        status = flushed_to(ch, pos);
+    return status ? status : channel_state(ch);
 }
 
 /* Takes one signal if one is there: 1 taken, 0 none, <0 error. */
@@ -377,7 +426,9 @@ gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p)
 {
     int rc;
 
-    if (!ch || !ready_p)
+    if (!chan_ok(ch))
+        return stale("gpuport_channel_poll", ch);
+    if (!ready_p)
         return GPUPORT_ERR_INVALID_ARG;
     rc = take_signal(ch);
     if (rc < 0)
@@ -392,8 +443,8 @@ gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
     uint32_t iter = 0, polls = 0;
     int rc;
 
-    if (!ch)
-        return GPUPORT_ERR_INVALID_ARG;
+    if (!chan_ok(ch))
+        return stale("gpuport_channel_wait", ch);
     rc = take_signal(ch);
     if (rc)
         return rc > 0 ? GPUPORT_OK : (gpuport_status_t)rc;
@@ -411,9 +462,13 @@ gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
                 next_check = now + PEER_CHECK_NS;
                 int pid = ch->comm->procs[ch->peer].pid;
                 if (ch->peer_same_host && !gpuport_pid_alive(pid)) {
+                    int32_t ok = GPUPORT_OK;
                     log_error("channel %u: rank %d (pid %d) exited while this rank waited for "
-                              "its signal",
+                              "its signal; the channel is failed",
                               ch->id, ch->peer, pid);
+                    /* the channel itself, not only this wait: its puts and
+                     * flushes must not report delivery to a dead process */
+                    atomic_compare_exchange_strong(&ch->state->status, &ok, GPUPORT_ERR_PEER);
                     return GPUPORT_ERR_PEER;
                 }
             }
@@ -424,39 +479,131 @@ gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
 
 gpuport_status_t gpuport_channel_status(gpuport_channel_t ch)
 {
-    return ch ? channel_state(ch) : GPUPORT_ERR_INVALID_ARG;
+    return chan_ok(ch) ? channel_state(ch) : stale("gpuport_channel_status", ch);
 }
 
 const char *gpuport_channel_transport(gpuport_channel_t ch)
 {
-    return ch && ch->pchan->ops ? ch->pchan->ops->name : "none";
+    return chan_ok(ch) && ch->pchan->ops ? ch->pchan->ops->name : "none";
 }
 
-gpuport_status_t gpuport_channel_destroy(gpuport_channel_t ch)
+/* 1 once the peer can write nothing more into this rank's memory for the
+ * channel: where it writes directly (remote_slot: same host) its promise
+ * that its side is closed and drained; else its side has failed or closed,
+ * so its later operations fail (this rank's receiver or NIC is what writes
+ * here, and stops with the channel); or it has exited. */
+static int peer_done(gpuport_channel_t ch)
 {
-    gpuport_comm_t comm;
-    gpuport_status_t status = GPUPORT_OK;
+    if (ch->pchan->tl.remote_slot ? atomic_load_explicit(&ch->inbound->peer_closed,
+                                                         memory_order_acquire)
+                                  : atomic_load_explicit(&ch->inbound->peer_status,
+                                                         memory_order_acquire) != GPUPORT_OK)
+        return 1;
+    if (atomic_load_explicit(&ch->pchan->tl.conn->broken, memory_order_acquire))
+        return 1;
+    return ch->peer_same_host && !gpuport_pid_alive(ch->comm->procs[ch->peer].pid);
+}
 
-    if (!ch)
-        return GPUPORT_ERR_INVALID_ARG;
-    comm = ch->comm;
-    /* Nothing of this channel may still be moving when its entry goes. */
-    if (channel_state(ch) == GPUPORT_OK && !atomic_load(&comm->proxy.stop))
-        status = gpuport_channel_flush(ch);
-    if (status == GPUPORT_ERR_TIMEOUT) {
-        log_error("channel %u: operations still pending at destroy; the channel is kept until "
-                  "the communicator is destroyed",
-                  ch->id);
-        return status;
+/* This side is closed and drained (its proxy has promised the peer so):
+ * wait for the peer's answer. */
+static gpuport_status_t await_peer(gpuport_channel_t ch, uint64_t deadline)
+{
+    uint32_t iter = 0;
+
+    while (!peer_done(ch)) {
+        if (gpuport_deadline_passed(deadline))
+            return GPUPORT_ERR_TIMEOUT;
+        if (gpuport_wait_backoff(&iter))
+            usleep(50);
     }
+    return GPUPORT_OK;
+}
+
+/* Takes the channel's entry away; the handle joins the dead ones. */
+static void release(gpuport_channel_t ch)
+{
+    gpuport_comm_t comm = ch->comm;
+
     atomic_store_explicit(&ch->pchan->active, 0, memory_order_release);
     ch->pchan->ops->chan_disconnect(&ch->pchan->tl);
     ch->pchan->ops = NULL;
     pthread_mutex_lock(&comm->lock);
     ch->pchan->tl.conn->refs--;
+    if (ch->src_mem)
+        ch->src_mem->users--;
+    if (ch->dst_mem)
+        ch->dst_mem->users--;
     comm->chans[ch->id] = NULL;
     comm->id_used[ch->id] = 0;
+    ch->magic = 0;
+    ch->next_dead = comm->dead_chans;
+    comm->dead_chans = ch;
     pthread_mutex_unlock(&comm->lock);
-    free(ch);
+}
+
+/* Destroy is pairwise-safe: this side tells the peer (in order behind its
+ * own operations), drains, and waits until the peer can write nothing more
+ * into this rank's regions, so that they may be deregistered and freed
+ * once this returns; the peer's later operations on the channel fail with
+ * GPUPORT_ERR_PEER. */
+gpuport_status_t gpuport_channel_destroy(gpuport_channel_t ch)
+{
+    gpuport_comm_t comm;
+    gpuport_status_t status = GPUPORT_OK;
+    uint64_t pos, deadline;
+
+    if (!chan_ok(ch))
+        return stale("gpuport_channel_destroy", ch);
+    comm = ch->comm;
+    deadline = gpuport_deadline(comm->timeout_ns);
+    if (!atomic_load(&comm->proxy.stop)) {
+        /* a failed channel carries out nothing, but what it posted earlier
+         * may still be moving: the flush waits for that too */
+        status = gpuport_channel_push(ch, GPUPORT_OP_CLOSE, 0, 0, 0, &pos);
+        if (!status)
+            status = gpuport_channel_push(ch, GPUPORT_OP_FLUSH, 0, 0, 0, &pos);
+        if (!status)
+            status = flushed_to(ch, pos);
+        if (!status)
+            status = await_peer(ch, deadline);
+    }
+    if (status == GPUPORT_ERR_TIMEOUT) {
+        log_error("channel %u: rank %d did not confirm within GPUPORT_TIMEOUT_MS=%llu that its "
+                  "side is closed and drained; the channel is kept (its regions stay "
+                  "registered) until the communicator is destroyed",
+                  ch->id, ch->peer, (unsigned long long)comm->config.timeout_ms);
+        return status;
+    }
+    release(ch);
     return GPUPORT_OK;
+}
+
+void gpuport_channels_close_all(gpuport_comm_t comm)
+{
+    for (uint32_t i = 0; i < comm->config.max_channels; i++) {
+        gpuport_channel_t ch = comm->chans[i];
+        uint64_t pos;
+        if (ch && atomic_load_explicit(&ch->pchan->active, memory_order_acquire))
+            gpuport_channel_push(ch, GPUPORT_OP_CLOSE, 0, 0, 0, &pos);
+    }
+}
+
+void gpuport_channels_await_peers(gpuport_comm_t comm)
+{
+    uint64_t deadline = gpuport_deadline(comm->timeout_ns);
+    int late = 0;
+
+    for (uint32_t i = 0; i < comm->config.max_channels; i++) {
+        gpuport_channel_t ch = comm->chans[i];
+        /* the network transports' goodbye is the proxy's (quiesce) */
+        if (!ch || !ch->pchan->tl.remote_slot)
+            continue;
+        if (!late && await_peer(ch, deadline) != GPUPORT_OK) {
+            late = 1;
+            log_warn("rank %d did not confirm within GPUPORT_TIMEOUT_MS=%llu that it stopped "
+                     "writing into this rank's memory (channel %u; it has not destroyed its "
+                     "communicator or channel yet); releasing anyway",
+                     ch->peer, (unsigned long long)comm->config.timeout_ms, ch->id);
+        }
+    }
 }

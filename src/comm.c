@@ -314,6 +314,11 @@ static void comm_free(gpuport_comm_t comm)
         for (uint32_t i = 0; i < comm->config.max_channels; i++)
             free(comm->chans[i]);
     }
+    while (comm->dead_chans) {
+        struct gpuport_channel *ch = comm->dead_chans;
+        comm->dead_chans = ch->next_dead;
+        free(ch);
+    }
     gpuport_mem_free_all(comm);
     /* the flusher's context outlives its thread until peer handles are closed */
     gpuport_fcuda_release(&comm->proxy.flusher);
@@ -422,6 +427,7 @@ gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bs, gpuport_comm
     if (status)
         goto err_proxy;
     check_affinity();
+    gpuport_comm_live_add(comm);
     log_info("communicator ready: rank %d of %d, pid %d, FIFO %u triggers, %u channels max",
              comm->rank, comm->size, (int)getpid(), comm->config.fifo_size,
              comm->config.max_channels);
@@ -435,33 +441,42 @@ err:
     return status;
 }
 
+/* Not collective: each step is bounded by GPUPORT_TIMEOUT_MS and skips
+ * peers known to have exited, so a rank whose peer died still returns.
+ * Peers may write into this rank's memory until they are done: the open
+ * channels are closed first (as gpuport_channel_destroy does, all at once),
+ * the network transports' goodbye ends their traffic, and same-host peers,
+ * which write directly, promise through the control segment. */
 gpuport_status_t gpuport_comm_destroy(gpuport_comm_t comm)
 {
     gpuport_status_t status = GPUPORT_OK;
 
-    if (!comm)
+    if (!gpuport_comm_live_remove(comm)) {
+        log_error("gpuport_comm_destroy: %p is not a live communicator (NULL, or destroyed "
+                  "already)",
+                  (void *)comm);
         return GPUPORT_ERR_INVALID_ARG;
+    }
+    gpuport_channels_close_all(comm);
     gpuport_proxy_stop(comm);
     if (comm->proxy.abandoned)
         status = GPUPORT_ERR_SHUTDOWN;
+    gpuport_channels_await_peers(comm);
     for (uint32_t i = 0; i < comm->config.max_channels; i++) {
         gpuport_pchan_t *ch = &comm->pchans[i];
         if (ch->ops)
             ch->ops->chan_disconnect(&ch->tl);
     }
-    /* Peers may still be writing into our memory until they have stopped too. */
-    if (comm->bs.barrier(comm->bs.ctx) != GPUPORT_OK)
-        log_warn("bootstrap barrier at communicator destruction failed; releasing anyway");
     comm_free(comm);
     return status;
 }
 
 int gpuport_comm_rank(gpuport_comm_t comm)
 {
-    return comm ? comm->rank : -1;
+    return gpuport_comm_live(comm) ? comm->rank : -1;
 }
 
 int gpuport_comm_size(gpuport_comm_t comm)
 {
-    return comm ? comm->size : -1;
+    return gpuport_comm_live(comm) ? comm->size : -1;
 }

@@ -55,6 +55,8 @@ typedef struct gpuport_pchan {
     uint64_t flush_pos[GPUPORT_PENDING_FLUSHES];
     uint64_t flush_target[GPUPORT_PENDING_FLUSHES];
     uint8_t flush_fifo[GPUPORT_PENDING_FLUSHES];
+    int told_peer; /* this side's failure or close was sent to the peer (once) */
+    int promised;  /* remote_slot->peer_closed written: nothing more is written there */
 } gpuport_pchan_t;
 
 static inline gpuport_pchan_t *gpuport_pchan_of(gpuport_tl_chan_t *tl)
@@ -62,7 +64,16 @@ static inline gpuport_pchan_t *gpuport_pchan_of(gpuport_tl_chan_t *tl)
     return (gpuport_pchan_t *)tl;
 }
 
+/* Handles carry a magic number that destroy clears; a destroyed handle
+ * stays allocated (on its communicator's list of dead ones, freed with the
+ * communicator), so a second destroy, or any use, finds the cleared magic
+ * instead of freed memory. */
+#define GPUPORT_MEM_MAGIC 0x4d454d47u  /* "GMEM" */
+#define GPUPORT_CHAN_MAGIC 0x4e414843u /* "CHAN" */
+
 struct gpuport_mem {
+    uint32_t magic;
+    int users;                       /* live channels using it (comm->lock) */
     struct gpuport_mem *next, *prev; /* the communicator's registrations */
     struct gpuport_comm *comm;
     gpuport_region_t region;  /* what it is (gpuport_mem_classify) */
@@ -80,6 +91,9 @@ typedef struct gpuport_alloc {
 } gpuport_alloc_t;
 
 struct gpuport_channel {
+    uint32_t magic;
+    struct gpuport_channel *next_dead;
+    struct gpuport_mem *src_mem, *dst_mem; /* held: not deregistered while in use */
     struct gpuport_comm *comm;
     uint32_t id;
     int peer;
@@ -140,6 +154,9 @@ struct gpuport_comm {
     gpuport_tl_comm_t tls[GPUPORT_TL_MAX_KINDS]; /* by kind; ops NULL: not built */
     gpuport_alloc_t *allocs;
     struct gpuport_mem *mems;
+    struct gpuport_mem *dead_mems;       /* deregistered handles, freed with the communicator */
+    struct gpuport_channel *dead_chans;  /* destroyed handles, likewise */
+    struct gpuport_comm *live_next;      /* the process's live communicators */
     struct gpuport_channel **chans; /* handles by id, freed at destroy if left open */
     gpuport_topology_t *topo;       /* NULL: unreadable, threads unbound */
     gpuport_placement_t placement;  /* the proxy's and flusher's PUs */
@@ -195,6 +212,19 @@ gpuport_status_t gpuport_gpu_stage_alloc(struct gpuport_comm *comm, size_t size,
 void gpuport_gpu_stage_free(struct gpuport_comm *comm, void *p, size_t size);
 /* the GPU's PCI bus id ("0000:3B:00.0"); -1 for a host-only communicator */
 int gpuport_gpu_bus_id(struct gpuport_comm *comm, char *buf, size_t len);
+
+/* live.c: 1 if comm is a communicator of this process not yet destroyed;
+ * creation adds it, destruction takes it away (0 if it was not there) */
+int gpuport_comm_live(struct gpuport_comm *comm);
+void gpuport_comm_live_add(struct gpuport_comm *comm);
+int gpuport_comm_live_remove(struct gpuport_comm *comm);
+
+/* channel.c, at communicator destruction: tells every open channel's peer
+ * that this side is closing (queued behind earlier operations) */
+void gpuport_channels_close_all(struct gpuport_comm *comm);
+/* ... and, once the proxy has stopped, promises the same-host peers that
+ * nothing more is written and waits (bounded) for their promise */
+void gpuport_channels_await_peers(struct gpuport_comm *comm);
 
 /* mem.c */
 gpuport_alloc_t *gpuport_alloc_find(struct gpuport_comm *comm, const void *ptr, size_t size);

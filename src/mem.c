@@ -5,6 +5,8 @@
  * attach) so that it can be a channel's source or destination.
  */
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -17,9 +19,14 @@ gpuport_status_t gpuport_mem_alloc(gpuport_comm_t comm, size_t size, void **ptr_
     gpuport_alloc_t *a;
     long page = sysconf(_SC_PAGESIZE);
 
-    if (!comm || !ptr_p || size == 0) {
-        log_error("gpuport_mem_alloc: comm %p, ptr_p %p and size %zu must be set",
+    if (!gpuport_comm_live(comm) || !ptr_p || size == 0) {
+        log_error("gpuport_mem_alloc: comm %p, ptr_p %p and size %zu must be set (a live "
+                  "communicator, at least one byte)",
                   (void *)comm, (void *)ptr_p, size);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    if (size > SIZE_MAX - (size_t)page) {
+        log_error("gpuport_mem_alloc: %zu bytes cannot be rounded up to whole pages", size);
         return GPUPORT_ERR_INVALID_ARG;
     }
     a = calloc(1, sizeof(*a));
@@ -60,8 +67,9 @@ gpuport_status_t gpuport_mem_alloc_device(gpuport_comm_t comm, size_t size, void
     gpuport_alloc_t *a;
     gpuport_status_t st;
 
-    if (!comm || !ptr_p || size == 0) {
-        log_error("gpuport_mem_alloc_device: comm %p, ptr_p %p and size %zu must be set",
+    if (!gpuport_comm_live(comm) || !ptr_p || size == 0) {
+        log_error("gpuport_mem_alloc_device: comm %p, ptr_p %p and size %zu must be set (a live "
+                  "communicator, at least one byte)",
                   (void *)comm, (void *)ptr_p, size);
         return GPUPORT_ERR_INVALID_ARG;
     }
@@ -99,21 +107,38 @@ static void alloc_release(gpuport_comm_t comm, gpuport_alloc_t *a)
     free(a);
 }
 
+/* Refused while a live channel uses a registration inside the block. */
 gpuport_status_t gpuport_mem_free(gpuport_comm_t comm, void *ptr)
 {
     gpuport_alloc_t **pp, *a = NULL;
+    int users = 0;
 
-    if (!comm || !ptr)
+    if (!gpuport_comm_live(comm) || !ptr) {
+        log_error("gpuport_mem_free: comm %p (a live communicator) and ptr %p must be set",
+                  (void *)comm, ptr);
         return GPUPORT_ERR_INVALID_ARG;
+    }
     pthread_mutex_lock(&comm->lock);
     for (pp = &comm->allocs; *pp; pp = &(*pp)->next) {
         if ((*pp)->ptr == ptr) {
             a = *pp;
-            *pp = a->next;
             break;
         }
     }
+    for (gpuport_mem_t m = comm->mems; a && m; m = m->next) {
+        uintptr_t p = (uintptr_t)m->region.ptr, base = (uintptr_t)a->ptr;
+        if (p >= base && p - base < a->size)
+            users += m->users;
+    }
+    if (a && users == 0)
+        *pp = a->next;
     pthread_mutex_unlock(&comm->lock);
+    if (a && users) {
+        log_error("gpuport_mem_free(%p): %d live channel(s) use registrations inside this "
+                  "block; destroy them first (the peer may still write into it)",
+                  ptr, users);
+        return GPUPORT_ERR_BUSY;
+    }
     if (!a) {
         log_error("gpuport_mem_free(%p): not a pointer from gpuport_mem_alloc or "
                   "gpuport_mem_alloc_device on this communicator",
@@ -122,6 +147,45 @@ gpuport_status_t gpuport_mem_free(gpuport_comm_t comm, void *ptr)
     }
     alloc_release(comm, a);
     return GPUPORT_OK;
+}
+
+/* Caller holds comm->lock. The block that contains ptr, whatever size. */
+static gpuport_alloc_t *alloc_at(gpuport_comm_t comm, const void *ptr)
+{
+    uintptr_t p = (uintptr_t)ptr;
+    for (gpuport_alloc_t *a = comm->allocs; a; a = a->next) {
+        uintptr_t base = (uintptr_t)a->ptr;
+        if (p >= base && p - base < a->size)
+            return a;
+    }
+    return NULL;
+}
+
+/* 0 if [ptr, ptr + size) is mapped in this process, else the first address
+ * of it that is not (/proc/self/maps; ranges there are sorted). */
+static uintptr_t first_unmapped(const void *ptr, size_t size)
+{
+    uintptr_t cur = (uintptr_t)ptr, end = cur + size;
+    unsigned long lo, hi;
+    char line[512];
+    FILE *f = fopen("/proc/self/maps", "r");
+
+    if (!f)
+        return 0; /* cannot tell: the kernel lets no one read it; trust the caller */
+    while (cur < end && fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "%lx-%lx", &lo, &hi) != 2)
+            continue;
+        if (hi <= cur)
+            continue;
+        if (lo > cur)
+            break;
+        cur = hi;
+        /* the rest of a line longer than the buffer is read as a line */
+        while (!strchr(line, '\n') && fgets(line, sizeof(line), f))
+            ;
+    }
+    fclose(f);
+    return cur < end ? (cur ? cur : 1) : 0;
 }
 
 /* Caller holds comm->lock. */
@@ -157,6 +221,15 @@ static gpuport_status_t mem_classify(gpuport_comm_t comm, void *ptr, size_t size
     rec->fd = -1;
     pthread_mutex_lock(&comm->lock);
     a = gpuport_alloc_find(comm, ptr, size);
+    if (!a && (a = alloc_at(comm, ptr)) != NULL) {
+        size_t room = a->size - (size_t)((uintptr_t)ptr - (uintptr_t)a->ptr);
+        pthread_mutex_unlock(&comm->lock);
+        log_error("gpuport_mem_register(%p, %zu bytes): the range runs past the end of its "
+                  "%s block (%zu bytes at %p; %zu bytes from ptr to its end)",
+                  ptr, size, a->device ? "gpuport_mem_alloc_device" : "gpuport_mem_alloc",
+                  a->size, a->ptr, room);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
     if (a && !a->device) {
         r->kind = GPUPORT_REGION_HOST_SHARED;
         r->alloc_fd = a->fd;
@@ -170,6 +243,15 @@ static gpuport_status_t mem_classify(gpuport_comm_t comm, void *ptr, size_t size
         if (device < 0)
             return (gpuport_status_t)device;
         r->kind = device ? GPUPORT_REGION_DEVICE : GPUPORT_REGION_HOST;
+    }
+    if (r->kind == GPUPORT_REGION_HOST) {
+        uintptr_t hole = first_unmapped(ptr, size);
+        if (hole) {
+            log_error("gpuport_mem_register(%p, %zu bytes): address %p of the range is not "
+                      "mapped in this process; register only memory that is allocated",
+                      ptr, size, (void *)hole);
+            return GPUPORT_ERR_INVALID_ARG;
+        }
     }
     rec->kind = (uint32_t)r->kind;
     if (r->kind == GPUPORT_REGION_HOST_SHARED) {
@@ -195,14 +277,22 @@ gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t siz
     gpuport_mem_t mem;
     gpuport_status_t status;
 
-    if (!comm || !mem_p || (!ptr && size)) {
-        log_error("gpuport_mem_register: comm %p, ptr %p (size %zu) and mem_p %p must be set",
+    if (!gpuport_comm_live(comm) || !mem_p || !ptr || size == 0) {
+        log_error("gpuport_mem_register: comm %p, ptr %p, size %zu and mem_p %p must be set "
+                  "(a live communicator; a region has at least one byte)",
                   (void *)comm, ptr, size, (void *)mem_p);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    if ((uintptr_t)ptr + size < (uintptr_t)ptr) {
+        log_error("gpuport_mem_register(%p, %zu bytes): the range wraps around the end of the "
+                  "address space",
+                  ptr, size);
         return GPUPORT_ERR_INVALID_ARG;
     }
     mem = calloc(1, sizeof(*mem));
     if (!mem)
         return GPUPORT_ERR_NO_MEMORY;
+    mem->magic = GPUPORT_MEM_MAGIC;
     mem->comm = comm;
     status = mem_classify(comm, ptr, size, &mem->region, &mem->rec);
     if (status) {
@@ -220,29 +310,56 @@ gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t siz
     return GPUPORT_OK;
 }
 
+/* Refused while a live channel uses the region: the peer may still write
+ * into it. A deregistered handle stays allocated until its communicator
+ * goes (so a second deregister finds it dead, not freed). */
 gpuport_status_t gpuport_mem_deregister(gpuport_mem_t mem)
 {
     gpuport_comm_t comm;
+    int users;
 
-    if (!mem)
+    if (!mem || mem->magic != GPUPORT_MEM_MAGIC) {
+        log_error("gpuport_mem_deregister: %p is not a live registration (NULL, deregistered "
+                  "already, or not a registration)",
+                  (void *)mem);
         return GPUPORT_ERR_INVALID_ARG;
+    }
     comm = mem->comm;
     pthread_mutex_lock(&comm->lock);
-    if (mem->prev)
-        mem->prev->next = mem->next;
-    else
-        comm->mems = mem->next;
-    if (mem->next)
-        mem->next->prev = mem->prev;
+    users = mem->users;
+    if (users == 0) {
+        if (mem->prev)
+            mem->prev->next = mem->next;
+        else
+            comm->mems = mem->next;
+        if (mem->next)
+            mem->next->prev = mem->prev;
+        mem->magic = 0;
+        mem->next = comm->dead_mems;
+        comm->dead_mems = mem;
+    }
     pthread_mutex_unlock(&comm->lock);
-    free(mem);
+    if (users) {
+        log_error("gpuport_mem_deregister(%p: %p, %llu bytes): %d live channel(s) use the region; "
+                  "destroy them first (the peer may still write into it)",
+                  (void *)mem, mem->region.ptr, (unsigned long long)mem->region.size, users);
+        return GPUPORT_ERR_BUSY;
+    }
     return GPUPORT_OK;
 }
 
 void gpuport_mem_free_all(gpuport_comm_t comm)
 {
-    while (comm->mems)
-        gpuport_mem_deregister(comm->mems);
+    while (comm->mems) {
+        gpuport_mem_t m = comm->mems;
+        comm->mems = m->next;
+        free(m);
+    }
+    while (comm->dead_mems) {
+        gpuport_mem_t m = comm->dead_mems;
+        comm->dead_mems = m->next;
+        free(m);
+    }
     while (comm->allocs) {
         gpuport_alloc_t *a = comm->allocs;
         comm->allocs = a->next;

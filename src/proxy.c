@@ -18,16 +18,30 @@
 
 enum { EXEC_DONE, EXEC_RETRY };
 
+static void promise_if_done(gpuport_pchan_t *ch);
+
+/* Once per channel: the peer's word for this side (in its slot, or by
+ * report_fail) may arrive after the peer has let the channel's id go, so a
+ * second one could land on a later channel with that id. */
+static void tell_peer(gpuport_pchan_t *ch, gpuport_status_t status)
+{
+    if (ch->told_peer)
+        return;
+    ch->told_peer = 1;
+    if (ch->tl.remote_slot) {
+        int32_t ok = GPUPORT_OK;
+        atomic_compare_exchange_strong(&ch->tl.remote_slot->peer_status, &ok, (int32_t)status);
+    } else if (ch->ops && ch->ops->report_fail) {
+        ch->ops->report_fail(&ch->tl, status);
+    }
+}
+
 void gpuport_pchan_fail(gpuport_pchan_t *ch, gpuport_status_t status)
 {
     int32_t ok = GPUPORT_OK;
     /* the first error sticks; the peer learns of it so its waiters stop */
-    if (!atomic_compare_exchange_strong(&ch->state->status, &ok, (int32_t)status))
-        return;
-    if (ch->tl.remote_status)
-        atomic_store_explicit(ch->tl.remote_status, (int32_t)status, memory_order_release);
-    else if (ch->ops && ch->ops->report_fail)
-        ch->ops->report_fail(&ch->tl, status);
+    if (atomic_compare_exchange_strong(&ch->state->status, &ok, (int32_t)status))
+        tell_peer(ch, status);
 }
 
 static void publish_flushes(gpuport_pchan_t *ch)
@@ -56,6 +70,7 @@ void gpuport_tl_chan_complete(gpuport_tl_chan_t *tl, gpuport_status_t status)
     ch->work_done++;
     tl->comm->proxy.async_outstanding--;
     publish_flushes(ch);
+    promise_if_done(ch);
 }
 
 /* What the core does with a transport's answer to put or signal. */
@@ -137,6 +152,55 @@ static void exec_signal(gpuport_comm_t comm, gpuport_pchan_t *ch)
     transport_result(comm, ch, rc, &w);
 }
 
+/* The peer's word in this rank's slot for the channel: it failed or
+ * closed its side. */
+static int32_t peer_word(gpuport_comm_t comm, const gpuport_pchan_t *ch)
+{
+    return atomic_load_explicit(&comm->ctrl[ch->tl.id].peer_status, memory_order_acquire);
+}
+
+/* gpuport_channel_destroy: the peer is told that this side is closing, in
+ * order behind this side's earlier operations (its waiters take the
+ * signals sent before, then see the close). */
+static int exec_close(gpuport_pchan_t *ch)
+{
+    int32_t ok = GPUPORT_OK;
+
+    if (ch->work_done < ch->work_posted)
+        return EXEC_RETRY;
+    atomic_compare_exchange_strong(&ch->state->status, &ok, GPUPORT_ERR_SHUTDOWN);
+    tell_peer(ch, GPUPORT_ERR_PEER);
+    promise_if_done(ch);
+    return EXEC_DONE;
+}
+
+/* This side will write nothing more into the peer's memory for the channel
+ * once it carries out nothing more (it failed, or the peer closed or failed
+ * its side, which makes this side refuse new operations) and what it
+ * posted has drained: say so, so that the peer may release its regions.
+ * Same host: the promise in the peer's slot (remote_slot); over a network,
+ * where this rank's own receiver or NIC is what writes into its memory,
+ * the answer to a peer's close is this side's word for the peer (tell). */
+static void promise_if_done(gpuport_pchan_t *ch)
+{
+    gpuport_comm_t comm = ch->tl.comm;
+    int32_t peer;
+
+    if (ch->promised || ch->work_done != ch->work_posted)
+        return;
+    peer = peer_word(comm, ch);
+    if (peer == GPUPORT_OK &&
+        atomic_load_explicit(&ch->state->status, memory_order_relaxed) == GPUPORT_OK)
+        return;
+    if (ch->tl.remote_slot) {
+        atomic_store_explicit(&ch->tl.remote_slot->peer_closed, 1, memory_order_release);
+        ch->promised = 1;
+    } else if (peer != GPUPORT_OK) {
+        tell_peer(ch, GPUPORT_ERR_PEER);
+        ch->promised = 1;
+    }
+}
+
 static int exec_flush(gpuport_pchan_t *ch, int fifo, uint64_t pos)
 {
     uint32_t last = ch->nflush - 1;
@@ -178,6 +242,18 @@ static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, ui
     ch = &comm->pchans[d->channel];
     if (d->op == GPUPORT_OP_FLUSH)
         return exec_flush(ch, fifo, pos);
+    if (d->op == GPUPORT_OP_CLOSE)
+        return exec_close(ch);
+    if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) == GPUPORT_OK &&
+        peer_word(comm, ch) != GPUPORT_OK) {
+        /* an operation after the peer closed or failed its side: refused,
+         * and the channel with it */
+        log_error("channel %u (to rank %d): rank %d has closed or failed its side; the "
+                  "operation is not carried out and the channel is failed",
+                  ch->tl.id, ch->tl.peer, ch->tl.peer);
+        gpuport_pchan_fail(ch, GPUPORT_ERR_PEER);
+        promise_if_done(ch);
+    }
     /* a channel in error carries out nothing more, but its flushes complete
      * so that waiters wake and see the error */
     if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) != GPUPORT_OK)
@@ -227,6 +303,7 @@ static int read_completions(gpuport_comm_t comm)
             gpuport_pchan_fail(ch, (gpuport_status_t)c->status);
         ch->work_done++;
         publish_flushes(ch);
+        promise_if_done(ch);
         gpuport_flusher_release(&comm->proxy.flusher);
         n++;
     }
@@ -323,6 +400,19 @@ static void idle_sleep(gpuport_comm_t comm, uint32_t us)
 
 /* How often the proxy looks for same-host peers that have exited. */
 #define PEER_WATCH_NS (50 * 1000 * 1000ull)
+/* How often it looks for peers that closed or failed their side of a
+ * channel this side is not using now (a channel in use finds out at its
+ * next operation): a peer's gpuport_channel_destroy waits for the answer. */
+#define CLOSE_SCAN_NS (2 * 1000 * 1000ull)
+
+static void scan_closes(gpuport_comm_t comm)
+{
+    for (uint32_t i = 0; i < comm->config.max_channels; i++) {
+        gpuport_pchan_t *ch = &comm->pchans[i];
+        if (atomic_load_explicit(&ch->active, memory_order_acquire))
+            promise_if_done(ch);
+    }
+}
 
 /* A kernel waiting for a dead peer's signal cannot look for the peer
  * itself: the proxy does, for ranks on this host, and fails their channels
@@ -435,6 +525,7 @@ static void *proxy_main(void *arg)
 {
     gpuport_comm_t comm = arg;
     uint64_t idle_since = gpuport_now_ns(), next_watch = idle_since + PEER_WATCH_NS;
+    uint64_t next_scan = idle_since + CLOSE_SCAN_NS;
     uint32_t sleep_us = 0;
 
     gpuport_log_set_rank(comm->rank);
@@ -451,6 +542,10 @@ static void *proxy_main(void *arg)
         if (now >= next_watch) {
             watch_peers(comm);
             next_watch = now + PEER_WATCH_NS;
+        }
+        if (now >= next_scan) {
+            scan_closes(comm);
+            next_scan = now + CLOSE_SCAN_NS;
         }
         if (progressed) {
             idle_since = now;

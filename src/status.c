@@ -11,6 +11,7 @@ const char *gpuport_status_string(gpuport_status_t status)
     case GPUPORT_ERR_NOT_SUPPORTED: return "not supported";
     case GPUPORT_ERR_NO_MEMORY: return "out of memory";
     case GPUPORT_ERR_NO_RESOURCE: return "out of resources";
+    case GPUPORT_ERR_BUSY: return "in use";
     case GPUPORT_ERR_AGAIN: return "resource temporarily unavailable, try again";
     case GPUPORT_ERR_TRANSPORT: return "transport failure";
     case GPUPORT_ERR_PEER: return "peer failure";

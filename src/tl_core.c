@@ -145,6 +145,7 @@ int gpuport_tl_conn_fail(gpuport_conn_t *conn, gpuport_status_t status)
 {
     int count[2] = {0, (int)status};
 
+    atomic_store_explicit(&conn->broken, 1, memory_order_release);
     gpuport_tl_conn_each(conn, fail_one, count);
     return count[0];
 }

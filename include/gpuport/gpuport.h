@@ -42,6 +42,7 @@ typedef enum {
     GPUPORT_ERR_NO_MEMORY = -20,
     GPUPORT_ERR_NO_RESOURCE = -21,   /* channel ids, segments, threads */
     GPUPORT_ERR_AGAIN = -22,         /* non-blocking call: try again */
+    GPUPORT_ERR_BUSY = -23,          /* in use (a region that live channels use) */
     GPUPORT_ERR_TRANSPORT = -30,     /* a transport operation failed */
     GPUPORT_ERR_PEER = -40,          /* the peer failed or disappeared */
     GPUPORT_ERR_TIMEOUT = -50,       /* a blocking call ran past its limit */

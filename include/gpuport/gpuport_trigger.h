@@ -44,7 +44,8 @@ typedef enum {
     GPUPORT_OP_PUT_SIGNAL = 3,
     GPUPORT_OP_FLUSH = 4,
     GPUPORT_OP_EXT = 5,
-    GPUPORT_OP_MAX_ = 6
+    GPUPORT_OP_CLOSE = 6, /* host only, from gpuport_channel_destroy: tell the peer */
+    GPUPORT_OP_MAX_ = 7
 } gpuport_trigger_op_t;
 
 #define GPUPORT_TRIGGER_CHANNEL_BITS 15

@@ -74,12 +74,13 @@ typedef struct gpuport_conn {
     int peer;
     void *priv; /* the transport's */
     /* the core's */
+    _Atomic int broken; /* gpuport_tl_conn_fail was called: the peer reaches nothing here */
     int refs;   /* channels using it */
     int pindex; /* in the communicator's progress list, for transports with progress() */
 } gpuport_conn_t;
 
 /* One channel as its transport sees it: written by the core before
- * chan_connect, read-only to the transport except dst, remote_status and
+ * chan_connect, read-only to the transport except dst, remote_slot and
  * priv, which chan_connect fills. */
 typedef struct gpuport_tl_chan {
     uint32_t id;      /* this side's id: its inbound semaphore slot */
@@ -90,16 +91,22 @@ typedef struct gpuport_tl_chan {
     gpuport_region_t src;       /* local source (size 0: none) */
     gpuport_region_t local_dst; /* where the peer's puts land here (size 0: none) */
     gpuport_remote_region_t dst; /* the peer's destination region */
-    /* Where this side's failures are written for the peer to see, when the
-     * transport maps the peer's control segment; NULL: report_fail tells it. */
-    _Atomic int32_t *remote_status;
+    /* The peer's semaphore slot for this channel, where the transport maps
+     * the peer's control segment: this side's failures and its close are
+     * written there. NULL: report_fail tells the peer, and the peer's
+     * memory is written only by the peer (its receiver or its NIC). */
+    struct gpuport_sem_slot *remote_slot;
     void *priv; /* the transport's */
 } gpuport_tl_chan_t;
 
 /* A channel's inbound semaphore, in the control segment that peers map. */
 typedef struct gpuport_sem_slot {
     _Alignas(64) _Atomic uint64_t value;
-    _Atomic int32_t peer_status; /* the peer's side of the channel failed */
+    _Atomic int32_t peer_status; /* the peer's side of the channel failed or closed */
+    /* The peer promises to write nothing more into this rank's memory for
+     * the channel: its side is closed (or failed) and drained. Written only
+     * where the peer maps this slot (remote_slot). */
+    _Atomic int32_t peer_closed;
 } gpuport_sem_slot_t;
 
 /* ---- facts (any thread; constant for the communicator's life) ---- */

@@ -79,7 +79,7 @@ typedef struct gpuport_transport_ops {
                                      gpuport_channel_rec_t *mine);
     /* Makes the peer's side of a channel usable from here: its destination
      * region (ch->dst) and, where the transport maps the peer's control
-     * segment, ch->remote_status. */
+     * segment, ch->remote_slot. */
     gpuport_status_t (*chan_connect)(gpuport_tl_chan_t *ch, const gpuport_channel_rec_t *peer);
     void (*chan_disconnect)(gpuport_tl_chan_t *ch);
 
@@ -104,7 +104,8 @@ typedef struct gpuport_transport_ops {
     /* Optional: the oldest item this connection posted with gpuport_tl_post
      * has completed (items complete in posting order). */
     void (*work_done)(gpuport_conn_t *conn, gpuport_status_t status);
-    /* Optional: ch failed here with status and has no remote_status; tell
+    /* Optional: ch failed (or closed) here with status and has no
+     * remote_slot; tell
      * the peer. */
     void (*report_fail)(gpuport_tl_chan_t *ch, gpuport_status_t status);
 } gpuport_transport_ops_t;

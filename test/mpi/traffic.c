@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <mpi.h>
+
 #include "internal.h"
 
 #define GUARD 4160             /* guard bytes each side; not a page multiple on purpose */
@@ -156,9 +158,13 @@ int linkset_open(gpuport_comm_t comm, const layout_t *lay, linkset_t *ls)
 
 int linkset_close(linkset_t *ls)
 {
+    /* every side healthy before any side closes: a peer's destroy fails
+     * this side's channel (its later operations must not succeed) */
+    for (int i = 0; i < ls->n; i++)
+        REQUIRE_OK(gpuport_channel_status(ls->links[i].ch));
+    MPI_Barrier(MPI_COMM_WORLD);
     for (int i = 0; i < ls->n; i++) {
         link_t *l = &ls->links[i];
-        REQUIRE_OK(gpuport_channel_status(l->ch));
         REQUIRE_OK(gpuport_channel_destroy(l->ch));
         if (l->src.mem)
             REQUIRE_OK(gpuport_mem_deregister(l->src.mem));

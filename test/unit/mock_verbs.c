@@ -438,6 +438,11 @@ static mock_mr_t *mock_find(struct ibv_pd *pd, uint32_t key, int remote, uint64_
     return NULL;
 }
 
+void mock_verbs_fail_in(long n)
+{
+    mock_config.fail_at = __atomic_load_n(&mock_executed, __ATOMIC_RELAXED) + n;
+}
+
 /* Executes q's oldest request as its NIC and the responder's would. */
 static enum ibv_wc_status mock_execute(mock_qp_t *q, const struct ibv_send_wr *wr)
 {
@@ -452,9 +457,12 @@ static enum ibv_wc_status mock_execute(mock_qp_t *q, const struct ibv_send_wr *w
         return IBV_WC_REM_ACCESS_ERR;
     for (r = mock_qps; r && r->qp.qp_num != q->dest_qpn; r = r->next)
         ;
+    /* nobody answers with that QPN and PSN; nor does a QP in the error
+     * state, which discards what arrives (the requester retries and gives
+     * up) */
     if (!r || r->dest_qpn != q->qp.qp_num || r->qp.state < IBV_QPS_RTR ||
-        r->rq_psn != q->sq_psn)
-        return IBV_WC_RETRY_EXC_ERR; /* nobody answers with that QPN and PSN */
+        r->qp.state == IBV_QPS_ERR || r->rq_psn != q->sq_psn)
+        return IBV_WC_RETRY_EXC_ERR;
     if (wr->opcode != IBV_WR_RDMA_WRITE && !atomic)
         return IBV_WC_REM_INV_REQ_ERR;
     if (sge->length > mock_config.max_msg)

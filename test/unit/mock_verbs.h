@@ -43,6 +43,9 @@ extern char mock_error[256];
  * installs the mock's entry points, every one of the table (a test may
  * then install a copy of ib_verbs with an optional one cleared). */
 void mock_verbs_install(void);
+/* The n-th work request executed from now fails (as fail_at counts from
+ * the install); call while no other rank posts. */
+void mock_verbs_fail_in(long n);
 /* libibverbs.so.1 again (or the reason it cannot be loaded). */
 void mock_verbs_uninstall(void);
 

@@ -151,7 +151,7 @@ static gpuport_status_t cipc_chan_connect(gpuport_tl_chan_t *ch, const gpuport_c
     cs->sem_d = cc->ctrl_d + peer->channel_id * sizeof(gpuport_sem_slot_t) +
                 offsetof(gpuport_sem_slot_t, value);
     ch->priv = cs;
-    ch->remote_status = &slot->peer_status;
+    ch->remote_slot = slot;
     memset(&ch->dst, 0, sizeof(ch->dst));
     ch->dst.rec = *r;
     if (r->kind == GPUPORT_REGION_NONE)
@@ -180,7 +180,7 @@ static void cipc_chan_disconnect(gpuport_tl_chan_t *ch)
         gpuport_tl_gpu_ctx_pop();
     }
     memset(&ch->dst, 0, sizeof(ch->dst));
-    ch->remote_status = NULL;
+    ch->remote_slot = NULL;
     free(ch->priv);
     ch->priv = NULL;
 }

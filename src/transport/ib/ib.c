@@ -392,7 +392,7 @@ static gpuport_status_t ib_chan_connect(gpuport_tl_chan_t *ch, const gpuport_cha
     memset(&ch->dst, 0, sizeof(ch->dst));
     ch->dst.rec = peer->dst;
     /* not mapped here: failures reach the peer through report_fail */
-    ch->remote_status = NULL;
+    ch->remote_slot = NULL;
     return GPUPORT_OK;
 }
 

@@ -84,7 +84,7 @@ static gpuport_status_t shm_chan_connect(gpuport_tl_chan_t *ch, const gpuport_ch
                   gpuport_region_is_device((int)r->kind) ? "peer's destination" : "local source");
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
-    ch->remote_status = &slot->peer_status;
+    ch->remote_slot = slot;
     memset(&ch->dst, 0, sizeof(ch->dst));
     ch->dst.rec = *r;
     switch (r->kind) {
@@ -123,7 +123,7 @@ static void shm_chan_disconnect(gpuport_tl_chan_t *ch)
     if (ch->dst.map_base)
         munmap(ch->dst.map_base, ch->dst.map_len);
     memset(&ch->dst, 0, sizeof(ch->dst));
-    ch->remote_status = NULL;
+    ch->remote_slot = NULL;
 }
 
 static _Atomic uint64_t *remote_sem(const gpuport_tl_chan_t *ch)

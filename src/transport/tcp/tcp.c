@@ -90,7 +90,7 @@ static gpuport_status_t tcp_chan_connect(gpuport_tl_chan_t *ch, const gpuport_ch
         return st;
     memset(&ch->dst, 0, sizeof(ch->dst));
     ch->dst.rec = peer->dst;
-    ch->remote_status = NULL;
+    ch->remote_slot = NULL;
     atomic_store_explicit(&tc->rx_ok[ch->id], 1, memory_order_release);
     return GPUPORT_OK;
 }
