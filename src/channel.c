@@ -257,6 +257,7 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
     if (dst)
         dst->users++;
     pthread_mutex_unlock(&comm->lock);
+    atomic_store_explicit(&conn->used, 1, memory_order_release);
     atomic_store_explicit(&pc->active, 1, memory_order_release);
     log_debug("channel %u to rank %d (its channel %u) over %s, source %llu bytes, destination "
               "%llu bytes",
@@ -331,9 +332,12 @@ static gpuport_status_t push_op(gpuport_channel_t ch, uint32_t op, uint64_t dst_
     if (status)
         return status;
     if (atomic_load_explicit(&ch->inbound->peer_status, memory_order_acquire) != GPUPORT_OK) {
+        int32_t ok = GPUPORT_OK;
         log_error("channel %u (to rank %d): rank %d has closed or failed its side; nothing was "
-                  "queued",
+                  "queued, and the channel is failed",
                   ch->id, ch->peer, ch->peer);
+        /* as the proxy does with an operation it finds after the close */
+        atomic_compare_exchange_strong(&ch->state->status, &ok, GPUPORT_ERR_PEER);
         return GPUPORT_ERR_PEER;
     }
     if (op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_SIGNAL) {

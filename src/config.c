@@ -124,8 +124,7 @@ static int parse_uint(const char *s, uint64_t *v_p)
     unsigned long long v;
     uint64_t mult = 1;
 
-    while (isspace((unsigned char)*s))
-        s++;
+    /* no blanks around it: " 16" is more likely a quoting slip than a number */
     if (!isdigit((unsigned char)*s))
         return -1;
     /* decimal, or hex with 0x: a leading zero is not octal */
@@ -145,8 +144,6 @@ static int parse_uint(const char *s, uint64_t *v_p)
     case 'g': mult = 1ull << 30; end++; break;
     default: break;
     }
-    while (isspace((unsigned char)*end))
-        end++;
     if (*end != '\0' || (v && mult > UINT64_MAX / v))
         return -1;
     *v_p = v * mult;
@@ -322,6 +319,9 @@ gpuport_status_t gpuport_config_parse_var(const gpuport_config_var_t *var, const
         list = &hca;
         break;
     }
+    if (!ok && !problem[0] && value[0] && (isspace((unsigned char)value[0]) ||
+                                             isspace((unsigned char)value[strlen(value) - 1])))
+        snprintf(problem, sizeof(problem), "blanks around the value");
     if (!ok) {
         gpuport_config_describe(var, accepted, sizeof(accepted));
         log_error("%s=\"%s\" is not valid%s%s: expected %s", var->name, value,

@@ -373,6 +373,11 @@ static int quiesced(gpuport_comm_t comm)
 
     for (int i = 0; i < n; i++) {
         gpuport_conn_t *c = comm->pconns[i];
+        /* a connection that never carried a channel (its first channel was
+         * refused on one side) has no traffic to end: the peer may not even
+         * know it exists */
+        if (!atomic_load_explicit(&c->used, memory_order_acquire))
+            continue;
         if (c->tl->ops->quiesce && !c->tl->ops->quiesce(c))
             all = 0;
     }

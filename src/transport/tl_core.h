@@ -76,6 +76,7 @@ typedef struct gpuport_conn {
     /* the core's */
     _Atomic int broken; /* gpuport_tl_conn_fail was called: the peer reaches nothing here */
     int refs;   /* channels using it */
+    _Atomic int used; /* a channel was ever active on it (else there is no goodbye to wait for) */
     int pindex; /* in the communicator's progress list, for transports with progress() */
 } gpuport_conn_t;
 

@@ -119,6 +119,25 @@ static int peer_dies(gpuport_bootstrap_t *bs, int use_malloc)
     return 0;
 }
 
+/* The same death seen first by a wait (which looks for the peer itself
+ * every 20 ms, before the proxy's 50 ms watch): the wait's peer error
+ * fails the channel too, at once, so its puts and flushes do not report
+ * delivery to a dead process. */
+static int peer_dies_wait_first(gpuport_bootstrap_t *bs, int use_malloc)
+{
+    side_t s;
+
+    side_open(&s, bs, use_malloc);
+    if (bs->rank == 1)
+        _exit(0);
+    CHECK_STATUS(gpuport_channel_wait(s.ch), GPUPORT_ERR_PEER);
+    CHECK_STATUS(gpuport_channel_status(s.ch), GPUPORT_ERR_PEER);
+    CHECK_STATUS(gpuport_channel_put(s.ch, 0, 0, 64), GPUPORT_ERR_PEER);
+    CHECK_STATUS(gpuport_channel_flush(s.ch), GPUPORT_ERR_PEER);
+    CHECK_OK(gpuport_comm_destroy(s.comm));
+    return 0;
+}
+
 /* tcp: the peer closes its communicator (its process lives on). Its goodbye
  * says no more signals will come, so a wait here ends with a peer error at
  * once instead of at GPUPORT_TIMEOUT_MS; a signal sent before the goodbye is
@@ -254,8 +273,11 @@ int main(void)
             run_pair(drain_at_destroy, m, "drain-at-destroy");
         }
         setenv("GPUPORT_LOG_LEVEL", "none", 1);
-        for (int m = 0; m <= 1; m++)
+        for (int m = 0; m <= 1; m++) {
             run_pair(peer_dies, m, "peer-dies");
+            if (!g_distinct_hosts) /* same host: the wait itself looks for the peer */
+                run_pair(peer_dies_wait_first, m, "peer-dies-wait-first");
+        }
         if (g_distinct_hosts) {
             run_pair(peer_closes, 0, "peer-closes");
             setenv("GPUPORT_TIMEOUT_MS", "300", 1);

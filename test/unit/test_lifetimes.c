@@ -1,0 +1,324 @@
+/*
+ * What an application may do wrong or out of turn with handles and memory,
+ * and what gpuport must do then: refuse with a clear error and lose nothing,
+ * never write outside what was registered, never hang. Each case failed on
+ * the code before it was written (issue 10's findings):
+ *   - registrations of memory that is not there (a range that wraps, runs
+ *     past a gpuport_mem_alloc block, or is not mapped), and of nothing;
+ *   - a peer that destroyed its side and deregistered: this side's later
+ *     operations fail and nothing lands in the released memory; memory in
+ *     use by a live channel cannot be deregistered or freed;
+ *   - handles used after destroy (twice destroyed, deregistered, ...);
+ *   - argument errors that named the wrong culprit;
+ *   - gpuport_comm_destroy with a peer that died, and after a channel
+ *     refused for mismatched transports: no wait on the bootstrap, no wait
+ *     for a goodbye that cannot come.
+ */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "capture.h"
+#include "check.h"
+#include "internal.h"
+#include "local_bootstrap.h"
+#include "pair_bootstrap.h"
+
+#define KIB 1024u
+
+/* ---- registrations of memory that is not there ---- */
+
+static int registrations(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
+{
+    gpuport_comm_t comm;
+    gpuport_mem_t mem = (gpuport_mem_t)&comm, keep = mem;
+    unsigned char *blk, *heap = malloc(64 * KIB);
+    long page = sysconf(_SC_PAGESIZE);
+    char *hole;
+    const char *log;
+    char want[64];
+    void *p = &comm;
+
+    (void)rank, (void)size, (void)arg;
+    CHECK(heap);
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    CHECK_OK(gpuport_mem_alloc(comm, 64 * KIB, (void **)&blk));
+    /* a range that wraps the address space */
+    capture_begin();
+    CHECK_STATUS(gpuport_mem_register(comm, heap, SIZE_MAX, &mem), GPUPORT_ERR_INVALID_ARG);
+    log = capture_end();
+    CHECK_MSG(strstr(log, "wraps"), "log: %s", log);
+    /* past the end of a gpuport_mem_alloc block: refused, not taken for
+     * private memory that the peer would write past the block into */
+    capture_begin();
+    CHECK_STATUS(gpuport_mem_register(comm, blk, 1024 * KIB + 64 * KIB, &mem),
+                 GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_mem_register(comm, blk + 60 * KIB, 8 * KIB, &mem),
+                 GPUPORT_ERR_INVALID_ARG);
+    log = capture_end();
+    CHECK_MSG(count_of(log, "runs past the end of its gpuport_mem_alloc block") == 2, "log: %s",
+              log);
+    /* far beyond a malloc block: the first unmapped address is named */
+    capture_begin();
+    CHECK_STATUS(gpuport_mem_register(comm, heap, 1ull << 47, &mem), GPUPORT_ERR_INVALID_ARG);
+    log = capture_end();
+    CHECK_MSG(strstr(log, "is not mapped in this process"), "log: %s", log);
+    /* a hole punched in the middle of a mapping: its first page is named */
+    hole = mmap(NULL, 3 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+                0);
+    CHECK(hole != MAP_FAILED);
+    CHECK(munmap(hole + page, (size_t)page) == 0);
+    snprintf(want, sizeof(want), "address %p of the range", (void *)(hole + page));
+    capture_begin();
+    CHECK_STATUS(gpuport_mem_register(comm, hole, 3 * (size_t)page, &mem),
+                 GPUPORT_ERR_INVALID_ARG);
+    log = capture_end();
+    CHECK_MSG(strstr(log, want), "log lacks \"%s\": %s", want, log);
+    /* the mapped parts alone are fine */
+    CHECK_OK(gpuport_mem_register(comm, hole, (size_t)page, &mem));
+    CHECK_OK(gpuport_mem_deregister(mem));
+    munmap(hole, (size_t)page);
+    munmap(hole + 2 * page, (size_t)page);
+    /* nothing: refused like gpuport_mem_alloc(0) */
+    mem = keep;
+    CHECK_STATUS(gpuport_mem_register(comm, heap, 0, &mem), GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_mem_register(comm, NULL, 0, &mem), GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_mem_register(comm, NULL, 100, &mem), GPUPORT_ERR_INVALID_ARG);
+    CHECK(mem == keep); /* written only on success */
+    CHECK_STATUS(gpuport_mem_alloc(comm, 0, &p), GPUPORT_ERR_INVALID_ARG);
+    /* too large to round up to pages: says so, not "mmap(..., 0 bytes)" */
+    capture_begin();
+    CHECK_STATUS(gpuport_mem_alloc(comm, SIZE_MAX, &p), GPUPORT_ERR_INVALID_ARG);
+    log = capture_end();
+    CHECK_MSG(strstr(log, "whole pages") && !strstr(log, "0 bytes"), "log: %s", log);
+    CHECK(p == (void *)&comm);
+    /* the whole block and the whole heap range are fine */
+    CHECK_OK(gpuport_mem_register(comm, blk, 64 * KIB, &mem));
+    CHECK_OK(gpuport_mem_deregister(mem));
+    CHECK_OK(gpuport_mem_register(comm, heap, 64 * KIB, &mem));
+    CHECK_OK(gpuport_mem_deregister(mem));
+    CHECK_OK(gpuport_comm_destroy(comm));
+    free(heap);
+    return 0;
+}
+
+/* ---- a peer that released its memory ---- */
+
+/* Rank 1 destroys its side and deregisters its destination; rank 0's
+ * later put_with_signal and flush fail, its wait ends, and not one byte
+ * lands in rank 1's released destination (kept allocated here to look). */
+static int peer_released(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
+{
+    gpuport_comm_t comm;
+    gpuport_mem_t msrc, mdst;
+    gpuport_channel_t ch;
+    unsigned char *src, *dst;
+    gpuport_status_t st;
+
+    (void)size, (void)arg;
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    CHECK_OK(gpuport_mem_alloc(comm, 64 * KIB, (void **)&src));
+    CHECK_OK(gpuport_mem_alloc(comm, 64 * KIB, (void **)&dst));
+    memset(src, 0x11, 64 * KIB);
+    memset(dst, 0xee, 64 * KIB);
+    CHECK_OK(gpuport_mem_register(comm, src, 64 * KIB, &msrc));
+    CHECK_OK(gpuport_mem_register(comm, dst, 64 * KIB, &mdst));
+    CHECK_OK(gpuport_channel_create(comm, 1 - rank, msrc, mdst, &ch));
+    /* in use by a live channel: neither deregistered nor freed */
+    CHECK_STATUS(gpuport_mem_deregister(mdst), GPUPORT_ERR_BUSY);
+    CHECK_STATUS(gpuport_mem_free(comm, dst), GPUPORT_ERR_BUSY);
+    /* one good exchange first */
+    CHECK_OK(gpuport_channel_put_with_signal(ch, 0, 0, 4096));
+    CHECK_OK(gpuport_channel_wait(ch));
+    CHECK_OK(bs->barrier(bs->ctx));
+    if (rank == 1) {
+        memset(dst, 0xee, 64 * KIB);
+        CHECK_OK(gpuport_channel_destroy(ch));
+        CHECK_OK(gpuport_mem_deregister(mdst));
+    }
+    CHECK_OK(bs->barrier(bs->ctx));
+    if (rank == 0) {
+        /* refused now, or by the proxy: the flush says so either way */
+        st = gpuport_channel_put_with_signal(ch, 0, 0, 4096);
+        CHECK_MSG(st == GPUPORT_OK || st == GPUPORT_ERR_PEER, "put: %s",
+                  gpuport_status_string(st));
+        CHECK_STATUS(gpuport_channel_flush(ch), GPUPORT_ERR_PEER);
+        CHECK_STATUS(gpuport_channel_status(ch), GPUPORT_ERR_PEER);
+        CHECK_STATUS(gpuport_channel_wait(ch), GPUPORT_ERR_PEER);
+        CHECK_STATUS(gpuport_channel_put(ch, 0, 0, 8), GPUPORT_ERR_PEER);
+        CHECK_OK(gpuport_channel_destroy(ch));
+    }
+    CHECK_OK(bs->barrier(bs->ctx));
+    if (rank == 1)
+        for (uint32_t i = 0; i < 64 * KIB; i++)
+            CHECK_MSG(dst[i] == 0xee, "byte %u of the released destination changed to 0x%02x",
+                      i, dst[i]);
+    CHECK_OK(gpuport_mem_deregister(msrc));
+    if (rank == 0)
+        CHECK_OK(gpuport_mem_deregister(mdst));
+    CHECK_OK(gpuport_mem_free(comm, dst));
+    CHECK_OK(gpuport_comm_destroy(comm));
+    return 0;
+}
+
+/* ---- handles used after destroy ---- */
+
+static int stale_handles(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
+{
+    gpuport_comm_t comm, gone;
+    gpuport_mem_t mem;
+    gpuport_channel_t ch, out = (gpuport_channel_t)&comm;
+    unsigned char buf[4096];
+    int ready;
+
+    (void)rank, (void)size, (void)arg;
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    CHECK_OK(gpuport_mem_register(comm, buf, sizeof(buf), &mem));
+    CHECK_OK(gpuport_channel_create(comm, 0, mem, mem, &ch));
+    CHECK_OK(gpuport_channel_destroy(ch));
+    CHECK_STATUS(gpuport_channel_destroy(ch), GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_channel_put(ch, 0, 0, 8), GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_channel_signal(ch), GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_channel_flush(ch), GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_channel_wait(ch), GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_channel_poll(ch, &ready), GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_channel_status(ch), GPUPORT_ERR_INVALID_ARG);
+    CHECK_OK(gpuport_mem_deregister(mem));
+    CHECK_STATUS(gpuport_mem_deregister(mem), GPUPORT_ERR_INVALID_ARG);
+    /* a dead registration makes no channel */
+    CHECK_STATUS(gpuport_channel_create(comm, 0, mem, NULL, &out), GPUPORT_ERR_INVALID_ARG);
+    CHECK(out == (gpuport_channel_t)&comm);
+    gone = comm;
+    CHECK_OK(gpuport_comm_destroy(comm));
+    CHECK_STATUS(gpuport_comm_destroy(gone), GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_channel_create(gone, 0, NULL, NULL, &out), GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_mem_register(gone, buf, sizeof(buf), &mem), GPUPORT_ERR_INVALID_ARG);
+    CHECK(gpuport_comm_rank(gone) == -1 && gpuport_comm_size(gone) == -1);
+    return 0;
+}
+
+/* ---- argument errors name the culprit ---- */
+
+static int argument_messages(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
+{
+    gpuport_comm_t comm;
+    gpuport_channel_t ch;
+    const char *log;
+
+    (void)rank, (void)size, (void)arg;
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    capture_begin();
+    CHECK_STATUS(gpuport_channel_create(NULL, 1, NULL, NULL, &ch), GPUPORT_ERR_INVALID_ARG);
+    log = capture_end();
+    CHECK_MSG(strstr(log, "comm (nil) is not a live communicator") && !strstr(log, "peer"),
+              "log: %s", log);
+    capture_begin();
+    CHECK_STATUS(gpuport_channel_create(comm, 0, NULL, NULL, NULL), GPUPORT_ERR_INVALID_ARG);
+    log = capture_end();
+    CHECK_MSG(strstr(log, "channel_p is NULL") && !strstr(log, "peer"), "log: %s", log);
+    capture_begin();
+    CHECK_STATUS(gpuport_channel_create(comm, 5, NULL, NULL, &ch), GPUPORT_ERR_INVALID_ARG);
+    log = capture_end();
+    CHECK_MSG(strstr(log, "peer 5 is not a rank of this communicator (0..0)"), "log: %s", log);
+    CHECK_OK(gpuport_comm_destroy(comm));
+    return 0;
+}
+
+/* ---- destroy that must not wait for what cannot come ---- */
+
+/* A bootstrap whose barrier never returns (an MPI barrier with a dead rank
+ * in it): gpuport_comm_destroy must not need it. */
+static gpuport_status_t stuck_barrier(void *ctx)
+{
+    (void)ctx;
+    for (;;)
+        pause();
+    return GPUPORT_OK;
+}
+
+static double seconds_since(uint64_t t0)
+{
+    return (double)(gpuport_now_ns() - t0) / 1e9;
+}
+
+/* The child makes a channel, then dies without a word; the parent's destroy
+ * returns within 2 s (and without the barrier). */
+static void destroy_after_death(void)
+{
+    gpuport_bootstrap_t bs;
+    gpuport_comm_t comm;
+    gpuport_channel_t ch;
+    gpuport_mem_t mem;
+    static unsigned char buf[4096];
+    pid_t child;
+    int rank = pair_fork(&bs, &child), status;
+    uint64_t t0;
+
+    CHECK(rank >= 0);
+    bs.barrier = stuck_barrier;
+    CHECK_OK(gpuport_comm_create(&bs, &comm));
+    CHECK_OK(gpuport_mem_register(comm, buf, sizeof(buf), &mem));
+    CHECK_OK(gpuport_channel_create(comm, 1 - rank, mem, mem, &ch));
+    if (rank == 1)
+        _exit(0);
+    waitpid(child, &status, 0);
+    t0 = gpuport_now_ns();
+    gpuport_status_t st = gpuport_comm_destroy(comm);
+    CHECK_MSG(st == GPUPORT_OK || st == GPUPORT_ERR_SHUTDOWN, "destroy: %s",
+              gpuport_status_string(st));
+    CHECK_MSG(seconds_since(t0) < 2.0, "destroy took %.2f s after the peer died",
+              seconds_since(t0));
+}
+
+/* One process forces tcp, the other shm: the channel is refused on both
+ * sides, and then destroy does not wait GPUPORT_TIMEOUT_MS for the goodbye
+ * of a connection that carried nothing. */
+static void destroy_after_mismatch(void)
+{
+    gpuport_bootstrap_t bs;
+    gpuport_comm_t comm;
+    gpuport_channel_t ch = NULL;
+    pid_t child;
+    int rank = pair_fork(&bs, &child);
+    uint64_t t0;
+
+    CHECK(rank >= 0);
+    setenv("GPUPORT_TRANSPORT", rank ? "shm" : "tcp", 1);
+    setenv("GPUPORT_SOCKET_IFNAME", "lo", 1);
+    setenv("GPUPORT_TIMEOUT_MS", "20000", 1);
+    CHECK_OK(gpuport_comm_create(&bs, &comm));
+    capture_begin();
+    gpuport_status_t st = gpuport_channel_create(comm, 1 - rank, NULL, NULL, &ch);
+    capture_end();
+    CHECK_MSG(st != GPUPORT_OK && ch == NULL, "mismatched transports: %s",
+              gpuport_status_string(st));
+    t0 = gpuport_now_ns();
+    CHECK_OK(gpuport_comm_destroy(comm));
+    CHECK_MSG(seconds_since(t0) < 5.0, "destroy took %.2f s", seconds_since(t0));
+    if (rank == 1)
+        _exit(0);
+    CHECK(pair_join(child) == 0);
+    unsetenv("GPUPORT_TRANSPORT");
+    unsetenv("GPUPORT_SOCKET_IFNAME");
+    unsetenv("GPUPORT_TIMEOUT_MS");
+}
+
+int main(void)
+{
+    alarm(120); /* a hang is a failure */
+    setenv("GPUPORT_TIMEOUT_MS", "10000", 1);
+    setenv("GPUPORT_GPU", "off", 1); /* host memory is what is under test */
+    CHECK(local_run(1, registrations, NULL) == 0);
+    CHECK(local_run(2, peer_released, NULL) == 0);
+    CHECK(local_run(1, stale_handles, NULL) == 0);
+    CHECK(local_run(1, argument_messages, NULL) == 0);
+    destroy_after_death();
+    destroy_after_mismatch();
+    printf("lifetimes: all checks passed\n");
+    return 0;
+}
