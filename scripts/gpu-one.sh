@@ -29,6 +29,9 @@ step info 60 "$build/tools/gpuport_info"
 step gpu-fifo 120 "$build/test/gpu/test_gpu_fifo"
 step channels-cuda_ipc 300 "$build/test/gpu/test_gpu_channels"
 step channels-tcp 300 env GPUPORT_TRANSPORT=tcp "$build/test/gpu/test_gpu_channels"
+# a peer killed mid-traffic: the survivor's device and host waiters return
+step death-cuda_ipc 120 "$build/test/gpu/test_gpu_death"
+step death-tcp 120 env GPUPORT_TRANSPORT=tcp "$build/test/gpu/test_gpu_death"
 # the launch-queue hazard (1 connection, 1,100 kernels queued) and without,
 # cold (first use of everything inside the scenario)
 export GPUPORT_TIMEOUT_MS=${GPUPORT_TIMEOUT_MS:-20000}

@@ -54,6 +54,7 @@ step info-config 60 "$build/tools/gpuport_info" -c
 step unit-test_topology 60 "$build/test/unit/test_topology"
 step gpu-fifo 120 "$build/test/gpu/test_gpu_fifo"
 step gpu-channels 180 "$build/test/gpu/test_gpu_channels"
+step gpu-death 120 "$build/test/gpu/test_gpu_death"
 step gpu-stall 300 sh test/gpu/stall_suite.sh
 step bench-gpu 180 "$build/test/mpi/mpirun.sh" 2 "$build/tools/gpuport_bench"
 # the CPU suites again, now with GPU mode on in every communicator
@@ -65,6 +66,7 @@ step mpi-np2 120 "$build/test/mpi/mpirun.sh" 2 "$build/test/mpi/test_mpi_channel
 # the flushers' staging copies, the launch-queue stall matrix over it, the
 # host-memory suite in GPU mode, and the benchmark
 step gpu-channels-tcp 300 env GPUPORT_TRANSPORT=tcp "$build/test/gpu/test_gpu_channels"
+step gpu-death-tcp 120 env GPUPORT_TRANSPORT=tcp "$build/test/gpu/test_gpu_death"
 step gpu-stall-tcp 300 env GPUPORT_TRANSPORT=tcp sh test/gpu/stall_suite.sh
 step mpi-np2-tcp 120 env GPUPORT_TRANSPORT=tcp "$build/test/mpi/mpirun.sh" 2 "$build/test/mpi/test_mpi_channels"
 step bench-gpu-tcp 300 env GPUPORT_TRANSPORT=tcp "$build/test/mpi/mpirun.sh" 2 "$build/tools/gpuport_bench"

@@ -390,9 +390,9 @@ static int sc_transport_forced(void)
     snprintf(host, sizeof(host), "%x", g_rank + 1);
     g_remote = "tcp";
     g_forced = "";
-    g_hostid_per_rank = 1;
+    g_ranks_per_host = 1;
     rc = run_traffic(other_hosts, &lay, &p, 1);
-    g_hostid_per_rank = 0;
+    g_ranks_per_host = 0;
     g_forced = NULL;
     g_remote = saved_remote;
     return rc;

@@ -20,13 +20,15 @@
 const char *g_forced;
 const char *g_remote = "shm";
 int g_remote_hosts;
-int g_hostid_per_rank;
+int g_ranks_per_host;
 static char (*g_hosts)[64]; /* every rank's host name, by rank */
+
+void (*traffic_after_signal)(link_t *l, const batch_t *b, int round);
 
 static int same_host(int peer)
 {
-    if (g_hostid_per_rank)
-        return peer == g_rank;
+    if (g_ranks_per_host > 0)
+        return peer / g_ranks_per_host == g_rank / g_ranks_per_host;
     return strcmp(g_hosts[peer], g_hosts[g_rank]) == 0;
 }
 
@@ -79,12 +81,26 @@ static int region_carve(linkset_t *ls, uint64_t size, region_t *r)
 
 static int guards_intact(const link_t *l, const region_t *r)
 {
+    const char *what = r == &l->src ? "source" : "destination";
+
+    if (!r->size)
+        return 0;
     for (int side = 0; side < 2; side++) {
         const unsigned char *g = side ? r->ptr + r->size : r->ptr - GUARD;
         for (int i = 0; i < GUARD; i++)
             REQUIRE(g[i] == GUARD_BYTE,
-                    "channel to rank %d (#%d): guard byte %d %s the destination is 0x%02x",
-                    l->peer, l->index, side ? i : GUARD - i, side ? "after" : "before", g[i]);
+                    "channel to rank %d (#%d): guard byte %d %s the %s is 0x%02x",
+                    l->peer, l->index, side ? i : GUARD - i, side ? "after" : "before", what,
+                    g[i]);
+    }
+    return 0;
+}
+
+int linkset_guards_intact(const linkset_t *ls)
+{
+    for (int i = 0; i < ls->n; i++) {
+        TRY(guards_intact(&ls->links[i], &ls->links[i].src));
+        TRY(guards_intact(&ls->links[i], &ls->links[i].dst));
     }
     return 0;
 }
@@ -272,20 +288,27 @@ static int issue_put(link_t *l, const batch_t *b, int j)
     return 0;
 }
 
-static int finish_batch(link_t *l, const batch_t *b)
+/* Flush done: the sources are ours again, and what we write now must not
+ * reach the peer. Fast, and tails first: a copy still running forwards
+ * would read garbage. With `whole`, the rest of the region too. */
+static void scribble(link_t *l, const batch_t *b, int whole)
+{
+    for (int j = 0; j < b->n; j++) {
+        const op_t *o = &b->ops[j];
+        uint64_t tail = o->size < 4096 ? o->size : 4096;
+        memset(l->src.ptr + o->src_off + o->size - tail, GARBAGE, tail);
+    }
+    for (int j = 0; j < b->n; j++)
+        memset(l->src.ptr + b->ops[j].src_off, GARBAGE, b->ops[j].size);
+    if (whole)
+        memset(l->src.ptr, GARBAGE, l->src.size);
+}
+
+static int finish_batch(const plan_t *p, link_t *l, const batch_t *b)
 {
     if (b->mode == MODE_FLUSH_GARBAGE) {
-        /* Flush done: the sources are ours again, and what we write now must
-         * not reach the peer. Fast, and tails first: a copy still running
-         * forwards would read garbage. */
         REQUIRE_OK(gpuport_channel_flush(l->ch));
-        for (int j = 0; j < b->n; j++) {
-            const op_t *o = &b->ops[j];
-            uint64_t tail = o->size < 4096 ? o->size : 4096;
-            memset(l->src.ptr + o->src_off + o->size - tail, GARBAGE, tail);
-        }
-        for (int j = 0; j < b->n; j++)
-            memset(l->src.ptr + b->ops[j].src_off, GARBAGE, b->ops[j].size);
+        scribble(l, b, p->scribble);
     }
     if (b->mode != MODE_PUT_SIGNAL)
         REQUIRE_OK(gpuport_channel_signal(l->ch));
@@ -360,6 +383,8 @@ static int receive_batch(const plan_t *p, link_t *l, uint64_t region, int round)
 
     TRY(take_signal(p, l, "data signal", round));
     draw_batch(&l->rx, p, region, &b);
+    if (traffic_after_signal)
+        traffic_after_signal(l, &b, round);
     TRY(probe_ends(l, &b, tag, round));
     for (int j = 0; j < b.n; j++)
         for (uint64_t t = 0; t < b.ops[j].size; t++)
@@ -375,7 +400,8 @@ static int receive_batch(const plan_t *p, link_t *l, uint64_t region, int round)
 
 /* One round on every channel: send phase (sources filled, puts interleaved
  * across channels, then each batch's signal), receive phase (wait, verify,
- * ack), ack phase (wait for the peer's ack, flush so sources are reusable). */
+ * ack), ack phase (wait for the peer's ack, flush so sources are reusable),
+ * then every guard of this rank's regions. */
 static int run_round(linkset_t *ls, const plan_t *p, int round, batch_t *sent)
 {
     uint64_t region = ls->lay.size;
@@ -395,7 +421,7 @@ static int run_round(linkset_t *ls, const plan_t *p, int round, batch_t *sent)
                 TRY(issue_put(&ls->links[i], &sent[i], j));
     for (int i = 0; i < ls->n; i++)
         if (ls->links[i].src.size)
-            TRY(finish_batch(&ls->links[i], &sent[i]));
+            TRY(finish_batch(p, &ls->links[i], &sent[i]));
     for (int i = 0; i < ls->n; i++)
         if (ls->links[i].dst.size)
             TRY(receive_batch(p, &ls->links[i], region, round));
@@ -404,8 +430,25 @@ static int run_round(linkset_t *ls, const plan_t *p, int round, batch_t *sent)
             continue;
         TRY(take_signal(p, &ls->links[i], "ack", round));
         REQUIRE_OK(gpuport_channel_flush(ls->links[i].ch));
+        if (p->scribble)
+            scribble(&ls->links[i], &sent[i], 1);
     }
-    return 0;
+    return linkset_guards_intact(ls);
+}
+
+int linkset_at_rest(const linkset_t *ls)
+{
+    for (int i = 0; i < ls->n; i++) {
+        const link_t *l = &ls->links[i];
+        if (l->dst.size == 0 || memcmp(l->dst.ptr, l->shadow, l->dst.size) == 0)
+            continue;
+        for (uint64_t k = 0; k < l->dst.size; k++)
+            REQUIRE(l->dst.ptr[k] == l->shadow[k],
+                    "channel from rank %d (#%d), at rest after %d rounds: byte %" PRIu64
+                    " is 0x%02x, expected 0x%02x (a late or stray write)",
+                    l->peer, l->index, ls->rounds, k, l->dst.ptr[k], l->shadow[k]);
+    }
+    return linkset_guards_intact(ls);
 }
 
 int run_plan(linkset_t *ls, const plan_t *p)

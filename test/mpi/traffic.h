@@ -1,6 +1,7 @@
 /*
  * Checked traffic over gpuport channels between every pair of ranks, for the
- * scenarios of test/mpi/test_mpi_channels.c (built on harness.h).
+ * scenarios of test/mpi/test_mpi_channels.c and test/mpi/test_mpi_stress.c
+ * (built on harness.h).
  *
  * A linkset is the channels of one layout: per_pair channels to every other
  * rank, met in tournament order, and optionally one to this rank. Every
@@ -10,8 +11,8 @@
  * sources, puts (interleaved across channels), then signals (or makes the
  * last put a put_with_signal, or flushes and writes garbage over its sources
  * first); the receiver waits, compares the whole destination byte for byte
- * with a shadow copy of what it must hold, checks every guard byte, and acks.
- * The sender and the receiver draw the same operations from a PRNG seeded by
+ * with a shadow copy of what it must hold, checks every guard byte, and acks;
+ * after every round, every guard byte of every region is checked. The sender and the receiver draw the same operations from a PRNG seeded by
  * the pair, so the receiver knows what to expect without being told.
  */
 #ifndef GPUPORT_TEST_MPI_TRAFFIC_H
@@ -31,7 +32,10 @@
 extern const char *g_forced;   /* NULL: whatever GPUPORT_TRANSPORT says; "": auto */
 extern const char *g_remote;
 extern int g_remote_hosts;     /* 1: ranks on other hosts exist */
-extern int g_hostid_per_rank;  /* GPUPORT_HOST_ID differs on every rank */
+/* >0: GPUPORT_HOST_ID is set per group of that many ranks (rank / n + 1), so
+ * ranks of one group share a host and the others are on other hosts; 1 gives
+ * every rank a host of its own */
+extern int g_ranks_per_host;
 
 /* Every rank's host name, gathered, and GPUPORT_TEST_REMOTE_TRANSPORT read:
  * once, on every rank, before the first linkset. */
@@ -81,6 +85,12 @@ typedef struct linkset {
 int linkset_open(gpuport_comm_t comm, const layout_t *lay, linkset_t *ls);
 /* Every channel still healthy, then destroyed, and its memory released. */
 int linkset_close(linkset_t *ls);
+/* Every guard byte around every region (sources and destinations) intact;
+ * run_round checks it after each round. */
+int linkset_guards_intact(const linkset_t *ls);
+/* Every destination still equal to its shadow and every guard intact: at
+ * rest, after the last round, nothing arrived late. */
+int linkset_at_rest(const linkset_t *ls);
 
 /* --- traffic: rounds of batches, each checked by the receiver --- */
 
@@ -105,8 +115,17 @@ typedef struct plan {
     unsigned modes;
     int big_pct;  /* share of puts of ASYNC_MIN bytes or more */
     int poll;     /* take signals with poll instead of wait */
+    int scribble; /* every flush (the flush mode's, the ack phase's) is followed at
+                   * once by garbage over the whole source region: a put that
+                   * reads its source after its flush shows, in this round or
+                   * in the next one's full comparison */
     const batch_t *fixed; /* every batch, instead of drawing */
 } plan_t;
+
+/* Called by the receiver once a batch's signal has been taken, before it
+ * looks at the data (NULL: none). Tests that must prove a check fails use
+ * it to plant damage. */
+extern void (*traffic_after_signal)(link_t *l, const batch_t *b, int round);
 
 /* The plan's rounds on every channel of ls. */
 int run_plan(linkset_t *ls, const plan_t *p);
