@@ -5,8 +5,8 @@
 # the NP - 1 survivors prints a PASS line, none prints FAIL or a failed
 # check, and the run ends within GPUPORT_TEST_TIMEOUT.
 #   usage: death.sh NP [ARGS...]   (the wrappers death_*.sh)
-# GPUPORT_TEST_STRICT_DEATH=1 enforces the checks that today's library fails
-# (printed as KNOWN lines otherwise).
+# Every check is enforced; GPUPORT_TEST_STRICT_DEATH=0 prints the ones older
+# libraries failed as KNOWN lines instead (for bisecting).
 np=$1
 shift
 out=$(mktemp "${TMPDIR:-/tmp}/gpuport-death.XXXXXX") || exit 1
