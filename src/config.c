@@ -130,7 +130,8 @@ static int parse_uint(const char *s, uint64_t *v_p)
     /* decimal, or hex with 0x: a leading zero is not octal */
     errno = 0;
     if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
-        if (!isxdigit((unsigned char)s[2]))
+        /* one prefix: strtoull would take a second ("0x0x10") */
+        if (!isxdigit((unsigned char)s[2]) || s[3] == 'x' || s[3] == 'X')
             return -1;
         v = strtoull(s + 2, &end, 16);
     } else {

@@ -172,6 +172,11 @@ void gpuport_proxy_stop(struct gpuport_comm *comm);
 /* Fails a channel on this side; its peer learns of it (remote_status or
  * report_fail). The first error sticks. Proxy thread. */
 void gpuport_pchan_fail(gpuport_pchan_t *ch, gpuport_status_t status);
+/* 1 if the put d reads only inside a source region of src_size bytes and
+ * writes only inside a destination region of dst_size bytes; any 64-bit
+ * offsets and size (no overflow). Pure: the proxy's range check of every
+ * put, fuzzed by test/fuzz/fuzz_trigger.c. */
+int gpuport_op_fits(const gpuport_op_desc_t *d, uint64_t src_size, uint64_t dst_size);
 
 /* select.c */
 /* The transport for (comm, peer) under the configured choice, or an error

@@ -102,13 +102,17 @@ static int range_ok(uint64_t off, uint64_t size, uint64_t region)
     return off <= region && size <= region - off;
 }
 
+int gpuport_op_fits(const gpuport_op_desc_t *d, uint64_t src_size, uint64_t dst_size)
+{
+    return range_ok(d->src_off, d->size, src_size) && range_ok(d->dst_off, d->size, dst_size);
+}
+
 static int exec_put(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_op_desc_t *d)
 {
     gpuport_work_t w;
     int rc;
 
-    if (!range_ok(d->src_off, d->size, ch->tl.src.size) ||
-        !range_ok(d->dst_off, d->size, ch->tl.dst.rec.size)) {
+    if (!gpuport_op_fits(d, ch->tl.src.size, ch->tl.dst.rec.size)) {
         log_error("channel %u (to rank %d): put of %llu bytes from source offset %llu to "
                   "destination offset %llu is outside the regions (source %llu bytes, "
                   "destination %llu bytes); the channel is now in error",

@@ -342,7 +342,7 @@ static const spelling_t numbers[] = {
 /* "17179869184g" is 2^64 */
 static const char *const bad_numbers[] = {
     "", "abc", "-1", "12x", "1.5", "99999999999999999999", "20000000000000g", "17179869184g",
-    "k", "1kk", "0x", "1 2", "+5", "1e3", "64 k"};
+    "k", "1kk", "0x", "1 2", "+5", "1e3", "64 k", "0x0x10", "0X0X10"};
 
 static void test_number_row(const gpuport_config_var_t *var)
 {

@@ -71,6 +71,8 @@ static void on_header(tcp_conn_t *tc)
                       tc->peer, (unsigned long long)m->size, (unsigned long long)m->a, m->channel,
                       (unsigned long long)ch->local_dst.size);
             gpuport_tl_chan_fail(ch, GPUPORT_ERR_OUT_OF_RANGE);
+        } else if (!tc->in_payload) {
+            /* empty: nothing to write, maybe no region to point into (NULL + 0) */
         } else if (gpuport_region_is_device(ch->local_dst.kind)) {
             tc->dev_payload = tc->in_payload;
             tc->dev_dst = (char *)ch->local_dst.ptr + m->a;
@@ -106,7 +108,14 @@ static void on_header(tcp_conn_t *tc)
         apply_acks(tc, m->a);
         return;
     case MSG_FAIL:
-        gpuport_tl_sem_fail(comm, m->channel, (gpuport_status_t)(int64_t)m->a);
+        /* only a channel open on this connection: any other id is another
+         * peer's channel, or one closed (and its id reused) since */
+        if (rx_channel(tc, m->channel))
+            gpuport_tl_sem_fail(comm, m->channel, (gpuport_status_t)(int64_t)m->a);
+        else
+            log_error("tcp: rank %d reported a failure of channel %u, which is not open here; "
+                      "dropped",
+                      tc->peer, m->channel);
         return;
     case MSG_BYE:
         tc->bye_seen = 1;

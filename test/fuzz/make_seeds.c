@@ -1,0 +1,397 @@
+/*
+ * Writes the seed corpora of test/fuzz/corpus/ (test/fuzz/run.sh --seeds):
+ * a handful of small valid and edge-case inputs per harness, made with the
+ * library's own encoders so that they stay valid when a layout changes.
+ * The regression inputs (corpus/<harness>/regress-*) are the reproducers of
+ * bugs the harnesses found; they are kept as found, not written here.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <sys/stat.h>
+
+#include "build_config.h"
+#include "fuzz.h"
+#include "internal.h"
+#include "transport/tcp/tcp_priv.h"
+#if GPUPORT_HAVE_IBVERBS
+#include "transport/ib/ib.h"
+#endif
+
+static const char *g_dir;
+
+typedef struct {
+    unsigned char b[65536 + 1024];
+    size_t n;
+} buf_t;
+
+static void add(buf_t *b, const void *p, size_t n)
+{
+    FUZZ_CHECK(b->n + n <= sizeof(b->b), "seed too large");
+    memcpy(b->b + b->n, p, n);
+    b->n += n;
+}
+
+static void add_u8(buf_t *b, uint8_t v)
+{
+    add(b, &v, 1);
+}
+
+static void add_u64(buf_t *b, uint64_t v)
+{
+    add(b, &v, sizeof(v));
+}
+
+static void save(const char *harness, const char *name, const buf_t *b)
+{
+    char path[512];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", g_dir, harness);
+    if (mkdir(path, 0755) != 0 && errno != EEXIST)
+        FUZZ_CHECK(0, "mkdir %s: %s", path, strerror(errno));
+    snprintf(path, sizeof(path), "%s/%s/%s", g_dir, harness, name);
+    f = fopen(path, "wb");
+    FUZZ_CHECK(f && fwrite(b->b, 1, b->n, f) == b->n && fclose(f) == 0, "write %s", path);
+}
+
+/* ---- triggers: one op as a producer encodes it (EXT first when needed) ---- */
+
+static void add_op(buf_t *b, uint32_t op, uint32_t ch, uint64_t src, uint64_t dst, uint64_t size)
+{
+    gpuport_trigger_t t;
+
+    if (gpuport_trigger_needs_ext(src, dst, size)) {
+        gpuport_trigger_encode_ext(&t, ch, src, dst, size);
+        add(b, &t, sizeof(t));
+    }
+    gpuport_trigger_encode(&t, op, ch, src, dst, size);
+    add(b, &t, sizeof(t));
+}
+
+static void trigger_seed(const char *name, uint32_t op, uint64_t src, uint64_t dst, uint64_t size,
+                         uint64_t src_size, uint64_t dst_size)
+{
+    buf_t b = {.n = 0};
+    gpuport_trigger_t none = {{0, 0}};
+
+    add_op(&b, op, 1, src, dst, size);
+    if (b.n == sizeof(gpuport_trigger_t))
+        add(&b, &none, sizeof(none));
+    add_u64(&b, src_size);
+    add_u64(&b, dst_size);
+    save("fuzz_trigger", name, &b);
+}
+
+static void triggers(void)
+{
+    trigger_seed("put-inside", GPUPORT_OP_PUT, 0, 0, 16, 4096, 4096);
+    trigger_seed("put-to-the-end", GPUPORT_OP_PUT, 4080, 4000, 16, 4096, 4016);
+    trigger_seed("put-one-past", GPUPORT_OP_PUT, 4081, 0, 16, 4096, 4096);
+    trigger_seed("put-ext-4g", GPUPORT_OP_PUT_SIGNAL, 1ull << 40, 5, 1ull << 32, 1ull << 41,
+                 1ull << 33);
+    trigger_seed("put-ext-wraps", GPUPORT_OP_PUT, UINT64_MAX - 7, 0, 16, UINT64_MAX,
+                 UINT64_MAX);
+    trigger_seed("put-size-max", GPUPORT_OP_PUT, 0, 0, GPUPORT_TRIGGER_SIZE_MAX, UINT64_MAX,
+                 GPUPORT_TRIGGER_SIZE_MAX);
+    trigger_seed("signal", GPUPORT_OP_SIGNAL, 0, 0, 0, 0, 0);
+    trigger_seed("flush", GPUPORT_OP_FLUSH, 0, 0, 0, 0, 0);
+    trigger_seed("op-unknown", 13, 1, 2, 3, 64, 64);
+}
+
+/* ---- the proxy: runs of triggers on the harness's channels 0..3 ---- */
+
+static void proxy(void)
+{
+    buf_t b;
+
+    b.n = 0;
+    add_op(&b, GPUPORT_OP_PUT, 0, 0, 0, 4096);
+    add_op(&b, GPUPORT_OP_PUT_SIGNAL, 1, 100, 200, 2000); /* at the flusher (1 KiB and more) */
+    add_op(&b, GPUPORT_OP_PUT, 1, 0, 0, 10);              /* behind it: queued too */
+    add_op(&b, GPUPORT_OP_SIGNAL, 2, 0, 0, 0);
+    add_op(&b, GPUPORT_OP_PUT_SIGNAL, 2, 0, 0, 0);        /* no source: only 0 bytes fit */
+    add_op(&b, GPUPORT_OP_FLUSH, 3, 0, 0, 0);
+    save("fuzz_proxy", "valid-every-channel", &b);
+
+    b.n = 0;
+    add_op(&b, GPUPORT_OP_PUT, 0, 4000, 0, 97);           /* one byte past the source */
+    add_op(&b, GPUPORT_OP_PUT, 0, 0, 0, 8);               /* dropped: the channel is in error */
+    add_op(&b, GPUPORT_OP_PUT_SIGNAL, 1, 0, 2999, 2);     /* past the destination: no signal */
+    add_op(&b, GPUPORT_OP_PUT, 3, 0, 0, 1);               /* no destination */
+    save("fuzz_proxy", "out-of-range", &b);
+
+    b.n = 0;
+    add_op(&b, GPUPORT_OP_SIGNAL, 5, 0, 0, 0);            /* closed */
+    add_op(&b, GPUPORT_OP_PUT, 9, 0, 0, 1);               /* beyond the table */
+    add_op(&b, GPUPORT_OP_SIGNAL, 32767, 0, 0, 0);
+    add_op(&b, GPUPORT_OP_NONE, 0, 0, 0, 0);              /* unknown ops fail the channel */
+    add_op(&b, 15, 1, 0, 0, 0);
+    add_op(&b, GPUPORT_OP_MAX_, 2, 0, 0, 0);
+    save("fuzz_proxy", "unknown-channels-and-ops", &b);
+
+    b.n = 0;
+    add_op(&b, GPUPORT_OP_PUT, 0, 1ull << 38, 0, 1);      /* EXT pair, outside */
+    add_op(&b, GPUPORT_OP_PUT, 1, 0, 0, 1ull << 32);      /* EXT pair, outside */
+    {
+        gpuport_trigger_t t[2];
+        gpuport_trigger_encode_ext(&t[0], 0, 0, 0, 0); /* an EXT with no high bits, then a put */
+        gpuport_trigger_encode(&t[1], GPUPORT_OP_PUT, 2, 0, 0, 16);
+        add(&b, t, sizeof(t));
+        gpuport_trigger_encode_ext(&t[0], 3, 0, 0, 0); /* EXT, EXT: the second is no op */
+        gpuport_trigger_encode_ext(&t[1], 3, 0, 0, 0);
+        add(&b, t, sizeof(t));
+        gpuport_trigger_encode_ext(&t[0], 0, 0, 0, 0); /* a last EXT pairs with a flush */
+        add(&b, t, sizeof(t[0]));
+    }
+    save("fuzz_proxy", "ext-pairs", &b);
+}
+
+/* ---- records ---- */
+
+static void records(void)
+{
+    buf_t b;
+    gpuport_rec_header_t h;
+
+    b.n = 0;
+    add_u8(&b, 0);
+    gpuport_record_header_init(&h, GPUPORT_REC_PROC, sizeof(gpuport_proc_rec_t));
+    add(&b, &h, sizeof(h));
+    save("fuzz_records", "header-proc", &b);
+    b.n = 0;
+    add_u8(&b, 0);
+    gpuport_record_header_init(&h, GPUPORT_REC_CHANNEL, sizeof(gpuport_channel_rec_t));
+    h.layout++;
+    add(&b, &h, sizeof(h));
+    save("fuzz_records", "header-channel-other-layout", &b);
+#if GPUPORT_HAVE_IBVERBS
+    {
+        ib_qp_rec_t q;
+        ib_tdata_t t;
+        ib_reach_rec_t r;
+        gpuport_channel_rec_t c;
+        static const uint8_t gid[IB_GID_LEN] = {0xfe, 0x80, 1, 2, 3};
+
+        ib_qp_rec_pack(&q, 7, gid, 0x1a2, 0x123456, IBV_MTU_4096, 1, 3, IB_LINK_LAYER_ETH);
+        b.n = 0;
+        add_u8(&b, 1);
+        add(&b, &q, sizeof(q));
+        save("fuzz_records", "ib-qp", &b);
+        b.n = 0;
+        add_u8(&b, 1);
+        add(&b, &q, sizeof(q) - 1);
+        save("fuzz_records", "ib-qp-short", &b);
+
+        memset(&c, 0, sizeof(c));
+        gpuport_record_header_init(&c.hdr, GPUPORT_REC_CHANNEL, sizeof(c));
+        c.channel_id = 5;
+        c.dst.kind = GPUPORT_REGION_HOST;
+        c.dst.addr = 0x7f0000001000ull;
+        c.dst.size = 4096;
+        memset(&t, 0, sizeof(t));
+        t.flags = IB_TDATA_DST | IB_TDATA_CTRL;
+        t.channel_id = 5;
+        t.dst_rkey = 0x1234;
+        t.dst_addr = c.dst.addr;
+        t.dst_size = c.dst.size;
+        t.sem_addr = 0x7f0000100140ull;
+        t.status_addr = t.sem_addr + 8;
+        t.ctrl_rkey = 0x99;
+        ib_tdata_pack(&t, c.tdata);
+        b.n = 0;
+        add_u8(&b, 2);
+        add(&b, &c, sizeof(c));
+        save("fuzz_records", "ib-tdata", &b);
+        t.status_addr += 8;
+        ib_tdata_pack(&t, c.tdata);
+        b.n = 0;
+        add_u8(&b, 2);
+        add(&b, &c, sizeof(c));
+        save("fuzz_records", "ib-tdata-status-apart", &b);
+
+        ib_reach_pack(&r, 1, IB_LINK_LAYER_IB, "mlx5_0 port 1");
+        b.n = 0;
+        add_u8(&b, 3);
+        add_u8(&b, 1);               /* usable */
+        add_u8(&b, IB_LINK_LAYER_IB);
+        add_u8(&b, 80);              /* why's size - 1 */
+        add_u8(&b, 6);
+        add(&b, "mlx5_1", 6);
+        add(&b, &r, sizeof(r));
+        save("fuzz_records", "ib-reach", &b);
+    }
+#endif
+    {
+        tcp_rec_t t;
+        memset(&t, 0, sizeof(t));
+        t.tcp_family = AF_INET;
+        t.tcp_port = htons(40000);
+        t.tcp_scope = 60; /* the harness takes the text buffer's size from it */
+        memcpy(t.tcp_addr, "\x0a\x00\x00\x01", 4);
+        t.tcp_cookie = 0x0123456789abcdefull;
+        snprintf(t.tcp_ifname, sizeof(t.tcp_ifname), "eth0");
+        b.n = 0;
+        add_u8(&b, 4);
+        add(&b, &t, sizeof(t));
+        save("fuzz_records", "tcp-ipv4", &b);
+        t.tcp_family = AF_INET6;
+        t.tcp_scope = 2;
+        memcpy(t.tcp_addr, "\xfe\x80\0\0\0\0\0\0\0\0\0\0\0\0\0\x01", 16);
+        b.n = 0;
+        add_u8(&b, 4);
+        add(&b, &t, sizeof(t));
+        save("fuzz_records", "tcp-ipv6-short-text", &b);
+    }
+    {
+        gpuport_proc_rec_t p[2];
+        memset(p, 0, sizeof(p));
+        p[0].rank = 4; /* the harness's transport kind */
+        gpuport_tl_blob_set(&p[0].tl[4], 1, sizeof(tcp_rec_t));
+        gpuport_tl_blob_set(&p[1].tl[4], 1, sizeof(tcp_rec_t));
+        b.n = 0;
+        add_u8(&b, 5);
+        add(&b, p, sizeof(p));
+        save("fuzz_records", "blob-same", &b);
+        gpuport_tl_blob_set(&p[1].tl[4], 2, sizeof(tcp_rec_t));
+        b.n = 0;
+        add_u8(&b, 5);
+        add(&b, p, sizeof(p));
+        save("fuzz_records", "blob-other-version", &b);
+    }
+}
+
+/* ---- tcp frames ---- */
+
+static void add_msg(buf_t *b, uint32_t type, uint32_t ch, uint64_t a, uint64_t size)
+{
+    tcp_msg_t m;
+
+    memset(&m, 0, sizeof(m));
+    m.type = type;
+    m.channel = ch;
+    m.a = a;
+    m.size = size;
+    add(b, &m, sizeof(m));
+}
+
+static void add_payload(buf_t *b, size_t n, int seed)
+{
+    for (size_t i = 0; i < n; i++)
+        add_u8(b, (uint8_t)(i * 13 + seed));
+}
+
+/* flags (bit 0: close at the end; bits 1-3: write size), operations in
+ * flight (count, acknowledged so far, high bits, channel seed) */
+static void frame_start(buf_t *b, int eof, int piece, uint8_t sent)
+{
+    b->n = 0;
+    add_u8(b, (uint8_t)(eof | piece << 1));
+    add_u8(b, sent);
+    add_u8(b, 0);
+    add_u8(b, 0);
+    add_u8(b, 0);
+}
+
+static void frames(void)
+{
+    buf_t b;
+
+    frame_start(&b, 1, 0, 2);
+    add_msg(&b, MSG_PUT, 0, 0, 64);
+    add_payload(&b, 64, 1);
+    add_msg(&b, MSG_SIGNAL, 0, 0, 0);
+    add_msg(&b, MSG_ACK, 0, 2, 0);
+    add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
+    save("fuzz_tcp_frame", "put-signal-ack-bye", &b);
+
+    frame_start(&b, 0, 7, 0);
+    add_msg(&b, MSG_PUT, 1, 100, 19000); /* received in place (DIRECT_MIN) */
+    add_payload(&b, 19000, 2);
+    add_msg(&b, MSG_SIGNAL, 1, 0, 0);
+    save("fuzz_tcp_frame", "put-large-direct", &b);
+
+    frame_start(&b, 1, 6, 0);
+    add_msg(&b, MSG_PUT, 2, 10, 4000); /* GPU destination: staged */
+    add_payload(&b, 4000, 3);
+    add_msg(&b, MSG_SIGNAL, 2, 0, 0); /* behind the staging copy */
+    add_msg(&b, MSG_PUT, 2, 0, 0);
+    add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
+    save("fuzz_tcp_frame", "put-gpu-staged", &b);
+
+    frame_start(&b, 0, 3, 0);
+    add_msg(&b, MSG_PUT, 0, 60, 8); /* past the destination: discarded, channel failed */
+    add_payload(&b, 8, 4);
+    add_msg(&b, MSG_PUT, 9, 0, 5); /* no such channel: discarded */
+    add_payload(&b, 5, 5);
+    add_msg(&b, MSG_PUT, 4, 0, 1); /* not receiving */
+    add_payload(&b, 1, 6);
+    add_msg(&b, MSG_SIGNAL, 6, 0, 0);
+    add_msg(&b, MSG_FAIL, 1, (uint64_t)(int64_t)GPUPORT_ERR_PEER, 0);
+    save("fuzz_tcp_frame", "rejected", &b);
+
+    frame_start(&b, 0, 1, 3);
+    add_msg(&b, MSG_ACK, 0, 1, 0);
+    add_msg(&b, MSG_ACK, 0, 4, 0); /* more than was sent: protocol error */
+    add_msg(&b, MSG_SIGNAL, 0, 0, 0);
+    save("fuzz_tcp_frame", "ack-too-many", &b);
+
+    frame_start(&b, 0, 0, 0);
+    add_msg(&b, 9, 0, 0, 0); /* unknown type */
+    save("fuzz_tcp_frame", "type-unknown", &b);
+
+    frame_start(&b, 1, 2, 1);
+    add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
+    add_msg(&b, MSG_PUT, 1, 0, 100);
+    add_payload(&b, 50, 7); /* closed inside a payload, after goodbye */
+    save("fuzz_tcp_frame", "close-in-payload", &b);
+
+    frame_start(&b, 1, 4, 0);
+    add_msg(&b, MSG_SIGNAL, 3, 0, 0);
+    add(&b, "\x01\x00\x00", 3); /* closed inside a header, without goodbye */
+    save("fuzz_tcp_frame", "close-in-header", &b);
+}
+
+/* ---- configuration: byte 0 the row, byte 1 describe's buffer size ---- */
+
+static void config_seed(const char *name, const char *var, uint8_t describe, const char *value)
+{
+    buf_t b = {.n = 0};
+    size_t row = 0;
+
+    while (row < gpuport_config_nvars && strcmp(gpuport_config_vars[row].name, var) != 0)
+        row++;
+    add_u8(&b, (uint8_t)row); /* not found: every row */
+    add_u8(&b, describe);
+    add(&b, value, strlen(value));
+    save("fuzz_config", name, &b);
+}
+
+static void config(void)
+{
+    for (size_t i = 0; i < gpuport_config_nvars; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "default-%s", gpuport_config_vars[i].name + 8);
+        config_seed(name, gpuport_config_vars[i].name, 255, gpuport_config_vars[i].default_value);
+    }
+    config_seed("fifo-hex-k", "GPUPORT_FIFO_SIZE", 10, " 0x1k ");
+    config_seed("timeout-max", "GPUPORT_TIMEOUT_MS", 3, "86400000");
+    config_seed("async-2-52", "GPUPORT_SHM_ASYNC_MIN", 40, "4096g");
+    config_seed("host-id-16", "GPUPORT_HOST_ID", 0, "0xFFFFFFFFFFFFFFFF");
+    config_seed("cpus", "GPUPORT_PROXY_CPUS", 100, "0-3,8,10-11");
+    config_seed("gid-auto", "GPUPORT_IB_GID_INDEX", 1, "AUTO");
+    config_seed("hca-list", "GPUPORT_IB_HCA", 200, "mlx5_0:1,mlx5_1,mlx5_2:255");
+    config_seed("if-exclude", "GPUPORT_SOCKET_IFNAME", 50, "^docker,lo,veth.1@if2");
+    config_seed("transport-every-row", "", 30, "tcp");
+}
+
+int main(int argc, char **argv)
+{
+    FUZZ_CHECK(argc == 2, "usage: make_seeds CORPUS_DIR");
+    g_dir = argv[1];
+    triggers();
+    proxy();
+    records();
+    frames();
+    config();
+    return 0;
+}
