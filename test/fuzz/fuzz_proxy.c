@@ -55,6 +55,7 @@ typedef struct {
     gpuport_channel_t ch;
     unsigned char *shadow; /* the model's destination */
     int32_t status;        /* the model's channel state */
+    int32_t peer_status;   /* ... and what its peer (itself) was told */
     uint64_t signals;
 } chan_t;
 
@@ -112,6 +113,7 @@ static void channel_open(int i)
     FUZZ_CHECK(st == GPUPORT_OK, "channel %d: create: %s", i, gpuport_status_string(st));
     FUZZ_CHECK(c->ch->id == (uint32_t)i, "channel %d got id %u", i, c->ch->id);
     c->status = GPUPORT_OK;
+    c->peer_status = GPUPORT_OK;
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -161,7 +163,7 @@ static void model_put(chan_t *c, const layout_t *l, const gpuport_op_desc_t *d, 
     if ((unsigned __int128)d->src_off + d->size > l->src_size ||
         (unsigned __int128)d->dst_off + d->size > l->dst_size) {
         ++*rej;
-        c->status = GPUPORT_ERR_OUT_OF_RANGE;
+        c->status = c->peer_status = GPUPORT_ERR_OUT_OF_RANGE;
         return;
     }
     if (d->size)
@@ -193,9 +195,15 @@ static void model(const gpuport_op_desc_t *d, uint64_t *rej)
         if (c->status == GPUPORT_OK)
             c->signals++;
         break;
+    case GPUPORT_OP_CLOSE:
+        /* gpuport_channel_destroy's: this side closed, the peer (itself,
+         * here) told so; not a rejection */
+        c->status = GPUPORT_ERR_SHUTDOWN;
+        c->peer_status = GPUPORT_ERR_PEER;
+        break;
     default:
         ++*rej;
-        c->status = GPUPORT_ERR_INVALID_ARG;
+        c->status = c->peer_status = GPUPORT_ERR_INVALID_ARG;
     }
 }
 
@@ -287,8 +295,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
         FUZZ_CHECK(!l->dst_size || memcmp(c->dst_buf + l->dst_at, c->shadow, l->dst_size) == 0,
                    "channel %d: the destination differs from the model's", i);
         FUZZ_CHECK(st == c->status, "channel %d: state %d, the model's %d", i, st, c->status);
-        FUZZ_CHECK(peer_status == c->status, "channel %d: peer status %d, the model's %d", i,
-                   peer_status, c->status);
+        FUZZ_CHECK(peer_status == c->peer_status, "channel %d: peer status %d, the model's %d",
+                   i, peer_status, c->peer_status);
         FUZZ_CHECK(sem == c->signals, "channel %d: %llu signals, the model's %llu", i,
                    (unsigned long long)sem, (unsigned long long)c->signals);
         if (st != GPUPORT_OK) {
