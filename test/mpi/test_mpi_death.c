@@ -155,8 +155,13 @@ static int after_death(dlink_t *l, gpuport_status_t first, int was_wait, const c
     g_death_ns = death_time();
     REQUIRE(g_death_ns != 0, "%s on the channel to rank %d returned %s before rank %d died",
             what, l->peer, gpuport_status_string(first), l->peer);
-    if (!was_wait)
+    /* a signal the rank sent before it died may still be there to take;
+     * what it sent is finite, and then the wait must fail */
+    for (int taken = 0; !was_wait && taken < 1000; taken++) {
         first = gpuport_channel_wait(l->ch);
+        if (first != GPUPORT_OK)
+            break;
+    }
     g_wait_ms = ms_since_death();
     g_wait_st = first;
     check(dead_status(first), ENFORCED, "wait on the channel to the dead rank %d returned %s "
