@@ -13,7 +13,7 @@
 
 #define GPUPORT_RECORD_MAGIC 0x54505047u /* "GPPT" */
 /* Bumped whenever any record's layout changes. */
-#define GPUPORT_RECORD_LAYOUT 3
+#define GPUPORT_RECORD_LAYOUT 4
 
 typedef enum {
     GPUPORT_REC_PROC = 1,    /* one per rank at communicator creation */
@@ -32,13 +32,16 @@ typedef struct gpuport_rec_header {
 } gpuport_rec_header_t;
 
 /* A transport's part of a rank record (transports read it through
- * tl_core.h's gpuport_tl_blob). size 0: the transport wrote none. */
-#define GPUPORT_TL_BLOB_MAX 60
+ * tl_core.h's gpuport_tl_blob). size 0: the transport wrote none. data is
+ * 8-byte aligned because transports cast it to their own structs, which hold
+ * uint64_t fields (tcp_rec_t). */
+#define GPUPORT_TL_BLOB_MAX 56
 #define GPUPORT_REC_TL_KINDS 8
 typedef struct gpuport_tl_blob {
     uint16_t version;
     uint16_t size;
-    uint8_t data[GPUPORT_TL_BLOB_MAX];
+    uint32_t reserved;
+    _Alignas(8) uint8_t data[GPUPORT_TL_BLOB_MAX];
 } gpuport_tl_blob_t;
 
 /* Per rank, allgathered at communicator creation. */
