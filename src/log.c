@@ -5,14 +5,14 @@
 #include <stdio.h>
 #include <string.h>
 
-int gpuport_log_level_current = GPUPORT_LOG_WARN;
+_Atomic int gpuport_log_level_current = GPUPORT_LOG_WARN;
 static _Thread_local int log_rank = -1; /* per thread: in-process tests run several ranks */
 
 static const char *const level_names[] = {"NONE", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
 
 void gpuport_log_set_level(int level)
 {
-    gpuport_log_level_current = level;
+    atomic_store_explicit(&gpuport_log_level_current, level, memory_order_relaxed);
 }
 
 void gpuport_log_set_rank(int rank)

@@ -7,6 +7,8 @@
 #ifndef GPUPORT_LOG_H
 #define GPUPORT_LOG_H
 
+#include <stdatomic.h>
+
 #include "gpuport/gpuport.h"
 
 typedef enum {
@@ -18,7 +20,9 @@ typedef enum {
     GPUPORT_LOG_TRACE = 5
 } gpuport_log_level_t;
 
-extern int gpuport_log_level_current;
+/* Atomic: every gpuport_comm_create sets it (in-process tests create
+ * communicators from several threads at once) while any thread logs. */
+extern _Atomic int gpuport_log_level_current;
 
 void gpuport_log_set_level(int level);
 void gpuport_log_set_rank(int rank);
@@ -27,7 +31,7 @@ void gpuport_log_write(int level, const char *file, int line, const char *fmt, .
 
 #define GPUPORT_LOG(level, ...)                                                                 \
     do {                                                                                        \
-        if ((level) <= gpuport_log_level_current)                                               \
+        if ((level) <= atomic_load_explicit(&gpuport_log_level_current, memory_order_relaxed))  \
             gpuport_log_write((level), __FILE__, __LINE__, __VA_ARGS__);                        \
     } while (0)
 

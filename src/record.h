@@ -36,13 +36,14 @@ typedef struct gpuport_rec_header {
 
 /* A transport's part of a rank record (transports read it through
  * tl_core.h's gpuport_tl_blob). size 0: the transport wrote none. data is
- * 8-byte aligned: transports use it as their own struct (tcp_rec_t holds a
- * uint64_t). */
-#define GPUPORT_TL_BLOB_MAX 60
+ * 8-byte aligned because transports cast it to their own structs, which hold
+ * uint64_t fields (tcp_rec_t). */
+#define GPUPORT_TL_BLOB_MAX 56
 #define GPUPORT_REC_TL_KINDS 8
 typedef struct gpuport_tl_blob {
     uint16_t version;
     uint16_t size;
+    uint32_t reserved;
     _Alignas(8) uint8_t data[GPUPORT_TL_BLOB_MAX];
 } gpuport_tl_blob_t;
 

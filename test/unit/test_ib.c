@@ -1094,11 +1094,18 @@ static int mock_rank(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
         for (int round = 0; round < o->rounds; round++) {
             /* both ranks draw the same sizes and offsets: each knows what
              * the other sends; the patterns differ by rank */
-            uint64_t start = seed, size_, off;
+            uint64_t start = seed, size_, off, busy_lo = 0, busy_hi = 0;
             int nputs = 1 + (int)(lcg(&seed) % 4);
             for (int p = 0; p < nputs; p++) {
                 size_ = lcg(&seed) % 3 == 0 ? 1 + lcg(&seed) % MREGION : 1 + lcg(&seed) % 5000;
                 off = lcg(&seed) % (MREGION - size_ + 1);
+                /* the source of a put in flight may change only once flushed */
+                if (off < busy_hi && off + size_ > busy_lo) {
+                    CHECK_OK(gpuport_channel_flush(ch));
+                    busy_lo = busy_hi = 0;
+                }
+                busy_lo = busy_hi == 0 || off < busy_lo ? off : busy_lo;
+                busy_hi = off + size_ > busy_hi ? off + size_ : busy_hi;
                 for (uint64_t i = 0; i < size_; i++)
                     src[off + i] = mpat(rank, round * 8 + p, i);
                 CHECK_OK(p == nputs - 1 ? gpuport_channel_put_with_signal(ch, off, off, size_)

@@ -60,6 +60,19 @@ static void side_open(side_t *s, gpuport_bootstrap_t *bs, int use_malloc)
               "transport %s", gpuport_channel_transport(s->ch));
 }
 
+/* Destroys the communicator, then frees malloc'd buffers (peers may copy into
+ * them until destroy returns). */
+static gpuport_status_t side_close(side_t *s)
+{
+    gpuport_status_t status = gpuport_comm_destroy(s->comm);
+
+    if (s->use_malloc) {
+        free(s->src);
+        free(s->dst);
+    }
+    return status;
+}
+
 static void verify(const unsigned char *dst, int from, uint64_t off, uint64_t size)
 {
     for (uint64_t i = off; i < off + size; i++)
@@ -85,7 +98,7 @@ static int cross_process(gpuport_bootstrap_t *bs, int use_malloc)
     for (uint64_t i = off; i < REGION; i++)
         CHECK_MSG(s.dst[i] == 0, "byte %llu past the written range changed", (unsigned long long)i);
     CHECK_OK(gpuport_channel_flush(s.ch));
-    CHECK_OK(gpuport_comm_destroy(s.comm));
+    CHECK_OK(side_close(&s));
     return 0;
 }
 
@@ -118,7 +131,7 @@ static int peer_dies(gpuport_bootstrap_t *bs, int use_malloc)
     /* destroy waits for nothing the dead peer would have had to do, and
      * this rank's own work is done: it returns at once, OK */
     t0 = gpuport_now_ns();
-    st = gpuport_comm_destroy(s.comm);
+    st = side_close(&s);
     CHECK_MSG(gpuport_now_ns() - t0 < 2000000000ull, "destroy took %llu ms",
               (unsigned long long)((gpuport_now_ns() - t0) / 1000000));
     CHECK_OK(st);
@@ -140,7 +153,7 @@ static int peer_dies_wait_first(gpuport_bootstrap_t *bs, int use_malloc)
     CHECK_STATUS(gpuport_channel_status(s.ch), GPUPORT_ERR_PEER);
     CHECK_STATUS(gpuport_channel_put(s.ch, 0, 0, 64), GPUPORT_ERR_PEER);
     CHECK_STATUS(gpuport_channel_flush(s.ch), GPUPORT_ERR_PEER);
-    CHECK_OK(gpuport_comm_destroy(s.comm));
+    CHECK_OK(side_close(&s));
     return 0;
 }
 
@@ -156,7 +169,7 @@ static int peer_closes(gpuport_bootstrap_t *bs, int use_malloc)
     side_open(&s, bs, use_malloc);
     if (bs->rank == 1) {
         CHECK_OK(gpuport_channel_signal(s.ch));
-        CHECK_OK(gpuport_comm_destroy(s.comm));
+        CHECK_OK(side_close(&s));
         return 0;
     }
     CHECK_OK(gpuport_channel_wait(s.ch));
@@ -164,7 +177,7 @@ static int peer_closes(gpuport_bootstrap_t *bs, int use_malloc)
     CHECK_STATUS(gpuport_channel_wait(s.ch), GPUPORT_ERR_PEER);
     CHECK_MSG(gpuport_now_ns() - t0 < 5000000000ull, "the wait took %llu ms",
               (unsigned long long)((gpuport_now_ns() - t0) / 1000000));
-    CHECK_OK(gpuport_comm_destroy(s.comm));
+    CHECK_OK(side_close(&s));
     return 0;
 }
 
@@ -180,7 +193,7 @@ static int goodbye_late(gpuport_bootstrap_t *bs, int use_malloc)
     if (bs->rank == 1) {
         CHECK_OK(gpuport_channel_put_with_signal(s.ch, 0, 0, 4096));
         t0 = gpuport_now_ns();
-        CHECK_OK(gpuport_comm_destroy(s.comm)); /* its last step, a barrier, waits for rank 0 */
+        CHECK_OK(side_close(&s)); /* its last step, a barrier, waits for rank 0 */
         CHECK_MSG(gpuport_now_ns() - t0 < 10000000000ull, "destroy took %llu ms",
                   (unsigned long long)((gpuport_now_ns() - t0) / 1000000));
         return 0;
@@ -188,7 +201,7 @@ static int goodbye_late(gpuport_bootstrap_t *bs, int use_malloc)
     CHECK_OK(gpuport_channel_wait(s.ch));
     verify(s.dst, 1, 0, 4096);
     usleep(1500 * 1000);
-    CHECK_OK(gpuport_comm_destroy(s.comm));
+    CHECK_OK(side_close(&s));
     return 0;
 }
 
@@ -204,11 +217,11 @@ static int drain_at_destroy(gpuport_bootstrap_t *bs, int use_malloc)
         for (uint64_t off = 0; off < REGION; off += chunk)
             CHECK_OK(gpuport_channel_put(s.ch, off, off, chunk));
         CHECK_OK(gpuport_channel_signal(s.ch));
-        CHECK_OK(gpuport_comm_destroy(s.comm));
+        CHECK_OK(side_close(&s));
     } else {
         CHECK_OK(gpuport_channel_wait(s.ch));
         verify(s.dst, 0, 0, REGION);
-        CHECK_OK(gpuport_comm_destroy(s.comm));
+        CHECK_OK(side_close(&s));
     }
     return 0;
 }
@@ -262,7 +275,7 @@ static int self_and_abandon(int rank, int size, gpuport_bootstrap_t *bs, void *a
     atomic_fetch_add(s.comm->fifo.head, 1);
     CHECK_OK(gpuport_channel_signal(s.ch));
     t0 = gpuport_now_ns();
-    CHECK_STATUS(gpuport_comm_destroy(s.comm), GPUPORT_ERR_SHUTDOWN);
+    CHECK_STATUS(side_close(&s), GPUPORT_ERR_SHUTDOWN);
     ms = (gpuport_now_ns() - t0) / 1000000;
     CHECK_MSG(ms >= 250 && ms < 5000, "destroy took %llu ms with GPUPORT_TIMEOUT_MS=300",
               (unsigned long long)ms);

@@ -123,6 +123,8 @@ static gpuport_status_t pick_address(const gpuport_config_t *cfg, tcp_rec_t *me,
     return GPUPORT_OK;
 }
 
+_Static_assert(sizeof(tcp_rec_t) <= GPUPORT_TL_BLOB_MAX, "tcp_rec_t fits a rank record's blob");
+
 gpuport_status_t tcp_comm_open(gpuport_tl_comm_t *tl, void *blob)
 {
     struct gpuport_tcp_comm *t = calloc(1, sizeof(*t));

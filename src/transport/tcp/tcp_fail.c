@@ -18,7 +18,8 @@ void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, i
     if (tc->broken)
         return;
     tc->broken = status;
-    tc->fail_status = status;
+    /* atomic: tcp_chan_connect reads it from the application's thread */
+    __atomic_store_n(&tc->fail_status, status, __ATOMIC_RELAXED);
     tc->next_rescan_ns = gpuport_now_ns() + RESCAN_NS;
     failed = gpuport_tl_conn_fail(tc->conn, status);
     if (failed || tc->ops_sent > tc->ops_acked)
