@@ -406,17 +406,29 @@ gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
 }
 
 /* Takes one signal if one is there: 1 taken, 0 none, <0 error. */
-static int take_signal(gpuport_channel_t ch)
+static int take_one(gpuport_channel_t ch)
 {
     uint64_t consumed = atomic_load_explicit(&ch->consumed, memory_order_relaxed);
-    int32_t peer_status;
 
     while (atomic_load_explicit(&ch->inbound->value, memory_order_acquire) > consumed) {
         if (atomic_compare_exchange_weak_explicit(&ch->consumed, &consumed, consumed + 1,
                                                   memory_order_acq_rel, memory_order_relaxed))
             return 1;
     }
+    return 0;
+}
+
+static int take_signal(gpuport_channel_t ch)
+{
+    int32_t peer_status;
+
+    if (take_one(ch))
+        return 1;
     peer_status = atomic_load_explicit(&ch->inbound->peer_status, memory_order_acquire);
+    /* the peer's word comes after its last signal: one that arrived since
+     * the look above is still this wait's */
+    if (peer_status && take_one(ch))
+        return 1;
     if (peer_status) {
         log_error("channel %u: rank %d's side of the channel failed (%s); no more signals will "
                   "come",

@@ -247,9 +247,16 @@ GPUPORT_DEV int gpuport_dev_failed(const gpuport_port_channel_dev_t *ch)
 /* Takes one signal if one has arrived: 1 taken, 0 none, <0 error. */
 GPUPORT_DEV int gpuport_poll(const gpuport_port_channel_dev_t *ch)
 {
+    int st;
+
     if (gpuport_dev_take(ch))
         return 1;
-    return gpuport_dev_failed(ch);
+    st = gpuport_dev_failed(ch);
+    /* the peer's failure or close is written after its last signal: one
+     * that arrived since the look above is still to be taken */
+    if (st && gpuport_dev_take(ch))
+        return 1;
+    return st;
 }
 
 GPUPORT_DEV int gpuport_wait(const gpuport_port_channel_dev_t *ch)
@@ -261,6 +268,8 @@ GPUPORT_DEV int gpuport_wait(const gpuport_port_channel_dev_t *ch)
         /* failures are rare: look for them every 64th pass, not on each */
         if ((i & 63) == 0) {
             int st = gpuport_dev_failed(ch);
+            if (st && gpuport_dev_take(ch))
+                return GPUPORT_OK; /* arrived just before the word, as above */
             if (st)
                 return st;
             if (gpuport_dev_expired(ch, &start))

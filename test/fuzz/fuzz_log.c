@@ -11,7 +11,7 @@
 
 #include "log.h"
 
-int gpuport_log_level_current = GPUPORT_LOG_TRACE;
+_Atomic int gpuport_log_level_current = GPUPORT_LOG_TRACE;
 
 void gpuport_log_set_level(int level)
 {

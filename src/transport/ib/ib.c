@@ -447,10 +447,13 @@ static void conn_break(ib_conn_t *c, gpuport_status_t status, const char *what)
                  c->qp->qp_num);
     failed = gpuport_tl_conn_fail(c->conn, status);
     lost = c->q.tail - c->q.head;
-    log_error("ib: connection to rank %d (%s): %s; %d channel(s) failed, %llu operation(s) lost "
-              "in flight",
-              c->peer, gpuport_tl_proc(c->comm, c->peer)->hostname, what, failed,
-              (unsigned long long)lost);
+    /* while the communicator is stopping, a peer that has already gone
+     * takes this side's close notice with it: worth a word, not an error */
+    GPUPORT_LOG(gpuport_tl_stopping(c->comm) ? GPUPORT_LOG_WARN : GPUPORT_LOG_ERROR,
+                "ib: connection to rank %d (%s): %s; %d channel(s) failed, %llu operation(s) "
+                "lost in flight",
+                c->peer, gpuport_tl_proc(c->comm, c->peer)->hostname, what, failed,
+                (unsigned long long)lost);
     ib_sendq_fail_all(&c->q, status, op_done, c);
 }
 
