@@ -541,6 +541,9 @@ static void release(gpuport_channel_t ch)
     gpuport_comm_t comm = ch->comm;
 
     atomic_store_explicit(&ch->pchan->active, 0, memory_order_release);
+    /* the proxy may still be reading the entry (its periodic scan): the
+     * entry is undone and its id reused only once it has moved on */
+    gpuport_proxy_quiet(comm);
     ch->pchan->ops->chan_disconnect(&ch->pchan->tl);
     ch->pchan->ops = NULL;
     pthread_mutex_lock(&comm->lock);

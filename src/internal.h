@@ -112,6 +112,11 @@ typedef struct gpuport_proxy {
     _Atomic int running; /* bound where placed, polling */
     _Atomic int stop;
     _Atomic int exited;
+    /* passes of the proxy loop (release at each pass's start): a slot that
+     * was active when a pass began is not looked at by a later pass once
+     * inactive, so a destroyed channel's slot is reused only after the
+     * count has moved on (gpuport_proxy_quiet) */
+    _Atomic uint64_t passes;
     uint64_t drain_deadline_ns;
     gpuport_flusher_t flusher;
     /* counters: written by the proxy thread only (GPUPORT_STAT_INC), read
@@ -165,6 +170,10 @@ struct gpuport_comm {
 
 /* proxy.c */
 gpuport_status_t gpuport_proxy_start(struct gpuport_comm *comm);
+/* Application thread: returns once the proxy has finished the pass it was
+ * in (a channel deactivated before this call is no longer looked at).
+ * Bounded: the proxy passes at least every GPUPORT_PROXY_SLEEP_MAX_US. */
+void gpuport_proxy_quiet(struct gpuport_comm *comm);
 /* Drains the FIFO and the flusher until the configured timeout, fails what
  * is left, joins both threads. */
 void gpuport_proxy_stop(struct gpuport_comm *comm);

@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -541,7 +542,9 @@ static void *proxy_main(void *arg)
     gpuport_topology_bind_self(comm->topo, comm->placement.proxy_cpu);
     atomic_store_explicit(&comm->proxy.running, 1, memory_order_release);
     for (;;) {
-        int progressed = read_completions(comm);
+        int progressed;
+        atomic_fetch_add_explicit(&comm->proxy.passes, 1, memory_order_acq_rel);
+        progressed = read_completions(comm);
         progressed += progress_conns(comm);
         progressed += consume_fifo(comm, &comm->fifo, GPUPORT_FIFO_HOST);
         uint64_t now;
@@ -601,6 +604,20 @@ gpuport_status_t gpuport_proxy_start(gpuport_comm_t comm)
     while (!atomic_load_explicit(&comm->proxy.running, memory_order_acquire))
         sched_yield();
     return GPUPORT_OK;
+}
+
+void gpuport_proxy_quiet(gpuport_comm_t comm)
+{
+    uint64_t start = atomic_load_explicit(&comm->proxy.passes, memory_order_acquire);
+    uint32_t iter = 0;
+
+    /* two starts: the pass that may have seen the slot active has ended */
+    while (atomic_load_explicit(&comm->proxy.passes, memory_order_acquire) < start + 2 &&
+           comm->proxy.started &&
+           !atomic_load_explicit(&comm->proxy.exited, memory_order_acquire)) {
+        if (gpuport_wait_backoff(&iter))
+            usleep(20);
+    }
 }
 
 void gpuport_proxy_stop(gpuport_comm_t comm)
