@@ -65,30 +65,32 @@ static void futex_wake(_Atomic int *addr)
 /* Takes the next work item if it can be started now; 1 if one was taken.
  * CUDA items are queued on the private stream and complete later; host
  * items run here, but only once queued CUDA work is done, so that items
- * complete in the order they were posted. */
+ * complete in the order they were posted. The item leaves the work ring
+ * before its completion is reported: the proxy counts room as posted minus
+ * completions read and may post again the moment it reads one. */
 static int take_work(gpuport_flusher_t *fl)
 {
-    gpuport_work_t *w = gpuport_ring_peek(&fl->work);
+    gpuport_work_t *slot = gpuport_ring_peek(&fl->work), w;
 
-    if (!w)
+    if (!slot)
         return 0;
-    if (gpuport_work_is_cuda(w->kind)) {
+    if (gpuport_work_is_cuda(slot->kind) ? fl->cuda && !gpuport_fcuda_room(fl)
+                                         : !gpuport_fcuda_idle(fl))
+        return 0;
+    w = *slot;
+    gpuport_ring_pop(&fl->work);
+    if (gpuport_work_is_cuda(w.kind)) {
         gpuport_status_t st;
         if (!fl->cuda) {
             log_error("CUDA work for channel %u, but this flusher has no CUDA context",
-                      w->channel);
-            gpuport_flusher_complete(fl, w->channel, GPUPORT_ERR_NOT_SUPPORTED);
-        } else if (!gpuport_fcuda_room(fl)) {
-            return 0;
-        } else if ((st = gpuport_fcuda_issue(fl, w)) != GPUPORT_OK) {
-            gpuport_flusher_complete(fl, w->channel, st);
+                      w.channel);
+            gpuport_flusher_complete(fl, w.channel, GPUPORT_ERR_NOT_SUPPORTED);
+        } else if ((st = gpuport_fcuda_issue(fl, &w)) != GPUPORT_OK) {
+            gpuport_flusher_complete(fl, w.channel, st);
         }
     } else {
-        if (!gpuport_fcuda_idle(fl))
-            return 0;
-        gpuport_flusher_complete(fl, w->channel, gpuport_work_execute(w));
+        gpuport_flusher_complete(fl, w.channel, gpuport_work_execute(&w));
     }
-    gpuport_ring_pop(&fl->work);
     return 1;
 }
 
@@ -184,12 +186,12 @@ err:
     return status;
 }
 
-void gpuport_flusher_post(gpuport_flusher_t *fl, const gpuport_work_t *w)
+gpuport_status_t gpuport_flusher_post(gpuport_flusher_t *fl, const gpuport_work_t *w)
 {
     if (gpuport_ring_push(&fl->work, w) != 0) {
         /* has_room was not checked: a proxy bug, not a runtime condition */
         log_error("flusher ring full although the proxy counted room (channel %u)", w->channel);
-        return;
+        return GPUPORT_ERR_INTERNAL;
     }
     fl->outstanding++;
     atomic_thread_fence(memory_order_seq_cst);
@@ -197,6 +199,7 @@ void gpuport_flusher_post(gpuport_flusher_t *fl, const gpuport_work_t *w)
         atomic_store(&fl->sleeping, 0);
         futex_wake(&fl->sleeping);
     }
+    return GPUPORT_OK;
 }
 
 void gpuport_flusher_stop(gpuport_flusher_t *fl)

@@ -114,8 +114,9 @@ static inline int gpuport_flusher_has_room(const gpuport_flusher_t *fl, uint32_t
 }
 
 /* Proxy side: queues one item; the caller checked has_room. Wakes the
- * flusher if it sleeps. */
-void gpuport_flusher_post(gpuport_flusher_t *fl, const gpuport_work_t *w);
+ * flusher if it sleeps. GPUPORT_ERR_INTERNAL (logged) if the ring had no
+ * room after all: the item was not queued. */
+gpuport_status_t gpuport_flusher_post(gpuport_flusher_t *fl, const gpuport_work_t *w);
 
 /* Proxy side: next completion or NULL; gpuport_flusher_release frees it. */
 static inline gpuport_work_done_t *gpuport_flusher_poll(gpuport_flusher_t *fl)

@@ -86,15 +86,18 @@ int gpuport_tl_post(gpuport_conn_t *conn, const gpuport_work_t *w)
     if (!gpuport_flusher_has_room(fl, 1))
         return 0;
     item.channel = GPUPORT_WORK_CONN | (uint32_t)conn->pindex;
-    gpuport_flusher_post(fl, &item);
-    return 1;
+    return gpuport_flusher_post(fl, &item) == GPUPORT_OK;
 }
 
 static void queue_work(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_work_t *w)
 {
     gpuport_work_t item = *w;
     item.channel = ch->tl.id;
-    gpuport_flusher_post(&comm->proxy.flusher, &item);
+    if (gpuport_flusher_post(&comm->proxy.flusher, &item) != GPUPORT_OK) {
+        /* not queued: the channel fails rather than report delivery later */
+        gpuport_pchan_fail(ch, GPUPORT_ERR_INTERNAL);
+        return;
+    }
     ch->work_posted++;
 }
 
