@@ -110,7 +110,56 @@ static int is_device(gpuport_mem_t mem)
     return mem && gpuport_region_is_device(mem->region.kind);
 }
 
-static const gpuport_region_t none_region = {NULL, 0, GPUPORT_REGION_NONE, -1, 0};
+static const gpuport_region_t none_region = {.kind = GPUPORT_REGION_NONE, .alloc_fd = -1};
+
+/* The descriptors of both sides' destinations, for a transport that maps
+ * the peer's (pass_fds): both sides take part whenever either has some to
+ * give, and both see from the records whether it can work, so that neither
+ * waits for an exchange the other will not make. */
+static gpuport_status_t pass_fds(gpuport_comm_t comm, int peer, uint32_t id, gpuport_mem_t dst,
+                                 const gpuport_channel_rec_t *mine,
+                                 const gpuport_channel_rec_t *theirs, gpuport_fdpiece_t **pieces_p,
+                                 uint32_t *n_p)
+{
+    const gpuport_proc_rec_t *p = &comm->procs[peer];
+    gpuport_fdpeer_t fp = {peer, p->pid, p->uid, p->sock_serial, p->host_id};
+    uint64_t tag;
+    gpuport_fdpiece_t *pieces = NULL;
+    uint32_t n = 0;
+    gpuport_status_t st;
+
+    if (mine->dst.npieces == 0 && theirs->dst.npieces == 0)
+        return GPUPORT_OK;
+    if (!mine->fdsock_ok) {
+        log_error("channel to rank %d: the regions' descriptors cannot be passed: this rank has "
+                  "no descriptor socket (%s)",
+                  peer, comm->fdsock.why);
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    if (!theirs->fdsock_ok) {
+        log_error("channel to rank %d: the regions' descriptors cannot be passed: rank %d has no "
+                  "descriptor socket (its log says why)",
+                  peer, peer);
+        return GPUPORT_ERR_PEER;
+    }
+    /* the lower rank's channel id first, on both sides */
+    tag = comm->rank < peer ? (uint64_t)id << 32 | theirs->channel_id
+                            : (uint64_t)theirs->channel_id << 32 | id;
+    st = gpuport_fdsock_exchange(&comm->fdsock, &fp, tag, dst ? dst->region.pieces : NULL,
+                                 mine->dst.npieces, &pieces, &n,
+                                 gpuport_deadline(comm->timeout_ns));
+    if (st)
+        return st;
+    if (n != theirs->dst.npieces) {
+        log_error("channel to rank %d: its destination has %u descriptors, but %u came", peer,
+                  theirs->dst.npieces, n);
+        gpuport_fdpieces_free(pieces, n);
+        return GPUPORT_ERR_PEER;
+    }
+    *pieces_p = pieces;
+    *n_p = n;
+    return GPUPORT_OK;
+}
 
 gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_mem_t src,
                                         gpuport_mem_t dst, gpuport_channel_t *channel_p)
@@ -123,7 +172,8 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
     gpuport_pchan_t *pc;
     gpuport_status_t status, peer_status;
     int32_t ack, peer_ack;
-    uint32_t id = 0;
+    uint32_t id = 0, npieces = 0;
+    gpuport_fdpiece_t *pieces = NULL;
     int have_id = 0;
 
     if (!gpuport_comm_live(comm)) {
@@ -177,6 +227,7 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
     mine.status = status;
     mine.transport = tc ? (uint32_t)tc->kind : 0;
     mine.channel_id = status ? 0 : id;
+    mine.fdsock_ok = comm->fdsock.lfd >= 0;
     if (dst)
         mine.dst = dst->rec;
 
@@ -221,8 +272,17 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
     atomic_store(&comm->ctrl[id].peer_status, GPUPORT_OK);
     atomic_store(&comm->ctrl[id].peer_closed, 0);
     status = gpuport_gpu_channel_reset(comm, id);
-    if (!status)
+    if (!status && ops->pass_fds)
+        status = pass_fds(comm, peer, id, dst, &mine, &theirs, &pieces, &npieces);
+    if (!status) {
+        pc->tl.dst_pieces = pieces;
+        pc->tl.dst_npieces = npieces;
         status = ops->chan_connect(&pc->tl, &theirs);
+    }
+    /* what chan_connect needed it has mapped */
+    gpuport_fdpieces_free(pieces, npieces);
+    pc->tl.dst_pieces = NULL;
+    pc->tl.dst_npieces = 0;
     /* The second exchange makes both sides agree that both connected. */
     ack = status;
     peer_status =
@@ -538,6 +598,7 @@ static gpuport_status_t await_peer(gpuport_channel_t ch, uint64_t deadline)
 /* Takes the channel's entry away; the handle joins the dead ones. */
 static void release(gpuport_channel_t ch)
 {
+    gpuport_channel_t old = NULL;
     gpuport_comm_t comm = ch->comm;
 
     atomic_store_explicit(&ch->pchan->active, 0, memory_order_release);
@@ -555,9 +616,19 @@ static void release(gpuport_channel_t ch)
     comm->chans[ch->id] = NULL;
     comm->id_used[ch->id] = 0;
     ch->magic = 0;
-    ch->next_dead = comm->dead_chans;
-    comm->dead_chans = ch;
+    ch->next_dead = NULL;
+    if (comm->dead_chans_last)
+        comm->dead_chans_last->next_dead = ch;
+    else
+        comm->dead_chans = ch;
+    comm->dead_chans_last = ch;
+    if (++comm->ndead_chans > GPUPORT_DEAD_KEEP) {
+        old = comm->dead_chans;
+        comm->dead_chans = old->next_dead;
+        comm->ndead_chans--;
+    }
     pthread_mutex_unlock(&comm->lock);
+    free(old);
 }
 
 /* Destroy is pairwise-safe: this side tells the peer (in order behind its

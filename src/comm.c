@@ -265,6 +265,7 @@ static gpuport_status_t proc_rec_make(gpuport_comm_t comm, gpuport_proc_rec_t *m
     me->uid = (uint32_t)getuid();
     me->features = cma_features();
     me->gpu = comm->gpu_device;
+    me->sock_serial = comm->fdsock.serial;
     gethostname(me->hostname, sizeof(me->hostname) - 1);
     comm->procs = calloc((size_t)comm->size, sizeof(*comm->procs));
     if (!comm->procs)
@@ -320,6 +321,7 @@ static void comm_free(gpuport_comm_t comm)
         free(ch);
     }
     gpuport_mem_free_all(comm);
+    gpuport_fdsock_close(&comm->fdsock);
     /* the flusher's context outlives its thread until peer handles are closed */
     gpuport_fcuda_release(&comm->proxy.flusher);
     gpuport_gpu_close(comm);
@@ -343,6 +345,17 @@ static void comm_free(gpuport_comm_t comm)
 }
 
 /* Everything this rank sets up before it meets the others. */
+/* The descriptor socket, named by this process's pid and a serial that no
+ * other communicator of the process has had. */
+static gpuport_status_t fdsock_open(gpuport_comm_t comm)
+{
+    static _Atomic uint32_t serial;
+    uint64_t host = comm->config.host_id ? comm->config.host_id : gpuport_host_id();
+
+    return gpuport_fdsock_open(&comm->fdsock, host, (int)getpid(),
+                               atomic_fetch_add(&serial, 1) + 1, comm->rank);
+}
+
 static gpuport_status_t setup_local(gpuport_comm_t comm, gpuport_proc_rec_t *me)
 {
     const gpuport_config_t *config = &comm->config;
@@ -369,6 +382,8 @@ static gpuport_status_t setup_local(gpuport_comm_t comm, gpuport_proc_rec_t *me)
     }
     memset(comm->states, 0, comm->states_size);
     status = gpuport_gpu_open(comm);
+    if (!status)
+        status = fdsock_open(comm);
     if (status)
         return status;
     return proc_rec_make(comm, me);
@@ -408,6 +423,7 @@ gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bs, gpuport_comm
     comm->size = bs->size;
     comm->ctrl_fd = -1;
     comm->gpu_device = -1;
+    comm->fdsock.lfd = -1;
     pthread_mutex_init(&comm->lock, NULL);
     status = gpuport_config_load(&comm->config);
     if (!status) {

@@ -25,12 +25,10 @@ void gpuport_gpu_close(gpuport_comm_t comm)
     (void)comm;
 }
 
-int gpuport_gpu_mem_describe(gpuport_comm_t comm, void *ptr, size_t size, gpuport_region_rec_t *rec)
+int gpuport_gpu_mem_describe(gpuport_comm_t comm, void *ptr, size_t size, gpuport_region_rec_t *rec,
+                             gpuport_region_t *r)
 {
-    (void)comm;
-    (void)ptr;
-    (void)size;
-    (void)rec;
+    (void)comm, (void)ptr, (void)size, (void)rec, (void)r;
     return 0;
 }
 
@@ -121,9 +119,9 @@ void gpuport_gpu_stage_free(gpuport_comm_t comm, void *p, size_t size)
 }
 
 gpuport_status_t gpuport_gpu_vmm_alloc(gpuport_comm_t comm, size_t size, void **ptr_p,
-                                       size_t *len_p)
+                                       size_t *len_p, int *fd_p)
 {
-    (void)comm, (void)size, (void)ptr_p, (void)len_p;
+    (void)comm, (void)size, (void)ptr_p, (void)len_p, (void)fd_p;
     log_error("GPU memory needs CUDA; this gpuport was built without it");
     return GPUPORT_ERR_NOT_SUPPORTED;
 }

@@ -65,9 +65,13 @@ static inline gpuport_pchan_t *gpuport_pchan_of(gpuport_tl_chan_t *tl)
 }
 
 /* Handles carry a magic number that destroy clears; a destroyed handle
- * stays allocated (on its communicator's list of dead ones, freed with the
- * communicator), so a second destroy, or any use, finds the cleared magic
- * instead of freed memory. */
+ * stays allocated (on its communicator's list of dead ones), so a second
+ * destroy, or any use, finds the cleared magic instead of freed memory. The
+ * list keeps the last GPUPORT_DEAD_KEEP handles of each kind and frees
+ * older ones (all with the communicator): an application that creates and
+ * destroys channels for ever must not grow without bound (the proxy fuzzer,
+ * which reopens channels millions of times, ran out of memory). */
+#define GPUPORT_DEAD_KEEP 4096
 #define GPUPORT_MEM_MAGIC 0x4d454d47u  /* "GMEM" */
 #define GPUPORT_CHAN_MAGIC 0x4e414843u /* "CHAN" */
 
@@ -86,7 +90,7 @@ typedef struct gpuport_alloc {
     void *ptr;
     size_t size;
     size_t map_len;
-    int fd;     /* host: the memfd; -1 for device memory */
+    int fd;     /* host: the memfd; device: the VMM allocation's exported descriptor */
     int device; /* from gpuport_mem_alloc_device (VMM) */
 } gpuport_alloc_t;
 
@@ -159,10 +163,13 @@ struct gpuport_comm {
     gpuport_tl_comm_t tls[GPUPORT_TL_MAX_KINDS]; /* by kind; ops NULL: not built */
     gpuport_alloc_t *allocs;
     struct gpuport_mem *mems;
-    struct gpuport_mem *dead_mems;       /* deregistered handles, freed with the communicator */
-    struct gpuport_channel *dead_chans;  /* destroyed handles, likewise */
+    /* deregistered / destroyed handles, oldest first, at most GPUPORT_DEAD_KEEP */
+    struct gpuport_mem *dead_mems, *dead_mems_last;
+    struct gpuport_channel *dead_chans, *dead_chans_last;
+    uint32_t ndead_mems, ndead_chans;
     struct gpuport_comm *live_next;      /* the process's live communicators */
     struct gpuport_channel **chans; /* handles by id, freed at destroy if left open */
+    gpuport_fdsock_t fdsock;        /* descriptors for same-host peers (fdpass.h) */
     gpuport_topology_t *topo;       /* NULL: unreadable, threads unbound */
     gpuport_placement_t placement;  /* the proxy's and flusher's PUs */
     gpuport_proxy_t proxy;
@@ -204,9 +211,14 @@ gpuport_status_t gpuport_channel_push(struct gpuport_channel *ch, uint32_t op, u
  * an error unless GPUPORT_GPU=on. */
 gpuport_status_t gpuport_gpu_open(struct gpuport_comm *comm);
 void gpuport_gpu_close(struct gpuport_comm *comm);
-/* 1 and rec filled if ptr is GPU memory, 0 if not, <0 on error */
+/* What GPU memory [ptr, ptr + size) is: GPUPORT_REGION_DEVICE (legacy,
+ * cudaMalloc: rec's IPC handle and offset filled), GPUPORT_REGION_DEVICE_VMM
+ * (the application's VMM memory: r's pieces exported, one descriptor per
+ * allocation the range spans, and map_off; or none, with export_why, where
+ * an allocation was made without the POSIX descriptor handle type), 0 if
+ * it is not GPU memory, <0 (logged) on error. */
 int gpuport_gpu_mem_describe(struct gpuport_comm *comm, void *ptr, size_t size,
-                             gpuport_region_rec_t *rec);
+                             gpuport_region_rec_t *rec, gpuport_region_t *r);
 /* gpuport_tl_gpu_dmabuf's CUDA side */
 gpuport_status_t gpuport_gpu_dmabuf(struct gpuport_comm *comm, uint64_t start, uint64_t len,
                                     int *fd_p, char *why, size_t why_len);
@@ -216,9 +228,12 @@ void gpuport_gpu_ctx_pop(void);
 /* zeroes the device waiters' signal count of a (re)used channel id */
 gpuport_status_t gpuport_gpu_channel_reset(struct gpuport_comm *comm, uint32_t id);
 /* GPU memory that every context on the communicator's device reaches (CUDA
- * VMM, mapped for the device); *len_p is what was mapped. */
+ * VMM, mapped read-write for the device), made exportable as a POSIX file
+ * descriptor (*fd_p, the caller's to close) and, where the device supports
+ * GPUDirect RDMA with VMM, registrable with NICs; *len_p is what was
+ * mapped: size rounded up to the device's allocation granularity. */
 gpuport_status_t gpuport_gpu_vmm_alloc(struct gpuport_comm *comm, size_t size, void **ptr_p,
-                                       size_t *len_p);
+                                       size_t *len_p, int *fd_p);
 void gpuport_gpu_vmm_free(struct gpuport_comm *comm, void *ptr, size_t len);
 /* Pinned host memory that the flusher's staging copies (GPUPORT_WORK_CU_TO/
  * FROM_DEVICE) read and write: network transports' GPU regions. */

@@ -80,13 +80,12 @@ gpuport_status_t gpuport_mem_alloc_device(gpuport_comm_t comm, size_t size, void
     a = calloc(1, sizeof(*a));
     if (!a)
         return GPUPORT_ERR_NO_MEMORY;
-    st = gpuport_gpu_vmm_alloc(comm, size, &a->ptr, &a->map_len);
+    st = gpuport_gpu_vmm_alloc(comm, size, &a->ptr, &a->map_len, &a->fd);
     if (st) {
         free(a);
         return st;
     }
     a->size = size;
-    a->fd = -1;
     a->device = 1;
     pthread_mutex_lock(&comm->lock);
     a->next = comm->allocs;
@@ -98,12 +97,11 @@ gpuport_status_t gpuport_mem_alloc_device(gpuport_comm_t comm, size_t size, void
 
 static void alloc_release(gpuport_comm_t comm, gpuport_alloc_t *a)
 {
-    if (a->device) {
+    if (a->device)
         gpuport_gpu_vmm_free(comm, a->ptr, a->map_len);
-    } else {
+    else
         munmap(a->ptr, a->map_len);
-        close(a->fd);
-    }
+    close(a->fd);
     free(a);
 }
 
@@ -205,6 +203,8 @@ gpuport_alloc_t *gpuport_alloc_find(gpuport_comm_t comm, const void *ptr, size_t
  * gpuport_mem_alloc_device (VMM, mapped for the device, no context owns
  * it) or other GPU memory (legacy: a CUDA IPC handle, owned by the
  * application's context). Every transport asks the region's kind. */
+static _Atomic uint64_t g_serial; /* registrations of this process */
+
 static gpuport_status_t mem_classify(gpuport_comm_t comm, void *ptr, size_t size,
                                      gpuport_region_t *r, gpuport_region_rec_t *rec)
 {
@@ -218,7 +218,6 @@ static gpuport_status_t mem_classify(gpuport_comm_t comm, void *ptr, size_t size
     memset(rec, 0, sizeof(*rec));
     rec->addr = (uint64_t)(uintptr_t)ptr;
     rec->size = size;
-    rec->fd = -1;
     pthread_mutex_lock(&comm->lock);
     a = gpuport_alloc_find(comm, ptr, size);
     if (!a && (a = alloc_at(comm, ptr)) != NULL) {
@@ -230,19 +229,33 @@ static gpuport_status_t mem_classify(gpuport_comm_t comm, void *ptr, size_t size
                   a->size, a->ptr, room);
         return GPUPORT_ERR_INVALID_ARG;
     }
-    if (a && !a->device) {
-        r->kind = GPUPORT_REGION_HOST_SHARED;
-        r->alloc_fd = a->fd;
-        r->alloc_off = (uint64_t)((uintptr_t)ptr - (uintptr_t)a->ptr);
-    } else if (a) {
-        r->kind = GPUPORT_REGION_DEVICE_VMM;
+    if (a) {
+        /* one piece: the block's memfd range, or its whole VMM allocation */
+        r->pieces = calloc(1, sizeof(*r->pieces));
+        if (!r->pieces) {
+            pthread_mutex_unlock(&comm->lock);
+            return GPUPORT_ERR_NO_MEMORY;
+        }
+        r->npieces = 1;
+        r->pieces[0].fd = a->fd;
+        if (a->device) {
+            r->kind = GPUPORT_REGION_DEVICE_VMM;
+            r->pieces[0].size = a->map_len;
+            r->map_off = (uint64_t)((uintptr_t)ptr - (uintptr_t)a->ptr);
+        } else {
+            r->kind = GPUPORT_REGION_HOST_SHARED;
+            r->alloc_fd = a->fd;
+            r->alloc_off = (uint64_t)((uintptr_t)ptr - (uintptr_t)a->ptr);
+            r->pieces[0].offset = r->alloc_off;
+            r->pieces[0].size = size;
+        }
     }
     pthread_mutex_unlock(&comm->lock);
     if (!a) {
-        device = gpuport_gpu_mem_describe(comm, ptr, size, rec);
+        device = gpuport_gpu_mem_describe(comm, ptr, size, rec, r);
         if (device < 0)
             return (gpuport_status_t)device;
-        r->kind = device ? GPUPORT_REGION_DEVICE : GPUPORT_REGION_HOST;
+        r->kind = device ? device : GPUPORT_REGION_HOST;
     }
     if (r->kind == GPUPORT_REGION_HOST) {
         uintptr_t hole = first_unmapped(ptr, size);
@@ -254,11 +267,24 @@ static gpuport_status_t mem_classify(gpuport_comm_t comm, void *ptr, size_t size
         }
     }
     rec->kind = (uint32_t)r->kind;
-    if (r->kind == GPUPORT_REGION_HOST_SHARED) {
-        rec->fd = r->alloc_fd;
-        rec->fd_offset = r->alloc_off;
-    }
+    rec->npieces = r->npieces;
+    rec->serial = atomic_fetch_add(&g_serial, 1) + 1;
+    if (r->kind == GPUPORT_REGION_DEVICE_VMM)
+        rec->fd_offset = r->map_off;
     return GPUPORT_OK;
+}
+
+/* The descriptors a registration exported, closed once it is gone: they
+ * would keep the application's VMM memory alive after it freed it. */
+static void region_release(gpuport_region_t *r)
+{
+    if (r->pieces_owned) {
+        for (uint32_t i = 0; i < r->npieces; i++)
+            close(r->pieces[i].fd);
+    }
+    free(r->pieces);
+    r->pieces = NULL;
+    r->npieces = 0;
 }
 
 static const char *kind_text(int kind)
@@ -296,6 +322,7 @@ gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t siz
     mem->comm = comm;
     status = mem_classify(comm, ptr, size, &mem->region, &mem->rec);
     if (status) {
+        region_release(&mem->region);
         free(mem);
         return status;
     }
@@ -305,7 +332,9 @@ gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t siz
         comm->mems->prev = mem;
     comm->mems = mem;
     pthread_mutex_unlock(&comm->lock);
-    log_debug("registered %p, %zu bytes, as %s", ptr, size, kind_text(mem->region.kind));
+    log_debug("registered %p, %zu bytes, as %s%s%s", ptr, size, kind_text(mem->region.kind),
+              mem->region.export_why ? "; not shareable with same-host peers: " : "",
+              mem->region.export_why ? mem->region.export_why : "");
     *mem_p = mem;
     return GPUPORT_OK;
 }
@@ -316,6 +345,7 @@ gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t siz
 gpuport_status_t gpuport_mem_deregister(gpuport_mem_t mem)
 {
     gpuport_comm_t comm;
+    gpuport_mem_t old = NULL;
     int users;
 
     if (!mem || mem->magic != GPUPORT_MEM_MAGIC) {
@@ -335,10 +365,21 @@ gpuport_status_t gpuport_mem_deregister(gpuport_mem_t mem)
         if (mem->next)
             mem->next->prev = mem->prev;
         mem->magic = 0;
-        mem->next = comm->dead_mems;
-        comm->dead_mems = mem;
+        region_release(&mem->region);
+        mem->next = NULL;
+        if (comm->dead_mems_last)
+            comm->dead_mems_last->next = mem;
+        else
+            comm->dead_mems = mem;
+        comm->dead_mems_last = mem;
+        if (++comm->ndead_mems > GPUPORT_DEAD_KEEP) {
+            old = comm->dead_mems;
+            comm->dead_mems = old->next;
+            comm->ndead_mems--;
+        }
     }
     pthread_mutex_unlock(&comm->lock);
+    free(old);
     if (users) {
         log_error("gpuport_mem_deregister(%p: %p, %llu bytes): %d live channel(s) use the region; "
                   "destroy them first (the peer may still write into it)",
@@ -353,6 +394,7 @@ void gpuport_mem_free_all(gpuport_comm_t comm)
     while (comm->mems) {
         gpuport_mem_t m = comm->mems;
         comm->mems = m->next;
+        region_release(&m->region);
         free(m);
     }
     while (comm->dead_mems) {

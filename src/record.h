@@ -13,7 +13,7 @@
 
 #define GPUPORT_RECORD_MAGIC 0x54505047u /* "GPPT" */
 /* Bumped whenever any record's layout changes. */
-#define GPUPORT_RECORD_LAYOUT 4
+#define GPUPORT_RECORD_LAYOUT 5
 
 typedef enum {
     GPUPORT_REC_PROC = 1,    /* one per rank at communicator creation */
@@ -59,7 +59,7 @@ typedef struct gpuport_proc_rec {
     uint32_t uid;
     uint32_t features;    /* GPUPORT_FEATURE_* */
     int32_t gpu;          /* CUDA ordinal of the communicator's GPU, -1 if none */
-    uint32_t reserved;
+    uint32_t sock_serial; /* names this rank's descriptor socket (fdpass.h) */
     char hostname[64];
     /* each transport's own part, by kind, versioned by the transport */
     gpuport_tl_blob_t tl[GPUPORT_REC_TL_KINDS];
@@ -72,18 +72,21 @@ typedef enum {
     GPUPORT_REGION_HOST = 1,        /* private host memory: reachable by CMA */
     GPUPORT_REGION_HOST_SHARED = 2, /* memfd-backed host memory: mappable */
     GPUPORT_REGION_DEVICE = 3,      /* GPU memory: a CUDA IPC handle */
-    GPUPORT_REGION_DEVICE_VMM = 4   /* GPU memory from gpuport_mem_alloc_device: mapped for
-                                     * the device, so every context on it (the flusher's
-                                     * too) reaches it; not exported by CUDA IPC */
+    GPUPORT_REGION_DEVICE_VMM = 4   /* GPU memory made with the VMM API (gpuport_mem_alloc_device
+                                     * or the application's cuMemCreate + cuMemMap): mapped for
+                                     * the device, so every context on it (the flusher's too)
+                                     * reaches it; shared by descriptor, not by CUDA IPC */
 } gpuport_region_kind_t;
 
 typedef struct gpuport_region_rec {
     uint32_t kind;
-    int32_t fd;       /* HOST_SHARED: memfd in the owner's fd table */
-    uint64_t addr;    /* owner's virtual address */
+    uint32_t npieces;   /* descriptors passed at channel creation (fdpass.h): the memfd of
+                         * HOST_SHARED memory, one per allocation of DEVICE_VMM memory */
+    uint64_t addr;      /* owner's virtual address */
     uint64_t size;
-    uint64_t fd_offset; /* HOST_SHARED: offset of addr in the memfd;
-                         * DEVICE: offset of addr in the IPC allocation */
+    uint64_t fd_offset; /* where the region starts: in the pieces mapped one after the other
+                         * (HOST_SHARED, DEVICE_VMM), in the IPC allocation (DEVICE) */
+    uint64_t serial;    /* the owner's registration: one serial, one memory */
     unsigned char ipc[64]; /* DEVICE: CUipcMemHandle of the allocation */
 } gpuport_region_rec_t;
 
@@ -93,7 +96,7 @@ typedef struct gpuport_channel_rec {
     int32_t status;       /* the sender's local result so far */
     uint32_t transport;   /* gpuport_transport_kind_t it chose */
     uint32_t channel_id;  /* sender's id: its inbound semaphore index */
-    uint32_t reserved;
+    uint32_t fdsock_ok;   /* 1: the sender listens for descriptors (fdpass.h) */
     gpuport_region_rec_t dst; /* where the receiver's puts land */
     char why[128];        /* the sender's error text when status != OK */
     uint8_t tdata[64];    /* the transport's own (chan_prepare), e.g. memory keys */

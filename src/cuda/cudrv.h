@@ -24,6 +24,7 @@
     X(cuDeviceGet)                                                                              \
     X(cuDeviceGetPCIBusId)                                                                      \
     X(cuDeviceGetName)                                                                          \
+    X(cuDeviceGetAttribute)                                                                     \
     X(cuDevicePrimaryCtxRetain)                                                                 \
     X(cuDevicePrimaryCtxRelease)                                                                \
     X(cuCtxCreate)                                                                              \
@@ -61,6 +62,10 @@
     X(cuMemMap)                                                                                 \
     X(cuMemUnmap)                                                                               \
     X(cuMemSetAccess)                                                                           \
+    X(cuMemExportToShareableHandle)                                                             \
+    X(cuMemImportFromShareableHandle)                                                           \
+    X(cuMemRetainAllocationHandle)                                                              \
+    X(cuMemGetAllocationPropertiesFromHandle)                                                   \
     X(cuStreamWriteValue64)                                                                     \
     X(cuEventCreate)                                                                            \
     X(cuEventRecord)                                                                            \

@@ -5,9 +5,11 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda/cudrv.h"
 #include "cuda/fcuda.h"
@@ -142,38 +144,126 @@ void gpuport_gpu_close(gpuport_comm_t comm)
     memset(&comm->dfifo, 0, sizeof(comm->dfifo));
 }
 
+/* Application VMM memory (cuMemCreate + cuMemMap): one piece per
+ * allocation that [p, p + size) spans, found allocation by allocation
+ * (cuMemGetAddressRange of VMM memory gives the allocation that holds the
+ * address, not the whole reserved range: libfabric and UCX rely on the
+ * same), each exported as a POSIX descriptor. Returns 0 if p is not VMM
+ * memory. */
+static int describe_vmm(CUdeviceptr p, size_t size, gpuport_region_t *r)
+{
+    CUdeviceptr cur = p, end = p + size, base = 0;
+    gpuport_fdpiece_t *pieces = NULL;
+    uint32_t n = 0, cap = 0;
+    int kind = GPUPORT_REGION_DEVICE_VMM;
+
+    while (cur < end) {
+        CUmemGenericAllocationHandle h;
+        CUmemAllocationProp prop;
+        CUdeviceptr b = 0;
+        size_t len = 0;
+        int fd = -1;
+
+        if (gpuport_cu.cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)cur) != CUDA_SUCCESS) {
+            if (cur == p) {
+                kind = 0; /* not VMM memory */
+            } else {
+                log_error("GPU range %p + %zu bytes: address 0x%llx, inside the range, is not "
+                          "mapped VMM memory (the allocations must be mapped side by side)",
+                          (void *)(uintptr_t)p, size, (unsigned long long)cur);
+                kind = GPUPORT_ERR_INVALID_ARG;
+            }
+            break;
+        }
+        memset(&prop, 0, sizeof(prop));
+        if (CU_CALL(cuMemGetAddressRange, (&b, &len, cur)) ||
+            CU_CALL(cuMemGetAllocationPropertiesFromHandle, (&prop, h))) {
+            gpuport_cu.cuMemRelease(h);
+            kind = GPUPORT_ERR_INVALID_ARG;
+            break;
+        }
+        if (cur == p)
+            base = b;
+        if (!(prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+            /* usable where nothing is exported (tcp, ib); cuda_ipc refuses it */
+            r->export_why = "it was allocated without CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in "
+                            "CUmemAllocationProp.requestedHandleTypes, so it cannot be shared "
+                            "with another process; allocate it with that handle type or with "
+                            "gpuport_mem_alloc_device";
+        } else if (CU_CALL(cuMemExportToShareableHandle,
+                           (&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0))) {
+            gpuport_cu.cuMemRelease(h);
+            kind = GPUPORT_ERR_NO_RESOURCE;
+            break;
+        }
+        gpuport_cu.cuMemRelease(h);
+        if (fd >= 0) {
+            if (n == cap) {
+                gpuport_fdpiece_t *np;
+                cap = cap ? 2 * cap : 4;
+                np = realloc(pieces, cap * sizeof(*pieces));
+                if (!np) {
+                    close(fd);
+                    kind = GPUPORT_ERR_NO_MEMORY;
+                    break;
+                }
+                pieces = np;
+            }
+            memset(&pieces[n], 0, sizeof(pieces[n]));
+            pieces[n].fd = fd;
+            pieces[n].size = len;
+            n++;
+        }
+        cur = b + len;
+    }
+    if (kind != GPUPORT_REGION_DEVICE_VMM || r->export_why) {
+        for (uint32_t i = 0; i < n; i++)
+            close(pieces[i].fd);
+        free(pieces);
+        return kind;
+    }
+    r->pieces = pieces;
+    r->npieces = n;
+    r->pieces_owned = 1;
+    r->map_off = p - base;
+    return kind;
+}
+
 int gpuport_gpu_mem_describe(gpuport_comm_t comm, void *ptr, size_t size,
-                             gpuport_region_rec_t *rec)
+                             gpuport_region_rec_t *rec, gpuport_region_t *r)
 {
     CUmemorytype type = 0;
     CUdeviceptr base = 0, p = (CUdeviceptr)(uintptr_t)ptr;
     size_t len = 0;
     CUipcMemHandle handle;
     CUresult rc;
+    int vmm;
 
     if (!comm->gpu || !ptr)
         return 0;
     rc = gpuport_cu.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
     if (rc != CUDA_SUCCESS || type != CU_MEMORYTYPE_DEVICE)
         return 0; /* plain host memory is unknown to CUDA */
-    if (CU_CALL(cuMemGetAddressRange, (&base, &len, p)))
-        return GPUPORT_ERR_INVALID_ARG;
+    /* legacy memory (cudaMalloc) first: its IPC handle says what it is */
+    if (gpuport_cu.cuMemGetAddressRange(&base, &len, p) != CUDA_SUCCESS ||
+        gpuport_cu.cuIpcGetMemHandle(&handle, base) != CUDA_SUCCESS) {
+        vmm = describe_vmm(p, size, r);
+        if (vmm)
+            return vmm;
+        log_error("GPU memory at %p can be shared neither by CUDA IPC nor as VMM memory (memory "
+                  "from cudaMalloc, cuMemCreate + cuMemMap or gpuport_mem_alloc_device is "
+                  "needed; stream-ordered pools are not supported)",
+                  ptr);
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
     if (p - base + size > len) {
         log_error("GPU range %p + %zu bytes runs past its allocation (%zu bytes at 0x%llx)", ptr,
                   size, len, (unsigned long long)base);
         return GPUPORT_ERR_OUT_OF_RANGE;
     }
-    if (CU_CALL(cuIpcGetMemHandle, (&handle, base))) {
-        log_error("GPU memory at %p cannot be shared by CUDA IPC (memory from cudaMalloc is "
-                  "needed; pools and VMM allocations are not supported yet)",
-                  ptr);
-        return GPUPORT_ERR_NOT_SUPPORTED;
-    }
-    rec->kind = GPUPORT_REGION_DEVICE;
-    rec->fd = -1;
     rec->fd_offset = p - base;
     memcpy(rec->ipc, &handle, sizeof(rec->ipc));
-    return 1;
+    return GPUPORT_REGION_DEVICE;
 }
 
 gpuport_status_t gpuport_gpu_channel_reset(gpuport_comm_t comm, uint32_t id)
@@ -269,49 +359,73 @@ void gpuport_gpu_stage_free(gpuport_comm_t comm, void *p, size_t size)
 }
 
 gpuport_status_t gpuport_gpu_vmm_alloc(gpuport_comm_t comm, size_t size, void **ptr_p,
-                                       size_t *len_p)
+                                       size_t *len_p, int *fd_p)
 {
     CUmemAllocationProp prop;
     CUmemAccessDesc access;
     CUmemGenericAllocationHandle handle;
     CUdeviceptr va = 0;
     size_t gran = 0, len;
+    int rdma = 0, fd = -1;
     gpuport_status_t st;
 
     memset(&prop, 0, sizeof(prop));
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = comm->gpu_device;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    if (gpuport_cu.cuDeviceGetAttribute(&rdma,
+                                        CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+                                        comm->gpu->dev) != CUDA_SUCCESS)
+        rdma = 0;
+    prop.allocFlags.gpuDirectRDMACapable = rdma ? 1 : 0;
     st = CU_CALL(cuMemGetAllocationGranularity, (&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     if (st)
         return st;
+    if (size > SIZE_MAX - gran) {
+        log_error("gpuport_mem_alloc_device: %zu bytes cannot be rounded up to the allocation "
+                  "granularity (%zu bytes)",
+                  size, gran);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
     len = (size + gran - 1) / gran * gran;
     st = CU_CALL(cuMemCreate, (&handle, len, &prop, 0));
     if (st)
         return st;
-    st = CU_CALL(cuMemAddressReserve, (&va, len, gran, 0, 0));
+    st = CU_CALL(cuMemExportToShareableHandle,
+                 (&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    if (!st)
+        st = CU_CALL(cuMemAddressReserve, (&va, len, gran, 0, 0));
     if (!st) {
         st = CU_CALL(cuMemMap, (va, len, 0, handle, 0));
         if (st)
             gpuport_cu.cuMemAddressFree(va, len);
     }
-    /* the mapping holds the memory from here on */
+    /* the mapping (and the descriptor) hold the memory from here on */
     gpuport_cu.cuMemRelease(handle);
     if (st)
-        return st;
+        goto err_fd;
     memset(&access, 0, sizeof(access));
     access.location = prop.location;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     st = CU_CALL(cuMemSetAccess, (va, len, &access, 1));
     if (st) {
         gpuport_gpu_vmm_free(comm, (void *)(uintptr_t)va, len);
-        return st;
+        goto err_fd;
     }
-    log_debug("allocated %zu bytes of VMM memory at 0x%llx on device %d", len,
-              (unsigned long long)va, comm->gpu_device);
+    log_debug("allocated %zu bytes of VMM memory (%zu asked, granularity %zu) at 0x%llx on "
+              "device %d%s",
+              len, size, gran, (unsigned long long)va, comm->gpu_device,
+              rdma ? ", GPUDirect RDMA capable" : "");
     *ptr_p = (void *)(uintptr_t)va;
     *len_p = len;
+    *fd_p = fd;
     return GPUPORT_OK;
+
+err_fd:
+    if (fd >= 0)
+        close(fd);
+    return st;
 }
 
 void gpuport_gpu_vmm_free(gpuport_comm_t comm, void *ptr, size_t len)

@@ -22,6 +22,7 @@
 
 #include "bootstrap.h"
 #include "config.h"
+#include "fdpass.h"
 #include "flusher.h"
 #include "gpuport/gpuport.h"
 #include "log.h"
@@ -42,6 +43,16 @@ typedef struct gpuport_region {
     int kind;       /* gpuport_region_kind_t */
     int alloc_fd;   /* HOST_SHARED: the memfd behind it, else -1 */
     uint64_t alloc_off; /* HOST_SHARED: offset of ptr in that memfd */
+    /* What a same-host peer that maps the region receives (fdpass.h), in
+     * address order: the memfd range of HOST_SHARED memory, each VMM
+     * allocation that DEVICE_VMM memory spans (the region starts map_off
+     * bytes into the first). None for private or legacy memory, or for VMM
+     * memory that cannot be exported (export_why says why). */
+    gpuport_fdpiece_t *pieces;
+    uint32_t npieces;
+    int pieces_owned; /* the registration exported them and closes them */
+    uint64_t map_off;
+    const char *export_why;
 } gpuport_region_t;
 
 /* 1 for both kinds of GPU memory (legacy IPC-exportable and VMM) */
@@ -92,6 +103,11 @@ typedef struct gpuport_tl_chan {
     gpuport_region_t src;       /* local source (size 0: none) */
     gpuport_region_t local_dst; /* where the peer's puts land here (size 0: none) */
     gpuport_remote_region_t dst; /* the peer's destination region */
+    /* The descriptors of the peer's destination (rec.npieces of them), for
+     * transports with pass_fds: open during chan_connect only, which maps
+     * what it needs; the core closes them after. */
+    const gpuport_fdpiece_t *dst_pieces;
+    uint32_t dst_npieces;
     /* The peer's semaphore slot for this channel, where the transport maps
      * the peer's control segment: this side's failures and its close are
      * written there. NULL: report_fail tells the peer, and the peer's

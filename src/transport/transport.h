@@ -71,6 +71,10 @@ typedef struct gpuport_transport_ops {
     void (*conn_close)(gpuport_conn_t *conn);
 
     /* ---- channels ---- */
+    /* 1: the transport maps the peer's destination here, so its descriptors
+     * (region_t's pieces) are passed at channel creation, over the
+     * communicator's descriptor socket (fdpass.h), into ch->dst_pieces. */
+    int pass_fds;
     /* Optional, before the channel records are exchanged: fills
      * mine->tdata with what the peer's chan_connect needs (memory keys,
      * addresses). src and dst may be NULL. */

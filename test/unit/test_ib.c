@@ -712,8 +712,8 @@ static void test_mr_path(void)
 static void test_mr_vmm(void)
 {
     static char buf[8192];
-    gpuport_region_t vmm = {buf, 4096, GPUPORT_REGION_DEVICE_VMM, -1, 0};
-    gpuport_region_t host = {buf, 4096, GPUPORT_REGION_HOST, -1, 0};
+    gpuport_region_t vmm = {.ptr = buf, .size = 4096, .kind = GPUPORT_REGION_DEVICE_VMM, .alloc_fd = -1};
+    gpuport_region_t host = {.ptr = buf, .size = 4096, .kind = GPUPORT_REGION_HOST, .alloc_fd = -1};
     struct gpuport_comm comm;
     struct ibv_device **list;
     ib_comm_t ic;

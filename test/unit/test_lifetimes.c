@@ -8,7 +8,8 @@
  *   - a peer that destroyed its side and deregistered: this side's later
  *     operations fail and nothing lands in the released memory; memory in
  *     use by a live channel cannot be deregistered or freed;
- *   - handles used after destroy (twice destroyed, deregistered, ...);
+ *   - handles used after destroy (twice destroyed, deregistered, ...), and
+ *     how many dead handles are kept;
  *   - argument errors that named the wrong culprit;
  *   - gpuport_comm_destroy with a peer that died, and after a channel
  *     refused for mismatched transports: no wait on the bootstrap, no wait
@@ -202,6 +203,44 @@ static int stale_handles(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     return 0;
 }
 
+/* Dead handles are kept so that using one is an error, not a crash, but
+ * only so many: a communicator that reopens channels for ever (the proxy
+ * fuzzer did, 6 million times, and ran out of memory) stays bounded, and
+ * the latest dead handles are still recognised. */
+static int dead_bounded(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
+{
+    gpuport_comm_t comm;
+    gpuport_mem_t mem, last_mem = NULL;
+    gpuport_channel_t ch = NULL;
+    unsigned char buf[4096];
+    uint32_t n = 0;
+
+    (void)rank, (void)size, (void)arg;
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    for (int i = 0; i < GPUPORT_DEAD_KEEP + 300; i++) {
+        CHECK_OK(gpuport_mem_register(comm, buf, sizeof(buf), &mem));
+        CHECK_OK(gpuport_channel_create(comm, 0, mem, mem, &ch));
+        CHECK_OK(gpuport_channel_destroy(ch));
+        CHECK_OK(gpuport_mem_deregister(mem));
+        last_mem = mem;
+    }
+    for (struct gpuport_channel *d = comm->dead_chans; d; d = d->next_dead)
+        n++;
+    CHECK_MSG(n == GPUPORT_DEAD_KEEP && comm->ndead_chans == n,
+              "%u destroyed channel handles kept (count %u), not %d", n, comm->ndead_chans,
+              GPUPORT_DEAD_KEEP);
+    n = 0;
+    for (struct gpuport_mem *d = comm->dead_mems; d; d = d->next)
+        n++;
+    CHECK_MSG(n == GPUPORT_DEAD_KEEP && comm->ndead_mems == n,
+              "%u deregistered handles kept (count %u), not %d", n, comm->ndead_mems,
+              GPUPORT_DEAD_KEEP);
+    CHECK_STATUS(gpuport_channel_destroy(ch), GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_mem_deregister(last_mem), GPUPORT_ERR_INVALID_ARG);
+    CHECK_OK(gpuport_comm_destroy(comm));
+    return 0;
+}
+
 /* ---- argument errors name the culprit ---- */
 
 static int argument_messages(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
@@ -316,6 +355,7 @@ int main(void)
     CHECK(local_run(1, registrations, NULL) == 0);
     CHECK(local_run(2, peer_released, NULL) == 0);
     CHECK(local_run(1, stale_handles, NULL) == 0);
+    CHECK(local_run(1, dead_bounded, NULL) == 0);
     CHECK(local_run(1, argument_messages, NULL) == 0);
     destroy_after_death();
     destroy_after_mismatch();

@@ -1,7 +1,9 @@
 /*
  * cuda_ipc transport: ranks on one host, GPU memory at both ends. The peer's
- * destination is a CUDA IPC handle opened in the flusher's private context;
- * puts are copy-engine copies on the flusher's stream and signals are
+ * destination is VMM memory whose descriptors were passed at channel
+ * creation (fdpass.h), imported and mapped here once per region
+ * (cipc_vmm.c), or legacy memory (cudaMalloc) whose CUDA IPC handle is
+ * opened in the flusher's private context; puts are copy-engine copies on the flusher's stream and signals are
  * cuStreamWriteValue64 of the channel's new signal count into the peer's
  * semaphore, queued behind the copies on the same stream. Semaphores live in
  * the peer's host control segment (shared memory), registered in our
@@ -17,18 +19,7 @@
 #include "cuda/cudrv.h"
 #include "transport/sm/sm.h"
 
-typedef struct cipc_conn {
-    sm_ctrl_t ctrl;          /* the peer's control segment, mapped here */
-    CUdeviceptr ctrl_d;      /* the same, in the private context */
-    int registered;
-} cipc_conn_t;
-
-/* Per channel: the peer's semaphore in the private context, and the
- * channel's signal count (written as absolute values). */
-typedef struct cipc_chan {
-    CUdeviceptr sem_d;
-    uint64_t signals_sent;
-} cipc_chan_t;
+#include "transport/cuda_ipc/cipc.h"
 
 static int cipc_reachable(gpuport_tl_comm_t *tc, int peer, char *why, size_t len)
 {
@@ -110,6 +101,7 @@ static void cipc_conn_close(gpuport_conn_t *conn)
 
     if (!cc)
         return;
+    cipc_vmm_release_all(conn);
     ctrl_release(conn, cc);
     free(cc);
     conn->priv = NULL;
@@ -117,7 +109,26 @@ static void cipc_conn_close(gpuport_conn_t *conn)
 
 static int kind_ok(int kind)
 {
-    return kind == GPUPORT_REGION_DEVICE || kind == GPUPORT_REGION_NONE;
+    return gpuport_region_is_device(kind) || kind == GPUPORT_REGION_NONE;
+}
+
+/* A destination that peers cannot import fails here, so that both sides
+ * fail with this side's reason. */
+static gpuport_status_t cipc_chan_prepare(gpuport_conn_t *conn, uint32_t id,
+                                          const gpuport_region_t *src, const gpuport_region_t *dst,
+                                          gpuport_channel_rec_t *mine)
+{
+    (void)id, (void)src;
+    if (dst && dst->kind == GPUPORT_REGION_DEVICE_VMM && dst->npieces == 0) {
+        log_error("channel to rank %d: the destination (%p, %llu bytes) is VMM memory that "
+                  "cuda_ipc cannot share: %s",
+                  conn->peer, dst->ptr, (unsigned long long)dst->size,
+                  dst->export_why ? dst->export_why : "it has no exported descriptor");
+        snprintf(mine->why, sizeof(mine->why), "its destination is VMM memory allocated "
+                 "without CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR");
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    return GPUPORT_OK;
 }
 
 static gpuport_status_t cipc_chan_connect(gpuport_tl_chan_t *ch, const gpuport_channel_rec_t *peer)
@@ -132,13 +143,6 @@ static gpuport_status_t cipc_chan_connect(gpuport_tl_chan_t *ch, const gpuport_c
 
     if (!slot)
         return GPUPORT_ERR_PEER;
-    if (r->kind == GPUPORT_REGION_DEVICE_VMM || ch->src.kind == GPUPORT_REGION_DEVICE_VMM) {
-        log_error("channel to rank %d: the %s is GPU memory from gpuport_mem_alloc_device, which "
-                  "CUDA IPC cannot export; cuda_ipc channels need cudaMalloc memory",
-                  ch->peer,
-                  r->kind == GPUPORT_REGION_DEVICE_VMM ? "peer's destination" : "local source");
-        return GPUPORT_ERR_NOT_SUPPORTED;
-    }
     if (!kind_ok((int)r->kind) || !kind_ok(ch->src.kind)) {
         log_error("channel to rank %d: cuda_ipc moves GPU memory to GPU memory, but the %s is "
                   "host memory; use host memory at both ends (shm) or GPU memory at both ends",
@@ -156,6 +160,8 @@ static gpuport_status_t cipc_chan_connect(gpuport_tl_chan_t *ch, const gpuport_c
     ch->dst.rec = *r;
     if (r->kind == GPUPORT_REGION_NONE)
         return GPUPORT_OK;
+    if (r->kind == GPUPORT_REGION_DEVICE_VMM)
+        return cipc_vmm_import(ch, &cs->imp);
     memcpy(&handle, r->ipc, sizeof(handle));
     st = gpuport_tl_gpu_ctx_push(ch->comm);
     if (st)
@@ -175,6 +181,10 @@ static gpuport_status_t cipc_chan_connect(gpuport_tl_chan_t *ch, const gpuport_c
 
 static void cipc_chan_disconnect(gpuport_tl_chan_t *ch)
 {
+    cipc_chan_t *cs = ch->priv;
+
+    if (cs && cs->imp)
+        cipc_vmm_release(ch->conn, cs->imp);
     if (ch->dst.map_base && gpuport_tl_gpu_ctx_push(ch->comm) == GPUPORT_OK) {
         gpuport_cu.cuIpcCloseMemHandle((CUdeviceptr)(uintptr_t)ch->dst.map_base);
         gpuport_tl_gpu_ctx_pop();
@@ -193,7 +203,8 @@ static int cipc_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, u
     w->dst = (char *)ch->dst.base + dst_off;
     w->src = (const char *)ch->src.ptr + src_off;
     w->size = size;
-    /* legacy device memory belongs to the application's context */
+    /* legacy device memory belongs to the application's context; VMM
+     * memory to no context, so the flusher's own reaches it */
     w->flags = ch->src.kind == GPUPORT_REGION_DEVICE ? GPUPORT_WORK_SRC_APP : 0;
     return GPUPORT_TRANSPORT_QUEUE;
 }
@@ -211,11 +222,13 @@ static int cipc_signal(gpuport_tl_chan_t *ch, int behind_work, gpuport_work_t *w
 
 const gpuport_transport_ops_t gpuport_transport_cuda_ipc = {
     .name = "cuda_ipc",
+    .pass_fds = 1,
     .describe = cipc_describe,
     .reachable = cipc_reachable,
     .auto_rank = cipc_auto_rank,
     .conn_open = cipc_conn_open,
     .conn_close = cipc_conn_close,
+    .chan_prepare = cipc_chan_prepare,
     .chan_connect = cipc_chan_connect,
     .chan_disconnect = cipc_chan_disconnect,
     .put = cipc_put,

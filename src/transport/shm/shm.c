@@ -91,8 +91,14 @@ static gpuport_status_t shm_chan_connect(gpuport_tl_chan_t *ch, const gpuport_ch
     case GPUPORT_REGION_NONE:
         return GPUPORT_OK;
     case GPUPORT_REGION_HOST_SHARED:
-        return sm_map_remote_fd(peer_pid(ch), r->fd, r->fd_offset, r->size, &ch->dst.base,
-                                &ch->dst.map_base, &ch->dst.map_len);
+        if (ch->dst_npieces != 1 || ch->dst_pieces[0].size != r->size) {
+            log_error("rank %d described its shared destination with %u descriptors; one for "
+                      "the region's %llu bytes was expected",
+                      ch->peer, ch->dst_npieces, (unsigned long long)r->size);
+            return GPUPORT_ERR_PEER;
+        }
+        return sm_map_piece(&ch->dst_pieces[0], ch->peer, &ch->dst.base, &ch->dst.map_base,
+                            &ch->dst.map_len);
     case GPUPORT_REGION_HOST:
         if (peer_pid(ch) == getpid()) {
             ch->dst.base = (void *)(uintptr_t)r->addr;
@@ -166,6 +172,7 @@ static int shm_signal(gpuport_tl_chan_t *ch, int behind_work, gpuport_work_t *w)
 
 const gpuport_transport_ops_t gpuport_transport_shm = {
     .name = "shm",
+    .pass_fds = 1,
     .describe = shm_describe,
     .reachable = shm_reachable,
     .auto_rank = shm_auto_rank,

@@ -8,14 +8,31 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+static gpuport_status_t map_fd(int fd, const char *what, uint64_t offset, uint64_t len,
+                               void **addr_p, void **map_p, size_t *map_len_p)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    uint64_t start = offset & ~(uint64_t)(page - 1);
+    size_t map_len = (size_t)(offset - start + len);
+    void *map = mmap(NULL, map_len ? map_len : 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                     (off_t)start);
+
+    if (map == MAP_FAILED) {
+        log_error("mmap(%s, %zu bytes at offset %llu) failed: %s", what, map_len,
+                  (unsigned long long)start, strerror(errno));
+        return GPUPORT_ERR_TRANSPORT;
+    }
+    *addr_p = (char *)map + (offset - start);
+    *map_p = map;
+    *map_len_p = map_len ? map_len : 1;
+    return GPUPORT_OK;
+}
+
 gpuport_status_t sm_map_remote_fd(int pid, int fd, uint64_t offset, uint64_t len, void **addr_p,
                                   void **map_p, size_t *map_len_p)
 {
     char path[64];
-    long page = sysconf(_SC_PAGESIZE);
-    uint64_t start = offset & ~(uint64_t)(page - 1);
-    size_t map_len = (size_t)(offset - start + len);
-    void *map;
+    gpuport_status_t st;
     int local;
 
     snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
@@ -26,18 +43,18 @@ gpuport_status_t sm_map_remote_fd(int pid, int fd, uint64_t offset, uint64_t len
                   path, strerror(errno));
         return errno == ENOENT ? GPUPORT_ERR_PEER : GPUPORT_ERR_TRANSPORT;
     }
-    map = mmap(NULL, map_len ? map_len : 1, PROT_READ | PROT_WRITE, MAP_SHARED, local,
-               (off_t)start);
+    st = map_fd(local, path, offset, len, addr_p, map_p, map_len_p);
     close(local);
-    if (map == MAP_FAILED) {
-        log_error("mmap(%s, %zu bytes at offset %llu) failed: %s", path, map_len,
-                  (unsigned long long)start, strerror(errno));
-        return GPUPORT_ERR_TRANSPORT;
-    }
-    *addr_p = (char *)map + (offset - start);
-    *map_p = map;
-    *map_len_p = map_len ? map_len : 1;
-    return GPUPORT_OK;
+    return st;
+}
+
+gpuport_status_t sm_map_piece(const gpuport_fdpiece_t *piece, int peer, void **addr_p,
+                              void **map_p, size_t *map_len_p)
+{
+    char what[64];
+
+    snprintf(what, sizeof(what), "rank %d's shared memory", peer);
+    return map_fd(piece->fd, what, piece->offset, piece->size, addr_p, map_p, map_len_p);
 }
 
 int sm_reachable(gpuport_comm_t comm, int peer, char *why, size_t len)

@@ -11,10 +11,19 @@
 #include "transport/transport.h"
 
 /* Maps `len` bytes at `offset` of file descriptor `fd` of process `pid`
- * (this process too). Returns the address of `offset` in *addr_p and the
+ * (this process too), through /proc/PID/fd: the control segments, which
+ * every rank of the host may map from the rank records alone. (Opening
+ * another process's descriptor there asks for ptrace read access, which
+ * Yama's ptrace_scope 1 does not restrict; pidfd_getfd asks for attach.) Returns the address of `offset` in *addr_p and the
  * mapping to unmap in *map_p / *map_len_p. */
 gpuport_status_t sm_map_remote_fd(int pid, int fd, uint64_t offset, uint64_t len, void **addr_p,
                                   void **map_p, size_t *map_len_p);
+
+/* Maps a piece of a peer's shared memory whose descriptor was passed to
+ * this rank (fdpass.h): *addr_p is the piece's offset, *map_p / *map_len_p
+ * what to unmap. */
+gpuport_status_t sm_map_piece(const gpuport_fdpiece_t *piece, int peer, void **addr_p,
+                              void **map_p, size_t *map_len_p);
 
 /* 1 if peer is on this host and runs as this rank's user; else 0 with why. */
 int sm_reachable(gpuport_comm_t comm, int peer, char *why, size_t len);
