@@ -56,6 +56,7 @@ step gpu-fifo 120 "$build/test/gpu/test_gpu_fifo"
 step gpu-channels 180 "$build/test/gpu/test_gpu_channels"
 step gpu-death 120 "$build/test/gpu/test_gpu_death"
 step gpu-stall 300 sh test/gpu/stall_suite.sh
+step gpu-vmm 300 "$build/test/gpu/test_gpu_vmm"
 step bench-gpu 180 "$build/test/mpi/mpirun.sh" 2 "$build/tools/gpuport_bench"
 # the CPU suites again, now with GPU mode on in every communicator
 for t in test_local_channels test_process_channels test_fifo test_config test_record; do
