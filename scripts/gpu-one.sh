@@ -2,8 +2,9 @@
 # Every GPU test that can run on a machine with ONE GPU: both processes of
 # each pair on GPU 0 (GPUPORT_TEST_ONE_GPU=1). Their contexts take turns on
 # the GPU, so exchanges run at time-slice pace; what this shows is that
-# data arrives intact over cuda_ipc and tcp, and that nothing hangs when the
-# application's launch queue is full.
+# data arrives intact over cuda_ipc and tcp, over cudaMalloc, gpuport's VMM
+# and the application's own VMM memory (GPUPORT_TEST_MEM), and that nothing
+# hangs when the application's launch queue is full.
 #   usage: scripts/gpu-one.sh [BUILD_DIR] [OUT_DIR]   (build: scripts/gpu-build.sh)
 # GPU_ONE_ONLY=REGEX runs only the steps whose names match (grep -E).
 set -u
@@ -12,6 +13,7 @@ build=${1:-_build/gpu}
 out=${2:-gpu-one-results}
 mkdir -p "$out"
 export GPUPORT_TEST_ONE_GPU=1 top_builddir=$build top_srcdir=. GPUPORT_LOG_LEVEL=${GPUPORT_LOG_LEVEL:-warn}
+unset GPUPORT_TEST_MEM # each step names the memory it wants; unset: the transport's default
 pass=0 fail=0
 step() {
     local name=$1 limit=$2 rc=0 t0=$SECONDS
@@ -28,7 +30,15 @@ stall=$build/test/gpu/test_gpu_stall
 step info 60 "$build/tools/gpuport_info"
 step gpu-fifo 120 "$build/test/gpu/test_gpu_fifo"
 step channels-cuda_ipc 300 "$build/test/gpu/test_gpu_channels"
+step channels-cuda_ipc-vmm 300 env GPUPORT_TEST_MEM=vmm "$build/test/gpu/test_gpu_channels"
+step channels-cuda_ipc-appvmm 300 env GPUPORT_TEST_MEM=appvmm "$build/test/gpu/test_gpu_channels"
 step channels-tcp 300 env GPUPORT_TRANSPORT=tcp "$build/test/gpu/test_gpu_channels"
+step channels-tcp-appvmm 300 env GPUPORT_TRANSPORT=tcp GPUPORT_TEST_MEM=appvmm \
+    "$build/test/gpu/test_gpu_channels"
+# one buffer for cuda_ipc and tcp channels at once, the application's legacy
+# IPC beside VMM channels, VMM memory without an fd handle, frees refused
+# while channels are open, regions across an allocation boundary
+step vmm 300 "$build/test/gpu/test_gpu_vmm"
 # a peer killed mid-traffic: the survivor's device and host waiters return
 step death-cuda_ipc 120 "$build/test/gpu/test_gpu_death"
 step death-tcp 120 env GPUPORT_TRANSPORT=tcp "$build/test/gpu/test_gpu_death"
@@ -41,10 +51,21 @@ for t in cuda_ipc tcp; do
     step stall-$t-default-q1100 100 env -u CUDA_DEVICE_MAX_CONNECTIONS GPUPORT_TRANSPORT=$t \
         CUDA_MODULE_LOADING=LAZY "$stall" --queued 1100 --reps 2 --iters 1000
 done
+# the same on cuda_ipc over VMM memory (tcp uses it already)
+step stall-cuda_ipc-vmm-conn1-q1100 100 env GPUPORT_TRANSPORT=cuda_ipc GPUPORT_TEST_MEM=vmm \
+    CUDA_DEVICE_MAX_CONNECTIONS=1 CUDA_MODULE_LOADING=LAZY "$stall" --queued 1100 --reps 2 \
+    --iters 1000 --expect-hazard
+step stall-cuda_ipc-vmm-default-q1100 100 env -u CUDA_DEVICE_MAX_CONNECTIONS \
+    GPUPORT_TRANSPORT=cuda_ipc GPUPORT_TEST_MEM=vmm CUDA_MODULE_LOADING=LAZY "$stall" \
+    --queued 1100 --reps 2 --iters 1000
 # the CPU suites with GPU mode on in every communicator
 for t in test_local_channels test_process_channels; do
     step "unit-$t" 120 "$build/test/unit/$t"
 done
 step mpi-np2 180 "$build/test/mpi/mpirun.sh" 2 "$build/test/mpi/test_mpi_channels"
+# the benchmark with both ranks on the GPU: IPC bandwidth over cudaMalloc
+# and VMM memory side by side, beside the raw copy within the GPU
+step bench-mem-both 420 env GPUPORT_TEST_TIMEOUT=400 "$build/test/mpi/mpirun.sh" 2 \
+    "$build/tools/gpuport_bench" --mem both
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

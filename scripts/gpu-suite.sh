@@ -56,7 +56,10 @@ step gpu-fifo 120 "$build/test/gpu/test_gpu_fifo"
 step gpu-channels 180 "$build/test/gpu/test_gpu_channels"
 step gpu-death 120 "$build/test/gpu/test_gpu_death"
 step gpu-stall 300 sh test/gpu/stall_suite.sh
+step gpu-vmm 300 "$build/test/gpu/test_gpu_vmm"
 step bench-gpu 180 "$build/test/mpi/mpirun.sh" 2 "$build/tools/gpuport_bench"
+# IPC bandwidth over cudaMalloc and VMM memory side by side, one baseline
+step bench-gpu-mem-both 300 "$build/test/mpi/mpirun.sh" 2 "$build/tools/gpuport_bench" --mem both
 # the CPU suites again, now with GPU mode on in every communicator
 for t in test_local_channels test_process_channels test_fifo test_config test_record; do
     step "unit-$t" 60 "$build/test/unit/$t"

@@ -13,12 +13,19 @@
  *  - IPC put bandwidth, one direction and both: R puts then a flush, beside
  *    R cudaMemcpyPeerAsync of the same size from this process's GPU to a
  *    buffer it allocated on the peer GPU, both timed with events; gpuport's
- *    and the baseline's received bytes are verified after each size.
+ *    and the baseline's received bytes are verified after each size. With
+ *    both memory kinds, one channel over cudaMalloc and one over VMM memory
+ *    (gpuport_mem_alloc_device), their columns beside one baseline.
  * The baseline cannot write the peer process's buffer through CUDA IPC:
  * handles from one process may be opened by one context per device in
- * another, and gpuport's flusher context holds them.
+ * another, and gpuport's flusher context holds them (for cudaMalloc
+ * regions).
+ * Where the pair shares one GPU (fewer GPUs than ranks), its contexts take
+ * turns on it: the baseline copies within that GPU, and ping-pong runs a
+ * twentieth of its round trips, each of which waits for time slices.
  */
 #include <atomic>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,14 +204,24 @@ static uint64_t host_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-typedef struct state {
-    const bench_gpu_env_t *env;
-    /* raw_dst: the baseline's destination, on the peer GPU */
-    unsigned char *src, *dst, *raw_dst;
-    int gpu, peer_gpu;
-    uint64_t region;
+/* One memory kind's buffers and the channel over them. */
+typedef struct kind {
+    int vmm;          /* gpuport_mem_alloc_device, else cudaMalloc */
+    const char *name; /* for the tables */
+    unsigned char *src, *dst;
+    gpuport_mem_t msrc, mdst;
     gpuport_channel_t ch;
     gpuport_port_channel_dev_t dev;
+} kind_t;
+
+typedef struct state {
+    const bench_gpu_env_t *env;
+    kind_t k[2]; /* k[0] serves every figure; k[1] only the bandwidth table */
+    int nkinds;
+    unsigned char *raw_dst; /* the baseline's destination, on the peer GPU */
+    int gpu, peer_gpu;
+    int shared;             /* gpu == peer_gpu: contexts time-sliced on one GPU */
+    uint64_t region;
     uint64_t *d_ns;
     int *d_rc;
     unsigned long long *d_bad, *d_bad_peer; /* d_bad_peer lives on the peer GPU */
@@ -242,8 +259,8 @@ static int fifo_latency(state_t *st)
     CK(cudaStreamSynchronize(st->s));
     pthread_join(thr, NULL);
     CK(cudaMemcpy(&ns_rt, st->d_ns, 8, cudaMemcpyDeviceToHost));
-    k_push_sync<<<1, 1, 0, st->s>>>(st->dev, 100, st->d_ns, st->d_rc); /* warm */
-    k_push_sync<<<1, 1, 0, st->s>>>(st->dev, iters, st->d_ns, st->d_rc);
+    k_push_sync<<<1, 1, 0, st->s>>>(st->k[0].dev, 100, st->d_ns, st->d_rc); /* warm */
+    k_push_sync<<<1, 1, 0, st->s>>>(st->k[0].dev, iters, st->d_ns, st->d_rc);
     CK(cudaStreamSynchronize(st->s));
     CK(cudaMemcpy(&ns_ps, st->d_ns, 8, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
@@ -282,7 +299,7 @@ static int fifo_throughput(state_t *st)
         CK(cudaMemcpy(d_start, &start, 8, cudaMemcpyHostToDevice));
         CK(cudaMemset(d_done, 0, 4));
         CK(cudaMemset(st->d_rc, 0, sizeof(int)));
-        k_throughput<<<w, 32, 0, st->s>>>(st->dev, per, d_start, d_done, d_end, st->d_rc);
+        k_throughput<<<w, 32, 0, st->s>>>(st->k[0].dev, per, d_start, d_done, d_end, st->d_rc);
         CK(cudaStreamSynchronize(st->s));
         CK(cudaMemcpy(&start, d_start, 8, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(&end, d_end, 8, cudaMemcpyDeviceToHost));
@@ -301,14 +318,14 @@ static int fifo_throughput(state_t *st)
 static int ipc_pingpong(state_t *st)
 {
     const bench_gpu_env_t *env = st->env;
-    int iters = scaled(env, 10000), rc = 0;
+    int iters = scaled(env, st->shared ? 500 : 10000), rc = 0;
     uint64_t ns = 0, t0, raw;
 
     env->barrier(env->ctx);
-    k_pingpong<<<1, 1, 0, st->s>>>(st->dev, env->rank < env->peer, 100, st->d_ns, st->d_rc);
+    k_pingpong<<<1, 1, 0, st->s>>>(st->k[0].dev, env->rank < env->peer, 100, st->d_ns, st->d_rc);
     CK(cudaStreamSynchronize(st->s));
     env->barrier(env->ctx);
-    k_pingpong<<<1, 1, 0, st->s>>>(st->dev, env->rank < env->peer, iters, st->d_ns, st->d_rc);
+    k_pingpong<<<1, 1, 0, st->s>>>(st->k[0].dev, env->rank < env->peer, iters, st->d_ns, st->d_rc);
     CK(cudaStreamSynchronize(st->s));
     CK(cudaMemcpy(&ns, st->d_ns, 8, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
@@ -317,17 +334,18 @@ static int ipc_pingpong(state_t *st)
     /* raw copy engine: 8 bytes into the peer's buffer, issue to completion */
     int raw_iters = env->baselines ? scaled(env, 2000) : 0;
     for (int i = 0; i < 50 && raw_iters; i++)
-        CK(cudaMemcpyPeerAsync(st->raw_dst + 64, st->peer_gpu, st->src, st->gpu, 8, st->s));
+        CK(cudaMemcpyPeerAsync(st->raw_dst + 64, st->peer_gpu, st->k[0].src, st->gpu, 8, st->s));
     CK(cudaStreamSynchronize(st->s));
     t0 = host_ns();
     for (int i = 0; i < raw_iters; i++) {
-        CK(cudaMemcpyPeerAsync(st->raw_dst + 64, st->peer_gpu, st->src, st->gpu, 8, st->s));
+        CK(cudaMemcpyPeerAsync(st->raw_dst + 64, st->peer_gpu, st->k[0].src, st->gpu, 8, st->s));
         CK(cudaStreamSynchronize(st->s));
     }
     raw = host_ns() - t0;
     env->barrier(env->ctx);
     if (env->report) {
-        printf("\nIPC ping-pong, 8 B (%d round trips, mean)\n", iters);
+        printf("\nIPC ping-pong, 8 B (%d round trips, mean%s)\n", iters,
+               st->shared ? "; one GPU, time-sliced: a twentieth of the round trips" : "");
         if (raw_iters)
             printf("  %-44s %8.2f us\n", "raw copy engine: 8 B cudaMemcpyPeerAsync + sync",
                    raw / 1e3 / raw_iters);
@@ -354,7 +372,7 @@ static int idle_proxy(state_t *st)
         usleep(100000);
     GK(gpuport_comm_stats(env->comm, &s1));
     secs = (host_ns() - t0) / 1e9;
-    k_pingpong<<<1, 1, 0, st->s>>>(st->dev, env->rank < env->peer, 1, st->d_ns, st->d_rc);
+    k_pingpong<<<1, 1, 0, st->s>>>(st->k[0].dev, env->rank < env->peer, 1, st->d_ns, st->d_rc);
     CK(cudaStreamSynchronize(st->s));
     CK(cudaMemcpy(&ns, st->d_ns, 8, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
@@ -369,157 +387,313 @@ static int idle_proxy(state_t *st)
     return rc ? 1 : 0;
 }
 
-/* One size: gpuport puts (one or both directions) and the raw copies. */
-static int ipc_bw_size(state_t *st, uint64_t size, int both, double *gp_gbs, double *raw_gbs,
-                       int *verified)
+/* gpuport puts of `size` over kind k's channel, one direction or both:
+ * this rank's direction timed (*gbs, where it sends), and the receiver
+ * checks every byte; a failure sets *failed_p. */
+static int gp_bw(state_t *st, kind_t *k, uint64_t size, int both, int reps, double *gbs,
+                 int *failed_p)
 {
     const bench_gpu_env_t *env = st->env;
     int sender = both || env->rank < env->peer;
-    int reps = size >= (64u << 20) ? 10 : size >= (1u << 20) ? 50 : 200;
     float ms = 0;
     int rc = 0;
     unsigned long long bad = 0;
 
-    reps = scaled(env, reps);
-    CK(cudaMemset(st->dst, 0, size));
-    CK(cudaStreamSynchronize(st->s));
+    CK(cudaMemset(k->dst, 0, size));
     CK(cudaDeviceSynchronize());
     env->barrier(env->ctx);
     if (sender) {
-        k_puts<<<1, 1, 0, st->s>>>(st->dev, size, 1, st->d_rc); /* warm */
+        k_puts<<<1, 1, 0, st->s>>>(k->dev, size, 1, st->d_rc); /* warm */
         CK(cudaEventRecord(st->e0, st->s));
-        k_puts<<<1, 1, 0, st->s>>>(st->dev, size, reps, st->d_rc);
+        k_puts<<<1, 1, 0, st->s>>>(k->dev, size, reps, st->d_rc);
         CK(cudaEventRecord(st->e1, st->s));
         CK(cudaEventSynchronize(st->e1));
         CK(cudaEventElapsedTime(&ms, st->e0, st->e1));
         CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
-        *gp_gbs = (double)size * reps / (ms / 1e3) / 1e9;
+        *gbs = (double)size * reps / (ms / 1e3) / 1e9;
     }
     env->barrier(env->ctx);
-    /* the receiver checks what arrived: our puts flushed, so it is all there */
+    /* the receiver checks what arrived: the puts were flushed, so it is all
+     * there (the default stream, which the copy back to the host follows) */
     if (both || env->rank > env->peer) {
         CK(cudaMemset(st->d_bad, 0, sizeof(*st->d_bad)));
-        k_check<<<1024, 256, 0, st->s>>>(st->dst, size, st->d_bad);
+        k_check<<<1024, 256>>>(k->dst, size, st->d_bad);
         CK(cudaMemcpy(&bad, st->d_bad, sizeof(bad), cudaMemcpyDeviceToHost));
     }
+    if (rc || bad)
+        *failed_p = 1;
+    return 0;
+}
+
+/* The baseline: cudaMemcpyPeerAsync of `size` from k[0]'s source to this
+ * process's buffer on the peer GPU, timed and checked there. */
+static int raw_bw(state_t *st, uint64_t size, int both, int reps, double *gbs, int *failed_p)
+{
+    const bench_gpu_env_t *env = st->env;
+    int sender = both || env->rank < env->peer;
+    float ms = 0;
+    unsigned long long bad = 0;
+
+    CK(cudaSetDevice(st->peer_gpu));
+    CK(cudaMemset(st->raw_dst, 0, size));
+    CK(cudaMemset(st->d_bad_peer, 0, sizeof(*st->d_bad_peer)));
+    CK(cudaDeviceSynchronize());
+    CK(cudaSetDevice(st->gpu));
     env->barrier(env->ctx);
-    if (env->baselines) {
-        CK(cudaSetDevice(st->peer_gpu));
-        CK(cudaMemset(st->raw_dst, 0, size));
-        CK(cudaDeviceSynchronize());
-        CK(cudaSetDevice(st->gpu));
-    }
-    env->barrier(env->ctx);
-    if (sender && env->baselines) {
-        CK(cudaMemcpyPeerAsync(st->raw_dst, st->peer_gpu, st->src, st->gpu, size, st->s));
+    if (sender) {
+        const unsigned char *src = st->k[0].src;
+        CK(cudaMemcpyPeerAsync(st->raw_dst, st->peer_gpu, src, st->gpu, size, st->s));
         CK(cudaEventRecord(st->e0, st->s));
         for (int r = 0; r < reps; r++)
-            CK(cudaMemcpyPeerAsync(st->raw_dst, st->peer_gpu, st->src, st->gpu, size, st->s));
+            CK(cudaMemcpyPeerAsync(st->raw_dst, st->peer_gpu, src, st->gpu, size, st->s));
         CK(cudaEventRecord(st->e1, st->s));
         CK(cudaEventSynchronize(st->e1));
         CK(cudaEventElapsedTime(&ms, st->e0, st->e1));
-        *raw_gbs = (double)size * reps / (ms / 1e3) / 1e9;
+        *gbs = (double)size * reps / (ms / 1e3) / 1e9;
         /* the baseline's bytes landed on the peer GPU: check them there */
         CK(cudaSetDevice(st->peer_gpu));
         k_check<<<1024, 256>>>(st->raw_dst, size, st->d_bad_peer);
         CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(&bad, st->d_bad_peer, sizeof(bad), cudaMemcpyDeviceToHost));
         CK(cudaSetDevice(st->gpu));
-        unsigned long long rb = 0;
-        CK(cudaMemcpy(&rb, st->d_bad_peer, sizeof(rb), cudaMemcpyDeviceToHost));
-        bad += rb;
     }
     env->barrier(env->ctx);
-    int mine[2] = {rc != 0, bad != 0}, theirs[2] = {0, 0};
-    env->exchange(env->ctx, mine, theirs, sizeof(mine));
-    *verified = !(mine[0] || mine[1] || theirs[0] || theirs[1]);
-    return *verified ? 0 : 1;
+    if (bad)
+        *failed_p = 1;
+    return 0;
+}
+
+typedef struct bw_row {
+    double raw;   /* 0 without baselines */
+    double gp[2]; /* per kind */
+    int verified; /* both sides, every kind and the baseline */
+} bw_row_t;
+
+/* One size, one direction or both: every kind's puts and the raw copies. */
+static int ipc_bw_size(state_t *st, uint64_t size, int both, bw_row_t *row)
+{
+    const bench_gpu_env_t *env = st->env;
+    int reps = size >= (64u << 20) ? 10 : size >= (1u << 20) ? 50 : 200;
+    int mine = 0, theirs = 0;
+
+    memset(row, 0, sizeof(*row));
+    reps = scaled(env, reps);
+    for (int i = 0; i < st->nkinds; i++)
+        if (gp_bw(st, &st->k[i], size, both, reps, &row->gp[i], &mine))
+            return -1;
+    if (env->baselines && raw_bw(st, size, both, reps, &row->raw, &mine))
+        return -1;
+    env->exchange(env->ctx, &mine, &theirs, sizeof(mine));
+    row->verified = !mine && !theirs;
+    return row->verified ? 0 : 1;
+}
+
+static void size_name(char *buf, size_t len, uint64_t size)
+{
+    if (size >= (1u << 30))
+        snprintf(buf, len, "%llu GiB", (unsigned long long)(size >> 30));
+    else if (size >= (1u << 20))
+        snprintf(buf, len, "%llu MiB", (unsigned long long)(size >> 20));
+    else
+        snprintf(buf, len, "%llu KiB", (unsigned long long)(size >> 10));
+}
+
+/* "12.3" or, where there was no measurement, "-" */
+static const char *gbs_text(char *buf, size_t len, double v)
+{
+    if (v > 0)
+        snprintf(buf, len, "%.1f", v);
+    else
+        snprintf(buf, len, "-");
+    return buf;
+}
+
+/* a over b in per cent with `dec` decimals, or "-" */
+static const char *pct_text(char *buf, size_t len, double a, double b, int dec)
+{
+    if (a > 0 && b > 0)
+        snprintf(buf, len, "%.*f%%", dec, 100 * a / b);
+    else
+        snprintf(buf, len, "-");
+    return buf;
+}
+
+/* one kind: gpuport beside the baseline, one direction and both */
+static void print_one(const char *sz, const bw_row_t *r1, const bw_row_t *r2)
+{
+    char a[16], b[16], c[16], d[16], e[16], f[16];
+    printf("  %10s | %12s %12s %6s | %12s %12s %6s | %s\n", sz,
+           gbs_text(a, sizeof(a), r1->gp[0]), gbs_text(b, sizeof(b), r1->raw),
+           pct_text(c, sizeof(c), r1->gp[0], r1->raw, 0), gbs_text(d, sizeof(d), r2->gp[0]),
+           gbs_text(e, sizeof(e), r2->raw), pct_text(f, sizeof(f), r2->gp[0], r2->raw, 0),
+           r1->verified && r2->verified ? "yes" : "NO");
+}
+
+/* both kinds: baseline, cudaMalloc, VMM, VMM over cudaMalloc */
+static void print_both(const char *sz, const bw_row_t *r1, const bw_row_t *r2)
+{
+    char t[8][16];
+    printf("  %10s | %8s %10s %8s %7s | %8s %10s %8s %7s | %s\n", sz,
+           gbs_text(t[0], 16, r1->raw), gbs_text(t[1], 16, r1->gp[0]),
+           gbs_text(t[2], 16, r1->gp[1]), pct_text(t[3], 16, r1->gp[1], r1->gp[0], 1),
+           gbs_text(t[4], 16, r2->raw), gbs_text(t[5], 16, r2->gp[0]),
+           gbs_text(t[6], 16, r2->gp[1]), pct_text(t[7], 16, r2->gp[1], r2->gp[0], 1),
+           r1->verified && r2->verified ? "yes" : "NO");
 }
 
 static int ipc_bandwidth(state_t *st)
 {
     const bench_gpu_env_t *env = st->env;
-    int fails = 0;
+    int fails = 0, both = st->nkinds == 2;
     uint64_t lo = env->min_size < 1024 ? 1024 : env->min_size;
     uint64_t hi = env->max_size > st->region ? st->region : env->max_size;
+    /* VMM against cudaMalloc at >= 1 MiB: the largest difference, either way */
+    double worst = 0;
+    uint64_t worst_size = 0;
+    const char *worst_dir = "";
 
     if (env->report) {
-        printf("\nIPC put bandwidth (GB/s = 1e9 B/s; baseline: cudaMemcpyPeerAsync of the same "
-               "size to the peer GPU)\n");
-        printf("  %10s | %12s %12s %6s | %12s %12s %6s | %s\n", "size", "gpuport 1-way",
-               "memcpy 1-way", "ratio", "gpuport 2-way", "memcpy 2-way", "ratio", "verified");
+        printf("\nIPC put bandwidth, %s (GB/s = 1e9 B/s; baseline: cudaMemcpyPeerAsync of the "
+               "same size %s)\n",
+               both          ? "cudaMalloc and VMM memory"
+               : st->k[0].vmm ? "VMM memory"
+                              : "cudaMalloc memory",
+               st->shared ? "to another buffer on the same GPU" : "to the peer GPU");
+        if (both)
+            printf("  %10s | %8s %10s %8s %7s | %8s %10s %8s %7s | %s\n", "size", "memcpy",
+                   "cudaMalloc", "VMM", "VMM/cM", "memcpy", "cudaMalloc", "VMM", "VMM/cM",
+                   "verified");
+        else
+            printf("  %10s | %12s %12s %6s | %12s %12s %6s | %s\n", "size", "gpuport 1-way",
+                   "memcpy 1-way", "ratio", "gpuport 2-way", "memcpy 2-way", "ratio",
+                   "verified");
     }
     for (uint64_t size = lo; size <= hi; size *= 4) {
-        double g1 = 0, r1 = 0, g2 = 0, r2 = 0;
-        int v1 = 0, v2 = 0;
-        fails += ipc_bw_size(st, size, 0, &g1, &r1, &v1);
-        fails += ipc_bw_size(st, size, 1, &g2, &r2, &v2);
+        bw_row_t r1, r2;
+        char sz[32];
+        int f1 = ipc_bw_size(st, size, 0, &r1), f2 = ipc_bw_size(st, size, 1, &r2);
+        if (f1 < 0 || f2 < 0)
+            return fails + 1;
+        fails += f1 + f2;
+        for (int d = 0; both && size >= (1u << 20) && d < 2; d++) {
+            const bw_row_t *r = d ? &r2 : &r1;
+            double diff = r->gp[0] > 0 ? r->gp[1] / r->gp[0] - 1 : 0;
+            if (worst_size == 0 || fabs(diff) > fabs(worst)) {
+                worst = diff;
+                worst_size = size;
+                worst_dir = d ? "2-way" : "1-way";
+            }
+        }
         if (env->report) {
-            char sz[32];
-            if (size >= (1u << 30)) snprintf(sz, sizeof(sz), "%llu GiB", (unsigned long long)(size >> 30));
-            else if (size >= (1u << 20)) snprintf(sz, sizeof(sz), "%llu MiB", (unsigned long long)(size >> 20));
-            else snprintf(sz, sizeof(sz), "%llu KiB", (unsigned long long)(size >> 10));
+            size_name(sz, sizeof(sz), size);
             /* both-direction figures: this rank's direction; the pair moves twice that */
-            printf("  %10s | %12.1f %12.1f %5.0f%% | %12.1f %12.1f %5.0f%% | %s\n", sz, g1, r1,
-                   100 * g1 / r1, g2, r2, 100 * g2 / r2, v1 && v2 ? "yes" : "NO");
+            if (both)
+                print_both(sz, &r1, &r2);
+            else
+                print_one(sz, &r1, &r2);
         }
     }
-    if (env->report)
-        printf("  (2-way: rank %d's direction while both send at once)\n", env->rank);
+    if (env->report) {
+        printf("  (2-way: rank %d's direction while both send at once", env->rank);
+        fputs(both ? "; left 1-way, right 2-way; VMM/cM: VMM over cudaMalloc)\n" : ")\n", stdout);
+        if (both && worst_size) {
+            char sz[32];
+            size_name(sz, sizeof(sz), worst_size);
+            printf("  VMM against cudaMalloc at >= 1 MiB: largest difference %+.1f %% (%s %s; "
+                   "negative: VMM slower); within 3 %%: %s\n",
+                   100 * worst, sz, worst_dir, fabs(worst) <= 0.03 ? "yes" : "NO");
+        }
+    }
     return fails;
+}
+
+/* A kind's buffers, registrations and channel. */
+static int kind_open(state_t *st, kind_t *k, int vmm)
+{
+    const bench_gpu_env_t *env = st->env;
+
+    k->vmm = vmm;
+    k->name = vmm ? "VMM" : "cudaMalloc";
+    if (vmm) {
+        GK(gpuport_mem_alloc_device(env->comm, st->region, (void **)&k->src));
+        GK(gpuport_mem_alloc_device(env->comm, st->region, (void **)&k->dst));
+    } else {
+        CK(cudaMalloc(&k->src, st->region));
+        CK(cudaMalloc(&k->dst, st->region));
+    }
+    k_fill<<<1024, 256>>>(k->src, st->region);
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    GK(gpuport_mem_register(env->comm, k->src, st->region, &k->msrc));
+    GK(gpuport_mem_register(env->comm, k->dst, st->region, &k->mdst));
+    GK(gpuport_channel_create(env->comm, env->peer, k->msrc, k->mdst, &k->ch));
+    GK(gpuport_channel_device(k->ch, &k->dev));
+    return 0;
+}
+
+static void kind_close(state_t *st, kind_t *k)
+{
+    const bench_gpu_env_t *env = st->env;
+
+    gpuport_channel_destroy(k->ch);
+    gpuport_mem_deregister(k->msrc);
+    gpuport_mem_deregister(k->mdst);
+    if (k->vmm) {
+        gpuport_mem_free(env->comm, k->src);
+        gpuport_mem_free(env->comm, k->dst);
+    } else {
+        cudaFree(k->src);
+        cudaFree(k->dst);
+    }
 }
 
 extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
 {
     state_t st;
-    gpuport_mem_t msrc, mdst;
-    int fails = 0, vmm;
+    int fails = 0;
 
     memset(&st, 0, sizeof(st));
     st.env = env;
     st.region = env->max_size < (1u << 20) ? (1u << 20) : env->max_size;
     if (st.region > (1ull << 30))
         st.region = 1ull << 30;
-    /* tcp's flusher copies GPU data from its own CUDA context: the regions
-     * must be mapped for the device (gpuport_mem_alloc_device) */
-    vmm = getenv("GPUPORT_TRANSPORT") && strcmp(getenv("GPUPORT_TRANSPORT"), "tcp") == 0;
-    if (vmm) {
-        GK(gpuport_mem_alloc_device(env->comm, st.region, (void **)&st.src));
-        GK(gpuport_mem_alloc_device(env->comm, st.region, (void **)&st.dst));
-    } else {
-        CK(cudaMalloc(&st.src, st.region));
-        CK(cudaMalloc(&st.dst, st.region));
-    }
     CK(cudaMalloc(&st.d_ns, 8));
     CK(cudaMalloc(&st.d_rc, sizeof(int)));
     CK(cudaMalloc(&st.d_bad, sizeof(*st.d_bad)));
     CK(cudaStreamCreateWithFlags(&st.s, cudaStreamNonBlocking));
     CK(cudaEventCreate(&st.e0));
     CK(cudaEventCreate(&st.e1));
-    k_fill<<<1024, 256>>>(st.src, st.region);
-    CK(cudaDeviceSynchronize());
-    GK(gpuport_mem_register(env->comm, st.src, st.region, &msrc));
-    GK(gpuport_mem_register(env->comm, st.dst, st.region, &mdst));
-    GK(gpuport_channel_create(env->comm, env->peer, msrc, mdst, &st.ch));
-    GK(gpuport_channel_device(st.ch, &st.dev));
-    /* the baseline writes a buffer this process allocates on the peer GPU */
-    CK(cudaGetDevice(&st.gpu));
-    env->exchange(env->ctx, &st.gpu, &st.peer_gpu, sizeof(int));
-    if (st.peer_gpu == st.gpu) {
-        fprintf(stderr, "gpuport_bench: rank %d and its peer share GPU %d\n", env->rank, st.gpu);
+    /* both ranks open their channels in the same order: cudaMalloc first */
+    if ((env->mem & BENCH_GPU_MEM_CUDAMALLOC) && kind_open(&st, &st.k[st.nkinds++], 0))
+        return -1;
+    if ((env->mem & BENCH_GPU_MEM_VMM) && kind_open(&st, &st.k[st.nkinds++], 1))
+        return -1;
+    if (st.nkinds == 0) {
+        fprintf(stderr, "gpuport_bench: no memory kind to run (mem %d)\n", env->mem);
         return -1;
     }
+    /* the baseline writes a buffer this process allocates on the peer GPU
+     * (on this one, where the pair shares it) */
+    CK(cudaGetDevice(&st.gpu));
+    env->exchange(env->ctx, &st.gpu, &st.peer_gpu, sizeof(int));
+    st.shared = st.peer_gpu == st.gpu;
     if (env->baselines) {
         CK(cudaSetDevice(st.peer_gpu));
         CK(cudaMalloc(&st.raw_dst, st.region));
         CK(cudaMalloc(&st.d_bad_peer, sizeof(*st.d_bad_peer)));
         CK(cudaMemset(st.d_bad_peer, 0, sizeof(*st.d_bad_peer)));
         CK(cudaSetDevice(st.gpu));
-        if (cudaDeviceEnablePeerAccess(st.peer_gpu, 0) != cudaSuccess)
+        if (!st.shared && cudaDeviceEnablePeerAccess(st.peer_gpu, 0) != cudaSuccess)
             cudaGetLastError(); /* already enabled, or copies go through the host */
     }
-    if (env->report)
-        printf("\nGPU mode: transport %s, device %d\n", gpuport_channel_transport(st.ch),
-               env->rank);
+    if (env->report) {
+        printf("\nGPU mode: transport %s, memory %s%s, ", gpuport_channel_transport(st.k[0].ch),
+               st.k[0].name, st.nkinds == 2 ? " and VMM (bandwidth only)" : "");
+        if (st.shared)
+            printf("ranks share GPU %d (time-sliced)\n", st.gpu);
+        else
+            printf("GPU %d, peer on GPU %d\n", st.gpu, st.peer_gpu);
+    }
     fails += fifo_latency(&st);
     fails += fifo_throughput(&st);
     fails += ipc_pingpong(&st);
@@ -527,16 +701,8 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
     fails += ipc_bandwidth(&st);
 
     env->barrier(env->ctx);
-    GK(gpuport_channel_destroy(st.ch));
-    gpuport_mem_deregister(msrc);
-    gpuport_mem_deregister(mdst);
-    if (vmm) {
-        gpuport_mem_free(env->comm, st.src);
-        gpuport_mem_free(env->comm, st.dst);
-    } else {
-        cudaFree(st.src);
-        cudaFree(st.dst);
-    }
+    for (int i = 0; i < st.nkinds; i++)
+        kind_close(&st, &st.k[i]);
     if (env->baselines) {
         cudaSetDevice(st.peer_gpu);
         cudaFree(st.raw_dst);

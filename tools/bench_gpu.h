@@ -2,8 +2,10 @@
  * GPU mode of gpuport_bench (tools/bench_gpu.cu): FIFO push+sync latency
  * beside a raw GPU<->CPU round trip, FIFO throughput by pushing warps, IPC
  * ping-pong beside a raw copy-engine copy, and IPC put bandwidth beside
- * cudaMemcpyAsync into the same peer buffer. The MPI side (tools/
- * gpuport_bench.c) provides the pairing and a bootstrap-like exchange.
+ * cudaMemcpyAsync into the same peer buffer, for channels over cudaMalloc
+ * or VMM memory (gpuport_mem_alloc_device), or both side by side. The pair
+ * may share one GPU (time-sliced). The MPI side (tools/gpuport_bench.c)
+ * provides the pairing and a bootstrap-like exchange.
  */
 #ifndef GPUPORT_BENCH_GPU_H
 #define GPUPORT_BENCH_GPU_H
@@ -17,6 +19,10 @@
 extern "C" {
 #endif
 
+/* the memory of the channels (bits of bench_gpu_env_t.mem) */
+#define BENCH_GPU_MEM_CUDAMALLOC 1 /* cudaMalloc: CUDA IPC handles on cuda_ipc */
+#define BENCH_GPU_MEM_VMM 2        /* gpuport_mem_alloc_device: VMM, shared by fd */
+
 typedef struct bench_gpu_env {
     gpuport_comm_t comm;
     int rank;       /* in the communicator */
@@ -26,6 +32,9 @@ typedef struct bench_gpu_env {
     double iters_scale;
     int baselines;  /* 0: skip the raw copy-engine baselines (and the context
                      * they need on the peer GPU) */
+    int mem;        /* BENCH_GPU_MEM_* bits, one channel per kind; with both,
+                     * the IPC bandwidth table shows them side by side and the
+                     * other figures use the cudaMalloc channel */
     void *ctx;
     void (*barrier)(void *ctx); /* the pair, or everyone */
     void (*exchange)(void *ctx, const void *mine, void *theirs, size_t bytes); /* with peer */

@@ -76,6 +76,10 @@
 
 /* ---- options ---------------------------------------------------------- */
 
+/* --mem: the GPU memory of GPU mode's channels */
+enum { MEM_DEFAULT, MEM_CUDAMALLOC, MEM_VMM, MEM_BOTH };
+static const char *const mem_names[] = {"", "cudamalloc", "vmm", "both"};
+
 typedef struct opts {
     uint64_t min_size;
     uint64_t max_size;
@@ -83,6 +87,7 @@ typedef struct opts {
     int use_malloc;
     int no_mpi;
     int host;
+    int mem;
     int help;
 } opts_t;
 
@@ -91,7 +96,8 @@ static void usage(FILE *f, const char *prog)
     fprintf(f,
             "usage: mpirun -np N %s [options]\n"
             "Port-channel latency and bandwidth between rank pairs (0-1, 2-3, ...), with MPI\n"
-            "baselines, on host memory. Every transfer is verified.\n"
+            "baselines, on host memory, or on GPUs where every rank sees one (raw copy-engine\n"
+            "baselines; see --host, --mem). Every transfer is verified.\n"
             "  --min-size S   smallest message (default 8); k, m, g suffixes allowed\n"
             "  --max-size S   largest message (default 256m); sizes double from min to max\n"
             "  --iters X      scale every round count by X (default 1, may be fractional)\n"
@@ -99,7 +105,12 @@ static void usage(FILE *f, const char *prog)
             "                 cross-memory attach) instead of gpuport_mem_alloc (shared mapping)\n"
             "  --no-mpi       skip the baselines (MPI; on GPUs the raw copy-engine copies)\n"
             "  --host         host memory even where GPUs are present (GPU mode is chosen\n"
-            "                 when every rank has a GPU of its own)\n"
+            "                 when every rank sees a GPU; where a host has fewer GPUs than\n"
+            "                 ranks, local rank r uses GPU r %% count, time-sliced)\n"
+            "  --mem M        GPU mode: the channels' memory: cudamalloc (default; CUDA IPC),\n"
+            "                 vmm (gpuport_mem_alloc_device; the default under\n"
+            "                 GPUPORT_TRANSPORT=tcp, which refuses cudaMalloc memory), or\n"
+            "                 both (the IPC bandwidth table for both side by side)\n"
             "  -h, --help     this text\n",
             prog);
 }
@@ -154,6 +165,7 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
     o->max_size = 256 * MIB;
     o->iter_scale = 1.0;
     o->use_malloc = o->no_mpi = o->host = o->help = 0;
+    o->mem = MEM_DEFAULT;
     for (int i = 1; i < argc && !bad; i++) {
         const char *arg = argv[i];
         char *end;
@@ -172,6 +184,13 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
                 bad = arg;
         } else if ((v = opt_value(argc, argv, &i, "--max-size", &missing))) {
             if (parse_size(v, &o->max_size))
+                bad = arg;
+        } else if ((v = opt_value(argc, argv, &i, "--mem", &missing))) {
+            o->mem = MEM_DEFAULT;
+            for (int k = MEM_CUDAMALLOC; k <= MEM_BOTH; k++)
+                if (!strcmp(v, mem_names[k]))
+                    o->mem = k;
+            if (o->mem == MEM_DEFAULT)
                 bad = arg;
         } else if ((v = opt_value(argc, argv, &i, "--iters", &missing))) {
             o->iter_scale = strtod(v, &end);
@@ -962,27 +981,53 @@ static void gpu_exchange(void *ctx, const void *mine, void *theirs, size_t bytes
                  TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 }
 
-/* GPU mode when every rank can have a GPU of its own on its host. */
-static int gpu_mode_wanted(const opts_t *o, int *device_p)
+/* GPU mode when every rank sees a GPU: local rank r uses GPU r % count, so
+ * ranks share GPUs (time-sliced) where a host has fewer GPUs than ranks;
+ * *shared_p says whether any host does. */
+static int gpu_mode_wanted(const opts_t *o, int *device_p, int *shared_p)
 {
     MPI_Comm local;
-    int lrank, lsize, ngpu = o->host ? 0 : bench_gpu_count(), ok, all_ok;
+    int lrank, lsize, ngpu = o->host ? 0 : bench_gpu_count(), ok, all_ok, shared;
 
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
     MPI_Comm_rank(local, &lrank);
     MPI_Comm_size(local, &lsize);
     MPI_Comm_free(&local);
-    ok = ngpu >= lsize;
+    ok = ngpu >= 1;
+    shared = ok && ngpu < lsize;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    *device_p = lrank;
+    MPI_Allreduce(&shared, shared_p, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    *device_p = ngpu ? lrank % ngpu : 0;
     return all_ok;
 }
 
-static int run_gpu(const opts_t *o, int rank, int nranks, int device)
+/* The channels' memory as bench_gpu wants it; -1 (with a message on rank 0)
+ * when the transport cannot carry it. */
+static int gpu_mem_bits(const opts_t *o, int rank)
+{
+    const char *t = getenv("GPUPORT_TRANSPORT");
+    int tcp = t && !strcmp(t, "tcp");
+
+    if (o->mem == MEM_DEFAULT)
+        return tcp ? BENCH_GPU_MEM_VMM : BENCH_GPU_MEM_CUDAMALLOC;
+    if (o->mem == MEM_VMM)
+        return BENCH_GPU_MEM_VMM;
+    if (tcp) {
+        if (rank == 0)
+            fprintf(stderr, "gpuport_bench: --mem %s: GPUPORT_TRANSPORT=tcp refuses cudaMalloc "
+                    "memory; use --mem vmm\n", mem_names[o->mem]);
+        return -1;
+    }
+    return o->mem == MEM_BOTH ? BENCH_GPU_MEM_CUDAMALLOC | BENCH_GPU_MEM_VMM
+                              : BENCH_GPU_MEM_CUDAMALLOC;
+}
+
+static int run_gpu(const opts_t *o, int rank, int nranks, int device, int shared, int mem)
 {
     bench_gpu_env_t env;
     gpuport_comm_t comm;
     int peer = rank ^ 1, role = rank % 2 ? 1 : rank + 1 < nranks ? 0 : -1, fails = 0;
+    int peer_device = -1;
     char host[256] = "";
 
     if (bench_gpu_select(device) != 0) {
@@ -991,12 +1036,23 @@ static int run_gpu(const opts_t *o, int rank, int nranks, int device)
     }
     MPI_Comm_split(MPI_COMM_WORLD, role < 0 ? MPI_UNDEFINED : rank / 2, rank, &gpu_pair);
     GP_CHECK(gpuport_comm_init_mpi(MPI_COMM_WORLD, &comm));
+    /* a pair is on one host (the baselines copy to the peer's GPU by its
+     * ordinal): the same ordinal is the same GPU */
+    if (role >= 0)
+        MPI_Sendrecv(&device, 1, MPI_INT, peer, TAG_DATA, &peer_device, 1, MPI_INT, peer,
+                     TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     if (rank == 0) {
         gethostname(host, sizeof(host) - 1);
         printf("# gpuport_bench %s: %d ranks, %d pair(s), host %s\n", gpuport_version_string(),
                nranks, nranks / 2, host);
-        printf("# mode: GPU memory, one GPU per rank (table for the pair 0-1%s)\n",
-               nranks > 2 ? ", other pairs run at once" : "");
+        if (peer_device == device)
+            printf("# mode: GPU memory, ranks share GPU %d (time-sliced)", device);
+        else if (shared)
+            printf("# mode: GPU memory, fewer GPUs than ranks: local rank r on GPU r %% count "
+                   "(time-sliced); pair 0-1 on GPUs %d and %d", device, peer_device);
+        else
+            printf("# mode: GPU memory, one GPU per rank");
+        printf(" (table for the pair 0-1%s)\n", nranks > 2 ? ", other pairs run at once" : "");
     }
     if (role >= 0) {
         memset(&env, 0, sizeof(env));
@@ -1008,6 +1064,7 @@ static int run_gpu(const opts_t *o, int rank, int nranks, int device)
         env.max_size = o->max_size > GIB ? GIB : o->max_size < MIB ? MIB : o->max_size;
         env.iters_scale = o->iter_scale;
         env.baselines = !o->no_mpi;
+        env.mem = mem;
         env.ctx = &peer;
         env.barrier = gpu_barrier;
         env.exchange = gpu_exchange;
@@ -1044,9 +1101,14 @@ int main(int argc, char **argv)
     }
     start = now_s();
 #if GPUPORT_BENCH_GPU
-    int device;
-    if (gpu_mode_wanted(&o, &device)) {
-        failed = run_gpu(&o, rank, nranks, device);
+    int device, shared, mem;
+    if (gpu_mode_wanted(&o, &device, &shared)) {
+        mem = gpu_mem_bits(&o, rank);
+        if (mem < 0) {
+            MPI_Finalize();
+            return 2;
+        }
+        failed = run_gpu(&o, rank, nranks, device, shared, mem);
         if (rank == 0)
             printf("\n# %s after %.1f s\n", failed ? "FAILED (see stderr)" : "all verified",
                    now_s() - start);

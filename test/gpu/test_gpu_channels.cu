@@ -2,7 +2,8 @@
  * GPU port channels between two processes on two GPUs (fork + socketpair
  * bootstrap): kernels push put / signal / flush / wait and the data moves by
  * copy engine (cuda_ipc) from the flusher's private context, or, with
- * GPUPORT_TRANSPORT=tcp, over a socket through the flushers' staging copies.
+ * GPUPORT_TRANSPORT=tcp, over a socket through the flushers' staging copies;
+ * the regions are of the memory kind GPUPORT_TEST_MEM names (gpu_pair.h).
  *  - integrity: sizes 1 B .. 1 GiB at random offsets, both directions at
  *    once, every byte and the guard bytes around it checked on the GPU;
  *  - ordering: a signal is never seen before the data of earlier puts, and
@@ -394,6 +395,8 @@ int main(void)
 
     setvbuf(stdout, NULL, _IONBF, 0);
     setenv("GPUPORT_TIMEOUT_MS", "60000", 1);
+    printf("test_gpu_channels: transport %s, memory %s\n", expected_transport(),
+           gpu_mem_kind_desc(gpu_mem_kind()));
     rank = gpu_pair_fork(&bs, &child);
     bs.destroy = NULL; /* one socketpair serves every scenario's communicator */
     integrity(&bs);

@@ -230,6 +230,8 @@ int main(void)
     /* enforced by default; GPUPORT_TEST_STRICT_DEATH=0 reports instead */
     g_strict = !strict || strcmp(strict, "0") != 0;
     setenv("GPUPORT_TIMEOUT_MS", "30000", 1); /* a 2 s answer is not a timeout */
+    printf("test_gpu_death: transport %s, memory %s\n", expected_transport(),
+           gpu_mem_kind_desc(gpu_mem_kind()));
     rank = gpu_pair_fork(&bs, &child);
     if (rank == 1) {
         /* never outlive a parent that failed before its kill */

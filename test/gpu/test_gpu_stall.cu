@@ -183,6 +183,9 @@ int main(int argc, char **argv)
     }
     CHECK(o.blocks >= 1 && o.blocks <= MAX_BLOCKS && o.reps >= 1 && o.iters >= 1);
     setenv("GPUPORT_TIMEOUT_MS", "60000", 0); /* a run may ask for less */
+    printf("test_gpu_stall: transport %s, memory %s\n",
+           getenv("GPUPORT_TRANSPORT") ? getenv("GPUPORT_TRANSPORT") : "auto",
+           gpu_mem_kind_desc(gpu_mem_kind()));
     rank = gpu_pair_fork(&bs, &child);
     g.rank = rank;
     g.o = &o;
