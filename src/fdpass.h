@@ -67,22 +67,35 @@ void gpuport_fdsock_name(char *buf, size_t len, uint64_t host_id, int pid, uint3
 /* Binds and listens. On failure s->lfd is -1 and s->why says why (also
  * logged at debug): the communicator still works, and an exchange that needs
  * the socket fails naming that reason. Always returns GPUPORT_OK unless
- * memory runs out. */
+ * memory runs out. The kernel records the credentials of the process that
+ * listens, and connectors check them against `pid`: the process `pid`
+ * opens its socket itself (not a parent before fork). */
 gpuport_status_t gpuport_fdsock_open(gpuport_fdsock_t *s, uint64_t host_id, int pid,
                                      uint32_t serial, int rank);
 void gpuport_fdsock_close(gpuport_fdsock_t *s);
+
+/* The most pieces one exchange carries (either way): a bound on what a
+ * peer's message can make this side allocate. */
+#define GPUPORT_FDPASS_MAX_PIECES (1u << 20)
 
 /* Sends `mine` (n pieces, n may be 0) to the peer and receives the peer's;
  * both sides call it with the same tag (e.g. both channel ids). The lower
  * rank connects to the higher one's socket; an exchange with this rank
  * itself dups the descriptors. On success *theirs_p is a malloc'ed array of
  * *m_p pieces whose descriptors the caller owns (NULL when *m_p is 0); the
- * caller's own descriptors are never closed. Errors, each logged once naming
- * the peer and what failed: GPUPORT_ERR_PEER (the peer's socket is absent,
- * it closed the connection, its credentials are not the expected ones, or
- * it sent a malformed message), GPUPORT_ERR_TIMEOUT (deadline_ns, on the
- * gpuport_now_ns clock, passed), GPUPORT_ERR_NOT_SUPPORTED (this rank has
- * no socket: s->why), GPUPORT_ERR_TRANSPORT (another socket error). */
+ * caller's own descriptors are never closed; on error neither is written.
+ * Errors, each logged once naming the peer and what failed:
+ * GPUPORT_ERR_PEER (the peer's socket is absent, it closed the connection,
+ * the listener's credentials are not the expected ones, or it sent a
+ * malformed message), GPUPORT_ERR_TIMEOUT (deadline_ns, on the
+ * gpuport_now_ns clock, passed; also what the accepting side reports when
+ * the only connections that came had the wrong credentials: it refuses
+ * them and waits on for the right one), GPUPORT_ERR_NOT_SUPPORTED (this
+ * rank is the higher one, so must accept, and has no socket: s->why),
+ * GPUPORT_ERR_INVALID_ARG (a NULL argument, more than
+ * GPUPORT_FDPASS_MAX_PIECES, a descriptor of `mine` not open),
+ * GPUPORT_ERR_NO_RESOURCE (out of descriptors), GPUPORT_ERR_NO_MEMORY,
+ * GPUPORT_ERR_TRANSPORT (another socket error). */
 gpuport_status_t gpuport_fdsock_exchange(gpuport_fdsock_t *s, const gpuport_fdpeer_t *peer,
                                          uint64_t tag, const gpuport_fdpiece_t *mine, uint32_t n,
                                          gpuport_fdpiece_t **theirs_p, uint32_t *m_p,
