@@ -39,6 +39,8 @@ step channels-tcp-appvmm 300 env GPUPORT_TRANSPORT=tcp GPUPORT_TEST_MEM=appvmm \
 # IPC beside VMM channels, VMM memory without an fd handle, frees refused
 # while channels are open, regions across an allocation boundary
 step vmm 300 "$build/test/gpu/test_gpu_vmm"
+# gpuport_mem_alloc_device and a cuda_ipc channel in a process with no CUDA context of its own
+step noctx 60 "$build/test/gpu/test_gpu_noctx"
 # a peer killed mid-traffic: the survivor's device and host waiters return
 step death-cuda_ipc 120 "$build/test/gpu/test_gpu_death"
 step death-tcp 120 env GPUPORT_TRANSPORT=tcp "$build/test/gpu/test_gpu_death"
