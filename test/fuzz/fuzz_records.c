@@ -116,13 +116,14 @@ static void tdata(fuzz_in_t *in)
     ib_tdata_t out, before;
     gpuport_status_t st, want;
 
-    /* make the magic and version likely, so the checks behind them run */
-    if (rec->reserved & 1) {
+    /* make the magic and version likely, so the checks behind them run (a
+     * field the parser under test ignores chooses) */
+    if (rec->fdsock_ok & 1) {
         ib_tdata_t t;
         memcpy(&t, rec->tdata, sizeof(t));
         t.magic = IB_TDATA_MAGIC;
         t.version = IB_TDATA_VERSION;
-        if (rec->reserved & 2) {
+        if (rec->fdsock_ok & 2) {
             t.channel_id = rec->channel_id;
             t.flags |= IB_TDATA_CTRL;
             t.sem_addr &= ~7ull;
