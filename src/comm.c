@@ -338,6 +338,7 @@ static void comm_free(gpuport_comm_t comm)
     gpuport_topology_free(comm->topo);
     free(comm->procs);
     free(comm->proxy.peer_dead);
+    free(comm->proxy.sig_list);
     pthread_mutex_destroy(&comm->lock);
     if (comm->bs.destroy)
         comm->bs.destroy(comm->bs.ctx);

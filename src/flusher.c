@@ -62,35 +62,43 @@ static void futex_wake(_Atomic int *addr)
     syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-/* Takes the next work item if it can be started now; 1 if one was taken.
- * CUDA items are queued on the private stream and complete later; host
+/* Takes the next work if it can be started now; 1 if some was taken. CUDA
+ * items are issued on the private stream in batches (a run of them, at
+ * most GPUPORT_FCUDA_BATCH, behind one event) and complete later; host
  * items run here, but only once queued CUDA work is done, so that items
- * complete in the order they were posted. The item leaves the work ring
- * before its completion is reported: the proxy counts room as posted minus
+ * complete in the order they were posted. Items leave the work ring before
+ * their completion is reported: the proxy counts room as posted minus
  * completions read and may post again the moment it reads one. */
 static int take_work(gpuport_flusher_t *fl)
 {
-    gpuport_work_t *slot = gpuport_ring_peek(&fl->work), w;
+    gpuport_work_t *slot = gpuport_ring_peek(&fl->work), w, batch[GPUPORT_FCUDA_BATCH];
+    uint32_t n = 0;
 
     if (!slot)
         return 0;
-    if (gpuport_work_is_cuda(slot->kind) ? fl->cuda && !gpuport_fcuda_room(fl)
-                                         : !gpuport_fcuda_idle(fl))
-        return 0;
-    w = *slot;
-    gpuport_ring_pop(&fl->work);
-    if (gpuport_work_is_cuda(w.kind)) {
-        gpuport_status_t st;
+    if (gpuport_work_is_cuda(slot->kind)) {
         if (!fl->cuda) {
+            w = *slot;
+            gpuport_ring_pop(&fl->work);
             log_error("CUDA work for channel %u, but this flusher has no CUDA context",
                       w.channel);
             gpuport_flusher_complete(fl, w.channel, GPUPORT_ERR_NOT_SUPPORTED);
-        } else if ((st = gpuport_fcuda_issue(fl, &w)) != GPUPORT_OK) {
-            gpuport_flusher_complete(fl, w.channel, st);
+            return 1;
         }
-    } else {
-        gpuport_flusher_complete(fl, w.channel, gpuport_work_execute(&w));
+        if (!gpuport_fcuda_room(fl))
+            return 0;
+        while (n < GPUPORT_FCUDA_BATCH && (slot = gpuport_ring_peek_at(&fl->work, n)) != NULL &&
+               gpuport_work_is_cuda(slot->kind))
+            batch[n++] = *slot;
+        gpuport_ring_pop_n(&fl->work, n);
+        gpuport_fcuda_issue(fl, batch, n);
+        return 1;
     }
+    if (!gpuport_fcuda_idle(fl))
+        return 0;
+    w = *slot;
+    gpuport_ring_pop(&fl->work);
+    gpuport_flusher_complete(fl, w.channel, gpuport_work_execute(&w));
     return 1;
 }
 

@@ -83,11 +83,10 @@ int gpuport_fcuda_idle(gpuport_flusher_t *fl)
     return 1;
 }
 
-gpuport_status_t gpuport_fcuda_issue(gpuport_flusher_t *fl, const gpuport_work_t *w)
+void gpuport_fcuda_issue(gpuport_flusher_t *fl, const gpuport_work_t *w, uint32_t n)
 {
-    (void)fl;
-    (void)w;
-    return GPUPORT_ERR_NOT_SUPPORTED;
+    for (uint32_t i = 0; i < n; i++)
+        gpuport_flusher_complete(fl, w[i].channel, GPUPORT_ERR_NOT_SUPPORTED);
 }
 
 int gpuport_fcuda_progress(gpuport_flusher_t *fl)

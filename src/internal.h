@@ -55,6 +55,8 @@ typedef struct gpuport_pchan {
     uint64_t flush_pos[GPUPORT_PENDING_FLUSHES];
     uint64_t flush_target[GPUPORT_PENDING_FLUSHES];
     uint8_t flush_fifo[GPUPORT_PENDING_FLUSHES];
+    uint64_t sig_pending; /* signals taken from the FIFO, not yet handed to the transport */
+    int sig_listed;       /* on the proxy's list of channels with such signals */
     int told_peer; /* this side's failure or close was sent to the peer (once) */
     int promised;  /* remote_slot->peer_closed written: nothing more is written there */
 } gpuport_pchan_t;
@@ -127,6 +129,8 @@ typedef struct gpuport_proxy {
      * by gpuport_comm_stats at any time */
     _Atomic uint64_t triggers;
     _Atomic uint64_t rejected;
+    _Atomic uint64_t sig_taken; /* signal triggers (signal, put_with_signal) */
+    _Atomic uint64_t sig_sent;  /* transport signals they became (folded) */
     uint64_t abandoned;
     unsigned char *peer_dead; /* by rank: exited / watched flags (proxy thread only) */
     /* transports with comm_progress or poll_fds, published before the
@@ -134,6 +138,8 @@ typedef struct gpuport_proxy {
     gpuport_tl_comm_t *active_tls[GPUPORT_TL_MAX_KINDS];
     int nactive_tls;
     uint64_t async_outstanding; /* transport-completed operations in flight (proxy only) */
+    uint32_t *sig_list;         /* channels with sig_pending or sig_listed (proxy only) */
+    uint32_t nsig;
 } gpuport_proxy_t;
 
 struct gpuport_comm {

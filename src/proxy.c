@@ -150,14 +150,67 @@ static void transport_result(gpuport_comm_t comm, gpuport_pchan_t *ch, int rc,
     }
 }
 
-static void exec_signal(gpuport_comm_t comm, gpuport_pchan_t *ch)
+static void exec_signal(gpuport_comm_t comm, gpuport_pchan_t *ch, uint64_t n)
 {
     gpuport_work_t w;
     int rc;
 
     memset(&w, 0, sizeof(w));
-    rc = ch->ops->signal(&ch->tl, ch->work_done < ch->work_posted, &w);
+    rc = ch->ops->signal(&ch->tl, n, ch->work_done < ch->work_posted, &w);
     transport_result(comm, ch, rc, &w);
+}
+
+/* ---- signals, folded ----
+ * A signal raises the peer's count, and what the peer sees of consecutive
+ * signals of a channel (no put between them) is only the last count: so
+ * the proxy takes a channel's signals from the FIFO, counts them, and hands
+ * them to the transport as one, at the end of the batch of triggers, or
+ * before the channel's next put, flush or close. Deferring only delays a
+ * signal, so it is still never seen before the data of the puts ahead of
+ * it; a flush waits for it like for any earlier operation. */
+
+static void sig_defer(gpuport_comm_t comm, gpuport_pchan_t *ch)
+{
+    GPUPORT_STAT_INC(comm->proxy.sig_taken);
+    ch->sig_pending++;
+    if (!ch->sig_listed) {
+        ch->sig_listed = 1;
+        comm->proxy.sig_list[comm->proxy.nsig++] = ch->tl.id;
+    }
+}
+
+/* Hands the channel's deferred signals to its transport as one; a channel
+ * in error drops them (it carries out nothing more). 0: no room now. */
+static int sig_emit(gpuport_comm_t comm, gpuport_pchan_t *ch)
+{
+    if (!ch->sig_pending)
+        return 1;
+    if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) != GPUPORT_OK) {
+        ch->sig_pending = 0;
+        return 1;
+    }
+    if (!gpuport_flusher_has_room(&comm->proxy.flusher, 1) ||
+        (ch->ops->has_room && !ch->ops->has_room(&ch->tl, 1)))
+        return 0;
+    exec_signal(comm, ch, ch->sig_pending);
+    GPUPORT_STAT_INC(comm->proxy.sig_sent);
+    ch->sig_pending = 0;
+    return 1;
+}
+
+/* Every channel's deferred signals; those without room stay listed. */
+static void sig_emit_all(gpuport_comm_t comm)
+{
+    uint32_t keep = 0;
+
+    for (uint32_t i = 0; i < comm->proxy.nsig; i++) {
+        gpuport_pchan_t *ch = &comm->pchans[comm->proxy.sig_list[i]];
+        if (sig_emit(comm, ch))
+            ch->sig_listed = 0;
+        else
+            comm->proxy.sig_list[keep++] = ch->tl.id;
+    }
+    comm->proxy.nsig = keep;
 }
 
 /* The peer's word in this rank's slot for the channel: it failed or
@@ -248,6 +301,9 @@ static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, ui
         return EXEC_DONE;
     }
     ch = &comm->pchans[d->channel];
+    /* a flush and a close come after the channel's signals */
+    if ((d->op == GPUPORT_OP_FLUSH || d->op == GPUPORT_OP_CLOSE) && !sig_emit(comm, ch))
+        return EXEC_RETRY;
     if (d->op == GPUPORT_OP_FLUSH)
         return exec_flush(ch, fifo, pos);
     if (d->op == GPUPORT_OP_CLOSE)
@@ -266,20 +322,24 @@ static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, ui
      * so that waiters wake and see the error */
     if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) != GPUPORT_OK)
         return EXEC_DONE;
-    need = d->op == GPUPORT_OP_PUT_SIGNAL ? 2 : 1;
+    if (d->op == GPUPORT_OP_SIGNAL) {
+        sig_defer(comm, ch);
+        return EXEC_DONE;
+    }
+    /* a put goes behind the signals before it, and after them its own */
+    need = 1 + (ch->sig_pending ? 1 : 0);
     if (!gpuport_flusher_has_room(&comm->proxy.flusher, (uint32_t)need) ||
         (ch->ops->has_room && !ch->ops->has_room(&ch->tl, (uint32_t)need)))
         return EXEC_RETRY;
     switch (d->op) {
     case GPUPORT_OP_PUT:
+        sig_emit(comm, ch);
         return exec_put(comm, ch, d);
-    case GPUPORT_OP_SIGNAL:
-        exec_signal(comm, ch);
-        return EXEC_DONE;
     case GPUPORT_OP_PUT_SIGNAL:
+        sig_emit(comm, ch);
         exec_put(comm, ch, d);
         if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) == GPUPORT_OK)
-            exec_signal(comm, ch);
+            sig_defer(comm, ch);
         return EXEC_DONE;
     default:
         log_error("trigger at FIFO position %llu on channel %u has unknown op %u; the channel "
@@ -347,12 +407,15 @@ static int consume_fifo(gpuport_comm_t comm, gpuport_fifo_t *f, int fifo)
      * pushers polling it, on the GPU across PCIe */
     if (consumed)
         gpuport_fifo_advance(f, consumed);
+    if (comm->proxy.nsig)
+        sig_emit_all(comm);
     return n;
 }
 
 static int outstanding_work(gpuport_comm_t comm)
 {
-    return comm->proxy.flusher.outstanding > 0 || comm->proxy.async_outstanding > 0;
+    return comm->proxy.flusher.outstanding > 0 || comm->proxy.async_outstanding > 0 ||
+           comm->proxy.nsig > 0;
 }
 
 /* Network transports' traffic: sends, receives, acknowledgements. */
@@ -588,7 +651,8 @@ gpuport_status_t gpuport_proxy_start(gpuport_comm_t comm)
     int rc;
 
     comm->proxy.peer_dead = calloc((size_t)comm->size, 1);
-    if (!comm->proxy.peer_dead)
+    comm->proxy.sig_list = calloc(comm->config.max_channels, sizeof(uint32_t));
+    if (!comm->proxy.peer_dead || !comm->proxy.sig_list)
         return GPUPORT_ERR_NO_MEMORY;
     /* Room for every FIFO entry to need two work items. */
     status = gpuport_flusher_start(&comm->proxy.flusher, 2 * comm->config.fifo_size, comm->rank,

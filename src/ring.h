@@ -93,6 +93,25 @@ static inline void gpuport_ring_pop(gpuport_ring_t *r)
     atomic_store_explicit(&r->tail, t + 1, memory_order_release);
 }
 
+/* Consumer side: the k-th oldest item (0: what peek gives) or NULL. */
+static inline void *gpuport_ring_peek_at(gpuport_ring_t *r, uint32_t k)
+{
+    uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    if (r->head_cache - t <= k) {
+        r->head_cache = atomic_load_explicit(&r->head, memory_order_acquire);
+        if (r->head_cache - t <= k)
+            return NULL;
+    }
+    return r->items + (size_t)((t + k) & r->mask) * r->item_size;
+}
+
+/* Consumer side: releases the n oldest items. */
+static inline void gpuport_ring_pop_n(gpuport_ring_t *r, uint32_t n)
+{
+    uint64_t t = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    atomic_store_explicit(&r->tail, t + n, memory_order_release);
+}
+
 static inline int gpuport_ring_empty(gpuport_ring_t *r)
 {
     return atomic_load_explicit(&r->tail, memory_order_acquire) ==

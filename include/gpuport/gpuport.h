@@ -119,12 +119,15 @@ GPUPORT_API gpuport_status_t gpuport_comm_stats(gpuport_comm_t comm, gpuport_com
  * from gpuport_mem_alloc is shared-mappable, so same-host peers copy into it
  * directly instead of through the kernel. */
 GPUPORT_API gpuport_status_t gpuport_mem_alloc(gpuport_comm_t comm, size_t size, void **ptr_p);
-/* GPU memory on the communicator's GPU that gpuport's own CUDA context can
- * write without the application's (CUDA VMM, mapped for the device): what a
- * tcp channel's GPU destination must be, since a copy into cudaMalloc memory
- * from another context waits for the application's context to be scheduled
- * and for its queued work. Kernels use it like cudaMalloc memory. Not for
- * cuda_ipc destinations (CUDA IPC cannot export it). Needs GPU mode. */
+/* GPU memory on the communicator's GPU for channels over every transport:
+ * CUDA VMM memory made with a POSIX file-descriptor handle (shared with
+ * same-host peers by descriptor, registered with NICs by dma-buf), mapped
+ * read-write for the device, so gpuport's own CUDA context reaches it
+ * without the application's (a copy into cudaMalloc memory from another
+ * context waits for the application's queued work). size is rounded up to
+ * the device's allocation granularity. Kernels use it like cudaMalloc
+ * memory. Needs GPU mode; works whether or not the application made a CUDA
+ * context. */
 GPUPORT_API gpuport_status_t gpuport_mem_alloc_device(gpuport_comm_t comm, size_t size,
                                                       void **ptr_p);
 /* Frees memory from gpuport_mem_alloc or gpuport_mem_alloc_device. */

@@ -67,6 +67,7 @@
     X(cuMemRetainAllocationHandle)                                                              \
     X(cuMemGetAllocationPropertiesFromHandle)                                                   \
     X(cuStreamWriteValue64)                                                                     \
+    X(cuStreamBatchMemOp)                                                                       \
     X(cuEventCreate)                                                                            \
     X(cuEventRecord)                                                                            \
     X(cuEventQuery)                                                                             \

@@ -10,7 +10,7 @@
 #include "log.h"
 #include "util.h"
 
-#define INFLIGHT 256 /* events, so items queued on the GPU at once */
+#define INFLIGHT 256 /* events, so batches queued on the GPU at once */
 
 struct gpuport_fcuda {
     CUcontext ctx;
@@ -18,7 +18,9 @@ struct gpuport_fcuda {
     CUdeviceptr scratch;
     void *host_probe;
     CUevent events[INFLIGHT];
-    uint32_t channel[INFLIGHT];
+    /* per event: the items it completes (their channels, in order) */
+    uint32_t nitems[INFLIGHT];
+    uint32_t (*channels)[GPUPORT_FCUDA_BATCH];
     uint32_t head, tail; /* recorded, completed */
 };
 
@@ -75,6 +77,16 @@ static gpuport_status_t warm_up(gpuport_flusher_t *fl, struct gpuport_fcuda *c)
         st = CU_CALL(cuMemcpyDtoHAsync, ((char *)c->host_probe + 8, c->scratch + 192, 8, c->stream));
     if (!st)
         st = CU_CALL(cuStreamWriteValue64, (c->stream, c->scratch, 1, CU_STREAM_WRITE_VALUE_DEFAULT));
+    if (!st) {
+        CUstreamBatchMemOpParams ops[2];
+        memset(ops, 0, sizeof(ops));
+        for (int i = 0; i < 2; i++) {
+            ops[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+            ops[i].writeValue.address = c->scratch + 8 * (uint64_t)i;
+            ops[i].writeValue.value64 = 2;
+        }
+        st = CU_CALL(cuStreamBatchMemOp, (c->stream, 2, ops, 0));
+    }
     if (!st)
         st = CU_CALL(cuStreamWriteValue64, (c->stream, probe_d, 42, CU_STREAM_WRITE_VALUE_DEFAULT));
     if (!st)
@@ -103,8 +115,10 @@ gpuport_status_t gpuport_fcuda_start(gpuport_flusher_t *fl)
     gpuport_status_t st;
     uint32_t i;
 
-    if (!c)
+    if (!c || !(c->channels = calloc(INFLIGHT, sizeof(*c->channels)))) {
+        free(c);
         return GPUPORT_ERR_NO_MEMORY;
+    }
     memset(&params, 0, sizeof(params));
     st = CU_CALL(cuDeviceGet, (&dev, fl->cuda_device));
     if (!st)
@@ -131,6 +145,7 @@ err_ctx:
 err:
     log_error("the flusher could not set up its private CUDA context on device %d",
               fl->cuda_device);
+    free(c->channels);
     free(c);
     return st;
 }
@@ -158,6 +173,7 @@ void gpuport_fcuda_release(gpuport_flusher_t *fl)
     if (!c)
         return;
     gpuport_cu.cuCtxDestroy(c->ctx);
+    free(c->channels);
     free(c);
     fl->cuda = NULL;
 }
@@ -172,36 +188,87 @@ int gpuport_fcuda_idle(gpuport_flusher_t *fl)
     return fl->cuda == NULL || fl->cuda->head == fl->cuda->tail;
 }
 
-gpuport_status_t gpuport_fcuda_issue(gpuport_flusher_t *fl, const gpuport_work_t *w)
+/* Items w[i], w[i+1], ... that one call can issue: a run of write-values,
+ * or a copy and the copies that continue it (same kind and context, source
+ * and destination both contiguous). */
+static uint32_t group(const gpuport_work_t *w, uint32_t i, uint32_t n)
 {
-    struct gpuport_fcuda *c = fl->cuda;
-    CUdeviceptr dst = (CUdeviceptr)(uintptr_t)w->dst, src = (CUdeviceptr)(uintptr_t)w->src;
-    uint32_t slot = c->head % INFLIGHT;
-    gpuport_status_t st;
+    uint32_t j = i + 1;
 
+    if (w[i].kind == GPUPORT_WORK_CU_WRITE) {
+        while (j < n && w[j].kind == GPUPORT_WORK_CU_WRITE)
+            j++;
+        return j - i;
+    }
+    while (j < n && w[j].kind == w[i].kind && w[j].flags == w[i].flags &&
+           (const char *)w[j].src == (const char *)w[j - 1].src + w[j - 1].size &&
+           (char *)w[j].dst == (char *)w[j - 1].dst + w[j - 1].size)
+        j++;
+    return j - i;
+}
+
+static gpuport_status_t issue_group(struct gpuport_fcuda *c, gpuport_flusher_t *fl,
+                                    const gpuport_work_t *w, uint32_t k)
+{
+    CUdeviceptr dst = (CUdeviceptr)(uintptr_t)w->dst, src = (CUdeviceptr)(uintptr_t)w->src;
+    uint64_t size = 0;
+
+    if (w->kind == GPUPORT_WORK_CU_WRITE) {
+        CUstreamBatchMemOpParams ops[GPUPORT_FCUDA_BATCH];
+        if (k == 1)
+            return CU_CALL(cuStreamWriteValue64,
+                           (c->stream, dst, w->value, CU_STREAM_WRITE_VALUE_DEFAULT));
+        memset(ops, 0, k * sizeof(ops[0]));
+        for (uint32_t i = 0; i < k; i++) {
+            ops[i].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+            ops[i].writeValue.address = (CUdeviceptr)(uintptr_t)w[i].dst;
+            ops[i].writeValue.value64 = w[i].value;
+        }
+        return CU_CALL(cuStreamBatchMemOp, (c->stream, k, ops, 0));
+    }
+    for (uint32_t i = 0; i < k; i++)
+        size += w[i].size;
     if (w->kind == GPUPORT_WORK_CU_COPY) {
         /* sources belong to the application's context, destinations (peer
          * handles) to ours: a peer copy names both */
         if (w->flags & GPUPORT_WORK_SRC_APP)
-            st = CU_CALL(cuMemcpyPeerAsync, (dst, c->ctx, src, fl->gpu->app_ctx, w->size,
-                                             c->stream));
-        else
-            st = CU_CALL(cuMemcpyDtoDAsync, (dst, src, w->size, c->stream));
-    } else if (w->kind == GPUPORT_WORK_CU_TO_DEVICE) {
-        /* memory mapped for the device (VMM): ours to write directly */
-        st = CU_CALL(cuMemcpyHtoDAsync, (dst, w->src, w->size, c->stream));
-    } else if (w->kind == GPUPORT_WORK_CU_FROM_DEVICE) {
-        st = CU_CALL(cuMemcpyDtoHAsync, (w->dst, src, w->size, c->stream));
-    } else {
-        st = CU_CALL(cuStreamWriteValue64, (c->stream, dst, w->value, CU_STREAM_WRITE_VALUE_DEFAULT));
+            return CU_CALL(cuMemcpyPeerAsync, (dst, c->ctx, src, fl->gpu->app_ctx, size,
+                                               c->stream));
+        return CU_CALL(cuMemcpyDtoDAsync, (dst, src, size, c->stream));
     }
-    if (!st)
-        st = CU_CALL(cuEventRecord, (c->events[slot], c->stream));
-    if (st)
-        return st;
-    c->channel[slot] = w->channel;
+    if (w->kind == GPUPORT_WORK_CU_TO_DEVICE)
+        /* memory mapped for the device (VMM): ours to write directly */
+        return CU_CALL(cuMemcpyHtoDAsync, (dst, w->src, size, c->stream));
+    return CU_CALL(cuMemcpyDtoHAsync, (w->dst, src, size, c->stream));
+}
+
+void gpuport_fcuda_issue(gpuport_flusher_t *fl, const gpuport_work_t *w, uint32_t n)
+{
+    struct gpuport_fcuda *c = fl->cuda;
+    uint32_t slot = c->head % INFLIGHT, queued = 0;
+    gpuport_status_t st;
+
+    for (uint32_t i = 0; i < n;) {
+        uint32_t k = group(w, i, n);
+        st = issue_group(c, fl, &w[i], k);
+        for (uint32_t j = i; j < i + k; j++) {
+            if (st)
+                gpuport_flusher_complete(fl, w[j].channel, st);
+            else
+                c->channels[slot][queued++] = w[j].channel;
+        }
+        i += k;
+    }
+    if (queued == 0)
+        return;
+    st = CU_CALL(cuEventRecord, (c->events[slot], c->stream));
+    if (st) {
+        for (uint32_t j = 0; j < queued; j++)
+            gpuport_flusher_complete(fl, c->channels[slot][j], st);
+        return;
+    }
+    c->nitems[slot] = queued;
     c->head++;
-    return GPUPORT_OK;
 }
 
 int gpuport_fcuda_progress(gpuport_flusher_t *fl)
@@ -212,13 +279,14 @@ int gpuport_fcuda_progress(gpuport_flusher_t *fl)
     while (c->tail != c->head) {
         uint32_t slot = c->tail % INFLIGHT;
         CUresult rc = gpuport_cu.cuEventQuery(c->events[slot]);
+        gpuport_status_t st;
         if (rc == CUDA_ERROR_NOT_READY)
             break;
-        gpuport_flusher_complete(
-            fl, c->channel[slot],
-            gpuport_cu_status(rc, "cuEventQuery(copy or signal)", __FILE__, __LINE__));
+        st = gpuport_cu_status(rc, "cuEventQuery(copy or signal)", __FILE__, __LINE__);
+        for (uint32_t j = 0; j < c->nitems[slot]; j++)
+            gpuport_flusher_complete(fl, c->channels[slot][j], st);
         c->tail++;
-        n++;
+        n += (int)c->nitems[slot];
     }
     return n;
 }

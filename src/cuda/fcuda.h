@@ -19,11 +19,19 @@ gpuport_status_t gpuport_fcuda_start(gpuport_flusher_t *fl);
 void gpuport_fcuda_stop(gpuport_flusher_t *fl);
 /* Application thread, after every channel and connection is closed. */
 void gpuport_fcuda_release(gpuport_flusher_t *fl);
-/* room for one more queued item */
+/* CUDA items issued in one batch at most: one event completes them all,
+ * and a run of write-values among them is one cuStreamBatchMemOp (128 ops
+ * per call worked on H200, 256 were refused: DESIGN.md). */
+#define GPUPORT_FCUDA_BATCH 128
+/* room for one more batch */
 int gpuport_fcuda_room(gpuport_flusher_t *fl);
 /* no queued CUDA work left */
 int gpuport_fcuda_idle(gpuport_flusher_t *fl);
-gpuport_status_t gpuport_fcuda_issue(gpuport_flusher_t *fl, const gpuport_work_t *w);
+/* Issues n (<= GPUPORT_FCUDA_BATCH) CUDA items, in order, behind one event:
+ * runs of write-values as batched memory operations, copies whose source
+ * and destination both continue the previous copy's as one copy. Items
+ * that cannot be issued complete at once with the error. */
+void gpuport_fcuda_issue(gpuport_flusher_t *fl, const gpuport_work_t *w, uint32_t n);
 /* Reports finished items through the done ring; returns how many. */
 int gpuport_fcuda_progress(gpuport_flusher_t *fl);
 

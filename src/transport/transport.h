@@ -93,7 +93,10 @@ typedef struct gpuport_transport_ops {
      * this one must be queued too to keep the order. */
     int (*put)(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
                int behind_work, gpuport_work_t *work);
-    int (*signal)(gpuport_tl_chan_t *ch, int behind_work, gpuport_work_t *work);
+    /* n >= 1 signals at once: the proxy folds a channel's consecutive
+     * signals (no put between them) into one, so the peer's count grows by
+     * n in one write. */
+    int (*signal)(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *work);
     /* Optional: room for nops more operations on ch now? 0 leaves the
      * trigger in the FIFO until a later pass. */
     int (*has_room)(gpuport_tl_chan_t *ch, uint32_t nops);

@@ -824,7 +824,7 @@ static void test_sendq_basic(void)
     CHECK_OK(ib_sendq_init(&q, 8, 4, 100));
     CHECK(ib_sendq_idle(&q) && ib_sendq_plan(&q, d, 32) == 0);
     push_op(&q, IB_OP_PUT, 1, 250, 0);
-    push_op(&q, IB_OP_SIGNAL_ADD, 1, 8, 0);
+    push_op(&q, IB_OP_SIGNAL_ADD, 1, 8, 3); /* three signals folded into one add */
     push_op(&q, IB_OP_SIGNAL_WRITE, 2, 8, 7);
     push_op(&q, IB_OP_NOTIFY, 3, 4, (uint64_t)(uint32_t)GPUPORT_ERR_PEER);
     CHECK(!ib_sendq_idle(&q));
@@ -837,7 +837,7 @@ static void test_sendq_basic(void)
         CHECK(d[i].raddr == 0x1200000 + 100u * (unsigned)i);
     }
     CHECK(d[0].len == 100 && d[1].len == 100 && d[2].len == 50);
-    CHECK(d[3].wr_id == 1 && d[3].kind == IB_WR_FETCH_ADD && d[3].len == 8 && d[3].value == 1);
+    CHECK(d[3].wr_id == 1 && d[3].kind == IB_WR_FETCH_ADD && d[3].len == 8 && d[3].value == 3);
     CHECK(d[3].raddr == 0x1200000 && d[3].scratch == 3);
     /* planning changes nothing until posted */
     CHECK(ib_sendq_plan(&q, d, 2) == 2 && d[0].len == 100 && q.sq_used == 0);

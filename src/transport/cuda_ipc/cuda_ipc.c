@@ -209,14 +209,15 @@ static int cipc_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, u
     return GPUPORT_TRANSPORT_QUEUE;
 }
 
-static int cipc_signal(gpuport_tl_chan_t *ch, int behind_work, gpuport_work_t *w)
+static int cipc_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *w)
 {
     cipc_chan_t *cs = ch->priv;
 
     (void)behind_work;
     w->kind = GPUPORT_WORK_CU_WRITE;
     w->dst = (void *)(uintptr_t)cs->sem_d;
-    w->value = ++cs->signals_sent;
+    cs->signals_sent += n; /* absolute: n signals are one write */
+    w->value = cs->signals_sent;
     return GPUPORT_TRANSPORT_QUEUE;
 }
 

@@ -487,7 +487,7 @@ static int ib_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uin
     return GPUPORT_TRANSPORT_ASYNC;
 }
 
-static int ib_signal(gpuport_tl_chan_t *ch, int behind_work, gpuport_work_t *work)
+static int ib_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *work)
 {
     ib_conn_t *c = ch->conn->priv;
     ib_chan_t *cs = &c->ic->chans[ch->id];
@@ -503,11 +503,13 @@ static int ib_signal(gpuport_tl_chan_t *ch, int behind_work, gpuport_work_t *wor
     op->len = 8;
     if (c->signal == IB_SIGNAL_ATOMIC) {
         op->kind = IB_OP_SIGNAL_ADD;
+        op->value = n;
     } else {
         /* only this channel writes the peer's slot, in order: the count
          * is exact, and readers see it grow */
         op->kind = IB_OP_SIGNAL_WRITE;
-        op->value = ++cs->signals_sent;
+        cs->signals_sent += n;
+        op->value = cs->signals_sent;
     }
     return GPUPORT_TRANSPORT_ASYNC;
 }

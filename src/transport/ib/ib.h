@@ -239,7 +239,7 @@ void ib_dmabuf_range(uint64_t addr, uint64_t size, uint64_t page, uint64_t *star
 
 typedef enum {
     IB_OP_PUT = 1,
-    IB_OP_SIGNAL_ADD = 2,   /* fetch-and-add 1 on the peer's semaphore */
+    IB_OP_SIGNAL_ADD = 2,   /* fetch-and-add value (signals folded) on the peer's semaphore */
     IB_OP_SIGNAL_WRITE = 3, /* write value (8 bytes) to the peer's semaphore */
     IB_OP_NOTIFY = 4        /* write value (4 bytes) to the peer's peer_status; no channel op */
 } ib_op_kind_t;
@@ -252,7 +252,7 @@ typedef struct ib_op {
     uint32_t rkey;
     uint64_t raddr;
     uint64_t len;    /* PUT: bytes */
-    uint64_t value;  /* SIGNAL_WRITE: count; NOTIFY: status */
+    uint64_t value;  /* SIGNAL_ADD: signals; SIGNAL_WRITE: count; NOTIFY: status */
     uint64_t posted; /* PUT: bytes handed to the QP */
     uint32_t wrs_posted, wrs_done;
 } ib_op_t;

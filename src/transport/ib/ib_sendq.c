@@ -78,7 +78,7 @@ uint32_t ib_sendq_plan(const ib_sendq_t *q, ib_wr_desc_t *out, uint32_t max)
             d->kind = IB_WR_FETCH_ADD;
             d->len = 8;
             d->raddr = op->raddr;
-            d->value = 1;
+            d->value = op->value;
             posted = op->len;
             break;
         default: /* SIGNAL_WRITE, NOTIFY */

@@ -158,15 +158,15 @@ static int shm_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, ui
     return (int)gpuport_work_execute(w);
 }
 
-static int shm_signal(gpuport_tl_chan_t *ch, int behind_work, gpuport_work_t *w)
+static int shm_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *w)
 {
     if (behind_work) {
         w->kind = GPUPORT_WORK_SEM_ADD;
         w->sem = remote_sem(ch);
-        w->value = 1;
+        w->value = n;
         return GPUPORT_TRANSPORT_QUEUE;
     }
-    atomic_fetch_add_explicit(remote_sem(ch), 1, memory_order_release);
+    atomic_fetch_add_explicit(remote_sem(ch), n, memory_order_release);
     return GPUPORT_TRANSPORT_DONE;
 }
 

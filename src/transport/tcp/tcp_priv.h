@@ -38,14 +38,15 @@ enum { MSG_PUT = 1, MSG_SIGNAL = 2, MSG_ACK = 3, MSG_FAIL = 4, MSG_BYE = 5 };
 typedef struct tcp_msg {
     uint32_t type;
     uint32_t channel; /* the receiver's channel id */
-    uint64_t a;       /* PUT: destination offset; ACK: count applied; FAIL: status */
+    uint64_t a;       /* PUT: destination offset; SIGNAL: signals (>= 1); ACK: count applied;
+                       * FAIL: status */
     uint64_t size;    /* PUT: payload bytes that follow */
     uint64_t reserved;
 } tcp_msg_t;
 
 /* This rank's part of its rank record: where it listens (port 0: it does
  * not). */
-#define TCP_REC_VERSION 1
+#define TCP_REC_VERSION 2 /* 2: MSG_SIGNAL carries a count */
 typedef struct tcp_rec {
     uint16_t tcp_family; /* AF_INET or AF_INET6 */
     uint16_t tcp_port;   /* network byte order */
@@ -186,7 +187,7 @@ void tcp_conn_close(gpuport_conn_t *conn);
 int tcp_has_room(gpuport_tl_chan_t *ch, uint32_t nops);
 int tcp_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
             int behind_work, gpuport_work_t *work);
-int tcp_signal(gpuport_tl_chan_t *ch, int behind_work, gpuport_work_t *work);
+int tcp_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *work);
 void tcp_report_fail(gpuport_tl_chan_t *ch, gpuport_status_t status);
 void tcp_stage_tx(tcp_conn_t *tc);
 int tcp_send_some(tcp_conn_t *tc);

@@ -84,6 +84,11 @@ static void on_header(tcp_conn_t *tc)
         return;
     case MSG_SIGNAL:
         ch = rx_channel(tc, m->channel);
+        if (m->a == 0) {
+            protocol_error(tc, "a signal message for channel %llu carried no signal (count %llu)",
+                           m->channel, m->a);
+            return;
+        }
         if (!ch) {
             log_error("tcp: rank %d signalled channel %u, which is not open here; dropped",
                       tc->peer, m->channel);
@@ -94,13 +99,13 @@ static void on_header(tcp_conn_t *tc)
             memset(&w, 0, sizeof(w));
             w.kind = GPUPORT_WORK_SEM_ADD;
             w.sem = &gpuport_tl_sem(comm, m->channel)->value;
-            w.value = 1;
+            w.value = m->a;
             gpuport_tl_post(tc->conn, &w);
             tc->rx_ops++;
             tcp_post_push(tc, POST_RX_SIGNAL, tc->rx_ops);
             tc->rx_pending++;
         } else {
-            gpuport_tl_sem_add(comm, m->channel, 1);
+            gpuport_tl_sem_add(comm, m->channel, m->a);
             rx_op_done(tc);
         }
         return;

@@ -48,10 +48,10 @@ int tcp_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t 
                     gpuport_region_is_device(ch->src.kind));
 }
 
-int tcp_signal(gpuport_tl_chan_t *ch, int behind_work, gpuport_work_t *work)
+int tcp_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *work)
 {
     (void)behind_work, (void)work;
-    return queue_op(ch, MSG_SIGNAL, 0, 0, NULL, 0);
+    return queue_op(ch, MSG_SIGNAL, n, 0, NULL, 0);
 }
 
 void tcp_report_fail(gpuport_tl_chan_t *ch, gpuport_status_t status)
