@@ -601,21 +601,30 @@ static void *proxy_main(void *arg)
 {
     gpuport_comm_t comm = arg;
     uint64_t idle_since = gpuport_now_ns(), next_watch = idle_since + PEER_WATCH_NS;
-    uint64_t next_scan = idle_since + CLOSE_SCAN_NS;
+    uint64_t next_scan = idle_since + CLOSE_SCAN_NS, pass = 0;
     uint32_t sleep_us = 0;
+    int device_first = 0;
 
     gpuport_log_set_rank(comm->rank);
     gpuport_topology_bind_self(comm->topo, comm->placement.proxy_cpu);
     atomic_store_explicit(&comm->proxy.running, 1, memory_order_release);
     for (;;) {
-        int progressed;
-        atomic_fetch_add_explicit(&comm->proxy.passes, 1, memory_order_acq_rel);
-        progressed = read_completions(comm);
-        progressed += progress_conns(comm);
-        progressed += consume_fifo(comm, &comm->fifo, GPUPORT_FIFO_HOST);
+        int progressed, from_device = 0, from_host;
         uint64_t now;
-        if (comm->dfifo.slots)
-            progressed += consume_fifo(comm, &comm->dfifo, GPUPORT_FIFO_DEVICE);
+        /* the only writer: a release store, no locked add, on every pass */
+        atomic_store_explicit(&comm->proxy.passes, ++pass, memory_order_release);
+        /* the FIFO that last had triggers first: a kernel waiting on its
+         * flush is answered before the other FIFO and the connections are
+         * looked at */
+        if (device_first)
+            from_device = consume_fifo(comm, &comm->dfifo, GPUPORT_FIFO_DEVICE);
+        progressed = from_device + read_completions(comm) + progress_conns(comm);
+        from_host = consume_fifo(comm, &comm->fifo, GPUPORT_FIFO_HOST);
+        if (!device_first && comm->dfifo.slots)
+            from_device = consume_fifo(comm, &comm->dfifo, GPUPORT_FIFO_DEVICE);
+        progressed += from_host + (device_first ? 0 : from_device);
+        if (from_device || from_host)
+            device_first = from_device > 0;
         now = gpuport_now_ns();
         if (now >= next_watch) {
             watch_peers(comm);
