@@ -7,9 +7,14 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "build_config.h"
+#include "fdpass_wire.h"
 #include "fuzz.h"
 #include "internal.h"
 #include "transport/tcp/tcp_priv.h"
@@ -384,6 +389,220 @@ static void config(void)
     config_seed("transport-every-row", "", 30, "tcp");
 }
 
+/* ---- the descriptor exchange: records as fdwire_send_hello and
+ * fdwire_send_pieces put them on the socket, then altered ---- */
+
+typedef struct {
+    unsigned char b[2048];
+    size_t len;
+    uint32_t nfds;
+    int close_after; /* the peer closes its end after this record */
+} fdrec_t;
+
+typedef struct {
+    fdrec_t r[8];
+    int n;
+} fdrecs_t;
+
+/* Appends what the sender writes: a hello (hello), then n pieces (n >= 0;
+ * n < 0: none), their sizes and offsets distinct. */
+static void fdp_capture(fdrecs_t *rs, int hello, int n)
+{
+    const gpuport_fdpeer_t peer = {.rank = 1};
+    gpuport_fdpiece_t *p = calloc(n > 0 ? (size_t)n : 1, sizeof(*p));
+    int sv[2], null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+    FUZZ_CHECK(p && null >= 0, "/dev/null");
+    for (int i = 0; i < n; i++) {
+        p[i].fd = null;
+        p[i].size = 2097152ull << (i % 3);
+        p[i].offset = (uint64_t)i * 4096;
+    }
+    FUZZ_CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
+    if (hello)
+        FUZZ_CHECK(fdwire_send_hello(sv[1], 0, 0x0102030405060708ull, UINT64_MAX) == 0,
+                   "fdwire_send_hello");
+    if (n >= 0)
+        FUZZ_CHECK(fdwire_send_pieces(sv[1], &peer, 0x0102030405060708ull, p, (uint32_t)n,
+                                      UINT64_MAX) == GPUPORT_OK,
+                   "fdwire_send_pieces");
+    close(sv[1]);
+    for (;;) {
+        union {
+            struct cmsghdr align;
+            char buf[CMSG_SPACE(253 * sizeof(int))];
+        } ctl;
+        fdrec_t *r = &rs->r[rs->n];
+        struct iovec iov = {r->b, sizeof(r->b)};
+        struct msghdr mh;
+        struct cmsghdr *cm;
+        ssize_t k;
+
+        memset(&mh, 0, sizeof(mh));
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = ctl.buf;
+        mh.msg_controllen = sizeof(ctl.buf);
+        k = recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC);
+        FUZZ_CHECK(k >= 0 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)), "recvmsg");
+        r->nfds = 0;
+        for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+            size_t c = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < c; i++) {
+                int f;
+                memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof(f));
+                close(f);
+            }
+            r->nfds += (uint32_t)c;
+        }
+        if (k == 0 && r->nfds == 0)
+            break;
+        FUZZ_CHECK(rs->n < 7, "too many records");
+        r->len = (size_t)k;
+        r->close_after = 0;
+        rs->n++;
+    }
+    close(sv[0]);
+    close(null);
+    free(p);
+}
+
+static uint32_t *fdp_field(fdrec_t *r, size_t off)
+{
+    return (uint32_t *)(void *)(r->b + off);
+}
+
+static fdwire_piece_t *fdp_piece(fdrec_t *r, uint32_t k)
+{
+    return (fdwire_piece_t *)(void *)(r->b + sizeof(fdwire_head_t) + k * sizeof(fdwire_piece_t));
+}
+
+/* The harness's input: the mode (and with bit 4, how many descriptors the
+ * receiver may open: avail), then each record's flags, descriptors, length
+ * and body; the length follows from the body where it can. */
+static void fdp_save_limit(const char *name, uint8_t mode, int avail, const fdrecs_t *rs)
+{
+    buf_t b = {.n = 0};
+
+    add_u8(&b, (uint8_t)(mode | (avail >= 0 ? 16 : 0)));
+    if (avail >= 0)
+        add_u8(&b, (uint8_t)avail);
+    for (int i = 0; i < rs->n; i++) {
+        const fdrec_t *r = &rs->r[i];
+        uint32_t magic = 0, count = 0;
+        size_t auto_len;
+        uint16_t len = (uint16_t)r->len;
+
+        if (r->len >= sizeof(fdwire_head_t)) {
+            memcpy(&magic, r->b, sizeof(magic));
+            memcpy(&count, r->b + offsetof(fdwire_head_t, count), sizeof(count));
+        }
+        auto_len = magic == FDWIRE_HELLO_MAGIC
+                       ? sizeof(fdwire_hello_t)
+                       : sizeof(fdwire_head_t) +
+                             (count < FDWIRE_PIECES_PER_MSG + 1 ? count
+                                                                : FDWIRE_PIECES_PER_MSG + 1) *
+                                 sizeof(fdwire_piece_t);
+        add_u8(&b, (uint8_t)(r->close_after |
+                             (r->len >= sizeof(fdwire_head_t) && r->len == auto_len ? 2 : 0)));
+        if (r->nfds > 0 && r->nfds == count)
+            add_u8(&b, 0x80);
+        else if (r->nfds > 0 && r->nfds == count + 1)
+            add_u8(&b, 0x81);
+        else if (r->nfds < 16)
+            add_u8(&b, (uint8_t)r->nfds);
+        else
+            FUZZ_CHECK(0, "%s: %u descriptors with a count of %u", name, r->nfds, count);
+        add(&b, &len, sizeof(len));
+        add(&b, r->b, r->len);
+    }
+    save("fuzz_fdpass", name, &b);
+}
+
+static void fdp_save(const char *name, uint8_t mode, const fdrecs_t *rs)
+{
+    fdp_save_limit(name, mode, -1, rs);
+}
+
+/* mode: bits 0-1 0 pieces, 1 hello, 2 hello then pieces; bit 2 the peer
+ * stays; bit 3 a deadline ahead; bit 4 an open-file limit */
+static void fdpass(void)
+{
+    fdrecs_t rs;
+
+#define FDP(hello, n) (memset(&rs, 0, sizeof(rs)), fdp_capture(&rs, hello, n))
+    FDP(1, -1);
+    fdp_save("hello", 1, &rs);
+    FDP(1, 0);
+    fdp_save("hello-pieces-0", 2, &rs);
+    FDP(0, 0);
+    fdp_save("pieces-0", 0, &rs);
+    FDP(0, 3);
+    fdp_save("pieces-3", 0, &rs);
+    FDP(1, 130); /* 64, 64 and 2 */
+    fdp_save("hello-pieces-130", 2 | 8, &rs);
+    fdp_save_limit("hello-pieces-130-limit-130", 2, 130, &rs);
+    fdp_save_limit("hello-pieces-130-limit-100", 2, 100, &rs); /* the second message cut */
+    FDP(0, 3);
+    fdp_save_limit("pieces-3-limit-0", 0, 0, &rs);
+
+    FDP(1, -1);
+    (*fdp_field(&rs.r[0], offsetof(fdwire_hello_t, version)))++;
+    fdp_save("hello-version-2", 1, &rs);
+    FDP(1, 0);
+    rs.r[0].nfds = 1;
+    fdp_save("hello-with-descriptor", 2, &rs);
+    FDP(1, -1);
+    rs.r[0].len++;
+    fdp_save("hello-long", 1, &rs);
+    FDP(0, 3);
+    rs.r[0].nfds = 2;
+    fdp_save("pieces-3-descriptor-short", 0, &rs);
+    FDP(0, 65);
+    rs.r[1].nfds = 2;
+    fdp_save("pieces-65-descriptor-extra", 0, &rs);
+    FDP(0, 64);
+    rs.r[0].nfds = 65; /* more than the receiver has room for */
+    fdp_save("pieces-64-descriptors-65", 0, &rs);
+    FDP(0, 130);
+    (*fdp_field(&rs.r[1], offsetof(fdwire_head_t, total)))++;
+    fdp_save("pieces-130-total-differs", 0, &rs);
+    FDP(0, 130);
+    rs.r[0].close_after = 1;
+    fdp_save("pieces-130-closed-after-64", 0, &rs);
+    FDP(1, 130);
+    rs.n = 3;
+    fdp_save("hello-pieces-130-peer-stays", 2 | 4, &rs);
+    FDP(0, 3);
+    fdp_piece(&rs.r[0], 1)->offset = UINT64_MAX - fdp_piece(&rs.r[0], 1)->size + 1;
+    fdp_save("pieces-3-offset-wraps", 0, &rs);
+    FDP(0, 1);
+    *fdp_field(&rs.r[0], offsetof(fdwire_head_t, total)) = GPUPORT_FDPASS_MAX_PIECES + 1;
+    fdp_save("pieces-too-many", 0, &rs);
+    FDP(0, 1);
+    *fdp_field(&rs.r[0], offsetof(fdwire_head_t, total)) = GPUPORT_FDPASS_MAX_PIECES;
+    fdp_save("pieces-max-then-close", 0, &rs);
+    FDP(0, 3);
+    *fdp_field(&rs.r[0], offsetof(fdwire_head_t, count)) = 0;
+    rs.r[0].len = sizeof(fdwire_head_t);
+    rs.r[0].nfds = 0;
+    fdp_save("pieces-3-count-0", 0, &rs);
+    FDP(0, 64);
+    *fdp_field(&rs.r[0], offsetof(fdwire_head_t, count)) = 65;
+    *fdp_field(&rs.r[0], offsetof(fdwire_head_t, total)) = 65;
+    rs.r[0].len += sizeof(fdwire_piece_t); /* longer than a message */
+    rs.r[0].nfds = 65;
+    fdp_save("pieces-count-65", 0, &rs);
+    FDP(0, 0);
+    rs.r[1] = rs.r[0];
+    rs.r[0].len = 0; /* reads as the peer's close */
+    rs.n = 2;
+    fdp_save("empty-record", 0, &rs);
+    rs.r[0].nfds = 1;
+    fdp_save("empty-record-with-descriptor", 0, &rs);
+#undef FDP
+}
+
 int main(int argc, char **argv)
 {
     FUZZ_CHECK(argc == 2, "usage: make_seeds CORPUS_DIR");
@@ -393,5 +612,6 @@ int main(int argc, char **argv)
     records();
     frames();
     config();
+    fdpass();
     return 0;
 }

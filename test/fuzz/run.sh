@@ -31,7 +31,7 @@ if [ "${1:-}" = --seeds ]; then
 fi
 secs=${1:-20}
 [ $# -gt 0 ] && shift
-all=(fuzz_trigger fuzz_proxy fuzz_records fuzz_tcp_frame fuzz_config)
+all=(fuzz_trigger fuzz_proxy fuzz_records fuzz_tcp_frame fuzz_config fuzz_fdpass)
 if [ $# -gt 0 ]; then harnesses=("$@"); else harnesses=("${all[@]}"); fi
 for h in "${harnesses[@]}"; do
     case " ${all[*]} " in
@@ -164,6 +164,7 @@ opts_of() {
     fuzz_tcp_frame) echo "-max_len=70000" ;;
     fuzz_proxy) echo "-max_len=2048" ;;
     fuzz_config) echo "-max_len=600" ;;
+    fuzz_fdpass) echo "-max_len=8192" ;;
     *) echo "-max_len=4096" ;;
     esac
 }
