@@ -290,7 +290,6 @@ static int exec_flush(gpuport_pchan_t *ch, int fifo, uint64_t pos)
 static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint64_t pos)
 {
     gpuport_pchan_t *ch;
-    int need;
 
     if (d->channel >= comm->config.max_channels ||
         !atomic_load_explicit(&comm->pchans[d->channel].active, memory_order_acquire)) {
@@ -301,8 +300,9 @@ static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, ui
         return EXEC_DONE;
     }
     ch = &comm->pchans[d->channel];
-    /* a flush and a close come after the channel's signals */
-    if ((d->op == GPUPORT_OP_FLUSH || d->op == GPUPORT_OP_CLOSE) && !sig_emit(comm, ch))
+    /* whatever comes after the channel's signals (a put, a flush, a close,
+     * also an op that fails the channel) finds them handed over */
+    if (d->op != GPUPORT_OP_SIGNAL && !sig_emit(comm, ch))
         return EXEC_RETRY;
     if (d->op == GPUPORT_OP_FLUSH)
         return exec_flush(ch, fifo, pos);
@@ -326,17 +326,14 @@ static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, ui
         sig_defer(comm, ch);
         return EXEC_DONE;
     }
-    /* a put goes behind the signals before it, and after them its own */
-    need = 1 + (ch->sig_pending ? 1 : 0);
-    if (!gpuport_flusher_has_room(&comm->proxy.flusher, (uint32_t)need) ||
-        (ch->ops->has_room && !ch->ops->has_room(&ch->tl, (uint32_t)need)))
+    /* one item: a put's signal goes out later, folded */
+    if (!gpuport_flusher_has_room(&comm->proxy.flusher, 1) ||
+        (ch->ops->has_room && !ch->ops->has_room(&ch->tl, 1)))
         return EXEC_RETRY;
     switch (d->op) {
     case GPUPORT_OP_PUT:
-        sig_emit(comm, ch);
         return exec_put(comm, ch, d);
     case GPUPORT_OP_PUT_SIGNAL:
-        sig_emit(comm, ch);
         exec_put(comm, ch, d);
         if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) == GPUPORT_OK)
             sig_defer(comm, ch);

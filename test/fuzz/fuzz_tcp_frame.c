@@ -214,7 +214,7 @@ static int flusher_drain(void)
                        "a staging copy from outside rx staging");
             memcpy(w->dst, w->src, w->size);
         } else {
-            FUZZ_CHECK(w->kind == GPUPORT_WORK_SEM_ADD && w->value == 1 &&
+            FUZZ_CHECK(w->kind == GPUPORT_WORK_SEM_ADD && w->value >= 1 &&
                            w->sem >= &g_comm.ctrl[0].value && w->sem <= &g_comm.ctrl[NCH - 1].value,
                        "flusher item of kind %u", w->kind);
             atomic_fetch_add(w->sem, w->value);
@@ -268,8 +268,13 @@ static int model(const uint8_t *s, size_t len, int eof, uint64_t sent, uint64_t 
             break;
         }
         case MSG_SIGNAL:
+            /* a count of folded signals; none is a protocol error */
+            if (m.a == 0) {
+                end = BROKEN;
+                break;
+            }
             if (model_rx_channel(id))
-                g_m[id].sem++;
+                g_m[id].sem += m.a;
             rx_ops++;
             break;
         case MSG_ACK:

@@ -304,7 +304,7 @@ static void frames(void)
     frame_start(&b, 1, 0, 2);
     add_msg(&b, MSG_PUT, 0, 0, 64);
     add_payload(&b, 64, 1);
-    add_msg(&b, MSG_SIGNAL, 0, 0, 0);
+    add_msg(&b, MSG_SIGNAL, 0, 1, 0);
     add_msg(&b, MSG_ACK, 0, 2, 0);
     add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
     save("fuzz_tcp_frame", "put-signal-ack-bye", &b);
@@ -312,13 +312,13 @@ static void frames(void)
     frame_start(&b, 0, 7, 0);
     add_msg(&b, MSG_PUT, 1, 100, 19000); /* received in place (DIRECT_MIN) */
     add_payload(&b, 19000, 2);
-    add_msg(&b, MSG_SIGNAL, 1, 0, 0);
+    add_msg(&b, MSG_SIGNAL, 1, 1, 0);
     save("fuzz_tcp_frame", "put-large-direct", &b);
 
     frame_start(&b, 1, 6, 0);
     add_msg(&b, MSG_PUT, 2, 10, 4000); /* GPU destination: staged */
     add_payload(&b, 4000, 3);
-    add_msg(&b, MSG_SIGNAL, 2, 0, 0); /* behind the staging copy */
+    add_msg(&b, MSG_SIGNAL, 2, 1, 0); /* behind the staging copy */
     add_msg(&b, MSG_PUT, 2, 0, 0);
     add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
     save("fuzz_tcp_frame", "put-gpu-staged", &b);
@@ -330,14 +330,14 @@ static void frames(void)
     add_payload(&b, 5, 5);
     add_msg(&b, MSG_PUT, 4, 0, 1); /* not receiving */
     add_payload(&b, 1, 6);
-    add_msg(&b, MSG_SIGNAL, 6, 0, 0);
+    add_msg(&b, MSG_SIGNAL, 6, 1, 0);
     add_msg(&b, MSG_FAIL, 1, (uint64_t)(int64_t)GPUPORT_ERR_PEER, 0);
     save("fuzz_tcp_frame", "rejected", &b);
 
     frame_start(&b, 0, 1, 3);
     add_msg(&b, MSG_ACK, 0, 1, 0);
     add_msg(&b, MSG_ACK, 0, 4, 0); /* more than was sent: protocol error */
-    add_msg(&b, MSG_SIGNAL, 0, 0, 0);
+    add_msg(&b, MSG_SIGNAL, 0, 1, 0);
     save("fuzz_tcp_frame", "ack-too-many", &b);
 
     frame_start(&b, 0, 0, 0);
@@ -351,9 +351,13 @@ static void frames(void)
     save("fuzz_tcp_frame", "close-in-payload", &b);
 
     frame_start(&b, 1, 4, 0);
-    add_msg(&b, MSG_SIGNAL, 3, 0, 0);
+    add_msg(&b, MSG_SIGNAL, 3, 3, 0); /* three signals folded */
     add(&b, "\x01\x00\x00", 3); /* closed inside a header, without goodbye */
     save("fuzz_tcp_frame", "close-in-header", &b);
+
+    frame_start(&b, 1, 2, 0);
+    add_msg(&b, MSG_SIGNAL, 1, 0, 0); /* a signal message without a signal: broken */
+    save("fuzz_tcp_frame", "signal-count-zero", &b);
 }
 
 /* ---- configuration: byte 0 the row, byte 1 describe's buffer size ---- */
