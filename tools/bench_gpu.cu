@@ -15,7 +15,9 @@
  *    buffer it allocated on the peer GPU, both timed with events; gpuport's
  *    and the baseline's received bytes are verified after each size. With
  *    both memory kinds, one channel over cudaMalloc and one over VMM memory
- *    (gpuport_mem_alloc_device), their columns beside one baseline.
+ *    (gpuport_mem_alloc_device), their columns beside one baseline;
+ *  - then the small-operations table (bench_small.cu), alone under
+ *    --small-only.
  * The baseline cannot write the peer process's buffer through CUDA IPC:
  * handles from one process may be opened by one context per device in
  * another, and gpuport's flusher context holds them (for cudaMalloc
@@ -33,28 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench_gpu.h"
-#include "gpuport/gpuport_device.h"
-#include <cuda_runtime.h>
-
-#define CK(call)                                                                                \
-    do {                                                                                        \
-        cudaError_t e_ = (call);                                                                \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "gpuport_bench: %s failed: %s (%s:%d)\n", #call,                    \
-                    cudaGetErrorString(e_), __FILE__, __LINE__);                                \
-            return -1;                                                                          \
-        }                                                                                       \
-    } while (0)
-
-#define GK(call)                                                                                \
-    do {                                                                                        \
-        gpuport_status_t s_ = (call);                                                           \
-        if (s_ != GPUPORT_OK) {                                                                 \
-            fprintf(stderr, "gpuport_bench: %s failed: %s\n", #call, gpuport_status_string(s_)); \
-            return -1;                                                                          \
-        }                                                                                       \
-    } while (0)
+#include "bench_gpu_int.h"
 
 extern "C" int bench_gpu_count(void)
 {
@@ -175,11 +156,6 @@ __global__ void k_puts(gpuport_port_channel_dev_t ch, uint64_t size, int reps, i
     *rc = st;
 }
 
-__host__ __device__ static unsigned char bpat(uint64_t i)
-{
-    return (unsigned char)((i * 2654435761u) >> 13);
-}
-
 __global__ void k_fill(unsigned char *p, uint64_t n)
 {
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
@@ -197,64 +173,23 @@ __global__ void k_check(const unsigned char *p, uint64_t n, unsigned long long *
         atomicAdd(bad, b);
 }
 
-static uint64_t host_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* One memory kind's buffers and the channel over them. */
-typedef struct kind {
-    int vmm;          /* gpuport_mem_alloc_device, else cudaMalloc */
-    const char *name; /* for the tables */
-    unsigned char *src, *dst;
-    gpuport_mem_t msrc, mdst;
-    gpuport_channel_t ch;
-    gpuport_port_channel_dev_t dev;
-} kind_t;
-
-typedef struct state {
-    const bench_gpu_env_t *env;
-    kind_t k[2]; /* k[0] serves every figure; k[1] only the bandwidth table */
-    int nkinds;
-    unsigned char *raw_dst; /* the baseline's destination, on the peer GPU */
-    int gpu, peer_gpu;
-    int shared;             /* gpu == peer_gpu: contexts time-sliced on one GPU */
-    uint64_t region;
-    uint64_t *d_ns;
-    int *d_rc;
-    unsigned long long *d_bad, *d_bad_peer; /* d_bad_peer lives on the peer GPU */
-    cudaStream_t s;
-    cudaEvent_t e0, e1;
-    double pingpong_us; /* busy round trip, from ipc_pingpong */
-} state_t;
-
-static int scaled(const bench_gpu_env_t *env, int n)
-{
-    int v = (int)(n * env->iters_scale);
-    return v < 1 ? 1 : v;
-}
-
-static int fifo_latency(state_t *st)
+int bench_fifo_measure(state_t *st)
 {
     const bench_gpu_env_t *env = st->env;
-    int iters = scaled(env, 20000);
-    uint64_t *ping, *pong, ns_rt = 0, ns_ps = 0;
-    int rc = 0;
+    int iters = scaled(env, 20000), rc = 0;
+    uint64_t *ping, *pong, *dping, *dpong, ns_rt = 0, ns_ps = 0;
     echo_t e;
     pthread_t thr;
 
     CK(cudaHostAlloc(&ping, 128, cudaHostAllocMapped));
     pong = ping + 8;
     memset(ping, 0, 128);
+    CK(cudaHostGetDevicePointer((void **)&dping, ping, 0));
+    dpong = dping + 8;
     e.ping = ping;
     e.pong = pong;
     e.iters = iters;
     pthread_create(&thr, NULL, echo_main, &e);
-    uint64_t *dping, *dpong;
-    CK(cudaHostGetDevicePointer((void **)&dping, ping, 0));
-    dpong = dping + 8;
     k_roundtrip<<<1, 1, 0, st->s>>>(dping, dpong, iters, st->d_ns);
     CK(cudaStreamSynchronize(st->s));
     pthread_join(thr, NULL);
@@ -265,15 +200,29 @@ static int fifo_latency(state_t *st)
     CK(cudaMemcpy(&ns_ps, st->d_ns, 8, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
     cudaFreeHost(ping);
+    st->fifo_iters = iters;
+    st->fifo_rc = rc;
+    st->fifo_rt_ns = ns_rt;
+    st->fifo_ps_ns = ns_ps;
+    return 0;
+}
+
+static int fifo_latency(state_t *st)
+{
+    const bench_gpu_env_t *env = st->env;
+
+    if (bench_fifo_measure(st))
+        return -1;
     if (env->report) {
+        int iters = st->fifo_iters;
         printf("\nFIFO push + sync latency (one kernel thread, %d iterations, mean)\n", iters);
         printf("  %-44s %8.2f us\n", "raw GPU->CPU->GPU round trip, pinned memory",
-               ns_rt / 1e3 / iters);
+               st->fifo_rt_ns / 1e3 / iters);
         printf("  %-44s %8.2f us   (%.2fx the raw round trip)%s\n",
-               "gpuport push flush trigger + proxy publish", ns_ps / 1e3 / iters,
-               (double)ns_ps / (double)ns_rt, rc ? "  ERROR" : "");
+               "gpuport push flush trigger + proxy publish", st->fifo_ps_ns / 1e3 / iters,
+               (double)st->fifo_ps_ns / (double)st->fifo_rt_ns, st->fifo_rc ? "  ERROR" : "");
     }
-    return rc ? 1 : 0;
+    return st->fifo_rc ? 1 : 0;
 }
 
 static int fifo_throughput(state_t *st)
@@ -315,11 +264,11 @@ static int fifo_throughput(state_t *st)
     return fails;
 }
 
-static int ipc_pingpong(state_t *st)
+int bench_pingpong_measure(state_t *st)
 {
     const bench_gpu_env_t *env = st->env;
     int iters = scaled(env, st->shared ? 500 : 10000), rc = 0;
-    uint64_t ns = 0, t0, raw;
+    uint64_t ns = 0;
 
     env->barrier(env->ctx);
     k_pingpong<<<1, 1, 0, st->s>>>(st->k[0].dev, env->rank < env->peer, 100, st->d_ns, st->d_rc);
@@ -329,7 +278,19 @@ static int ipc_pingpong(state_t *st)
     CK(cudaStreamSynchronize(st->s));
     CK(cudaMemcpy(&ns, st->d_ns, 8, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
+    st->pingpong_iters = iters;
+    st->pingpong_rc = rc;
     st->pingpong_us = ns / 1e3 / iters;
+    return 0;
+}
+
+static int ipc_pingpong(state_t *st)
+{
+    const bench_gpu_env_t *env = st->env;
+    uint64_t t0, raw;
+
+    if (bench_pingpong_measure(st))
+        return -1;
     env->barrier(env->ctx);
     /* raw copy engine: 8 bytes into the peer's buffer, issue to completion */
     int raw_iters = env->baselines ? scaled(env, 2000) : 0;
@@ -344,15 +305,15 @@ static int ipc_pingpong(state_t *st)
     raw = host_ns() - t0;
     env->barrier(env->ctx);
     if (env->report) {
-        printf("\nIPC ping-pong, 8 B (%d round trips, mean%s)\n", iters,
+        printf("\nIPC ping-pong, 8 B (%d round trips, mean%s)\n", st->pingpong_iters,
                st->shared ? "; one GPU, time-sliced: a twentieth of the round trips" : "");
         if (raw_iters)
             printf("  %-44s %8.2f us\n", "raw copy engine: 8 B cudaMemcpyPeerAsync + sync",
                    raw / 1e3 / raw_iters);
         printf("  %-44s %8.2f us per round trip%s\n", "gpuport put_with_signal + wait for reply",
-               ns / 1e3 / iters, rc ? "  ERROR" : "");
+               st->pingpong_us, st->pingpong_rc ? "  ERROR" : "");
     }
-    return rc ? 1 : 0;
+    return st->pingpong_rc ? 1 : 0;
 }
 
 /* The proxy service's cost while the job idles, and the first round trip
@@ -387,11 +348,8 @@ static int idle_proxy(state_t *st)
     return rc ? 1 : 0;
 }
 
-/* gpuport puts of `size` over kind k's channel, one direction or both:
- * this rank's direction timed (*gbs, where it sends), and the receiver
- * checks every byte; a failure sets *failed_p. */
-static int gp_bw(state_t *st, kind_t *k, uint64_t size, int both, int reps, double *gbs,
-                 int *failed_p)
+int bench_gp_bw(state_t *st, kind_t *k, uint64_t size, int both, int reps, double *gbs,
+                int *failed_p)
 {
     const bench_gpu_env_t *env = st->env;
     int sender = both || env->rank < env->peer;
@@ -479,7 +437,7 @@ static int ipc_bw_size(state_t *st, uint64_t size, int both, bw_row_t *row)
     memset(row, 0, sizeof(*row));
     reps = scaled(env, reps);
     for (int i = 0; i < st->nkinds; i++)
-        if (gp_bw(st, &st->k[i], size, both, reps, &row->gp[i], &mine))
+        if (bench_gp_bw(st, &st->k[i], size, both, reps, &row->gp[i], &mine))
             return -1;
     if (env->baselines && raw_bw(st, size, both, reps, &row->raw, &mine))
         return -1;
@@ -653,6 +611,12 @@ static void kind_close(state_t *st, kind_t *k)
     }
 }
 
+/* a table's failures; a CUDA error (-1) counts as one */
+static int failures(int rc)
+{
+    return rc < 0 ? 1 : rc;
+}
+
 extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
 {
     state_t st;
@@ -700,11 +664,14 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
         else
             printf("GPU %d, peer on GPU %d\n", st.gpu, st.peer_gpu);
     }
-    fails += fifo_latency(&st);
-    fails += fifo_throughput(&st);
-    fails += ipc_pingpong(&st);
-    fails += idle_proxy(&st);
-    fails += ipc_bandwidth(&st);
+    if (!env->small_only) {
+        fails += failures(fifo_latency(&st));
+        fails += failures(fifo_throughput(&st));
+        fails += failures(ipc_pingpong(&st));
+        fails += failures(idle_proxy(&st));
+        fails += failures(ipc_bandwidth(&st));
+    }
+    fails += failures(bench_small(&st));
 
     env->barrier(env->ctx);
     for (int i = 0; i < st.nkinds; i++)

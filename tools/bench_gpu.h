@@ -3,8 +3,11 @@
  * beside a raw GPU<->CPU round trip, FIFO throughput by pushing warps, IPC
  * ping-pong beside a raw copy-engine copy, and IPC put bandwidth beside
  * cudaMemcpyAsync into the same peer buffer, for channels over cudaMalloc
- * or VMM memory (gpuport_mem_alloc_device), or both side by side. The pair
- * may share one GPU (time-sliced). The MPI side (tools/gpuport_bench.c)
+ * or VMM memory (gpuport_mem_alloc_device), or both side by side; then
+ * small operations (signals, put_value, 64-byte puts, 1-256 KiB puts, FIFO
+ * round trip, ping-pong), each beside its limit measured from a private
+ * CUDA context (tools/bench_small.cu). The pair may share one GPU
+ * (time-sliced). The MPI side (tools/gpuport_bench.c)
  * provides the pairing and a bootstrap-like exchange.
  */
 #ifndef GPUPORT_BENCH_GPU_H
@@ -35,6 +38,7 @@ typedef struct bench_gpu_env {
     int mem;        /* BENCH_GPU_MEM_* bits, one channel per kind; with both,
                      * the IPC bandwidth table shows them side by side and the
                      * other figures use the cudaMalloc channel */
+    int small_only; /* 1: only the small-operations table */
     void *ctx;
     void (*barrier)(void *ctx); /* the pair, or everyone */
     void (*exchange)(void *ctx, const void *mine, void *theirs, size_t bytes); /* with peer */

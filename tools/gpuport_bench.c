@@ -88,6 +88,7 @@ typedef struct opts {
     int no_mpi;
     int host;
     int mem;
+    int small_only;
     int help;
 } opts_t;
 
@@ -103,7 +104,8 @@ static void usage(FILE *f, const char *prog)
             "  --iters X      scale every round count by X (default 1, may be fractional)\n"
             "  --malloc       buffers from malloc + gpuport_mem_register (peers write by\n"
             "                 cross-memory attach) instead of gpuport_mem_alloc (shared mapping)\n"
-            "  --no-mpi       skip the baselines (MPI; on GPUs the raw copy-engine copies)\n"
+            "  --no-mpi       skip the baselines (MPI; on GPUs the raw copy-engine copies\n"
+            "                 and the small operations' limits)\n"
             "  --host         host memory even where GPUs are present (GPU mode is chosen\n"
             "                 when every rank sees a GPU; where a host has fewer GPUs than\n"
             "                 ranks, local rank r uses GPU r %% count, time-sliced)\n"
@@ -111,6 +113,9 @@ static void usage(FILE *f, const char *prog)
             "                 vmm (gpuport_mem_alloc_device; the default under\n"
             "                 GPUPORT_TRANSPORT=tcp, which refuses cudaMalloc memory), or\n"
             "                 both (the IPC bandwidth table for both side by side)\n"
+            "  --small-only   GPU mode: only the small-operations table (signals, put_value,\n"
+            "                 64 B puts, 1-256 KiB puts, FIFO round trip, ping-pong, each\n"
+            "                 beside its limit from a private CUDA context, with its target)\n"
             "  -h, --help     this text\n",
             prog);
 }
@@ -164,7 +169,7 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
     o->min_size = 8;
     o->max_size = 256 * MIB;
     o->iter_scale = 1.0;
-    o->use_malloc = o->no_mpi = o->host = o->help = 0;
+    o->use_malloc = o->no_mpi = o->host = o->small_only = o->help = 0;
     o->mem = MEM_DEFAULT;
     for (int i = 1; i < argc && !bad; i++) {
         const char *arg = argv[i];
@@ -179,6 +184,8 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
             o->no_mpi = 1;
         } else if (!strcmp(arg, "--host")) {
             o->host = 1;
+        } else if (!strcmp(arg, "--small-only")) {
+            o->small_only = 1;
         } else if ((v = opt_value(argc, argv, &i, "--min-size", &missing))) {
             if (parse_size(v, &o->min_size))
                 bad = arg;
@@ -1065,6 +1072,7 @@ static int run_gpu(const opts_t *o, int rank, int nranks, int device, int shared
         env.iters_scale = o->iter_scale;
         env.baselines = !o->no_mpi;
         env.mem = mem;
+        env.small_only = o->small_only;
         env.ctx = &peer;
         env.barrier = gpu_barrier;
         env.exchange = gpu_exchange;
@@ -1116,6 +1124,13 @@ int main(int argc, char **argv)
         return failed ? 1 : 0;
     }
 #endif
+    if (o.small_only) {
+        if (rank == 0)
+            fprintf(stderr, "%s: --small-only needs GPU mode (a GPU on every rank, no --host)\n",
+                    argv[0]);
+        MPI_Finalize();
+        return 2;
+    }
     bench_setup(&b, &o);
     if (rank == 0)
         print_header(&b);

@@ -1,0 +1,105 @@
+/*
+ * What the GPU mode's .cu files share (tools/bench_gpu.cu, the tables up to
+ * the IPC bandwidth; tools/bench_small.cu, the small-operations table): the
+ * state of one run, its channels, and the measurements both use. CUDA C++
+ * only; the C side sees bench_gpu.h.
+ */
+#ifndef GPUPORT_BENCH_GPU_INT_H
+#define GPUPORT_BENCH_GPU_INT_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "bench_gpu.h"
+#include "gpuport/gpuport_device.h"
+#include <cuda_runtime.h>
+
+#define CK(call)                                                                                \
+    do {                                                                                        \
+        cudaError_t e_ = (call);                                                                \
+        if (e_ != cudaSuccess) {                                                                \
+            fprintf(stderr, "gpuport_bench: %s failed: %s (%s:%d)\n", #call,                    \
+                    cudaGetErrorString(e_), __FILE__, __LINE__);                                \
+            return -1;                                                                          \
+        }                                                                                       \
+    } while (0)
+
+#define GK(call)                                                                                \
+    do {                                                                                        \
+        gpuport_status_t s_ = (call);                                                           \
+        if (s_ != GPUPORT_OK) {                                                                 \
+            fprintf(stderr, "gpuport_bench: %s failed: %s\n", #call, gpuport_status_string(s_)); \
+            return -1;                                                                          \
+        }                                                                                       \
+    } while (0)
+
+/* One memory kind's buffers and the channel over them. */
+typedef struct kind {
+    int vmm;          /* gpuport_mem_alloc_device, else cudaMalloc */
+    const char *name; /* for the tables */
+    unsigned char *src, *dst;
+    gpuport_mem_t msrc, mdst;
+    gpuport_channel_t ch;
+    gpuport_port_channel_dev_t dev;
+} kind_t;
+
+typedef struct state {
+    const bench_gpu_env_t *env;
+    kind_t k[2]; /* k[0] serves every figure; k[1] only the bandwidth table */
+    int nkinds;
+    unsigned char *raw_dst; /* the baseline's destination, on the peer GPU */
+    int gpu, peer_gpu;
+    int shared;             /* gpu == peer_gpu: contexts time-sliced on one GPU */
+    uint64_t region;        /* bytes of every src and dst buffer */
+    uint64_t *d_ns;
+    int *d_rc;
+    unsigned long long *d_bad, *d_bad_peer; /* d_bad_peer lives on the peer GPU */
+    cudaStream_t s;
+    cudaEvent_t e0, e1;
+    /* bench_fifo_measure's last figures */
+    int fifo_iters, fifo_rc;
+    uint64_t fifo_rt_ns, fifo_ps_ns; /* raw round trips, push + sync: total of fifo_iters */
+    /* bench_pingpong_measure's last figures */
+    int pingpong_iters, pingpong_rc;
+    double pingpong_us; /* busy round trip, mean */
+} state_t;
+
+/* the pattern k_fill writes into every source buffer: byte i is bpat(i) */
+__host__ __device__ static inline unsigned char bpat(uint64_t i)
+{
+    return (unsigned char)((i * 2654435761u) >> 13);
+}
+
+static inline int scaled(const bench_gpu_env_t *env, int n)
+{
+    int v = (int)(n * env->iters_scale);
+    return v < 1 ? 1 : v;
+}
+
+static inline uint64_t host_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* FIFO push + sync on k[0] beside the raw pinned round trip, fifo_iters of
+ * each by one kernel thread, into st->fifo_*. Needs no peer. 0, or -1 on a
+ * CUDA error. */
+int bench_fifo_measure(state_t *st);
+/* put_with_signal + wait ping-pong on k[0], after 100 warm-up round trips,
+ * into st->pingpong_*. Collective over the pair. 0, or -1 on a CUDA error. */
+int bench_pingpong_measure(state_t *st);
+/* gpuport puts of `size` over kind k's channel, one direction or both:
+ * reps puts and a flush by one kernel thread, timed with events; *gbs where
+ * this rank sends; the receiver checks every byte; a failure on this side
+ * sets *failed_p. Collective over the pair. 0, or -1 on a CUDA error. */
+int bench_gp_bw(state_t *st, kind_t *k, uint64_t size, int both, int reps, double *gbs,
+                int *failed_p);
+
+/* The small-operations table (bench_small.cu). Collective over the pair;
+ * the number of verification failures, or -1 on a CUDA error. */
+int bench_small(state_t *st);
+
+#endif
