@@ -21,7 +21,6 @@
 
 #define KIB 1024u
 
-#define CHECK_OK(expr) CHECK_STATUS((expr), GPUPORT_OK)
 
 static void same_file(int a, int b)
 {
