@@ -359,6 +359,24 @@ gpuport_status_t gpuport_channel_push(gpuport_channel_t ch, uint32_t op, uint64_
     return status;
 }
 
+gpuport_status_t gpuport_channel_push_value(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
+                                            uint64_t value, uint64_t *pos_p)
+{
+    gpuport_comm_t comm = ch->comm;
+    gpuport_trigger_t t;
+    gpuport_status_t status;
+
+    if (atomic_load_explicit(&comm->proxy.stop, memory_order_acquire))
+        return GPUPORT_ERR_SHUTDOWN;
+    gpuport_trigger_encode_value(&t, op, ch->id, dst_off, value);
+    status = gpuport_fifo_push(&comm->fifo, &t, 1,
+                               comm->timeout_ns ? comm->timeout_ns : UINT64_MAX, pos_p);
+    if (status == GPUPORT_ERR_TIMEOUT)
+        log_error("channel %u: the FIFO stayed full for %llu ms; is the proxy thread stuck?",
+                  ch->id, (unsigned long long)comm->config.timeout_ms);
+    return status;
+}
+
 static gpuport_status_t check_put(gpuport_channel_t ch, uint64_t dst_off, uint64_t src_off,
                                   uint64_t size)
 {
@@ -380,10 +398,30 @@ static gpuport_status_t channel_state(gpuport_channel_t ch)
     return (gpuport_status_t)atomic_load_explicit(&ch->state->status, memory_order_acquire);
 }
 
-static gpuport_status_t push_op(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
-                                uint64_t src_off, uint64_t size)
+/* The same rule as a put's (a value is an 8-byte put), plus alignment. */
+static gpuport_status_t check_value(gpuport_channel_t ch, uint64_t dst_off)
 {
-    uint64_t pos;
+    if (dst_off % 8) {
+        log_error("channel %u (to rank %d): put_value at destination offset %llu, which is not "
+                  "a multiple of 8; nothing was queued",
+                  ch->id, ch->peer, (unsigned long long)dst_off);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    if (dst_off > GPUPORT_TRIGGER_VALUE_OFF_MAX || dst_off > ch->dst_size ||
+        ch->dst_size - dst_off < 8) {
+        log_error("channel %u (to rank %d): put_value at destination offset %llu does not fit "
+                  "(destination region %llu bytes); nothing was queued",
+                  ch->id, ch->peer, (unsigned long long)dst_off,
+                  (unsigned long long)ch->dst_size);
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    }
+    return GPUPORT_OK;
+}
+
+/* What every operation checks first: a live handle, a healthy channel, a
+ * peer that has not closed or failed its side. */
+static gpuport_status_t usable(gpuport_channel_t ch)
+{
     gpuport_status_t status;
 
     if (!chan_ok(ch))
@@ -400,6 +438,17 @@ static gpuport_status_t push_op(gpuport_channel_t ch, uint32_t op, uint64_t dst_
         atomic_compare_exchange_strong(&ch->state->status, &ok, GPUPORT_ERR_PEER);
         return GPUPORT_ERR_PEER;
     }
+    return GPUPORT_OK;
+}
+
+static gpuport_status_t push_op(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
+                                uint64_t src_off, uint64_t size)
+{
+    uint64_t pos;
+    gpuport_status_t status = usable(ch);
+
+    if (status)
+        return status;
     if (op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_SIGNAL) {
         status = check_put(ch, dst_off, src_off, size);
         if (status)
@@ -423,6 +472,30 @@ gpuport_status_t gpuport_channel_put_with_signal(gpuport_channel_t ch, uint64_t 
                                                  uint64_t src_off, uint64_t size)
 {
     return push_op(ch, GPUPORT_OP_PUT_SIGNAL, dst_off, src_off, size);
+}
+
+static gpuport_status_t push_value(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
+                                   uint64_t value)
+{
+    uint64_t pos;
+    gpuport_status_t status = usable(ch);
+
+    if (!status)
+        status = check_value(ch, dst_off);
+    if (status)
+        return status;
+    return gpuport_channel_push_value(ch, op, dst_off, value, &pos);
+}
+
+gpuport_status_t gpuport_channel_put_value(gpuport_channel_t ch, uint64_t dst_off, uint64_t value)
+{
+    return push_value(ch, GPUPORT_OP_PUT_VALUE, dst_off, value);
+}
+
+gpuport_status_t gpuport_channel_put_value_with_signal(gpuport_channel_t ch, uint64_t dst_off,
+                                                       uint64_t value)
+{
+    return push_value(ch, GPUPORT_OP_PUT_VALUE_SIGNAL, dst_off, value);
 }
 
 static gpuport_status_t timed_out(gpuport_channel_t ch, const char *what)

@@ -35,6 +35,19 @@ static gpuport_status_t cma_write(int pid, void *dst, const void *src, uint64_t 
     return GPUPORT_OK;
 }
 
+/* One release store where dst is 8-aligned, so a reader of the word sees the
+ * old value or the new; a region registered at an odd address gets the
+ * bytes after a release fence instead. */
+static void store64(void *dst, uint64_t value)
+{
+    if (((uintptr_t)dst & 7) == 0) {
+        atomic_store_explicit((_Atomic uint64_t *)dst, value, memory_order_release);
+    } else {
+        atomic_thread_fence(memory_order_release);
+        memcpy(dst, &value, sizeof(value));
+    }
+}
+
 gpuport_status_t gpuport_work_execute(const gpuport_work_t *w)
 {
     switch (w->kind) {
@@ -42,7 +55,11 @@ gpuport_status_t gpuport_work_execute(const gpuport_work_t *w)
         memcpy(w->dst, w->src, w->size);
         return GPUPORT_OK;
     case GPUPORT_WORK_CMA_WRITE:
-        return cma_write(w->pid, w->dst, w->src, w->size);
+        return cma_write(w->pid, w->dst, (w->flags & GPUPORT_WORK_SRC_VALUE) ? &w->value : w->src,
+                         w->size);
+    case GPUPORT_WORK_STORE64:
+        store64(w->dst, w->value);
+        return GPUPORT_OK;
     case GPUPORT_WORK_SEM_ADD:
         atomic_fetch_add_explicit(w->sem, w->value, memory_order_release);
         return GPUPORT_OK;

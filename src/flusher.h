@@ -27,12 +27,13 @@ typedef enum {
      * the flusher's context, the other GPU memory mapped for the device (VMM),
      * which the flusher's context copies directly */
     GPUPORT_WORK_CU_TO_DEVICE = 6,  /* device dst <- pinned host src */
-    GPUPORT_WORK_CU_FROM_DEVICE = 7 /* pinned host dst <- device src */
+    GPUPORT_WORK_CU_FROM_DEVICE = 7, /* pinned host dst <- device src */
+    GPUPORT_WORK_STORE64 = 8        /* *(uint64_t *)dst = value, release (mapped here) */
 } gpuport_work_kind_t;
 
 static inline int gpuport_work_is_cuda(uint32_t kind)
 {
-    return kind >= GPUPORT_WORK_CU_COPY;
+    return kind >= GPUPORT_WORK_CU_COPY && kind <= GPUPORT_WORK_CU_FROM_DEVICE;
 }
 
 typedef struct gpuport_work {
@@ -50,6 +51,9 @@ typedef struct gpuport_work {
 /* CU_COPY: the source is legacy device memory of the application's context
  * (cudaMalloc), so the copy names that context */
 #define GPUPORT_WORK_SRC_APP 0x1u
+/* CMA_WRITE: the source is the item's own value (size 8), not src: a
+ * put_value into a peer's private memory, queued or not */
+#define GPUPORT_WORK_SRC_VALUE 0x2u
 
 /* Work a transport posts for itself (gpuport_proxy_post) carries this bit
  * and the connection's index in place of a channel id. */

@@ -197,7 +197,8 @@ void gpuport_pchan_fail(gpuport_pchan_t *ch, gpuport_status_t status);
 /* 1 if the put d reads only inside a source region of src_size bytes and
  * writes only inside a destination region of dst_size bytes; any 64-bit
  * offsets and size (no overflow). Pure: the proxy's range check of every
- * put, fuzzed by test/fuzz/fuzz_trigger.c. */
+ * put and (size 8, no source: src_size UINT64_MAX) every put_value, fuzzed
+ * by test/fuzz/fuzz_trigger.c. */
 int gpuport_op_fits(const gpuport_op_desc_t *d, uint64_t src_size, uint64_t dst_size);
 
 /* select.c */
@@ -210,6 +211,11 @@ gpuport_status_t gpuport_transport_select(struct gpuport_comm *comm, int peer, i
 /* channel.c */
 gpuport_status_t gpuport_channel_push(struct gpuport_channel *ch, uint32_t op, uint64_t dst_off,
                                       uint64_t src_off, uint64_t size, uint64_t *pos_p);
+/* The same for a value trigger (gpuport_trigger_encode_value: dst_off must be
+ * 8-aligned and encodable, else its bits are dropped). No checks: the
+ * put_value calls check first; tests push raw triggers with it. */
+gpuport_status_t gpuport_channel_push_value(struct gpuport_channel *ch, uint32_t op,
+                                            uint64_t dst_off, uint64_t value, uint64_t *pos_p);
 
 /* GPU mode (src/cuda/gpu.c; src/gpu_none.c in builds without CUDA). All run
  * on application threads. */

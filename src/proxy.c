@@ -150,6 +150,38 @@ static void transport_result(gpuport_comm_t comm, gpuport_pchan_t *ch, int rc,
     }
 }
 
+/* A value is an 8-byte put whose bytes travel in the trigger: the same range
+ * rule (no source is read), alignment besides, and the same order (queued
+ * behind the channel's work at the flusher, like a put). */
+static int exec_put_value(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_op_desc_t *d)
+{
+    gpuport_work_t w;
+    int rc, aligned = d->dst_off % 8 == 0;
+
+    if (!aligned || !gpuport_op_fits(d, UINT64_MAX, ch->tl.dst.rec.size)) {
+        log_error("channel %u (to rank %d): put_value at destination offset %llu is %s "
+                  "(destination %llu bytes); the channel is now in error",
+                  ch->tl.id, ch->tl.peer, (unsigned long long)d->dst_off,
+                  aligned ? "outside the region" : "not a multiple of 8",
+                  (unsigned long long)ch->tl.dst.rec.size);
+        GPUPORT_STAT_INC(comm->proxy.rejected);
+        gpuport_pchan_fail(ch, aligned ? GPUPORT_ERR_OUT_OF_RANGE : GPUPORT_ERR_INVALID_ARG);
+        return EXEC_DONE;
+    }
+    if (!ch->ops->put_value) {
+        log_error("channel %u (to rank %d): the %s transport cannot carry put_value; the "
+                  "channel is now in error",
+                  ch->tl.id, ch->tl.peer, ch->ops->name);
+        GPUPORT_STAT_INC(comm->proxy.rejected);
+        gpuport_pchan_fail(ch, GPUPORT_ERR_NOT_SUPPORTED);
+        return EXEC_DONE;
+    }
+    memset(&w, 0, sizeof(w));
+    rc = ch->ops->put_value(&ch->tl, d->dst_off, d->value, ch->work_done < ch->work_posted, &w);
+    transport_result(comm, ch, rc, &w);
+    return EXEC_DONE;
+}
+
 static void exec_signal(gpuport_comm_t comm, gpuport_pchan_t *ch, uint64_t n)
 {
     gpuport_work_t w;
@@ -335,6 +367,13 @@ static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, ui
         return exec_put(comm, ch, d);
     case GPUPORT_OP_PUT_SIGNAL:
         exec_put(comm, ch, d);
+        if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) == GPUPORT_OK)
+            sig_defer(comm, ch);
+        return EXEC_DONE;
+    case GPUPORT_OP_PUT_VALUE:
+        return exec_put_value(comm, ch, d);
+    case GPUPORT_OP_PUT_VALUE_SIGNAL:
+        exec_put_value(comm, ch, d);
         if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) == GPUPORT_OK)
             sig_defer(comm, ch);
         return EXEC_DONE;

@@ -161,6 +161,20 @@ GPUPORT_API gpuport_status_t gpuport_channel_signal(gpuport_channel_t ch);
 GPUPORT_API gpuport_status_t gpuport_channel_put_with_signal(gpuport_channel_t ch,
                                                              uint64_t dst_off, uint64_t src_off,
                                                              uint64_t size);
+/* Writes the 64-bit value into the peer's destination region at dst_off, as
+ * one 8-byte store (host byte order), with no source and no copy: the value
+ * travels in the trigger. Ordered like a put: after the channel's earlier
+ * puts, before its later signals. dst_off must be a multiple of 8
+ * (GPUPORT_ERR_INVALID_ARG) and dst_off + 8 within the destination region
+ * (GPUPORT_ERR_OUT_OF_RANGE); refused here, nothing is queued. Where the
+ * region itself starts 8-aligned (gpuport_mem_alloc, malloc, GPU memory) the
+ * store is atomic: a reader sees the old value or the new, never a mix. */
+GPUPORT_API gpuport_status_t gpuport_channel_put_value(gpuport_channel_t ch, uint64_t dst_off,
+                                                       uint64_t value);
+/* put_value, then signal, in one trigger */
+GPUPORT_API gpuport_status_t gpuport_channel_put_value_with_signal(gpuport_channel_t ch,
+                                                                   uint64_t dst_off,
+                                                                   uint64_t value);
 /* returns when every earlier operation of this channel is complete: sources
  * reusable and data delivered */
 GPUPORT_API gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch);

@@ -206,6 +206,51 @@ GPUPORT_DEV int gpuport_put_with_signal(const gpuport_port_channel_dev_t *ch, ui
     return gpuport_dev_push_op(ch, GPUPORT_OP_PUT_SIGNAL, dst_off, src_off, size, &pos);
 }
 
+/* Writes value (8 bytes) at dst_off of the peer's destination, as the host's
+ * gpuport_channel_put_value: dst_off a multiple of 8, else
+ * GPUPORT_ERR_INVALID_ARG; dst_off + 8 within the region, else
+ * GPUPORT_ERR_OUT_OF_RANGE; one trigger, no source. */
+GPUPORT_DEV int gpuport_dev_value_check(const gpuport_port_channel_dev_t *ch, uint64_t dst_off)
+{
+    if (dst_off % 8)
+        return GPUPORT_ERR_INVALID_ARG;
+    if (dst_off > GPUPORT_TRIGGER_VALUE_OFF_MAX || dst_off > ch->dst_size ||
+        ch->dst_size - dst_off < 8)
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    return GPUPORT_OK;
+}
+
+GPUPORT_DEV int gpuport_dev_push_value(const gpuport_port_channel_dev_t *ch, uint32_t op,
+                                       uint64_t dst_off, uint64_t value, uint64_t *pos_p)
+{
+    gpuport_trigger_t t;
+
+    gpuport_trigger_encode_value(&t, op, ch->id, dst_off, value);
+    return gpuport_dev_fifo_push(ch, &t, 1, pos_p);
+}
+
+GPUPORT_DEV int gpuport_put_value(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
+                                  uint64_t value)
+{
+    uint64_t pos;
+    int st = gpuport_dev_value_check(ch, dst_off);
+
+    if (st)
+        return st;
+    return gpuport_dev_push_value(ch, GPUPORT_OP_PUT_VALUE, dst_off, value, &pos);
+}
+
+GPUPORT_DEV int gpuport_put_value_with_signal(const gpuport_port_channel_dev_t *ch,
+                                              uint64_t dst_off, uint64_t value)
+{
+    uint64_t pos;
+    int st = gpuport_dev_value_check(ch, dst_off);
+
+    if (st)
+        return st;
+    return gpuport_dev_push_value(ch, GPUPORT_OP_PUT_VALUE_SIGNAL, dst_off, value, &pos);
+}
+
 /* Returns when every operation this channel pushed before it is complete. */
 GPUPORT_DEV int gpuport_flush(const gpuport_port_channel_dev_t *ch)
 {

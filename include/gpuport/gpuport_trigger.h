@@ -25,6 +25,17 @@
  *           bits 25..0  = destination offset bits 63..38
  * So sizes up to 2^52 - 1 and any 64-bit offset are expressible; nothing is
  * ever truncated.
+ *
+ * PUT_VALUE and PUT_VALUE_SIGNAL carry a 64-bit value in the trigger itself,
+ * written to an 8-byte-aligned destination offset (no source, no EXT slot):
+ *   word 0: 63 parity, 62..59 op, 58..44 channel as above,
+ *           43..0  dst_off / 8 (so offsets up to 2^47 - 8 bytes)
+ *   word 1: the value
+ * Offsets that are not 8-aligned or need more bits cannot be encoded: the
+ * host and device APIs refuse them (GPUPORT_ERR_INVALID_ARG, or
+ * GPUPORT_ERR_OUT_OF_RANGE as for a put outside the region) before encoding.
+ * An EXT slot in front of a value trigger (no producer writes one) is
+ * consumed with it and adds nothing.
  */
 #ifndef GPUPORT_TRIGGER_H
 #define GPUPORT_TRIGGER_H
@@ -45,12 +56,17 @@ typedef enum {
     GPUPORT_OP_FLUSH = 4,
     GPUPORT_OP_EXT = 5,
     GPUPORT_OP_CLOSE = 6, /* host only, from gpuport_channel_destroy: tell the peer */
-    GPUPORT_OP_MAX_ = 7
+    GPUPORT_OP_PUT_VALUE = 7,        /* 8 bytes carried in the trigger */
+    GPUPORT_OP_PUT_VALUE_SIGNAL = 8, /* ... then a signal */
+    GPUPORT_OP_MAX_ = 9
 } gpuport_trigger_op_t;
 
 #define GPUPORT_TRIGGER_CHANNEL_BITS 15
 #define GPUPORT_TRIGGER_MAX_CHANNELS (1u << GPUPORT_TRIGGER_CHANNEL_BITS)
 #define GPUPORT_TRIGGER_SIZE_MAX ((1ull << 52) - 1)
+#define GPUPORT_TRG_VALUE_OFF_BITS 44 /* dst_off / 8 of a value trigger */
+/* the largest destination offset a value trigger can carry */
+#define GPUPORT_TRIGGER_VALUE_OFF_MAX (((1ull << GPUPORT_TRG_VALUE_OFF_BITS) - 1) << 3)
 
 typedef struct __attribute__((aligned(16))) gpuport_trigger {
     uint64_t w[2];
@@ -62,7 +78,8 @@ typedef struct gpuport_op_desc {
     uint32_t channel;
     uint64_t src_off;
     uint64_t dst_off;
-    uint64_t size;
+    uint64_t size;  /* value ops: 8 */
+    uint64_t value; /* value ops: what to write; else 0 */
 } gpuport_op_desc_t;
 
 #define GPUPORT_TRG_PARITY_SHIFT 63
@@ -96,6 +113,23 @@ GPUPORT_HD void gpuport_trigger_encode(gpuport_trigger_t *t, uint32_t op, uint32
     t->w[1] = ((src_off & 0xffffffffull) << 32) | (dst_off & 0xffffffffull);
 }
 
+GPUPORT_HD int gpuport_trigger_is_value(uint32_t op)
+{
+    return op == GPUPORT_OP_PUT_VALUE || op == GPUPORT_OP_PUT_VALUE_SIGNAL;
+}
+
+/* Encodes a value trigger (op PUT_VALUE or PUT_VALUE_SIGNAL); dst_off must
+ * be 8-aligned and at most GPUPORT_TRIGGER_VALUE_OFF_MAX (the callers check:
+ * other bits are dropped). Parity is left 0. */
+GPUPORT_HD void gpuport_trigger_encode_value(gpuport_trigger_t *t, uint32_t op, uint32_t channel,
+                                             uint64_t dst_off, uint64_t value)
+{
+    t->w[0] = ((uint64_t)(op & 0xf) << GPUPORT_TRG_OP_SHIFT) |
+              ((uint64_t)(channel & (GPUPORT_TRIGGER_MAX_CHANNELS - 1)) << GPUPORT_TRG_CHAN_SHIFT) |
+              ((dst_off >> 3) & ((1ull << GPUPORT_TRG_VALUE_OFF_BITS) - 1));
+    t->w[1] = value;
+}
+
 GPUPORT_HD void gpuport_trigger_encode_ext(gpuport_trigger_t *t, uint32_t channel,
                                            uint64_t src_off, uint64_t dst_off, uint64_t size)
 {
@@ -123,6 +157,14 @@ GPUPORT_HD void gpuport_trigger_decode(const gpuport_trigger_t *t, const gpuport
     uint64_t w0 = t->w[0], w1 = t->w[1];
     d->op = gpuport_trigger_op(w0);
     d->channel = gpuport_trigger_channel(w0);
+    if (gpuport_trigger_is_value(d->op)) {
+        d->dst_off = (w0 & ((1ull << GPUPORT_TRG_VALUE_OFF_BITS) - 1)) << 3;
+        d->src_off = 0;
+        d->size = 8;
+        d->value = w1;
+        return;
+    }
+    d->value = 0;
     d->size = (w0 >> GPUPORT_TRG_SIZE_SHIFT) & 0xffffffffull;
     d->src_off = (((w0 >> GPUPORT_TRG_SRCHI_SHIFT) & 0x3f) << 32) | (w1 >> 32);
     d->dst_off = ((w0 & 0x3f) << 32) | (w1 & 0xffffffffull);

@@ -5,10 +5,10 @@
  * is said once, in registry.c.
  *
  * Set-up calls (comm_*, reachable, conn_*, chan_*) run on the application
- * thread; put and signal run on the proxy thread and must not block: they
- * either finish the operation, describe it as flusher work for the core to
- * queue, or take it and report its completion later (network transports,
- * whose progress() the proxy calls on every pass).
+ * thread; put, put_value and signal run on the proxy thread and must not
+ * block: they either finish the operation, describe it as flusher work for
+ * the core to queue, or take it and report its completion later (network
+ * transports, whose progress() the proxy calls on every pass).
  *
  * A channel's operations complete in the order they were issued, whichever
  * way they complete; a transport uses either flusher work or its own
@@ -97,6 +97,12 @@ typedef struct gpuport_transport_ops {
      * signals (no put between them) into one, so the peer's count grows by
      * n in one write. */
     int (*signal)(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *work);
+    /* Optional: writes value (8 bytes) at dst_off of the peer's destination,
+     * ordered like a put; dst_off is 8-aligned and fits (validated). Returns
+     * as put does. NULL: channels of this transport fail such triggers with
+     * GPUPORT_ERR_NOT_SUPPORTED. */
+    int (*put_value)(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t value, int behind_work,
+                     gpuport_work_t *work);
     /* Optional: room for nops more operations on ch now? 0 leaves the
      * trigger in the FIFO until a later pass. */
     int (*has_room)(gpuport_tl_chan_t *ch, uint32_t nops);

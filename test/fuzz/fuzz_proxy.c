@@ -1,8 +1,9 @@
 /*
  * fuzz_proxy: raw triggers through a running proxy (src/proxy.c): its FIFO
  * consumer (EXT pairs), its checks (unknown channel ids, unknown ops, puts
- * outside a region, channels in error) and the shm transport that carries
- * out what passes, copies inline and at the flusher alike.
+ * and put_values outside a region, channels in error) and the shm transport
+ * that carries out what passes, copies and values inline and at the flusher
+ * alike, in order.
  *
  * One communicator of one rank (a bootstrap of its own, below) holds, for
  * the whole run, shm channels to itself whose source and destination
@@ -11,7 +12,9 @@
  *   1  gpuport_mem_alloc memory (a second mapping of a memfd), 5000 B from 3000 B
  *   2  no source, destination 16 B
  *   3  source 1 B, no destination
- * and ids 4..7 of its 8 are never opened. Each input is a run of 16-byte
+ * and ids 4..7 of its 8 are never opened. Channel 1's destination starts at
+ * an address that is 4- but not 8-aligned, so put_value's fallback for such
+ * regions (bytes after a fence instead of one store) is exercised too. Each input is a run of 16-byte
  * triggers, pushed into the host FIFO as a producer would (parity bits set
  * there), followed by a flush of every channel; once the flushes complete:
  *   - every canary is intact: nothing outside the regions was touched;
@@ -44,7 +47,7 @@ typedef struct {
 static const layout_t layouts[NCHAN] = {
     {4096, 4096, FUZZ_CANARY_BYTES, FUZZ_CANARY_BYTES, 4096 + 2 * FUZZ_CANARY_BYTES,
      4096 + 2 * FUZZ_CANARY_BYTES, 0},
-    {5000, 3000, 100, 200, 8192, 8192, 1},
+    {5000, 3000, 100, 204, 8192, 8192, 1},
     {0, 16, 0, FUZZ_CANARY_BYTES, 0, 16 + 2 * FUZZ_CANARY_BYTES, 0},
     {1, 0, FUZZ_CANARY_BYTES, 0, 1 + 2 * FUZZ_CANARY_BYTES, 0, 0},
 };
@@ -170,6 +173,18 @@ static void model_put(chan_t *c, const layout_t *l, const gpuport_op_desc_t *d, 
         memmove(c->shadow + d->dst_off, c->src_buf + l->src_at + d->src_off, d->size);
 }
 
+/* exec_put_value: 8 bytes carried in the trigger, at an aligned offset */
+static void model_value(chan_t *c, const layout_t *l, const gpuport_op_desc_t *d, uint64_t *rej)
+{
+    if (d->dst_off % 8 || (unsigned __int128)d->dst_off + 8 > l->dst_size) {
+        ++*rej;
+        c->status = c->peer_status =
+            d->dst_off % 8 ? GPUPORT_ERR_INVALID_ARG : GPUPORT_ERR_OUT_OF_RANGE;
+        return;
+    }
+    memcpy(c->shadow + d->dst_off, &d->value, 8);
+}
+
 static void model(const gpuport_op_desc_t *d, uint64_t *rej)
 {
     chan_t *c;
@@ -192,6 +207,14 @@ static void model(const gpuport_op_desc_t *d, uint64_t *rej)
         break;
     case GPUPORT_OP_PUT_SIGNAL:
         model_put(c, l, d, rej);
+        if (c->status == GPUPORT_OK)
+            c->signals++;
+        break;
+    case GPUPORT_OP_PUT_VALUE:
+        model_value(c, l, d, rej);
+        break;
+    case GPUPORT_OP_PUT_VALUE_SIGNAL:
+        model_value(c, l, d, rej);
         if (c->status == GPUPORT_OK)
             c->signals++;
         break;

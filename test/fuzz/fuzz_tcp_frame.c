@@ -7,9 +7,9 @@
  * one end of a socketpair; the harness writes the stream into the other end
  * in pieces of a size the input picks, calling tcp_recv_some in between as
  * the proxy would, and plays the flusher for GPU destinations (it carries
- * out the staging copies and semaphore updates in order and reports them to
- * tcp's work_done). The communicator is a fake with the core's real
- * services (tl_core.c, proxy.c) and 8 channel ids:
+ * out the staging copies, value writes and semaphore updates in order and
+ * reports them to tcp's work_done). The communicator is a fake with the
+ * core's real services (tl_core.c, proxy.c) and 8 channel ids:
  *   0  host destination of 64 B          1  host destination of 20000 B
  *   2  GPU destination of 5000 B (staged) 3  no destination
  *   4  on this connection, not receiving  5  another connection's
@@ -21,8 +21,10 @@
  *   - nothing outside a destination region is written (canaries, and the
  *     sanitizer's redzones), and each region holds exactly the payloads of
  *     the PUTs that fit it, in order;
- *   - a PUT that does not fit fails its channel and writes nothing; SIGNALs
- *     count on open channels only; FAIL marks only a channel open on this
+ *   - a PUT that does not fit fails its channel and writes nothing; a VALUE
+ *     lands whole at its aligned offset (through the flusher for the GPU
+ *     destination), or, misaligned or outside, fails its channel and writes
+ *     nothing; SIGNALs count on open channels only; FAIL marks only a channel open on this
  *     connection; ACKs complete exactly the operations acknowledged;
  *   - a protocol error (unknown type, an ACK count outside what was sent),
  *     or a close without goodbye, breaks the connection and fails its
@@ -203,7 +205,14 @@ static int flusher_drain(void)
 
     while ((w = gpuport_ring_peek(&fl->work)) != NULL) {
         FUZZ_CHECK(w->channel == GPUPORT_WORK_CONN, "flusher item for %x", w->channel);
-        if (w->kind == GPUPORT_WORK_CU_TO_DEVICE) {
+        if (w->kind == GPUPORT_WORK_CU_WRITE) {
+            /* a VALUE for the GPU destination: 8 aligned bytes inside it */
+            char *dst = w->dst, *base = (char *)g_buf[2] + FUZZ_CANARY_BYTES;
+            FUZZ_CHECK(dst >= base && dst - base <= (ptrdiff_t)(defs[2].size - 8) &&
+                           ((uintptr_t)dst & 7) == 0,
+                       "a value written at offset %td of the GPU destination", dst - base);
+            memcpy(dst, &w->value, 8);
+        } else if (w->kind == GPUPORT_WORK_CU_TO_DEVICE) {
             const char *dst = w->dst, *base = (const char *)g_buf[2] + FUZZ_CANARY_BYTES;
             const char *src = w->src;
             FUZZ_CHECK(dst >= base && w->size <= defs[2].size &&
@@ -267,6 +276,18 @@ static int model(const uint8_t *s, size_t len, int eof, uint64_t sent, uint64_t 
             rx_ops++;
             break;
         }
+        case MSG_VALUE:
+            if (!model_rx_channel(id)) {
+                /* dropped */
+            } else if (m.a % 8 || m.a > defs[id].size || defs[id].size - m.a < 8) {
+                int32_t st = m.a % 8 ? GPUPORT_ERR_INVALID_ARG : GPUPORT_ERR_OUT_OF_RANGE;
+                cas(&g_m[id].status, st);
+                cas(&g_m[id].peer_status, st);
+            } else {
+                memcpy(g_shadow[id] + m.a, &m.value, 8);
+            }
+            rx_ops++;
+            break;
         case MSG_SIGNAL:
             /* a count of folded signals; none is a protocol error */
             if (m.a == 0) {

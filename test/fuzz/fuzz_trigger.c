@@ -12,6 +12,11 @@
  *   - gpuport_op_fits agrees with 128-bit arithmetic, for any offsets;
  *   - a put it accepts, copied between buffers of exactly the region sizes
  *     (address sanitizer: nothing outside them), touches only them.
+ * Value triggers (PUT_VALUE, PUT_VALUE_SIGNAL) the same way: their layout
+ * (dst_off / 8 and the value, an EXT slot in front ignored), offsets always
+ * 8-aligned, encoded back bit for bit, the range check of 8 bytes with no
+ * source (src_size UINT64_MAX, as the proxy asks), and an accepted one
+ * stored into a buffer of exactly the destination's size.
  */
 #include "fuzz.h"
 #include "internal.h"
@@ -25,11 +30,24 @@ static uint64_t bits(uint64_t w, int hi, int lo)
 }
 
 /* The layout as gpuport_trigger.h's first comment states it, bit by bit. */
+static int is_value(uint32_t op)
+{
+    return op == 7 || op == 8;
+}
+
 static void reference_decode(const gpuport_trigger_t *t, const gpuport_trigger_t *ext,
                              gpuport_op_desc_t *d)
 {
     d->op = (uint32_t)bits(t->w[0], 62, 59);
     d->channel = (uint32_t)bits(t->w[0], 58, 44);
+    if (is_value(d->op)) {
+        d->dst_off = bits(t->w[0], 43, 0) * 8;
+        d->src_off = 0;
+        d->size = 8;
+        d->value = t->w[1];
+        return;
+    }
+    d->value = 0;
     d->size = bits(t->w[0], 43, 12);
     d->src_off = bits(t->w[0], 11, 6) << 32 | bits(t->w[1], 63, 32);
     d->dst_off = bits(t->w[0], 5, 0) << 32 | bits(t->w[1], 31, 0);
@@ -43,7 +61,7 @@ static void reference_decode(const gpuport_trigger_t *t, const gpuport_trigger_t
 static int same(const gpuport_op_desc_t *a, const gpuport_op_desc_t *b)
 {
     return a->op == b->op && a->channel == b->channel && a->size == b->size &&
-           a->src_off == b->src_off && a->dst_off == b->dst_off;
+           a->src_off == b->src_off && a->dst_off == b->dst_off && a->value == b->value;
 }
 
 static int reference_fits(uint64_t off, uint64_t size, uint64_t region)
@@ -79,6 +97,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
                (unsigned long long)d.dst_off);
     FUZZ_CHECK(d.channel < GPUPORT_TRIGGER_MAX_CHANNELS && d.size <= GPUPORT_TRIGGER_SIZE_MAX,
                "channel %u size %llu", d.channel, (unsigned long long)d.size);
+    if (is_value(d.op)) {
+        const gpuport_trigger_t *main_again = &again[0];
+        FUZZ_CHECK(d.dst_off % 8 == 0 && d.dst_off <= GPUPORT_TRIGGER_VALUE_OFF_MAX,
+                   "value trigger decoded to destination offset %llu",
+                   (unsigned long long)d.dst_off);
+        gpuport_trigger_encode_value(&again[0], d.op, d.channel, d.dst_off, d.value);
+        gpuport_trigger_decode(&again[0], NULL, &d2);
+        FUZZ_CHECK(same(&d, &d2), "encode then decode changed the value operation");
+        FUZZ_CHECK(main_again->w[0] == t->w[0] && main_again->w[1] == t->w[1],
+                   "value slot %016llx %016llx encoded back as %016llx %016llx",
+                   (unsigned long long)t->w[0], (unsigned long long)t->w[1],
+                   (unsigned long long)main_again->w[0], (unsigned long long)main_again->w[1]);
+        fits = gpuport_op_fits(&d, UINT64_MAX, dst_size);
+        want = reference_fits(d.dst_off, 8, dst_size);
+        FUZZ_CHECK(fits == want, "op_fits %d for a value at %llu of %llu", fits,
+                   (unsigned long long)d.dst_off, (unsigned long long)dst_size);
+        if (fits && dst_size <= COPY_MAX) {
+            char *dst = malloc(dst_size);
+            memcpy(dst + d.dst_off, &d.value, 8);
+            free(dst);
+        }
+        return 0;
+    }
     FUZZ_CHECK(ext || !gpuport_trigger_needs_ext(d.src_off, d.dst_off, d.size),
                "a single slot decoded to fields that need an EXT slot");
 

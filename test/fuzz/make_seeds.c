@@ -73,6 +73,26 @@ static void add_op(buf_t *b, uint32_t op, uint32_t ch, uint64_t src, uint64_t ds
     add(b, &t, sizeof(t));
 }
 
+static void add_value(buf_t *b, uint32_t op, uint32_t ch, uint64_t dst, uint64_t value)
+{
+    gpuport_trigger_t t;
+
+    gpuport_trigger_encode_value(&t, op, ch, dst, value);
+    add(b, &t, sizeof(t));
+}
+
+static void value_seed(const char *name, uint32_t op, uint64_t dst, uint64_t dst_size)
+{
+    buf_t b = {.n = 0};
+    gpuport_trigger_t none = {{0, 0}};
+
+    add_value(&b, op, 1, dst, 0x0123456789abcdefull);
+    add(&b, &none, sizeof(none));
+    add_u64(&b, 0);
+    add_u64(&b, dst_size);
+    save("fuzz_trigger", name, &b);
+}
+
 static void trigger_seed(const char *name, uint32_t op, uint64_t src, uint64_t dst, uint64_t size,
                          uint64_t src_size, uint64_t dst_size)
 {
@@ -101,6 +121,10 @@ static void triggers(void)
     trigger_seed("signal", GPUPORT_OP_SIGNAL, 0, 0, 0, 0, 0);
     trigger_seed("flush", GPUPORT_OP_FLUSH, 0, 0, 0, 0, 0);
     trigger_seed("op-unknown", 13, 1, 2, 3, 64, 64);
+    value_seed("value-inside", GPUPORT_OP_PUT_VALUE, 4088, 4096);
+    value_seed("value-one-past", GPUPORT_OP_PUT_VALUE_SIGNAL, 4096, 4100);
+    value_seed("value-offset-max", GPUPORT_OP_PUT_VALUE, GPUPORT_TRIGGER_VALUE_OFF_MAX,
+               UINT64_MAX);
 }
 
 /* ---- the proxy: runs of triggers on the harness's channels 0..3 ---- */
@@ -149,6 +173,22 @@ static void proxy(void)
         add(&b, t, sizeof(t[0]));
     }
     save("fuzz_proxy", "ext-pairs", &b);
+
+    b.n = 0;
+    add_value(&b, GPUPORT_OP_PUT_VALUE, 0, 4088, 1);      /* the last 8 bytes, inline */
+    add_op(&b, GPUPORT_OP_PUT, 1, 0, 0, 3000);            /* at the flusher ... */
+    add_value(&b, GPUPORT_OP_PUT_VALUE_SIGNAL, 1, 8, 2);  /* ... so this one queues behind */
+    add_op(&b, GPUPORT_OP_PUT, 1, 0, 12, 2);              /* overlaps its last bytes: wins */
+    add_value(&b, GPUPORT_OP_PUT_VALUE, 2, 8, 3);         /* no source needed */
+    add_value(&b, GPUPORT_OP_PUT_VALUE, 2, 16, 4);        /* past the end: rejected */
+    add_value(&b, GPUPORT_OP_PUT_VALUE_SIGNAL, 3, 0, 5);  /* no destination: rejected */
+    {
+        gpuport_trigger_t t[2];
+        gpuport_trigger_encode_ext(&t[0], 0, 1, 2, 3); /* an EXT in front adds nothing */
+        gpuport_trigger_encode_value(&t[1], GPUPORT_OP_PUT_VALUE, 0, 0, 6);
+        add(&b, t, sizeof(t));
+    }
+    save("fuzz_proxy", "values", &b);
 }
 
 /* ---- records ---- */
@@ -279,6 +319,18 @@ static void add_msg(buf_t *b, uint32_t type, uint32_t ch, uint64_t a, uint64_t s
     add(b, &m, sizeof(m));
 }
 
+static void add_value_msg(buf_t *b, uint32_t ch, uint64_t off, uint64_t value)
+{
+    tcp_msg_t m;
+
+    memset(&m, 0, sizeof(m));
+    m.type = MSG_VALUE;
+    m.channel = ch;
+    m.a = off;
+    m.value = value;
+    add(b, &m, sizeof(m));
+}
+
 static void add_payload(buf_t *b, size_t n, int seed)
 {
     for (size_t i = 0; i < n; i++)
@@ -333,6 +385,18 @@ static void frames(void)
     add_msg(&b, MSG_SIGNAL, 6, 1, 0);
     add_msg(&b, MSG_FAIL, 1, (uint64_t)(int64_t)GPUPORT_ERR_PEER, 0);
     save("fuzz_tcp_frame", "rejected", &b);
+
+    frame_start(&b, 1, 5, 0);
+    add_value_msg(&b, 0, 56, 0x1122334455667788ull); /* host: stored at once */
+    add_msg(&b, MSG_PUT, 2, 0, 100);                 /* GPU: staged ... */
+    add_payload(&b, 100, 8);
+    add_value_msg(&b, 2, 96, 42);                    /* ... and the value behind it */
+    add_msg(&b, MSG_SIGNAL, 2, 0, 0);
+    add_value_msg(&b, 1, 4, 1);                      /* misaligned: channel failed */
+    add_value_msg(&b, 0, 64, 1);                     /* past the end: channel failed */
+    add_value_msg(&b, 3, 0, 1);                      /* no destination */
+    add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
+    save("fuzz_tcp_frame", "values", &b);
 
     frame_start(&b, 0, 1, 3);
     add_msg(&b, MSG_ACK, 0, 1, 0);

@@ -10,6 +10,10 @@
  *    after flush the source may be overwritten at once;
  *  - many pushers: 8192 threads, more than the FIFO's slots, each one
  *    put_with_signal; every operation arrives exactly once;
+ *  - put_value: 8192 threads push put_value / put_value_with_signal at
+ *    scattered aligned offsets, both directions at once; the receiver takes
+ *    the signals and checks every value on the GPU; misaligned and
+ *    out-of-range values are refused on the device;
  *  - bad triggers: a put outside the region is refused on the device, a raw
  *    trigger past the region is rejected by the proxy, the channel fails on
  *    both sides, and nothing outside the region changes;
@@ -264,6 +268,92 @@ static void many_pushers(gpuport_bootstrap_t *bs)
         printf("PASS many pushers: %u threads, FIFO of 64, each op exactly once\n", n);
 }
 
+/* put_value from many threads: thread t writes its value into slot
+ * (t * 0x9e3779b1) mod n of the peer's region, a permutation of the slots
+ * (n a power of two, the factor odd), so every slot is written once, at
+ * offsets scattered over the region; odd threads with the signal. */
+__host__ __device__ static uint64_t slot_of(uint32_t t, uint32_t n)
+{
+    return (uint64_t)((t * 0x9e3779b1u) & (n - 1));
+}
+
+__host__ __device__ static uint64_t value_of(int rank, uint32_t t)
+{
+    return ((uint64_t)(rank + 1) << 56) ^ ((uint64_t)t * 0xbf58476d1ce4e5b9ull);
+}
+
+__global__ void values_put(gpuport_port_channel_dev_t ch, uint32_t n, int rank, int *rc)
+{
+    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    uint64_t off = slot_of(t, n) * 8;
+    int st = t & 1 ? gpuport_put_value_with_signal(&ch, off, value_of(rank, t))
+                   : gpuport_put_value(&ch, off, value_of(rank, t));
+    if (st)
+        atomicAdd(&rc[2], 1);
+    if (t == 0) {
+        /* refused on the device, nothing pushed */
+        rc[3] = gpuport_put_value(&ch, 4, 1);
+        rc[4] = gpuport_put_value_with_signal(&ch, (uint64_t)n * 8 - 4, 1);
+        rc[5] = gpuport_put_value(&ch, (uint64_t)n * 8, 1);
+        rc[6] = gpuport_put_value_with_signal(&ch, (uint64_t)n * 8, 1);
+    }
+}
+
+/* after every value (a later kernel): one signal behind them all */
+__global__ void values_close(gpuport_port_channel_dev_t ch, int *rc)
+{
+    rc[7] = gpuport_signal(&ch);
+}
+
+__global__ void values_wait(gpuport_port_channel_dev_t ch, uint32_t nsignals, int *rc)
+{
+    int st = 0;
+    for (uint32_t i = 0; i < nsignals && !st; i++)
+        st = gpuport_wait(&ch);
+    rc[0] = st;
+    rc[1] = gpuport_poll(&ch); /* exactly nsignals: none left */
+}
+
+__global__ void values_verify(const uint64_t *dst, uint32_t n, int from, unsigned long long *bad)
+{
+    for (uint32_t t = blockIdx.x * blockDim.x + threadIdx.x; t < n; t += gridDim.x * blockDim.x)
+        if (dst[slot_of(t, n)] != value_of(from, t))
+            atomicAdd(bad, 1ull);
+}
+
+static void values(gpuport_bootstrap_t *bs)
+{
+    side_t s;
+    const uint32_t blocks = 64, threads = 128, n = blocks * threads;
+    int h[8];
+    unsigned long long hbad = 0;
+
+    side_open(&s, bs, (uint64_t)n * 8);
+    CUDA_CHECK(cudaMemset(s.rc, 0, 64 * sizeof(int)));
+    CHECK_OK(bs->barrier(bs->ctx));
+    values_put<<<blocks, threads>>>(s.dev, n, s.rank, s.rc);
+    values_close<<<1, 1>>>(s.dev, s.rc);
+    values_wait<<<1, 1>>>(s.dev, n / 2 + 1, s.rc);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(h, s.rc, sizeof(h), cudaMemcpyDeviceToHost));
+    CHECK_MSG(h[2] == 0 && h[7] == 0, "%d put_values failed, the last signal %d", h[2], h[7]);
+    CHECK_MSG(h[3] == GPUPORT_ERR_INVALID_ARG && h[4] == GPUPORT_ERR_INVALID_ARG &&
+                  h[5] == GPUPORT_ERR_OUT_OF_RANGE && h[6] == GPUPORT_ERR_OUT_OF_RANGE,
+              "device refusals: %d %d %d %d", h[3], h[4], h[5], h[6]);
+    CHECK_MSG(h[0] == 0, "wait failed: %d", h[0]);
+    CHECK_MSG(h[1] == 0, "a signal more than the %u sent arrived", n / 2 + 1);
+    CUDA_CHECK(cudaMemset(s.bad, 0, sizeof(*s.bad)));
+    values_verify<<<64, 256>>>((const uint64_t *)s.dst, n, 1 - s.rank, s.bad);
+    CUDA_CHECK(cudaMemcpy(&hbad, s.bad, sizeof(hbad), cudaMemcpyDeviceToHost));
+    CHECK_MSG(hbad == 0, "%llu of %u values wrong", hbad, n);
+    CHECK_OK(gpuport_channel_status(s.ch));
+    CHECK_OK(bs->barrier(bs->ctx));
+    side_close(&s);
+    if (s.rank == 0)
+        printf("PASS put_value: %u threads, values at scattered aligned offsets, both "
+               "directions, refusals on the device\n", n);
+}
+
 __global__ void bad_puts(gpuport_port_channel_dev_t ch, uint64_t region, int *rc)
 {
     uint64_t pos;
@@ -361,6 +451,21 @@ static void host_api(gpuport_bootstrap_t *bs)
                   (unsigned long long)stats.flusher_items);
     }
     CHECK_STATUS(gpuport_channel_put(s.ch, (1u << 20) - 4, 0, 8), GPUPORT_ERR_OUT_OF_RANGE);
+    {
+        /* a value from the host into the peer's GPU memory, over the bytes
+         * of the put above: it lands after it, whole */
+        const uint64_t v = 0x0123456789abcdefull + (uint64_t)s.rank, at = 4096 + 64;
+        uint64_t got = 0;
+        CHECK_STATUS(gpuport_channel_put_value(s.ch, at + 4, v), GPUPORT_ERR_INVALID_ARG);
+        CHECK_STATUS(gpuport_channel_put_value(s.ch, 1u << 20, v), GPUPORT_ERR_OUT_OF_RANGE);
+        CHECK_OK(bs->barrier(bs->ctx));
+        CHECK_OK(gpuport_channel_put_value_with_signal(s.ch, at, v));
+        CHECK_OK(gpuport_channel_wait(s.ch));
+        CUDA_CHECK(cudaMemcpy(&got, s.dst + at, 8, cudaMemcpyDeviceToHost));
+        CHECK_MSG(got == 0x0123456789abcdefull + (uint64_t)(1 - s.rank), "value 0x%llx",
+                  (unsigned long long)got);
+        CHECK_OK(gpuport_channel_flush(s.ch));
+    }
     CHECK_OK(bs->barrier(bs->ctx));
     if (gpu_mem_mapped()) {
         /* cudaMalloc memory, as destination and as source, is refused on
@@ -402,6 +507,7 @@ int main(void)
     integrity(&bs);
     ordering(&bs);
     many_pushers(&bs);
+    values(&bs);
     host_api(&bs);
     bad_triggers(&bs);
     gpu_pair_join(rank, child, 0);

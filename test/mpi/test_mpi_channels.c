@@ -16,6 +16,11 @@
  *   malloc-vs-alloc    destinations from malloc (peers use CMA) and from
  *                      gpuport_mem_alloc (peers map them)
  *   poll               poll reports exactly as many signals as were sent
+ *   put-value          put_value and put_value_with_signal at random aligned
+ *                      offsets among puts over the same bytes (the later one
+ *                      wins), shared and malloc destinations, auto (shm, or tcp
+ *                      between hosts) and tcp forced; misaligned and
+ *                      out-of-range values refused by the call
  *   transport-forced   GPUPORT_TRANSPORT=shm works (on one host; across hosts it
  *                      fails creation on both sides); tcp forced works, to
  *                      self too; ib forced works where an RDMA device exists
@@ -238,6 +243,70 @@ static int sc_poll(void)
     return 0;
 }
 
+/* put_value's own refusals: misaligned, past the end, offsets no trigger
+ * carries; nothing queued, the channel fine. */
+static int refused_values(link_t *l, uint64_t s)
+{
+    const struct {
+        uint64_t off;
+        gpuport_status_t want;
+    } bad[] = {
+        {4, GPUPORT_ERR_INVALID_ARG},        {s - 4, GPUPORT_ERR_INVALID_ARG},
+        {s, GPUPORT_ERR_OUT_OF_RANGE},       {s + 8, GPUPORT_ERR_OUT_OF_RANGE},
+        {1ull << 47, GPUPORT_ERR_OUT_OF_RANGE}, {UINT64_MAX - 7, GPUPORT_ERR_OUT_OF_RANGE},
+    };
+
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        gpuport_status_t a = gpuport_channel_put_value(l->ch, bad[k].off, 1);
+        gpuport_status_t b = gpuport_channel_put_value_with_signal(l->ch, bad[k].off, 1);
+        REQUIRE(a == bad[k].want && b == bad[k].want,
+                "put_value(dst_off %" PRIu64 ") to rank %d over a %" PRIu64 "-byte region: "
+                "put_value %s, put_value_with_signal %s, expected %s",
+                bad[k].off, l->peer, s, gpuport_status_string(a), gpuport_status_string(b),
+                gpuport_status_string(bad[k].want));
+        REQUIRE_OK(gpuport_channel_status(l->ch));
+    }
+    return 0;
+}
+
+static int sc_put_value(void)
+{
+    /* values among puts over the same bytes (large puts included, which
+     * shm carries at its flusher, where the values behind them queue too),
+     * then batches of values only, the last one with the signal */
+    const plan_t p[] = {
+        {.rounds = 25, .max_puts = MAX_PUTS, .modes = 7, .big_pct = 15, .value_pct = 50},
+        {.rounds = 15, .max_puts = 8, .modes = MODE_PUT_SIGNAL, .value_pct = 100},
+    };
+    /* small regions: the values land on each other and on the puts */
+    const plan_t dense = {.rounds = 25, .max_puts = MAX_PUTS, .modes = 7, .value_pct = 60};
+    static const char *const tcp[] = {"GPUPORT_TRANSPORT", "tcp", NULL};
+    static const char *const quiet[] = {"GPUPORT_LOG_LEVEL", "none", NULL};
+    layout_t lay = {.size = 1 * MIB, .shared = 1, .per_pair = 1, .self = 1, .seed = 9};
+    layout_t small = {.size = 4 * KIB, .shared = 0, .per_pair = 2, .self = 1, .seed = 10};
+    gpuport_comm_t comm;
+    linkset_t ls;
+    int rc;
+
+    TRY(run_traffic(NULL, &lay, p, 2)); /* shared destinations: mapped */
+    TRY(run_traffic(NULL, &small, &dense, 1)); /* malloc: written by CMA on one host */
+    g_forced = "tcp";
+    rc = run_traffic(tcp, &lay, p, 2);
+    if (!rc)
+        rc = run_traffic(tcp, &small, &dense, 1);
+    g_forced = NULL;
+    TRY(rc);
+    TRY(comm_open(quiet, &comm)); /* every refusal is logged */
+    TRY(linkset_open(comm, &small, &ls));
+    for (int i = 0; i < ls.n; i++)
+        TRY(refused_values(&ls.links[i], small.size));
+    TRY(run_plan(&ls, &dense)); /* still works; nothing else landed */
+    TRY(no_signal_left(&ls));
+    TRY(linkset_close(&ls));
+    REQUIRE_OK(gpuport_comm_destroy(comm));
+    return 0;
+}
+
 static int status_in(gpuport_status_t s, gpuport_status_t a, gpuport_status_t b)
 {
     return s == a || s == b;
@@ -455,6 +524,8 @@ static const scenario_t scenarios[] = {
      "bad ranges refused by put and put_with_signal, guards intact, channel usable"},
     {"malloc-vs-alloc", sc_malloc_vs_alloc, "destinations from malloc (CMA) and gpuport_mem_alloc"},
     {"poll", sc_poll, "poll takes exactly the signals sent, then ready=0"},
+    {"put-value", sc_put_value,
+     "put_value among puts over the same bytes, auto and tcp forced; refusals"},
     {"transport-forced", sc_transport_forced,
      "shm and tcp forced work, ib fails on both sides, distinct host ids pick tcp"},
     {"bad-config", sc_bad_config, "5 invalid GPUPORT_* values fail init on every rank"},

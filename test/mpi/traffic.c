@@ -233,6 +233,14 @@ static void draw_batch(rng_t *r, const plan_t *p, uint64_t region, batch_t *b)
     b->n = 1 + (int)rng_below(r, (uint64_t)p->max_puts);
     for (int j = 0; j < b->n; j++) {
         op_t *o = &b->ops[j];
+        b->is_value[j] = p->value_pct > 0 && rng_below(r, 100) < (uint64_t)p->value_pct;
+        b->value[j] = b->is_value[j] ? rng_next(r) : 0;
+        if (b->is_value[j]) {
+            o->size = 8;
+            o->dst_off = draw_offset(r, region / 8, 1) * 8;
+            o->src_off = 0;
+            continue;
+        }
         o->size = draw_size(r, region, p->big_pct);
         o->dst_off = draw_offset(r, region, o->size);
         o->src_off = draw_offset(r, region, o->size);
@@ -279,7 +287,11 @@ static int issue_put(link_t *l, const batch_t *b, int j)
 {
     const op_t *o = &b->ops[j];
 
-    if (j == b->n - 1 && b->mode == MODE_PUT_SIGNAL)
+    if (b->is_value[j] && j == b->n - 1 && b->mode == MODE_PUT_SIGNAL)
+        REQUIRE_OK(gpuport_channel_put_value_with_signal(l->ch, o->dst_off, b->value[j]));
+    else if (b->is_value[j])
+        REQUIRE_OK(gpuport_channel_put_value(l->ch, o->dst_off, b->value[j]));
+    else if (j == b->n - 1 && b->mode == MODE_PUT_SIGNAL)
         REQUIRE_OK(gpuport_channel_put_with_signal(l->ch, o->dst_off, o->src_off, o->size));
     else
         REQUIRE_OK(gpuport_channel_put(l->ch, o->dst_off, o->src_off, o->size));
@@ -296,10 +308,12 @@ static void scribble(link_t *l, const batch_t *b, int whole)
     for (int j = 0; j < b->n; j++) {
         const op_t *o = &b->ops[j];
         uint64_t tail = o->size < 4096 ? o->size : 4096;
-        memset(l->src.ptr + o->src_off + o->size - tail, GARBAGE, tail);
+        if (!b->is_value[j])
+            memset(l->src.ptr + o->src_off + o->size - tail, GARBAGE, tail);
     }
     for (int j = 0; j < b->n; j++)
-        memset(l->src.ptr + b->ops[j].src_off, GARBAGE, b->ops[j].size);
+        if (!b->is_value[j])
+            memset(l->src.ptr + b->ops[j].src_off, GARBAGE, b->ops[j].size);
     if (whole)
         memset(l->src.ptr, GARBAGE, l->src.size);
 }
@@ -337,10 +351,19 @@ static int report_mismatch(const link_t *l, const batch_t *b, int round, uint64_
                        l->peer, l->index, round, i, l->dst.ptr[i], l->shadow[i], b->n, ndiff);
     return fail_at(__FILE__, __LINE__, "destination == shadow",
                    "channel from rank %d (#%d), round %d, mode %d: byte %" PRIu64
-                   " is 0x%02x, expected 0x%02x, from put %d of %d (dst_off %" PRIu64
+                   " is 0x%02x, expected 0x%02x, from %s %d of %d (dst_off %" PRIu64
                    ", src_off %" PRIu64 ", %" PRIu64 " bytes); %" PRIu64 " bytes differ",
-                   l->peer, l->index, round, b->mode, i, l->dst.ptr[i], l->shadow[i], by + 1,
-                   b->n, b->ops[by].dst_off, b->ops[by].src_off, b->ops[by].size, ndiff);
+                   l->peer, l->index, round, b->mode, i, l->dst.ptr[i], l->shadow[i],
+                   b->is_value[by] ? "put_value" : "put", by + 1, b->n, b->ops[by].dst_off,
+                   b->ops[by].src_off, b->ops[by].size, ndiff);
+}
+
+/* Byte k of what operation j of b writes. */
+static unsigned char op_byte(const batch_t *b, int j, uint64_t tag, uint64_t k)
+{
+    if (b->is_value[j])
+        return ((const unsigned char *)&b->value[j])[k];
+    return pattern(tag, b->ops[j].src_off + k);
 }
 
 /* What destination byte pos must hold after batch b: the last put covering
@@ -350,7 +373,7 @@ static unsigned char expected_at(const link_t *l, const batch_t *b, uint64_t tag
     unsigned char v = l->shadow[pos];
     for (int j = 0; j < b->n; j++)
         if (pos >= b->ops[j].dst_off && pos - b->ops[j].dst_off < b->ops[j].size)
-            v = pattern(tag, b->ops[j].src_off + pos - b->ops[j].dst_off);
+            v = op_byte(b, j, tag, pos - b->ops[j].dst_off);
     return v;
 }
 
@@ -388,7 +411,7 @@ static int receive_batch(const plan_t *p, link_t *l, uint64_t region, int round)
     TRY(probe_ends(l, &b, tag, round));
     for (int j = 0; j < b.n; j++)
         for (uint64_t t = 0; t < b.ops[j].size; t++)
-            l->shadow[b.ops[j].dst_off + t] = pattern(tag, b.ops[j].src_off + t);
+            l->shadow[b.ops[j].dst_off + t] = op_byte(&b, j, tag, t);
     if (memcmp(l->dst.ptr, l->shadow, region) != 0)
         return report_mismatch(l, &b, round, region);
     TRY(guards_intact(l, &l->dst));
@@ -412,8 +435,9 @@ static int run_round(linkset_t *ls, const plan_t *p, int round, batch_t *sent)
             continue;
         draw_batch(&l->tx, p, region, &sent[i]);
         for (int j = 0; j < sent[i].n; j++)
-            fill(l->src.ptr, sent[i].ops[j].src_off, sent[i].ops[j].size,
-                 round_tag(l, 1, round));
+            if (!sent[i].is_value[j])
+                fill(l->src.ptr, sent[i].ops[j].src_off, sent[i].ops[j].size,
+                     round_tag(l, 1, round));
     }
     for (int j = 0; j < MAX_PUTS; j++)
         for (int i = 0; i < ls->n; i++)

@@ -12,7 +12,9 @@
  * last put a put_with_signal, or flushes and writes garbage over its sources
  * first); the receiver waits, compares the whole destination byte for byte
  * with a shadow copy of what it must hold, checks every guard byte, and acks;
- * after every round, every guard byte of every region is checked. The sender and the receiver draw the same operations from a PRNG seeded by
+ * after every round, every guard byte of every region is checked. Puts may be
+ * mixed with put_values over the same bytes (the later operation wins). The
+ * sender and the receiver draw the same operations from a PRNG seeded by
  * the pair, so the receiver knows what to expect without being told.
  */
 #ifndef GPUPORT_TEST_MPI_TRAFFIC_H
@@ -104,9 +106,13 @@ typedef struct op {
     uint64_t dst_off, src_off, size;
 } op_t;
 
+/* ops[j] is a put, or where is_value[j] a put_value of value[j] at its
+ * dst_off (size 8, no source). */
 typedef struct batch {
     int n, mode;
     op_t ops[MAX_PUTS];
+    unsigned char is_value[MAX_PUTS];
+    uint64_t value[MAX_PUTS];
 } batch_t;
 
 typedef struct plan {
@@ -120,6 +126,8 @@ typedef struct plan {
                    * reads its source after its flush shows, in this round or
                    * in the next one's full comparison */
     const batch_t *fixed; /* every batch, instead of drawing */
+    int value_pct; /* share of operations that are put_value (at 8-aligned offsets; the
+                    * batch's last one, in MODE_PUT_SIGNAL, put_value_with_signal) */
 } plan_t;
 
 /* Called by the receiver once a batch's signal has been taken, before it

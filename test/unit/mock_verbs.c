@@ -10,12 +10,14 @@
 
 mock_verbs_config_t mock_config;
 mock_verbs_live_t mock_live;
+mock_inline_post_t mock_inline;
 char mock_error[256];
 
 static pthread_mutex_t mock_lock = PTHREAD_MUTEX_INITIALIZER;
 static long mock_executed;
 
 #define MOCK_MAX_WR 64
+#define MOCK_MAX_INLINE 64
 #define MOCK_LID 0x11
 
 static void mock_fault(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -50,8 +52,10 @@ struct mock_qp {
     int access;
     uint32_t dest_qpn, rq_psn, sq_psn;
     int max_rd_atomic, max_dest_rd_atomic;
+    uint32_t max_inline;
     struct ibv_send_wr wr[MOCK_MAX_WR];
     struct ibv_sge sge[MOCK_MAX_WR];
+    unsigned char inl[MOCK_MAX_WR][MOCK_MAX_INLINE]; /* inline data, copied at the post */
     uint64_t head, tail;
 };
 
@@ -299,7 +303,8 @@ static struct ibv_qp *mock_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
 
     if (ia->qp_type != IBV_QPT_RC || !ia->send_cq || ia->cap.max_send_wr > MOCK_MAX_WR ||
         ia->cap.max_send_sge > 1 || (int)ia->cap.max_send_wr > ia->send_cq->cqe ||
-        ((mock_cq_t *)ia->send_cq)->qp) {
+        ia->cap.max_inline_data > mock_config.max_inline ||
+        ia->cap.max_inline_data > MOCK_MAX_INLINE || ((mock_cq_t *)ia->send_cq)->qp) {
         errno = EINVAL;
         return NULL;
     }
@@ -311,6 +316,7 @@ static struct ibv_qp *mock_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
     q->qp.qp_type = IBV_QPT_RC;
     q->qp.state = IBV_QPS_RESET;
     q->max_send_wr = ia->cap.max_send_wr;
+    q->max_inline = ia->cap.max_inline_data;
     ((mock_cq_t *)ia->send_cq)->qp = q;
     pthread_mutex_lock(&mock_lock);
     q->qp.qp_num = mock_next_qpn++;
@@ -410,6 +416,11 @@ static int mock_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_
         } else if (wr->num_sge != 1 || !(wr->send_flags & IBV_SEND_SIGNALED)) {
             rc = EINVAL;
             mock_fault("post_send: %d sges, flags 0x%x", wr->num_sge, wr->send_flags);
+        } else if ((wr->send_flags & IBV_SEND_INLINE) &&
+                   (wr->opcode != IBV_WR_RDMA_WRITE || wr->sg_list[0].length > q->max_inline)) {
+            rc = EINVAL;
+            mock_fault("post_send: inline data of %u bytes (opcode %d) on a QP that takes %u",
+                       wr->sg_list[0].length, (int)wr->opcode, q->max_inline);
         }
         if (rc) {
             *bad = wr;
@@ -420,6 +431,19 @@ static int mock_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_
         q->sge[slot] = wr->sg_list[0];
         q->wr[slot].sg_list = &q->sge[slot];
         q->wr[slot].next = NULL;
+        if (wr->send_flags & IBV_SEND_INLINE) {
+            /* the provider takes the data now; the buffer is the caller's again */
+            memcpy(q->inl[slot], (const void *)(uintptr_t)wr->sg_list[0].addr,
+                   wr->sg_list[0].length);
+            q->sge[slot].addr = (uint64_t)(uintptr_t)q->inl[slot];
+            mock_inline.count++;
+            mock_inline.opcode = (int)wr->opcode;
+            mock_inline.send_flags = wr->send_flags;
+            mock_inline.remote_addr = wr->wr.rdma.remote_addr;
+            mock_inline.rkey = wr->wr.rdma.rkey;
+            mock_inline.length = wr->sg_list[0].length;
+            memcpy(mock_inline.data, q->inl[slot], wr->sg_list[0].length);
+        }
         q->tail++;
     }
     pthread_mutex_unlock(&mock_lock);
@@ -436,6 +460,26 @@ static mock_mr_t *mock_find(struct ibv_pd *pd, uint32_t key, int remote, uint64_
             return m;
     }
     return NULL;
+}
+
+void mock_inline_reset(void)
+{
+    pthread_mutex_lock(&mock_lock);
+    memset(&mock_inline, 0, sizeof(mock_inline));
+    pthread_mutex_unlock(&mock_lock);
+}
+
+uint32_t mock_rkey_of(const void *addr)
+{
+    uint32_t key = 0;
+
+    pthread_mutex_lock(&mock_lock);
+    for (mock_mr_t *m = mock_mrs; m && !key; m = m->next)
+        if ((const char *)addr >= (const char *)m->mr.addr &&
+            (const char *)addr < (const char *)m->mr.addr + m->mr.length)
+            key = m->mr.rkey;
+    pthread_mutex_unlock(&mock_lock);
+    return key;
 }
 
 void mock_verbs_fail_in(long n)
@@ -467,8 +511,12 @@ static enum ibv_wc_status mock_execute(mock_qp_t *q, const struct ibv_send_wr *w
         return IBV_WC_REM_INV_REQ_ERR;
     if (sge->length > mock_config.max_msg)
         return IBV_WC_LOC_LEN_ERR;
-    lm = mock_find(q->qp.pd, sge->lkey, 0, sge->addr, sge->length);
-    if (!lm || (atomic && !(lm->access & IBV_ACCESS_LOCAL_WRITE)))
+    /* inline data was copied at the post: no local key is looked at */
+    lm = (wr->send_flags & IBV_SEND_INLINE) ? NULL
+                                           : mock_find(q->qp.pd, sge->lkey, 0, sge->addr,
+                                                       sge->length);
+    if (!(wr->send_flags & IBV_SEND_INLINE) &&
+        (!lm || (atomic && !(lm->access & IBV_ACCESS_LOCAL_WRITE))))
         return IBV_WC_LOC_PROT_ERR;
     rm = mock_find(r->qp.pd, rkey, 1, raddr, atomic ? 8 : sge->length);
     if (!rm || !(rm->access & (atomic ? IBV_ACCESS_REMOTE_ATOMIC : IBV_ACCESS_REMOTE_WRITE)) ||
@@ -583,6 +631,7 @@ void mock_verbs_install(void)
     memset(&mock_live, 0, sizeof(mock_live));
     mock_error[0] = '\0';
     mock_executed = 0;
+    memset(&mock_inline, 0, sizeof(mock_inline));
     mock_verbs_table(&t);
     ib_verbs_install(&t);
 }

@@ -9,8 +9,9 @@
  * fills), checking keys, ranges, access flags, message size, alignment and
  * PSNs, writing the peer's memory (the ranks are threads of the test) and
  * completing in order; a failure moves the QP to the error state and
- * flushes the rest. Not a model of timing, PCIe ordering or a second
- * machine: only of what verbs promise.
+ * flushes the rest. Inline data is copied at the post, as a provider does,
+ * and only within the QP's max_inline_data. Not a model of timing, PCIe
+ * ordering or a second machine: only of what verbs promise.
  */
 #ifndef GPUPORT_TEST_MOCK_VERBS_H
 #define GPUPORT_TEST_MOCK_VERBS_H
@@ -25,6 +26,7 @@ typedef struct mock_verbs_config {
     int atomic_cap;   /* enum ibv_atomic_cap */
     uint32_t max_msg; /* the port's largest message */
     long fail_at;     /* the n-th executed work request fails (0: none) */
+    uint32_t max_inline; /* inline data an RC QP takes (0: none, QPs asking for some fail) */
 } mock_verbs_config_t;
 
 extern mock_verbs_config_t mock_config;
@@ -38,6 +40,23 @@ extern mock_verbs_live_t mock_live;
 
 /* The first thing a provider would have refused; "" while nothing was. */
 extern char mock_error[256];
+
+/* The last work request posted with IBV_SEND_INLINE (the data as it was at
+ * the post), and how many were; mock_inline_reset forgets them. Read once
+ * the poster's completion has been seen. */
+typedef struct mock_inline_post {
+    long count;
+    int opcode;
+    unsigned send_flags;
+    uint64_t remote_addr;
+    uint32_t rkey, length;
+    unsigned char data[64];
+} mock_inline_post_t;
+
+extern mock_inline_post_t mock_inline;
+void mock_inline_reset(void);
+/* The rkey of the registration that holds addr (0: none). */
+uint32_t mock_rkey_of(const void *addr);
 
 /* Forgets the open objects, the refusal and the requests executed, and
  * installs the mock's entry points, every one of the table (a test may

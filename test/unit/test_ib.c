@@ -1004,7 +1004,10 @@ typedef struct {
     int rounds;
     int faulty; /* rank 0's NIC fails a request; rank 1 only waits for the end */
     int bad_trigger; /* rank 0 pushes a put outside the regions: rank 1 must hear of it */
+    int no_inline;   /* the device takes no inline data: put_value writes from scratch */
 } mock_opts_t;
+
+static unsigned char *g_mock_dst[2]; /* each rank's destination, for the other to check */
 
 static unsigned char mpat(int rank, int round, uint64_t i)
 {
@@ -1035,6 +1038,7 @@ static int mock_rank(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     sdst = malloc(MREGION);
     CHECK(src && ssrc && sdst);
     memset(dst, 0xee, MREGION);
+    g_mock_dst[rank] = dst;
     CHECK_OK(gpuport_mem_register(comm, src, MREGION, &msrc));
     CHECK_OK(gpuport_mem_register(comm, dst, MREGION, &mdst));
     CHECK_OK(gpuport_mem_register(comm, ssrc, MREGION, &mssrc));
@@ -1094,9 +1098,15 @@ static int mock_rank(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
         for (int round = 0; round < o->rounds; round++) {
             /* both ranks draw the same sizes and offsets: each knows what
              * the other sends; the patterns differ by rank */
-            uint64_t start = seed, size_, off, busy_lo = 0, busy_hi = 0;
+            uint64_t start = seed, size_, off, busy_lo = 0, busy_hi = 0, voff, vval;
             int nputs = 1 + (int)(lcg(&seed) % 4);
             for (int p = 0; p < nputs; p++) {
+                if (p == nputs - 1) {
+                    /* a value before the last put (which may cover it) */
+                    voff = lcg(&seed) % (MREGION / 8) * 8;
+                    vval = lcg(&seed) * 0x9e3779b97f4a7c15ull + (uint64_t)rank;
+                    CHECK_OK(gpuport_channel_put_value(ch, voff, vval));
+                }
                 size_ = lcg(&seed) % 3 == 0 ? 1 + lcg(&seed) % MREGION : 1 + lcg(&seed) % 5000;
                 off = lcg(&seed) % (MREGION - size_ + 1);
                 /* the source of a put in flight may change only once flushed */
@@ -1118,6 +1128,11 @@ static int mock_rank(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
             seed = start;
             nputs = 1 + (int)(lcg(&seed) % 4);
             for (int p = 0; p < nputs; p++) {
+                if (p == nputs - 1) {
+                    voff = lcg(&seed) % (MREGION / 8) * 8;
+                    vval = lcg(&seed) * 0x9e3779b97f4a7c15ull + (uint64_t)peer;
+                    memcpy(shadow + voff, &vval, 8);
+                }
                 size_ = lcg(&seed) % 3 == 0 ? 1 + lcg(&seed) % MREGION : 1 + lcg(&seed) % 5000;
                 off = lcg(&seed) % (MREGION - size_ + 1);
                 for (uint64_t i = 0; i < size_; i++)
@@ -1140,6 +1155,34 @@ static int mock_rank(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
             CHECK_OK(gpuport_channel_wait(ch));
         }
         free(shadow);
+        /* put_value: one RDMA write of the value to the peer's address with
+         * the peer's key, its 8 bytes inline in the request (taken at the
+         * post) where the device allows, and there when the signal is */
+        CHECK_OK(bs->barrier(bs->ctx));
+        if (rank == 0) {
+            const uint64_t v = 0x0123456789abcdefull, at = 8 * 1001;
+            unsigned char *want = g_mock_dst[1] + at;
+            mock_inline_reset();
+            CHECK_OK(gpuport_channel_put_value_with_signal(ch, at, v));
+            CHECK_OK(gpuport_channel_flush(ch));
+            if (o->no_inline) {
+                CHECK_MSG(mock_inline.count == 0, "%ld inline requests", mock_inline.count);
+            } else {
+                CHECK_MSG(mock_inline.count == 1, "%ld inline requests", mock_inline.count);
+                CHECK(mock_inline.opcode == IBV_WR_RDMA_WRITE);
+                CHECK(mock_inline.send_flags & IBV_SEND_INLINE);
+                CHECK(mock_inline.length == 8 && memcmp(mock_inline.data, &v, 8) == 0);
+                CHECK(mock_inline.remote_addr == (uint64_t)(uintptr_t)want);
+                CHECK(mock_inline.rkey != 0 && mock_inline.rkey == mock_rkey_of(want));
+            }
+        } else {
+            uint64_t got;
+            CHECK_OK(gpuport_channel_wait(ch));
+            memcpy(&got, dst + 8 * 1001, 8);
+            CHECK_MSG(got == 0x0123456789abcdefull, "the value landed as 0x%llx",
+                      (unsigned long long)got);
+        }
+        CHECK_OK(bs->barrier(bs->ctx));
         /* exactly as many signals as were sent */
         int ready = 1;
         CHECK_OK(gpuport_channel_poll(ch, &ready));
@@ -1233,6 +1276,7 @@ static void mock_run(int link_layer, int atomic_cap, const mock_opts_t *o, const
     mock_config.atomic_cap = atomic_cap;
     mock_config.max_msg = 4096;
     mock_config.fail_at = 0; /* the faulty run plants its failure below */
+    mock_config.max_inline = o->no_inline ? 0 : 64;
     mock_verbs_install();
     setenv("GPUPORT_TRANSPORT", "ib", 1);
     setenv("GPUPORT_TIMEOUT_MS", "8000", 1);
@@ -1289,6 +1333,9 @@ static void test_mock_data_path(void)
     /* a channel failed here is reported into the peer's slot */
     mock_opts_t b = {.bad_trigger = 1};
     mock_run(IBV_LINK_LAYER_ETHERNET, IBV_ATOMIC_HCA, &b, "GID index 3: RoCE v2 with an IPv4");
+    /* a device without inline data: QPs without, put_value from a registered slot */
+    mock_opts_t n = {.rounds = 10, .no_inline = 1};
+    mock_run(IBV_LINK_LAYER_INFINIBAND, IBV_ATOMIC_HCA, &n, "takes no inline data");
 }
 
 /* ---- errors ---- */
@@ -1514,6 +1561,7 @@ static void test_verbs_missing(void)
     mock_config.link_layer = IBV_LINK_LAYER_ETHERNET;
     mock_config.atomic_cap = IBV_ATOMIC_HCA;
     mock_config.max_msg = 4096;
+    mock_config.max_inline = 64;
     mock_config.fail_at = 0;
     mock_verbs_install();
     t = ib_verbs;

@@ -3,7 +3,7 @@
  * each with its own communicator, proxy and flusher, connected over shm.
  * Covers both destination kinds (gpuport_mem_alloc: mapped; malloc: CMA),
  * copies done inline and by the flusher, signal ordering, flush, error
- * states on both sides, and drain at destroy.
+ * states on both sides, drain at destroy, and put_value's refusals.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -132,6 +132,95 @@ static int proxy_rejects(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     return 0;
 }
 
+/* Reads the peer's buffer after its proxy's work is known done (a wait or
+ * a failure word): ordered as check_received's reads are, not by TSan. */
+__attribute__((no_sanitize_thread))
+static void check_bytes(const unsigned char *buf, size_t n, size_t skip_at, uint64_t value,
+                        unsigned char guard)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (i >= skip_at && i < skip_at + 8)
+            CHECK_MSG(buf[i] == ((const unsigned char *)&value)[i - skip_at],
+                      "value byte %zu is 0x%02x", i - skip_at, buf[i]);
+        else
+            CHECK_MSG(buf[i] == guard, "byte %zu changed to 0x%02x", i, buf[i]);
+    }
+}
+
+/* put_value's checks: a misaligned or out-of-range value is refused by the
+ * call (nothing queued, the channel fine); one in the region's last 8 bytes
+ * lands there alone; a raw trigger one slot past the end (bypassing the
+ * call's checks, as a device trigger could) is rejected by the proxy,
+ * failing the channel on both sides. The destination is 4096 bytes inside
+ * an 8192-byte buffer: every byte around it stays as it was. */
+#define VGUARD 2048
+static int value_rejects(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
+{
+    const opts_t *o = arg;
+    gpuport_comm_t comm;
+    unsigned char *buf, *src;
+    gpuport_mem_t msrc, mdst;
+    gpuport_channel_t ch;
+    const uint64_t value = 0xa1b2c3d4e5f60718ull;
+    uint64_t pos;
+
+    (void)size;
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    if (o->use_malloc) {
+        buf = aligned_alloc(64, 8192);
+        src = malloc(64);
+        CHECK(buf && src);
+    } else {
+        CHECK_OK(gpuport_mem_alloc(comm, 8192, (void **)&buf));
+        CHECK_OK(gpuport_mem_alloc(comm, 64, (void **)&src));
+    }
+    memset(buf, 0x55, 8192);
+    CHECK_OK(gpuport_mem_register(comm, buf + VGUARD, 4096, &mdst));
+    CHECK_OK(gpuport_mem_register(comm, src, 64, &msrc));
+    CHECK_OK(gpuport_channel_create(comm, 1 - rank, msrc, mdst, &ch));
+    if (rank == 0) {
+        CHECK_STATUS(gpuport_channel_put_value(ch, 1, value), GPUPORT_ERR_INVALID_ARG);
+        CHECK_STATUS(gpuport_channel_put_value(ch, 4092, value), GPUPORT_ERR_INVALID_ARG);
+        CHECK_STATUS(gpuport_channel_put_value_with_signal(ch, 12, value),
+                     GPUPORT_ERR_INVALID_ARG);
+        CHECK_STATUS(gpuport_channel_put_value(ch, 4096, value), GPUPORT_ERR_OUT_OF_RANGE);
+        CHECK_STATUS(gpuport_channel_put_value_with_signal(ch, 4096, value),
+                     GPUPORT_ERR_OUT_OF_RANGE);
+        CHECK_STATUS(gpuport_channel_put_value(ch, UINT64_MAX - 7, value),
+                     GPUPORT_ERR_OUT_OF_RANGE);
+        CHECK_OK(gpuport_channel_status(ch));
+        CHECK_OK(gpuport_channel_put_value_with_signal(ch, 4088, value));
+        CHECK_OK(gpuport_channel_flush(ch));
+    } else {
+        CHECK_OK(gpuport_channel_wait(ch));
+        check_bytes(buf, 8192, VGUARD + 4088, value, 0x55);
+    }
+    CHECK_OK(bs->barrier(bs->ctx));
+    if (rank == 0) {
+        CHECK_OK(gpuport_channel_push_value(ch, GPUPORT_OP_PUT_VALUE_SIGNAL, 4096, ~value, &pos));
+        CHECK_STATUS(gpuport_channel_flush(ch), GPUPORT_ERR_OUT_OF_RANGE);
+        CHECK_STATUS(gpuport_channel_status(ch), GPUPORT_ERR_OUT_OF_RANGE);
+        CHECK_STATUS(gpuport_channel_put_value(ch, 0, value), GPUPORT_ERR_OUT_OF_RANGE);
+    } else {
+        /* the rejected value's signal never comes: the failure does */
+        CHECK_STATUS(gpuport_channel_wait(ch), GPUPORT_ERR_PEER);
+        check_bytes(buf, 8192, VGUARD + 4088, value, 0x55);
+    }
+    CHECK_OK(bs->barrier(bs->ctx));
+    {
+        gpuport_comm_stats_t st;
+        CHECK_OK(gpuport_comm_stats(comm, &st));
+        CHECK_MSG(st.rejected == (rank == 0 ? 1u : 0u), "rank %d: %llu triggers rejected", rank,
+                  (unsigned long long)st.rejected);
+    }
+    CHECK_OK(gpuport_comm_destroy(comm));
+    if (o->use_malloc) {
+        free(buf);
+        free(src);
+    }
+    return 0;
+}
+
 /* gpuport_mem_alloc_device needs GPU mode: a host-only communicator says no,
  * leaves the pointer alone, and gpuport_mem_free refuses what it never gave. */
 static int device_alloc_refused(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
@@ -168,6 +257,10 @@ int main(void)
     unsetenv("GPUPORT_SHM_ASYNC_MIN");
     setenv("GPUPORT_LOG_LEVEL", "none", 1);
     CHECK(local_run(2, proxy_rejects, NULL) == 0);
+    o.use_malloc = 0;
+    CHECK(local_run(2, value_rejects, &o) == 0);
+    o.use_malloc = 1;
+    CHECK(local_run(2, value_rejects, &o) == 0);
     CHECK(local_run(1, device_alloc_refused, NULL) == 0);
     printf("local channels: all checks passed\n");
     return 0;

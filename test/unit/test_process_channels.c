@@ -2,8 +2,9 @@
  * Channels between real processes (fork + socketpair bootstrap, no MPI) and
  * the lifecycle cases that need them: cross-memory attach and shared
  * mappings across address spaces, a peer that dies while we wait or put,
- * destroy draining queued work, and destroy failing (not dropping) work that
- * cannot drain. Also a channel to oneself. The pair cases run twice: on one
+ * destroy draining queued work, destroy failing (not dropping) work that
+ * cannot drain, and put_value among puts over the same bytes. Also a channel
+ * to oneself. The pair cases run twice: on one
  * host (shm), then with distinct GPUPORT_HOST_IDs (tcp over this machine's
  * interface: a dead peer is seen by its socket, not by its pid, and drain at
  * destroy needs the receiver's proxy until the sender says goodbye).
@@ -238,6 +239,152 @@ static int drain_at_destroy(gpuport_bootstrap_t *bs, int use_malloc)
     return 0;
 }
 
+/* ---- put_value between processes ---- */
+
+#define VWINDOW 4096          /* where values and small puts overlap */
+#define VBIG (256u << 10)     /* GPUPORT_SHM_ASYNC_MIN's default: puts from here go to the
+                               * flusher, and the values behind them queue there too */
+#define VROUNDS 30
+
+typedef struct vop {
+    int kind; /* 0 put, 1 put_value, 2 put_value_with_signal (each round's last) */
+    uint64_t dst_off, src_off, size, value;
+} vop_t;
+
+static uint64_t vrand(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return *s >> 11;
+}
+
+/* Both sides draw the same operations: the receiver knows what must land. */
+static void vdraw(uint64_t *s, int last, vop_t *o)
+{
+    uint64_t pick = vrand(s) % 100;
+
+    memset(o, 0, sizeof(*o));
+    if (last || pick < 50) {
+        o->kind = last ? 2 : 1;
+        o->dst_off = vrand(s) % (VWINDOW / 8) * 8;
+        o->value = vrand(s) * 0x9e3779b97f4a7c15ull;
+        o->size = 8;
+        return;
+    }
+    o->size = pick < 95 ? 1 + vrand(s) % 24 : VBIG + vrand(s) % 65536;
+    o->dst_off = pick < 95 ? vrand(s) % (VWINDOW - o->size + 1) : vrand(s) % VWINDOW;
+    o->src_off = vrand(s) % (REGION - o->size + 1);
+}
+
+static void vapply(unsigned char *shadow, int from, const vop_t *o)
+{
+    if (o->kind) {
+        memcpy(shadow + o->dst_off, &o->value, 8);
+        return;
+    }
+    for (uint64_t i = 0; i < o->size; i++)
+        shadow[o->dst_off + i] = pat(from, o->src_off + i);
+}
+
+/* dst against the shadow once the round's last signal is taken: not
+ * instrumented by TSan (ordered by an atomic on memory mapped twice, as in
+ * test_local_channels.c) */
+__attribute__((no_sanitize_thread))
+static void vcompare(const unsigned char *dst, const unsigned char *shadow, int round,
+                     const vop_t *ops, int n)
+{
+    uint64_t i = 0;
+    int by = -1;
+
+    if (memcmp(dst, shadow, REGION) == 0)
+        return;
+    while (dst[i] == shadow[i])
+        i++;
+    for (int k = 0; k < n; k++)
+        if (i >= ops[k].dst_off && i < ops[k].dst_off + ops[k].size)
+            by = k;
+    CHECK_MSG(0, "round %d: destination byte %llu is 0x%02x, expected 0x%02x (last written by op "
+              "%d of %d, kind %d)",
+              round, (unsigned long long)i, dst[i], shadow[i], by, n, by >= 0 ? ops[by].kind : -1);
+}
+
+/* Values and puts over the same bytes, both directions at once: every
+ * value lands whole, after the puts before it and before those after it
+ * (the later one wins), small puts inline and large ones (and the values
+ * behind them) at the flusher; the value a put_value_with_signal carries is
+ * there when wait returns. Then the calls' checks, the last 8 bytes of the
+ * region, and a raw trigger past the end: rejected by the proxy, the
+ * channel failed on both sides, nothing written. */
+static int values(gpuport_bootstrap_t *bs, int use_malloc)
+{
+    side_t s;
+    int rank = bs->rank, peer = 1 - rank;
+    unsigned char *shadow = calloc(1, REGION);
+    vop_t ops[40];
+    uint64_t last = 0x1122334455667788ull, pos;
+
+    CHECK(shadow);
+    side_open(&s, bs, use_malloc);
+    for (int round = 0; round < VROUNDS; round++) {
+        uint64_t tx = 1000 + (uint64_t)round * 2 + (uint64_t)rank;
+        uint64_t rx = 1000 + (uint64_t)round * 2 + (uint64_t)peer;
+        int n = 1 + (int)((uint64_t)round * 7 % 40);
+        for (int k = 0; k < n; k++) {
+            vop_t o;
+            vdraw(&tx, k == n - 1, &o);
+            if (o.kind == 0)
+                CHECK_OK(gpuport_channel_put(s.ch, o.dst_off, o.src_off, o.size));
+            else if (o.kind == 1)
+                CHECK_OK(gpuport_channel_put_value(s.ch, o.dst_off, o.value));
+            else
+                CHECK_OK(gpuport_channel_put_value_with_signal(s.ch, o.dst_off, o.value));
+        }
+        for (int k = 0; k < n; k++) {
+            vdraw(&rx, k == n - 1, &ops[k]);
+            vapply(shadow, peer, &ops[k]);
+        }
+        CHECK_OK(gpuport_channel_wait(s.ch));
+        vcompare(s.dst, shadow, round, ops, n);
+        /* checked: the peer may write again */
+        CHECK_OK(bs->barrier(bs->ctx));
+    }
+    /* the calls' own checks: nothing queued, the channel still fine */
+    CHECK_STATUS(gpuport_channel_put_value(s.ch, 4, 1), GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_channel_put_value_with_signal(s.ch, REGION - 12, 1),
+                 GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_channel_put_value(s.ch, REGION, 1), GPUPORT_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(gpuport_channel_put_value_with_signal(s.ch, REGION, 1),
+                 GPUPORT_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(gpuport_channel_put_value(s.ch, UINT64_MAX - 7, 1), GPUPORT_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(gpuport_channel_put_value(s.ch, 1ull << 47, 1), GPUPORT_ERR_OUT_OF_RANGE);
+    CHECK_OK(gpuport_channel_status(s.ch));
+    /* the last 8 bytes of the region */
+    CHECK_OK(gpuport_channel_put_value_with_signal(s.ch, REGION - 8, last + (uint64_t)rank));
+    CHECK_OK(gpuport_channel_wait(s.ch));
+    {
+        uint64_t got;
+        memcpy(&got, s.dst + REGION - 8, 8);
+        CHECK_MSG(got == last + (uint64_t)peer, "the last 8 bytes hold 0x%llx",
+                  (unsigned long long)got);
+        memcpy(shadow + REGION - 8, &got, 8);
+    }
+    CHECK_OK(gpuport_channel_flush(s.ch));
+    CHECK_OK(bs->barrier(bs->ctx));
+    if (rank == 0) {
+        /* past the end, as only a raw trigger can say */
+        CHECK_OK(gpuport_channel_push_value(s.ch, GPUPORT_OP_PUT_VALUE_SIGNAL, REGION, 7, &pos));
+        CHECK_STATUS(gpuport_channel_flush(s.ch), GPUPORT_ERR_OUT_OF_RANGE);
+        CHECK_STATUS(gpuport_channel_status(s.ch), GPUPORT_ERR_OUT_OF_RANGE);
+        CHECK_STATUS(gpuport_channel_put_value(s.ch, 0, 1), GPUPORT_ERR_OUT_OF_RANGE);
+    } else {
+        CHECK_STATUS(gpuport_channel_wait(s.ch), GPUPORT_ERR_PEER);
+        vcompare(s.dst, shadow, VROUNDS, ops, 0);
+    }
+    CHECK_OK(bs->barrier(bs->ctx));
+    CHECK_OK(side_close(&s));
+    free(shadow);
+    return 0;
+}
+
 static int run_pair(int (*fn)(gpuport_bootstrap_t *, int), int use_malloc, const char *name)
 {
     gpuport_bootstrap_t bs;
@@ -303,6 +450,10 @@ int main(void)
             run_pair(cross_process, m, "cross-process");
             run_pair(drain_at_destroy, m, "drain-at-destroy");
         }
+        setenv("GPUPORT_LOG_LEVEL", "none", 1); /* the refusals are logged */
+        for (int m = 0; m <= 1; m++)
+            run_pair(values, m, "put-value");
+        unsetenv("GPUPORT_LOG_LEVEL");
         setenv("GPUPORT_LOG_LEVEL", "none", 1);
         for (int m = 0; m <= 1; m++) {
             run_pair(peer_dies, m, "peer-dies");

@@ -3,7 +3,8 @@
  * a bit lost there silently corrupts a transfer: every edge of the size and
  * offset fields (the 32/38-bit split and the EXT slot) must round-trip, the
  * parity bit must stay the FIFO's to set, and an EXT pair must survive a trip
- * through a real FIFO unchanged.
+ * through a real FIFO unchanged. Value triggers carry their own layout
+ * (dst_off / 8 and the value), which must round-trip the same way.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -80,17 +81,82 @@ static void round_trip(uint32_t op, uint32_t channel, uint64_t src, uint64_t dst
               (unsigned long long)d.dst_off, (unsigned long long)d.size);
 }
 
+/* the ops with sizes and offsets (value ops have their own layout, below) */
+#define SIZED_OPS (GPUPORT_OP_MAX_ - 2)
+
 static void test_edges(void)
 {
     unsigned n = 0;
 
-    for (uint32_t op = 0; op < GPUPORT_OP_MAX_; op++)
+    for (uint32_t op = 0; op < GPUPORT_OP_MAX_; op++) {
+        if (gpuport_trigger_is_value(op))
+            continue;
         for (size_t c = 0; c < COUNT(channels); c++)
             for (size_t s = 0; s < COUNT(sizes); s++)
                 for (size_t i = 0; i < COUNT(offsets); i++)
                     for (size_t j = 0; j < COUNT(offsets); j++, n++)
                         round_trip(op, channels[c], offsets[i], offsets[j], sizes[s]);
-    CHECK(n == GPUPORT_OP_MAX_ * COUNT(channels) * COUNT(sizes) * COUNT(offsets) * COUNT(offsets));
+    }
+    CHECK(n == SIZED_OPS * COUNT(channels) * COUNT(sizes) * COUNT(offsets) * COUNT(offsets));
+}
+
+/* A value trigger: encoded, decoded (an EXT in front adds nothing), every
+ * field back, size 8, no source. */
+static void value_trip(uint32_t op, uint32_t channel, uint64_t dst, uint64_t value)
+{
+    gpuport_trigger_t t, ext;
+    gpuport_op_desc_t d;
+
+    gpuport_trigger_encode_value(&t, op, channel, dst, value);
+    CHECK((t.w[0] & PARITY_BIT) == 0);
+    CHECK(gpuport_trigger_op(t.w[0]) == op && gpuport_trigger_channel(t.w[0]) == channel);
+    for (int with_ext = 0; with_ext < 2; with_ext++) {
+        gpuport_trigger_encode_ext(&ext, channel, UINT64_MAX, UINT64_MAX, GPUPORT_TRIGGER_SIZE_MAX);
+        memset(&d, 0xa5, sizeof(d));
+        gpuport_trigger_decode(&t, with_ext ? &ext : NULL, &d);
+        CHECK_MSG(d.op == op && d.channel == channel && d.dst_off == dst && d.value == value &&
+                      d.size == 8 && d.src_off == 0,
+                  "value op %u chan %u dst 0x%llx value 0x%llx decoded as op %u chan %u dst "
+                  "0x%llx value 0x%llx size %llu src %llu",
+                  op, channel, (unsigned long long)dst, (unsigned long long)value, d.op,
+                  d.channel, (unsigned long long)d.dst_off, (unsigned long long)d.value,
+                  (unsigned long long)d.size, (unsigned long long)d.src_off);
+    }
+}
+
+static void test_value(void)
+{
+    static const uint64_t dsts[] = {0, 8, 4088, 1ull << 32, (1ull << 38) - 8, 1ull << 38,
+                                    (1ull << 40) + 8, GPUPORT_TRIGGER_VALUE_OFF_MAX};
+    static const uint64_t values[] = {0, 1, 0x8000000000000000ull, UINT64_MAX,
+                                      0x0123456789abcdefull};
+    gpuport_trigger_t t;
+    gpuport_op_desc_t d;
+
+    CHECK(GPUPORT_OP_PUT_VALUE == 7 && GPUPORT_OP_PUT_VALUE_SIGNAL == 8 && GPUPORT_OP_MAX_ == 9);
+    CHECK(GPUPORT_TRIGGER_VALUE_OFF_MAX == (1ull << 47) - 8);
+    /* the layout: op, channel, dst_off / 8 in bits 43..0; the value in word 1 */
+    gpuport_trigger_encode_value(&t, GPUPORT_OP_PUT_VALUE_SIGNAL, 0x1234, 0xabcdef12345ull * 8,
+                                 0xfeedfacecafebeefull);
+    CHECK(t.w[0] == ((8ull << 59) | (0x1234ull << 44) | 0xabcdef12345ull));
+    CHECK(t.w[1] == 0xfeedfacecafebeefull);
+    gpuport_trigger_encode_value(&t, GPUPORT_OP_PUT_VALUE, GPUPORT_TRIGGER_MAX_CHANNELS - 1,
+                                 GPUPORT_TRIGGER_VALUE_OFF_MAX, 0);
+    CHECK(t.w[0] == ((7ull << 59) | (0x7fffull << 44) | ((1ull << 44) - 1)));
+    for (uint32_t op = GPUPORT_OP_PUT_VALUE; op <= GPUPORT_OP_PUT_VALUE_SIGNAL; op++)
+        for (size_t c = 0; c < COUNT(channels); c++)
+            for (size_t i = 0; i < COUNT(dsts); i++)
+                for (size_t j = 0; j < COUNT(values); j++)
+                    value_trip(op, channels[c], dsts[i], values[j]);
+    for (int i = 0; i < RANDOM_ROUNDS; i++)
+        value_trip(GPUPORT_OP_PUT_VALUE + (uint32_t)(next_random() & 1),
+                   (uint32_t)(next_random() % GPUPORT_TRIGGER_MAX_CHANNELS),
+                   (random_bits(47) & ~7ull) % (GPUPORT_TRIGGER_VALUE_OFF_MAX + 8), next_random());
+    /* the other ops decode their value as 0 */
+    gpuport_trigger_encode(&t, GPUPORT_OP_PUT, 3, 1, 2, 3);
+    memset(&d, 0xa5, sizeof(d));
+    gpuport_trigger_decode(&t, NULL, &d);
+    CHECK(d.value == 0 && d.op == GPUPORT_OP_PUT && d.size == 3);
 }
 
 /* The documented bit layout, fixed: device code and the proxy depend on it. */
@@ -113,7 +179,7 @@ static void test_layout(void)
 static void test_random(void)
 {
     for (int i = 0; i < RANDOM_ROUNDS; i++) {
-        uint32_t op = (uint32_t)(next_random() % GPUPORT_OP_MAX_);
+        uint32_t op = (uint32_t)(next_random() % SIZED_OPS); /* 0..6: not the value ops */
         uint32_t channel = (uint32_t)(next_random() % GPUPORT_TRIGGER_MAX_CHANNELS);
         uint64_t src = random_bits(64), dst = random_bits(64), size = random_bits(52);
         round_trip(op, channel, src, dst, size);
@@ -185,6 +251,7 @@ int main(void)
 {
     test_layout();
     test_edges();
+    test_value();
     test_random();
     test_parity();
     test_fifo_pair();

@@ -8,7 +8,9 @@
  * semaphore, queued behind the copies on the same stream. Semaphores live in
  * the peer's host control segment (shared memory), registered in our
  * private context, so the peer's kernels and host threads read them alike.
- * The proxy only describes the work; the flusher does every CUDA call.
+ * put_value is a cuStreamWriteValue64 into the peer's memory on the same
+ * stream. The proxy only describes the work; the flusher does every CUDA
+ * call.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,6 +211,28 @@ static int cipc_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, u
     return GPUPORT_TRANSPORT_QUEUE;
 }
 
+/* cuStreamWriteValue64 of the value into the peer's GPU memory, on the
+ * flusher's stream behind the channel's copies (as a signal is); it needs an
+ * 8-aligned address, which a region that starts unaligned cannot give. */
+static int cipc_put_value(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t value,
+                          int behind_work, gpuport_work_t *w)
+{
+    char *dst = (char *)ch->dst.base + dst_off;
+
+    (void)behind_work; /* always queued, so always in order */
+    if ((uintptr_t)dst & 7) {
+        log_error("channel %u (to rank %d): put_value at destination offset %llu: rank %d's "
+                  "region starts at an address that is not 8-byte aligned, and a GPU write of "
+                  "a value needs one",
+                  ch->id, ch->peer, (unsigned long long)dst_off, ch->peer);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    w->kind = GPUPORT_WORK_CU_WRITE;
+    w->dst = dst;
+    w->value = value;
+    return GPUPORT_TRANSPORT_QUEUE;
+}
+
 static int cipc_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *w)
 {
     cipc_chan_t *cs = ch->priv;
@@ -233,5 +257,6 @@ const gpuport_transport_ops_t gpuport_transport_cuda_ipc = {
     .chan_connect = cipc_chan_connect,
     .chan_disconnect = cipc_chan_disconnect,
     .put = cipc_put,
+    .put_value = cipc_put_value,
     .signal = cipc_signal,
 };

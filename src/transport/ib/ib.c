@@ -7,6 +7,8 @@
  *   put     RDMA WRITE from the registered source into the peer's
  *           registered destination, in pieces no larger than the port's
  *           largest message (2^31 at most);
+ *   put_value an RDMA WRITE of the 8 bytes, inline in the request (from a
+ *           registered scratch slot where the provider takes no inline data);
  *   signal  atomic FETCH_AND_ADD of 1 on the peer's semaphore (its
  *           control segment's slot), or, where either device has no
  *           atomics, an RDMA WRITE of the channel's new signal count;
@@ -61,6 +63,7 @@ typedef struct ib_conn {
     ib_sendq_t q;
     ib_signal_t signal;
     ib_qp_rec_t mine, remote;
+    int inline_ok; /* the QP takes 8 bytes of inline data (put_value) */
     /* the connection failed with this status: written by the proxy,
      * read by application threads too (atomic builtins) */
     gpuport_status_t broken;
@@ -179,8 +182,21 @@ static gpuport_status_t qp_make(ib_conn_t *c, gpuport_tl_comm_t *tl)
     ia.cap.max_recv_wr = 1; /* nothing is received: RDMA writes use no receive */
     ia.cap.max_send_sge = 1;
     ia.cap.max_recv_sge = 1;
+    /* put_value's 8 bytes go inline, in the request itself; a provider that
+     * refuses inline data gets a QP without, and the value goes from the
+     * scratch slot instead */
+    ia.cap.max_inline_data = 8;
     errno = 0;
     c->qp = IBV(ibv_create_qp)(c->ic->pd, &ia);
+    c->inline_ok = c->qp != NULL;
+    if (!c->qp) {
+        ia.cap.max_inline_data = 0;
+        errno = 0;
+        c->qp = IBV(ibv_create_qp)(c->ic->pd, &ia);
+        if (c->qp)
+            log_info("ib: %s takes no inline data in an RC QP: put_value writes from a "
+                     "registered buffer", dev->name);
+    }
     if (!c->qp) {
         int err = ib_err(0);
         snprintf(what, sizeof(what), "RC, %d send work requests, on %s port %u", depth,
@@ -487,6 +503,26 @@ static int ib_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uin
     return GPUPORT_TRANSPORT_ASYNC;
 }
 
+static int ib_put_value(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t value,
+                        int behind_work, gpuport_work_t *work)
+{
+    ib_conn_t *c = ch->conn->priv;
+    const ib_chan_t *cs = &c->ic->chans[ch->id];
+    ib_op_t *op;
+
+    (void)behind_work, (void)work;
+    if (c->broken)
+        return c->broken;
+    op = ib_sendq_push(&c->q);
+    op->chan = ch->id;
+    op->kind = IB_OP_PUT_VALUE;
+    op->raddr = cs->dst_raddr + dst_off;
+    op->rkey = cs->dst_rkey;
+    op->len = 8;
+    op->value = value;
+    return GPUPORT_TRANSPORT_ASYNC;
+}
+
 static int ib_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *work)
 {
     ib_conn_t *c = ch->conn->priv;
@@ -549,6 +585,19 @@ static void wr_fill(ib_conn_t *c, const ib_wr_desc_t *d, struct ibv_send_wr *wr,
         wr->opcode = IBV_WR_RDMA_WRITE;
         sge->addr = d->laddr;
         sge->lkey = d->lkey;
+        wr->wr.rdma.remote_addr = d->raddr;
+        wr->wr.rdma.rkey = d->rkey;
+        break;
+    case IB_WR_WRITE_INLINE:
+        /* with inline data the provider copies the 8 bytes into the request
+         * during ibv_post_send; without, the HCA reads the slot later, as
+         * for WRITE_VALUE */
+        *slot = d->value;
+        wr->opcode = IBV_WR_RDMA_WRITE;
+        if (c->inline_ok)
+            wr->send_flags |= IBV_SEND_INLINE;
+        sge->addr = (uint64_t)(uintptr_t)slot;
+        sge->lkey = c->scratch_mr->lkey;
         wr->wr.rdma.remote_addr = d->raddr;
         wr->wr.rdma.rkey = d->rkey;
         break;
@@ -700,6 +749,7 @@ const gpuport_transport_ops_t gpuport_transport_ib = {
     .chan_connect = ib_chan_connect,
     .chan_disconnect = ib_chan_disconnect,
     .put = ib_put,
+    .put_value = ib_put_value,
     .signal = ib_signal,
     .has_room = ib_has_room,
     .progress = ib_progress,

@@ -241,7 +241,8 @@ typedef enum {
     IB_OP_PUT = 1,
     IB_OP_SIGNAL_ADD = 2,   /* fetch-and-add value (signals folded) on the peer's semaphore */
     IB_OP_SIGNAL_WRITE = 3, /* write value (8 bytes) to the peer's semaphore */
-    IB_OP_NOTIFY = 4        /* write value (4 bytes) to the peer's peer_status; no channel op */
+    IB_OP_NOTIFY = 4,       /* write value (4 bytes) to the peer's peer_status; no channel op */
+    IB_OP_PUT_VALUE = 5     /* write value (8 bytes) into the peer's destination */
 } ib_op_kind_t;
 
 typedef struct ib_op {
@@ -252,24 +253,32 @@ typedef struct ib_op {
     uint32_t rkey;
     uint64_t raddr;
     uint64_t len;    /* PUT: bytes */
-    uint64_t value;  /* SIGNAL_ADD: signals; SIGNAL_WRITE: count; NOTIFY: status */
+    uint64_t value;  /* SIGNAL_ADD: signals; SIGNAL_WRITE: count; NOTIFY: status; PUT_VALUE: the
+                      * value */
     uint64_t posted; /* PUT: bytes handed to the QP */
     uint32_t wrs_posted, wrs_done;
 } ib_op_t;
 
-typedef enum { IB_WR_WRITE = 1, IB_WR_WRITE_VALUE = 2, IB_WR_FETCH_ADD = 3 } ib_wr_kind_t;
+/* WRITE_INLINE: an RDMA write of value (8 bytes) whose data travels inline in
+ * the request, where the QP allows inline data (else as WRITE_VALUE). */
+typedef enum {
+    IB_WR_WRITE = 1,
+    IB_WR_WRITE_VALUE = 2,
+    IB_WR_FETCH_ADD = 3,
+    IB_WR_WRITE_INLINE = 4
+} ib_wr_kind_t;
 
 /* One work request to post. */
 typedef struct ib_wr_desc {
     uint64_t wr_id;   /* the operation's sequence number */
     uint32_t kind;    /* ib_wr_kind_t */
-    uint32_t len;     /* bytes (WRITE_VALUE: 8 or 4; FETCH_ADD: 8) */
+    uint32_t len;     /* bytes (WRITE_VALUE: 8 or 4; FETCH_ADD, WRITE_INLINE: 8) */
     uint64_t laddr;   /* WRITE: source */
     uint32_t lkey;
     uint32_t rkey;
     uint64_t raddr;
-    uint64_t value;   /* WRITE_VALUE: what to write; FETCH_ADD: what to add */
-    uint32_t scratch; /* WRITE_VALUE, FETCH_ADD: the scratch slot (sq_depth of them) */
+    uint64_t value;   /* WRITE_VALUE, WRITE_INLINE: what to write; FETCH_ADD: what to add */
+    uint32_t scratch; /* WRITE_VALUE, WRITE_INLINE, FETCH_ADD: the scratch slot (sq_depth of them) */
 } ib_wr_desc_t;
 
 typedef struct ib_sendq {

@@ -81,6 +81,13 @@ uint32_t ib_sendq_plan(const ib_sendq_t *q, ib_wr_desc_t *out, uint32_t max)
             d->value = op->value;
             posted = op->len;
             break;
+        case IB_OP_PUT_VALUE:
+            d->kind = IB_WR_WRITE_INLINE;
+            d->len = 8;
+            d->raddr = op->raddr;
+            d->value = op->value;
+            posted = op->len;
+            break;
         default: /* SIGNAL_WRITE, NOTIFY */
             d->kind = IB_WR_WRITE_VALUE;
             d->len = op->kind == IB_OP_NOTIFY ? 4 : 8;

@@ -3,7 +3,8 @@
  * copies, the flusher) writes straight into the peer's memory: through a
  * shared mapping when the peer's region came from gpuport_mem_alloc, through
  * process_vm_writev (cross-memory attach) when it is private memory such as
- * malloc's. Signals are atomic increments in the peer's control segment.
+ * malloc's. Signals are atomic increments in the peer's control segment;
+ * put_value is one 8-byte store (or an 8-byte process_vm_writev).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -158,6 +159,28 @@ static int shm_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, ui
     return (int)gpuport_work_execute(w);
 }
 
+/* One 8-byte store into a mapped destination (release: a reader that sees
+ * the value sees what the channel put before it), or 8 bytes by
+ * process_vm_writev into private memory; at the flusher when behind work. */
+static int shm_put_value(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t value,
+                         int behind_work, gpuport_work_t *w)
+{
+    w->value = value;
+    w->size = 8;
+    if (ch->dst.base) {
+        w->kind = GPUPORT_WORK_STORE64;
+        w->dst = (char *)ch->dst.base + dst_off;
+    } else {
+        w->kind = GPUPORT_WORK_CMA_WRITE;
+        w->flags = GPUPORT_WORK_SRC_VALUE;
+        w->dst = (void *)(uintptr_t)(ch->dst.rec.addr + dst_off);
+        w->pid = peer_pid(ch);
+    }
+    if (behind_work)
+        return GPUPORT_TRANSPORT_QUEUE;
+    return (int)gpuport_work_execute(w);
+}
+
 static int shm_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *w)
 {
     if (behind_work) {
@@ -181,5 +204,6 @@ const gpuport_transport_ops_t gpuport_transport_shm = {
     .chan_connect = shm_chan_connect,
     .chan_disconnect = shm_chan_disconnect,
     .put = shm_put,
+    .put_value = shm_put_value,
     .signal = shm_signal,
 };

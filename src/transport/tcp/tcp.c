@@ -7,9 +7,11 @@
  *   put     a PUT header and the source bytes, sent straight from the
  *           source region (it must stay unchanged until the put is flushed);
  *   signal  a SIGNAL header; the stream orders it after every earlier put;
+ *   put_value a VALUE header carrying the destination offset and the value;
  *   receive the peer's proxy reads headers and writes payloads straight
- *           into the destination region, increments the semaphore for a
- *           SIGNAL, and acknowledges what it has applied (ACK, cumulative);
+ *           into the destination region, stores a VALUE's value there,
+ *           increments the semaphore for a SIGNAL, and acknowledges what it
+ *           has applied (ACK, cumulative);
  *   flush   completes when the peer has acknowledged every earlier op.
  *
  * A connection that breaks (reset, closed without goodbye, data or keepalive
@@ -24,7 +26,9 @@
  * of a GPU source into staging before the proxy sends it; the receiver's
  * proxy receives a chunk into staging and its flusher copies it to the GPU
  * destination. A signal (and the acknowledgement) that follows a GPU put
- * waits for those copies: it goes to the flusher behind them.
+ * waits for those copies: it goes to the flusher behind them. A value for a
+ * GPU destination is written by the flusher too (cuStreamWriteValue64 on the
+ * stream of those copies, so after them).
  *
  * Headers are host byte order: the ranks of a job share an architecture.
  */
@@ -279,6 +283,7 @@ const gpuport_transport_ops_t gpuport_transport_tcp = {
     .chan_connect = tcp_chan_connect,
     .chan_disconnect = tcp_chan_disconnect,
     .put = tcp_put,
+    .put_value = tcp_put_value,
     .signal = tcp_signal,
     .has_room = tcp_has_room,
     .progress = tcp_progress,

@@ -31,22 +31,24 @@
  * this often. */
 #define RESCAN_NS (10 * 1000 * 1000ull)
 
-enum { POST_TX = 1, POST_RX_CHUNK = 2, POST_RX_SIGNAL = 3 };
+enum { POST_TX = 1, POST_RX_CHUNK = 2, POST_RX_SIGNAL = 3, POST_RX_VALUE = 4 };
 
-enum { MSG_PUT = 1, MSG_SIGNAL = 2, MSG_ACK = 3, MSG_FAIL = 4, MSG_BYE = 5 };
+/* VALUE: put_value, acknowledged and counted like PUT and SIGNAL. */
+enum { MSG_PUT = 1, MSG_SIGNAL = 2, MSG_ACK = 3, MSG_FAIL = 4, MSG_BYE = 5, MSG_VALUE = 6 };
 
 typedef struct tcp_msg {
     uint32_t type;
     uint32_t channel; /* the receiver's channel id */
-    uint64_t a;       /* PUT: destination offset; SIGNAL: signals (>= 1); ACK: count applied;
-                       * FAIL: status */
+    uint64_t a;       /* PUT, VALUE: destination offset; SIGNAL: signals (>= 1); ACK: count
+                       * applied; FAIL: status */
     uint64_t size;    /* PUT: payload bytes that follow */
-    uint64_t reserved;
+    uint64_t value;   /* VALUE: the 8 bytes to store */
 } tcp_msg_t;
 
 /* This rank's part of its rank record: where it listens (port 0: it does
- * not). */
-#define TCP_REC_VERSION 2 /* 2: MSG_SIGNAL carries a count */
+ * not). Its version is the wire protocol's too: 2 added MSG_VALUE and the count of
+ * folded signals in MSG_SIGNAL. */
+#define TCP_REC_VERSION 2
 typedef struct tcp_rec {
     uint16_t tcp_family; /* AF_INET or AF_INET6 */
     uint16_t tcp_port;   /* network byte order */
@@ -98,7 +100,7 @@ typedef struct tcp_conn {
     /* sending (proxy thread) */
     tx_item_t *tx;    /* ring of messages to send */
     uint32_t tx_cap, tx_head, tx_tail;
-    uint32_t *inflight; /* local channel ids of sent PUT/SIGNAL, awaiting ACK */
+    uint32_t *inflight; /* local channel ids of sent PUT/VALUE/SIGNAL, awaiting ACK */
     uint32_t q;         /* GPUPORT_SOCKET_QUEUE, power of two: tx and inflight sizes */
     uint64_t ops_sent, ops_acked;
     int ack_queued;     /* an ACK is in tx and not yet started */
@@ -114,9 +116,9 @@ typedef struct tcp_conn {
     int in_payload;
     char *payload_dst; /* NULL: discard */
     uint64_t payload_left;
-    uint64_t applied; /* PUT/SIGNAL applied, acknowledged cumulatively */
+    uint64_t applied; /* PUT/VALUE/SIGNAL applied, acknowledged cumulatively */
     uint64_t acked_sent;
-    uint64_t rx_ops;  /* PUT/SIGNAL received and handled (applied or posted) */
+    uint64_t rx_ops;  /* PUT/VALUE/SIGNAL received and handled (applied or posted) */
     _Atomic uint8_t *rx_ok; /* by local channel id: connected, may receive */
     /* GPU regions: staging (pinned, NSLOT * CHUNK each; made by chan_connect
      * on the application thread before the channel can carry anything) */
@@ -188,6 +190,8 @@ int tcp_has_room(gpuport_tl_chan_t *ch, uint32_t nops);
 int tcp_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
             int behind_work, gpuport_work_t *work);
 int tcp_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *work);
+int tcp_put_value(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t value, int behind_work,
+                  gpuport_work_t *work);
 void tcp_report_fail(gpuport_tl_chan_t *ch, gpuport_status_t status);
 void tcp_stage_tx(tcp_conn_t *tc);
 int tcp_send_some(tcp_conn_t *tc);

@@ -1,6 +1,7 @@
 /*
  * tcp: receiving (proxy thread): headers, payloads written in place or
- * through rx staging for GPU destinations, signals, acknowledgements.
+ * through rx staging for GPU destinations, values, signals,
+ * acknowledgements.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -9,8 +10,8 @@
 
 #include "transport/tcp/tcp_priv.h"
 
-/* The receiving side has handled one more PUT or SIGNAL; it is applied now
- * unless GPU copies are still ahead of it at the flusher. */
+/* The receiving side has handled one more PUT, VALUE or SIGNAL; it is
+ * applied now unless GPU copies are still ahead of it at the flusher. */
 static void rx_op_done(tcp_conn_t *tc)
 {
     tc->rx_ops++;
@@ -45,6 +46,78 @@ static void apply_acks(tcp_conn_t *tc, uint64_t count)
         tc->ops_acked++;
         tcp_complete(tc, id, GPUPORT_OK);
     }
+}
+
+/* A VALUE: stored like a PUT of its 8 bytes would be written. A host
+ * destination takes a release store now, as a put's payload is copied now
+ * whatever GPU copies of other channels are still queued (the ACK count
+ * waits for those). A GPU destination needs the flusher: a CU_WRITE on the
+ * stream of this connection's staging copies, which orders it after every
+ * earlier piece (copying the 8 bytes through an rx staging piece would order
+ * it the same, but takes a piece and needs piece accounting for nothing); the
+ * caller checked flusher room for it. */
+static void on_value(tcp_conn_t *tc, const tcp_msg_t *m)
+{
+    gpuport_tl_chan_t *ch = rx_channel(tc, m->channel);
+    gpuport_work_t w;
+    char *dst;
+
+    if (!ch) {
+        log_error("tcp: rank %d put a value on channel %u, which is not open here; dropped",
+                  tc->peer, m->channel);
+        rx_op_done(tc);
+        return;
+    }
+    if (m->a % 8 || m->a > ch->local_dst.size || ch->local_dst.size - m->a < 8) {
+        log_error("tcp: rank %d put a value at offset %llu on channel %u, %s its %llu-byte "
+                  "destination; discarded, the channel is failed",
+                  tc->peer, (unsigned long long)m->a, m->channel,
+                  m->a % 8 ? "not 8-byte aligned in" : "outside",
+                  (unsigned long long)ch->local_dst.size);
+        gpuport_tl_chan_fail(ch, m->a % 8 ? GPUPORT_ERR_INVALID_ARG : GPUPORT_ERR_OUT_OF_RANGE);
+        rx_op_done(tc);
+        return;
+    }
+    dst = (char *)ch->local_dst.ptr + m->a;
+    memset(&w, 0, sizeof(w));
+    w.dst = dst;
+    w.value = m->value;
+    if (gpuport_region_is_device(ch->local_dst.kind)) {
+        if ((uintptr_t)dst & 7) {
+            log_error("tcp: rank %d put a value on channel %u, whose GPU destination starts at "
+                      "an address that is not 8-byte aligned (a GPU write of a value needs "
+                      "one); discarded, the channel is failed",
+                      tc->peer, m->channel);
+            gpuport_tl_chan_fail(ch, GPUPORT_ERR_INVALID_ARG);
+            rx_op_done(tc);
+            return;
+        }
+        w.kind = GPUPORT_WORK_CU_WRITE;
+        if (!gpuport_tl_post(tc->conn, &w)) {
+            tcp_conn_break(tc, GPUPORT_ERR_INTERNAL, "found the flusher full after checking it "
+                           "had room for a value", 0);
+            return;
+        }
+        tc->rx_ops++;
+        tcp_post_push(tc, POST_RX_VALUE, tc->rx_ops);
+        tc->rx_pending++;
+        return;
+    }
+    w.kind = GPUPORT_WORK_STORE64; /* as shm stores a value, on this thread */
+    gpuport_work_execute(&w);
+    rx_op_done(tc);
+}
+
+/* 1 if the next header waiting in rxbuf is a VALUE (which may need the
+ * flusher, so room is checked before it is taken). */
+static int next_is_value(const tcp_conn_t *tc)
+{
+    uint32_t type;
+
+    if (tc->rx_len - tc->rx_pos < sizeof(tcp_msg_t))
+        return 0;
+    memcpy(&type, tc->rxbuf + tc->rx_pos, sizeof(type));
+    return type == MSG_VALUE;
 }
 
 /* A whole header is in cur: act on it, or start its payload. */
@@ -108,6 +181,9 @@ static void on_header(tcp_conn_t *tc)
             gpuport_tl_sem_add(comm, m->channel, m->a);
             rx_op_done(tc);
         }
+        return;
+    case MSG_VALUE:
+        on_value(tc, m);
         return;
     case MSG_ACK:
         apply_acks(tc, m->a);
@@ -243,8 +319,9 @@ int tcp_recv_some(tcp_conn_t *tc)
             payload_done(tc, take);
             continue;
         }
-        /* behind GPU copies, a SIGNAL goes to the flusher: room first */
-        if (!tc->in_payload && tc->rx_pending &&
+        /* behind GPU copies, a SIGNAL goes to the flusher, and a VALUE may
+         * go there at any time: room first */
+        if (!tc->in_payload && (tc->rx_pending || next_is_value(tc)) &&
             (tcp_post_full(tc) || !gpuport_tl_flusher_room(tc->comm, 1)))
             break;
         if (!tc->in_payload && avail >= sizeof(tcp_msg_t)) {

@@ -48,6 +48,20 @@ int tcp_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t 
                     gpuport_region_is_device(ch->src.kind));
 }
 
+/* A header alone: the value rides in it. */
+int tcp_put_value(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t value, int behind_work,
+                  gpuport_work_t *work)
+{
+    tcp_conn_t *tc = ch->conn->priv;
+    int rc;
+
+    (void)behind_work, (void)work;
+    rc = queue_op(ch, MSG_VALUE, dst_off, 0, NULL, 0);
+    if (rc == GPUPORT_TRANSPORT_ASYNC)
+        tc->tx[(tc->tx_tail - 1) % tc->tx_cap].hdr.value = value;
+    return rc;
+}
+
 int tcp_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *work)
 {
     (void)behind_work, (void)work;
