@@ -27,8 +27,6 @@
  *  - FIFO push + sync (sender alone) beside the raw pinned round trip.
  *  - ping-pong round trip beside twice one raw hop (copy + write-value of a
  *    flag, issue to completion, in one process).
- * put_value needs GPUPORT_OP_PUT_VALUE (gpuport_trigger.h); a build
- * without it prints the row as absent.
  */
 #include <stdio.h>
 #include <string.h>
@@ -64,10 +62,8 @@ static __global__ void k_small(gpuport_port_channel_dev_t ch, int op, int per,
             st = gpuport_signal(&ch);
         else if (op == OP_PUT64)
             st = gpuport_put(&ch, slot * 64, slot * 64, 64);
-#ifdef GPUPORT_OP_PUT_VALUE
         else
             st = gpuport_put_value(&ch, slot * 8, pv_value(slot));
-#endif
     }
     if (st)
         atomicExch(rc, st);
@@ -327,7 +323,6 @@ static int put_values(small_t *sm)
 {
     state_t *st = sm->st;
     char label[64], a[32], b[32], c[16];
-#ifdef GPUPORT_OP_PUT_VALUE
     const int w = 4;
     int per = scaled(st->env, st->shared ? 8192 : 65536) / (w * 32), ok, fails = 0, met;
     uint64_t room = st->region / (8 * 32 * w);
@@ -349,16 +344,6 @@ static int put_values(small_t *sm)
     row(sm, label, rate_text(a, sizeof(a), rate), rate_text(b, sizeof(b), lim),
         ratio_text(c, sizeof(c), rate, lim, 1), ">= 1 M/s, >= 70%", met, ok);
     return fails;
-#else
-    (void)a;
-    (void)b;
-    (void)c;
-    snprintf(label, sizeof(label), "put_value: not in this build");
-    sm->unknown++; /* its target */
-    if (st->env->report)
-        printf("  %s\n", label);
-    return 0;
-#endif
 }
 
 static int puts64(small_t *sm)

@@ -143,6 +143,15 @@ GPUPORT_DEV int gpuport_dev_fifo_push(const gpuport_port_channel_dev_t *ch,
         uint64_t p = pos + i;
         gpuport_trigger_t *slot = &f->slots[p & (f->size - 1)];
         uint64_t w0 = t[i].w[0] | (gpuport_trigger_parity(p, f->log2_size) << GPUPORT_TRG_PARITY_SHIFT);
+        if (gpuport_trigger_word1_unused(gpuport_trigger_op(w0))) {
+            /* one relaxed store: nothing in word 1 to order before it, and
+             * no data of this thread's that the proxy acts on (the FIFO
+             * keeps the order with earlier triggers); saves a system-scope
+             * fence and a PCIe write on the flush a kernel waits for */
+            asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(&slot->w[0]), "l"(w0)
+                         : "memory");
+            continue;
+        }
         asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(&slot->w[1]), "l"(t[i].w[1])
                      : "memory");
         asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(&slot->w[0]), "l"(w0)

@@ -145,6 +145,13 @@ GPUPORT_HD uint32_t gpuport_trigger_op(uint64_t w0)
     return (uint32_t)((w0 >> GPUPORT_TRG_OP_SHIFT) & 0xf);
 }
 
+/* SIGNAL and FLUSH carry nothing in word 1: the proxy ignores it, so a
+ * producer may leave it unwritten (the device API does: one store). */
+GPUPORT_HD int gpuport_trigger_word1_unused(uint32_t op)
+{
+    return op == GPUPORT_OP_SIGNAL || op == GPUPORT_OP_FLUSH;
+}
+
 GPUPORT_HD uint32_t gpuport_trigger_channel(uint64_t w0)
 {
     return (uint32_t)((w0 >> GPUPORT_TRG_CHAN_SHIFT) & (GPUPORT_TRIGGER_MAX_CHANNELS - 1));
