@@ -106,7 +106,17 @@ static int take_work(gpuport_flusher_t *fl)
             return 0;
         while (n < GPUPORT_FCUDA_BATCH && (slot = gpuport_ring_peek_at(&fl->work, n)) != NULL &&
                gpuport_work_is_cuda(slot->kind))
-            batch[n++] = *slot;
+            n++;
+        /* While the GPU still has two batches to run, a batch that may yet
+         * grow (the ring ended, not at a host item) waits for more items:
+         * the stream stays busy, and the driver calls (one per batch, a few
+         * microseconds each) are spread over more items. Measured on one
+         * H200 before this: put_value reached 0.77 M/s, 53 % of the
+         * 128-per-call write-value rate. */
+        if (n < GPUPORT_FCUDA_BATCH && slot == NULL && gpuport_fcuda_inflight(fl) >= 2)
+            return 0;
+        for (uint32_t i = 0; i < n; i++)
+            batch[i] = *(gpuport_work_t *)gpuport_ring_peek_at(&fl->work, i);
         gpuport_ring_pop_n(&fl->work, n);
         gpuport_fcuda_issue(fl, batch, n);
         return 1;

@@ -77,6 +77,12 @@ int gpuport_fcuda_room(gpuport_flusher_t *fl)
     return 0;
 }
 
+uint32_t gpuport_fcuda_inflight(gpuport_flusher_t *fl)
+{
+    (void)fl;
+    return 0;
+}
+
 int gpuport_fcuda_idle(gpuport_flusher_t *fl)
 {
     (void)fl;

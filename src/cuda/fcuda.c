@@ -183,6 +183,11 @@ int gpuport_fcuda_room(gpuport_flusher_t *fl)
     return fl->cuda->head - fl->cuda->tail < INFLIGHT;
 }
 
+uint32_t gpuport_fcuda_inflight(gpuport_flusher_t *fl)
+{
+    return fl->cuda ? fl->cuda->head - fl->cuda->tail : 0;
+}
+
 int gpuport_fcuda_idle(gpuport_flusher_t *fl)
 {
     return fl->cuda == NULL || fl->cuda->head == fl->cuda->tail;

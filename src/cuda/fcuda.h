@@ -25,6 +25,8 @@ void gpuport_fcuda_release(gpuport_flusher_t *fl);
 #define GPUPORT_FCUDA_BATCH 128
 /* room for one more batch */
 int gpuport_fcuda_room(gpuport_flusher_t *fl);
+/* batches queued on the GPU and not yet seen complete */
+uint32_t gpuport_fcuda_inflight(gpuport_flusher_t *fl);
 /* no queued CUDA work left */
 int gpuport_fcuda_idle(gpuport_flusher_t *fl);
 /* Issues n (<= GPUPORT_FCUDA_BATCH) CUDA items, in order, behind one event:
