@@ -512,8 +512,8 @@ static gpuport_status_t flushed_to(gpuport_channel_t ch, uint64_t pos)
     uint32_t iter = 0, polls = 0;
 
     deadline = gpuport_deadline(ch->comm->timeout_ns);
-    while (atomic_load_explicit(&ch->state->flushed[GPUPORT_FIFO_HOST], memory_order_acquire) <=
-           pos) {
+    while ((atomic_load_explicit(&ch->state->flushed[GPUPORT_FIFO_HOST], memory_order_acquire) &
+            ~GPUPORT_FLUSHED_FAILED) <= pos) {
         if ((iter > GPUPORT_SPIN_POLLS || (++polls & 1023) == 0) &&
             gpuport_deadline_passed(deadline))
             return timed_out(ch, "flush");

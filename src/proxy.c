@@ -45,13 +45,23 @@ void gpuport_pchan_fail(gpuport_pchan_t *ch, gpuport_status_t status)
         tell_peer(ch, status);
 }
 
+/* Everything before FIFO position pos + 1 is complete; the channel's error,
+ * if it has one by now, travels with it. */
+static void publish_flushed(gpuport_pchan_t *ch, int fifo, uint64_t pos)
+{
+    uint64_t v = pos + 1;
+
+    if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) != GPUPORT_OK)
+        v |= GPUPORT_FLUSHED_FAILED;
+    atomic_store_explicit(&ch->state->flushed[fifo], v, memory_order_release);
+}
+
 static void publish_flushes(gpuport_pchan_t *ch)
 {
     uint32_t n = 0;
     /* entries are in FIFO order, and positions grow within each FIFO */
     while (n < ch->nflush && ch->work_done >= ch->flush_target[n]) {
-        atomic_store_explicit(&ch->state->flushed[ch->flush_fifo[n]], ch->flush_pos[n] + 1,
-                              memory_order_release);
+        publish_flushed(ch, ch->flush_fifo[n], ch->flush_pos[n]);
         n++;
     }
     if (n == 0)
@@ -299,7 +309,7 @@ static int exec_flush(gpuport_pchan_t *ch, int fifo, uint64_t pos)
     uint32_t last = ch->nflush - 1;
 
     if (ch->nflush == 0 && ch->work_done == ch->work_posted) {
-        atomic_store_explicit(&ch->state->flushed[fifo], pos + 1, memory_order_release);
+        publish_flushed(ch, fifo, pos);
         return EXEC_DONE;
     }
     if (ch->nflush == GPUPORT_PENDING_FLUSHES) {

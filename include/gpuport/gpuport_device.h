@@ -263,18 +263,19 @@ GPUPORT_DEV int gpuport_put_value_with_signal(const gpuport_port_channel_dev_t *
 /* Returns when every operation this channel pushed before it is complete. */
 GPUPORT_DEV int gpuport_flush(const gpuport_port_channel_dev_t *ch)
 {
-    uint64_t pos, start = 0;
+    uint64_t pos, start = 0, f;
     int st = gpuport_dev_push_op(ch, GPUPORT_OP_FLUSH, 0, 0, 0, &pos);
 
     if (st)
         return st;
-    /* the proxy completes flushes of failed channels too: the state is read
-     * once, after */
-    while (gpuport_dev_load_sys(ch->flushed) <= pos) {
+    /* the proxy completes flushes of failed channels too, marked */
+    while (((f = gpuport_dev_load_sys(ch->flushed)) & ~GPUPORT_FLUSHED_FAILED) <= pos) {
         if (gpuport_dev_expired(ch, &start))
             return gpuport_dev_stuck(ch, "flush");
     }
-    return gpuport_dev_check(ch);
+    /* the channel's state is read across PCIe only when the proxy said
+     * it had failed by the time the flush completed */
+    return f & GPUPORT_FLUSHED_FAILED ? gpuport_dev_check(ch) : GPUPORT_OK;
 }
 
 GPUPORT_DEV int gpuport_dev_take(const gpuport_port_channel_dev_t *ch)

@@ -145,6 +145,12 @@ GPUPORT_HD uint32_t gpuport_trigger_op(uint64_t w0)
     return (uint32_t)((w0 >> GPUPORT_TRG_OP_SHIFT) & 0xf);
 }
 
+/* Flush progress that the proxy publishes per channel and FIFO (the
+ * position after the last complete operation) carries this bit when the
+ * channel was in error at publication: a device flush then needs no second
+ * load across PCIe to learn the channel's state on the way that succeeds. */
+#define GPUPORT_FLUSHED_FAILED (1ull << 63)
+
 /* SIGNAL and FLUSH carry nothing in word 1: the proxy ignores it, so a
  * producer may leave it unwritten (the device API does: one store). */
 GPUPORT_HD int gpuport_trigger_word1_unused(uint32_t op)
