@@ -59,16 +59,45 @@ __device__ static uint64_t gtime(void)
 
 /* ---- FIFO latency ---- */
 
-__global__ void k_roundtrip(volatile uint64_t *ping, volatile uint64_t *pong, int iters,
-                            uint64_t *ns)
+/* mode RT_RAW: a release store of the flag, then polling for the answer;
+ * RT_PUSH: the device work of a FIFO push first (the tail's device copy
+ * read, an atomic on the head in device memory, the room check) and a
+ * relaxed store of the flag, as gpuport_dev_fifo_push does for a flush;
+ * RT_PUSH_SERIAL: the same with the tail read after the atomic (each
+ * waiting for the other, as pushes did before 2026-12-01); RT_PUSH_CLOCK:
+ * RT_PUSH with the clock read on every poll, as a flush's deadline check
+ * does. The host thread answers the same way in every mode, so the
+ * differences are the device's. */
+enum { RT_RAW, RT_PUSH, RT_PUSH_SERIAL, RT_PUSH_CLOCK, RT_MODES };
+
+__global__ void k_roundtrip(volatile uint64_t *ping, volatile uint64_t *pong, int iters, int mode,
+                            unsigned long long *head, unsigned long long *tail_cache, uint64_t *ns)
 {
-    uint64_t t0 = gtime();
+    uint64_t t0 = gtime(), room = 0;
     for (int i = 1; i <= iters; i++) {
-        asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(ping), "l"((uint64_t)i) : "memory");
+        if (mode == RT_RAW) {
+            asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(ping), "l"((uint64_t)i)
+                         : "memory");
+        } else {
+            uint64_t pos, tail;
+            if (mode != RT_PUSH_SERIAL) {
+                tail = *(volatile unsigned long long *)tail_cache;
+                pos = atomicAdd(head, 1ull);
+            } else {
+                pos = atomicAdd(head, 1ull);
+                tail = *(volatile unsigned long long *)tail_cache;
+            }
+            room += pos - tail; /* the room check's arithmetic; tail stays 0 */
+            asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(ping), "l"((uint64_t)i)
+                         : "memory");
+        }
         while (gpuport_dev_load_sys(pong) != (uint64_t)i)
-            ;
+            if (mode == RT_PUSH_CLOCK)
+                room += gtime() == 0;
     }
     *ns = gtime() - t0;
+    if (room == 1) /* never: keeps the loads */
+        *ns = 0;
 }
 
 __global__ void k_push_sync(gpuport_port_channel_dev_t ch, int iters, uint64_t *ns, int *rc)
@@ -77,6 +106,41 @@ __global__ void k_push_sync(gpuport_port_channel_dev_t ch, int iters, uint64_t *
     int st = 0;
     for (int i = 0; i < iters && !st; i++)
         st = gpuport_flush(&ch);
+    *ns = gtime() - t0;
+    *rc = st;
+}
+
+/* The flush of commit 6dd63b6 (before 2026-12-01's change): the tail's
+ * device copy read after the reservation, the two device-memory accesses
+ * one after the other. Kept beside the library's to compare in one run; no
+ * deadline (the library's flush in the same run has one). */
+__device__ static int flush_serial(const gpuport_port_channel_dev_t *ch)
+{
+    const gpuport_fifo_dev_t *f = &ch->fifo;
+    uint64_t pos = atomicAdd(f->head, 1ull), cached, fl;
+    gpuport_trigger_t t;
+
+    while (pos + 1 - (cached = *(volatile unsigned long long *)f->tail_cache) > f->size) {
+        uint64_t tail = gpuport_dev_load_sys(f->tail);
+        if (tail > cached)
+            atomicMax(f->tail_cache, (unsigned long long)tail);
+    }
+    gpuport_trigger_encode(&t, GPUPORT_OP_FLUSH, ch->id, 0, 0, 0);
+    uint64_t w0 = t.w[0] | (gpuport_trigger_parity(pos, f->log2_size) << GPUPORT_TRG_PARITY_SHIFT);
+    asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(&f->slots[pos & (f->size - 1)].w[0]),
+                 "l"(w0)
+                 : "memory");
+    while (((fl = gpuport_dev_load_sys(ch->flushed)) & ~GPUPORT_FLUSHED_FAILED) <= pos)
+        ;
+    return fl & GPUPORT_FLUSHED_FAILED ? gpuport_dev_check(ch) : GPUPORT_OK;
+}
+
+__global__ void k_push_sync_serial(gpuport_port_channel_dev_t ch, int iters, uint64_t *ns, int *rc)
+{
+    uint64_t t0 = gtime();
+    int st = 0;
+    for (int i = 0; i < iters && !st; i++)
+        st = flush_serial(&ch);
     *ns = gtime() - t0;
     *rc = st;
 }
@@ -177,32 +241,47 @@ int bench_fifo_measure(state_t *st)
 {
     const bench_gpu_env_t *env = st->env;
     int iters = scaled(env, 20000), rc = 0;
-    uint64_t *ping, *pong, *dping, *dpong, ns_rt = 0, ns_ps = 0;
+    uint64_t *ping, *pong, *dping, *dpong, ns_rt[RT_MODES] = {0}, ns_ps = 0;
+    unsigned long long *dhead;
     echo_t e;
     pthread_t thr;
 
     CK(cudaHostAlloc(&ping, 128, cudaHostAllocMapped));
+    CK(cudaMalloc(&dhead, 128));
     pong = ping + 8;
-    memset(ping, 0, 128);
     CK(cudaHostGetDevicePointer((void **)&dping, ping, 0));
     dpong = dping + 8;
-    e.ping = ping;
-    e.pong = pong;
-    e.iters = iters;
-    pthread_create(&thr, NULL, echo_main, &e);
-    k_roundtrip<<<1, 1, 0, st->s>>>(dping, dpong, iters, st->d_ns);
-    CK(cudaStreamSynchronize(st->s));
-    pthread_join(thr, NULL);
-    CK(cudaMemcpy(&ns_rt, st->d_ns, 8, cudaMemcpyDeviceToHost));
+    for (int mode = 0; mode < RT_MODES; mode++) {
+        memset(ping, 0, 128);
+        CK(cudaMemset(dhead, 0, 128));
+        e.ping = ping;
+        e.pong = pong;
+        e.iters = iters;
+        pthread_create(&thr, NULL, echo_main, &e);
+        k_roundtrip<<<1, 1, 0, st->s>>>(dping, dpong, iters, mode, dhead, dhead + 8, st->d_ns);
+        CK(cudaStreamSynchronize(st->s));
+        pthread_join(thr, NULL);
+        CK(cudaMemcpy(&ns_rt[mode], st->d_ns, 8, cudaMemcpyDeviceToHost));
+    }
+    cudaFree(dhead);
     k_push_sync<<<1, 1, 0, st->s>>>(st->k[0].dev, 100, st->d_ns, st->d_rc); /* warm */
     k_push_sync<<<1, 1, 0, st->s>>>(st->k[0].dev, iters, st->d_ns, st->d_rc);
     CK(cudaStreamSynchronize(st->s));
     CK(cudaMemcpy(&ns_ps, st->d_ns, 8, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
+    if (!rc) {
+        k_push_sync_serial<<<1, 1, 0, st->s>>>(st->k[0].dev, iters, st->d_ns, st->d_rc);
+        CK(cudaStreamSynchronize(st->s));
+        CK(cudaMemcpy(&st->fifo_ps_serial_ns, st->d_ns, 8, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
+    }
     cudaFreeHost(ping);
     st->fifo_iters = iters;
     st->fifo_rc = rc;
-    st->fifo_rt_ns = ns_rt;
+    st->fifo_rt_ns = ns_rt[RT_RAW];
+    st->fifo_rt_push_ns = ns_rt[RT_PUSH];
+    st->fifo_rt_serial_ns = ns_rt[RT_PUSH_SERIAL];
+    st->fifo_rt_clock_ns = ns_rt[RT_PUSH_CLOCK];
     st->fifo_ps_ns = ns_ps;
     return 0;
 }
@@ -218,6 +297,8 @@ static int fifo_latency(state_t *st)
         printf("\nFIFO push + sync latency (one kernel thread, %d iterations, mean)\n", iters);
         printf("  %-44s %8.2f us\n", "raw GPU->CPU->GPU round trip, pinned memory",
                st->fifo_rt_ns / 1e3 / iters);
+        printf("  %-44s %8.2f us\n", "the same with a push's device work",
+               st->fifo_rt_push_ns / 1e3 / iters);
         printf("  %-44s %8.2f us   (%.2fx the raw round trip)%s\n",
                "gpuport push flush trigger + proxy publish", st->fifo_ps_ns / 1e3 / iters,
                (double)st->fifo_ps_ns / (double)st->fifo_rt_ns, st->fifo_rc ? "  ERROR" : "");

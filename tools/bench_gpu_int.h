@@ -60,6 +60,10 @@ typedef struct state {
     /* bench_fifo_measure's last figures */
     int fifo_iters, fifo_rc;
     uint64_t fifo_rt_ns, fifo_ps_ns; /* raw round trips, push + sync: total of fifo_iters */
+    /* raw round trips with a push's device work (bench_gpu.cu's RT_PUSH),
+     * and with its two device-memory accesses one after the other */
+    uint64_t fifo_rt_push_ns, fifo_rt_serial_ns, fifo_rt_clock_ns; /* ... and reading the clock */
+    uint64_t fifo_ps_serial_ns; /* push + sync with the reservation of commit 6dd63b6 */
     /* bench_pingpong_measure's last figures */
     int pingpong_iters, pingpong_rc;
     double pingpong_us; /* busy round trip, mean */

@@ -122,13 +122,18 @@ GPUPORT_DEV int gpuport_dev_fifo_push(const gpuport_port_channel_dev_t *ch,
                                       const gpuport_trigger_t *t, uint32_t n, uint64_t *pos_p)
 {
     const gpuport_fifo_dev_t *f = &ch->fifo;
+    /* The tail's device copy is read before the reservation, so that the
+     * two accesses to device memory are in flight together instead of one
+     * after the other: the copy only grows, and an older value can only
+     * make the check below more cautious (it then reads again). */
+    uint64_t cached = *(volatile unsigned long long *)f->tail_cache;
     uint64_t pos = atomicAdd(f->head, (unsigned long long)n);
-    uint64_t start = 0, cached;
+    uint64_t start = 0;
 
     /* Wait for room. Only the first waiter reads the host's tail across
      * PCIe; the rest watch the copy in device memory, so that thousands of
      * waiting threads do not flood the bus the triggers travel on. */
-    while (pos + n - (cached = *(volatile unsigned long long *)f->tail_cache) > f->size) {
+    while (pos + n - cached > f->size) {
         if (pos + n - cached <= f->size + n) {
             uint64_t tail = gpuport_dev_load_sys(f->tail);
             if (tail > cached)
@@ -138,6 +143,7 @@ GPUPORT_DEV int gpuport_dev_fifo_push(const gpuport_port_channel_dev_t *ch,
         }
         if (gpuport_dev_expired(ch, &start))
             return gpuport_dev_stuck(ch, "push into a full FIFO");
+        cached = *(volatile unsigned long long *)f->tail_cache;
     }
     for (uint32_t i = 0; i < n; i++) {
         uint64_t p = pos + i;
