@@ -353,6 +353,8 @@ gpuport_status_t gpuport_channel_push(gpuport_channel_t ch, uint32_t op, uint64_
     gpuport_trigger_encode(&t[n++], op, ch->id, src_off, dst_off, size);
     status = gpuport_fifo_push(&comm->fifo, t, n, comm->timeout_ns ? comm->timeout_ns : UINT64_MAX,
                                pos_p);
+    if (status == GPUPORT_OK)
+        gpuport_waker_poke(&comm->proxy.waker); /* a sleeping proxy takes it at once */
     if (status == GPUPORT_ERR_TIMEOUT)
         log_error("channel %u: the FIFO stayed full for %llu ms; is the proxy thread stuck?",
                   ch->id, (unsigned long long)comm->config.timeout_ms);
@@ -371,6 +373,8 @@ gpuport_status_t gpuport_channel_push_value(gpuport_channel_t ch, uint32_t op, u
     gpuport_trigger_encode_value(&t, op, ch->id, dst_off, value);
     status = gpuport_fifo_push(&comm->fifo, &t, 1,
                                comm->timeout_ns ? comm->timeout_ns : UINT64_MAX, pos_p);
+    if (status == GPUPORT_OK)
+        gpuport_waker_poke(&comm->proxy.waker);
     if (status == GPUPORT_ERR_TIMEOUT)
         log_error("channel %u: the FIFO stayed full for %llu ms; is the proxy thread stuck?",
                   ch->id, (unsigned long long)comm->config.timeout_ms);

@@ -23,6 +23,7 @@
 #include "topology.h"
 #include "transport/transport.h"
 #include "util.h"
+#include "waker.h"
 
 /* Published by the proxy, read by pushers. One cache line per channel. */
 /* FIFOs of a communicator: host threads push into the host FIFO, kernels
@@ -140,6 +141,10 @@ typedef struct gpuport_proxy {
     uint64_t async_outstanding; /* transport-completed operations in flight (proxy only) */
     uint32_t *sig_list;         /* channels with sig_pending or sig_listed (proxy only) */
     uint32_t nsig;
+    /* host pushes, flusher completions, stop and quiet wake a sleeping
+     * proxy through it; kernels' triggers cannot, so the proxy's sleeps
+     * stay short (GPUPORT_PROXY_SLEEP_MAX_US) */
+    gpuport_waker_t waker;
 } gpuport_proxy_t;
 
 struct gpuport_comm {

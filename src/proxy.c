@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -501,23 +502,39 @@ static int quiesced(gpuport_comm_t comm)
     return all;
 }
 
-/* An idle proxy with network connections sleeps in poll() on them, so that
- * arriving data wakes it at once; otherwise in nanosleep. */
+/* Work that can wake the proxy is visible (host pushes, flusher
+ * completions, a stop): its last look before it sleeps. */
+static int wakeable_work(gpuport_comm_t comm)
+{
+    gpuport_trigger_t t;
+
+    return gpuport_fifo_peek(&comm->fifo, 0, &t) ||
+           !gpuport_ring_empty(&comm->proxy.flusher.done) ||
+           atomic_load_explicit(&comm->proxy.stop, memory_order_relaxed);
+}
+
+/* An idle proxy sleeps in ppoll on its eventfd (host pushes, flusher
+ * completions, stop and quiet write it when it sleeps: waker.h) and on the
+ * network connections' sockets, so that any of those wakes it at once;
+ * kernels' triggers are seen when the sleep ends. */
 static void idle_sleep(gpuport_comm_t comm, uint32_t us)
 {
-    struct timespec ts = {0, (long)us * 1000};
-    struct pollfd fds[64];
+    struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+    struct pollfd fds[65];
     int nfds = 0;
 
-    for (int i = 0; i < comm->proxy.nactive_tls && nfds < 64; i++) {
+    fds[nfds].fd = comm->proxy.waker.fd;
+    fds[nfds].events = POLLIN;
+    nfds++;
+    for (int i = 0; i < comm->proxy.nactive_tls && nfds < 65; i++) {
         gpuport_tl_comm_t *tc = comm->proxy.active_tls[i];
         if (tc->ops->poll_fds)
-            nfds += tc->ops->poll_fds(tc, fds + nfds, 64 - nfds);
+            nfds += tc->ops->poll_fds(tc, fds + nfds, 65 - nfds);
     }
-    if (nfds)
+    gpuport_waker_sleepy(&comm->proxy.waker);
+    if (!wakeable_work(comm))
         ppoll(fds, (nfds_t)nfds, &ts, NULL);
-    else
-        nanosleep(&ts, NULL);
+    gpuport_waker_awake(&comm->proxy.waker);
 }
 
 /* How often the proxy looks for same-host peers that have exited. */
@@ -623,36 +640,43 @@ static void abandon(gpuport_comm_t comm)
 
 /* Spin briefly, then poll with sched_yield (as fast as spinning on a free
  * core, polite on a crowded one) until GPUPORT_PROXY_IDLE_US without work,
- * then sleep: a sleeping proxy costs its first trigger a timer wake-up,
- * which on some virtual machines is milliseconds. */
-#define PROXY_SPIN_NS 20000
-static void idle_wait(gpuport_comm_t comm, uint64_t idle_since, uint32_t *sleep_us)
+ * then sleep, longer the longer the pause (gpuport_idle_step): a sleeping
+ * proxy sees a kernel's first trigger when its sleep ends. */
+static void idle_wait(gpuport_comm_t comm, uint64_t idle_since)
 {
     const gpuport_config_t *cfg = &comm->config;
-    uint64_t idle_ns = gpuport_now_ns() - idle_since;
+    gpuport_idle_policy_t policy = {cfg->proxy_idle_us, cfg->proxy_sleep_max_us,
+                                    cfg->proxy_sleep_scale};
+    uint32_t us;
 
-    if (idle_ns < PROXY_SPIN_NS)
+    switch (gpuport_idle_step(&policy, gpuport_now_ns() - idle_since, &us)) {
+    case GPUPORT_IDLE_SPIN:
         return;
-    if (idle_ns < cfg->proxy_idle_us * 1000ull || cfg->proxy_sleep_max_us == 0) {
+    case GPUPORT_IDLE_YIELD:
         sched_yield();
         return;
+    case GPUPORT_IDLE_SLEEP:
+        idle_sleep(comm, us);
+        return;
     }
-    *sleep_us = *sleep_us ? *sleep_us * 2 : 1;
-    if (*sleep_us > cfg->proxy_sleep_max_us)
-        *sleep_us = (uint32_t)cfg->proxy_sleep_max_us;
-    idle_sleep(comm, *sleep_us);
 }
+
+/* The proxy's timer slack, in ns: the kernel may end a sleep this much
+ * late (the default, 50 us, would be most of a 50 us sleep). */
+#define PROXY_TIMER_SLACK_NS 1000
 
 static void *proxy_main(void *arg)
 {
     gpuport_comm_t comm = arg;
     uint64_t idle_since = gpuport_now_ns(), next_watch = idle_since + PEER_WATCH_NS;
     uint64_t next_scan = idle_since + CLOSE_SCAN_NS, pass = 0;
-    uint32_t sleep_us = 0;
     int device_first = 0;
 
     gpuport_log_set_rank(comm->rank);
     gpuport_topology_bind_self(comm->topo, comm->placement.proxy_cpu);
+    if (prctl(PR_SET_TIMERSLACK, PROXY_TIMER_SLACK_NS, 0, 0, 0) != 0)
+        log_debug("proxy: PR_SET_TIMERSLACK failed (%s); sleeps end up to 50 us late",
+                  strerror(errno));
     atomic_store_explicit(&comm->proxy.running, 1, memory_order_release);
     for (;;) {
         int progressed, from_device = 0, from_host;
@@ -682,7 +706,6 @@ static void *proxy_main(void *arg)
         }
         if (progressed) {
             idle_since = now;
-            sleep_us = 0;
             continue;
         }
         if (atomic_load_explicit(&comm->proxy.stop, memory_order_acquire)) {
@@ -694,7 +717,7 @@ static void *proxy_main(void *arg)
                 break;
             }
         }
-        idle_wait(comm, idle_since, &sleep_us);
+        idle_wait(comm, idle_since);
     }
     atomic_store_explicit(&comm->proxy.exited, 1, memory_order_release);
     return NULL;
@@ -709,16 +732,24 @@ gpuport_status_t gpuport_proxy_start(gpuport_comm_t comm)
     comm->proxy.sig_list = calloc(comm->config.max_channels, sizeof(uint32_t));
     if (!comm->proxy.peer_dead || !comm->proxy.sig_list)
         return GPUPORT_ERR_NO_MEMORY;
+    status = gpuport_waker_init(&comm->proxy.waker);
+    if (status)
+        return status;
     /* Room for every FIFO entry to need two work items. */
     status = gpuport_flusher_start(&comm->proxy.flusher, 2 * comm->config.fifo_size, comm->rank,
                                    comm->gpu_device, comm->gpu, comm->timeout_ns, comm->topo,
                                    comm->placement.flusher_cpu);
-    if (status)
+    if (status) {
+        gpuport_waker_fini(&comm->proxy.waker);
         return status;
+    }
+    /* before any work is posted: the flusher reads it after taking work */
+    comm->proxy.flusher.proxy_waker = &comm->proxy.waker;
     rc = pthread_create(&comm->proxy.thread, NULL, proxy_main, comm);
     if (rc) {
         log_error("pthread_create(proxy) failed: %s", strerror(rc));
         gpuport_flusher_stop(&comm->proxy.flusher);
+        gpuport_waker_fini(&comm->proxy.waker);
         return GPUPORT_ERR_NO_RESOURCE;
     }
     comm->proxy.started = 1;
@@ -733,6 +764,8 @@ void gpuport_proxy_quiet(gpuport_comm_t comm)
     uint64_t start = atomic_load_explicit(&comm->proxy.passes, memory_order_acquire);
     uint32_t iter = 0;
 
+    if (comm->proxy.started)
+        gpuport_waker_poke(&comm->proxy.waker); /* a sleeping proxy passes at once */
     /* two starts: the pass that may have seen the slot active has ended */
     while (atomic_load_explicit(&comm->proxy.passes, memory_order_acquire) < start + 2 &&
            comm->proxy.started &&
@@ -748,11 +781,13 @@ void gpuport_proxy_stop(gpuport_comm_t comm)
         return;
     comm->proxy.drain_deadline_ns = gpuport_deadline(comm->timeout_ns);
     atomic_store_explicit(&comm->proxy.stop, 1, memory_order_release);
+    gpuport_waker_poke(&comm->proxy.waker);
     pthread_join(comm->proxy.thread, NULL);
     comm->proxy.started = 0;
     /* What the proxy abandoned, the flusher may still be copying: it drains
      * its ring (bounded work) before it exits. */
     gpuport_flusher_stop(&comm->proxy.flusher);
+    gpuport_waker_fini(&comm->proxy.waker);
     log_debug("proxy stopped: %llu triggers, %llu rejected, %llu abandoned",
               (unsigned long long)atomic_load(&comm->proxy.triggers),
               (unsigned long long)atomic_load(&comm->proxy.rejected),

@@ -53,6 +53,7 @@
 #include "gpuport/gpuport_mpi.h"
 #if GPUPORT_BENCH_GPU
 #include "bench_gpu.h"
+#include "bench_idle.h"
 #endif
 
 #define KIB (1ull << 10)
@@ -89,6 +90,9 @@ typedef struct opts {
     int host;
     int mem;
     int small_only;
+    int idle;        /* --idle: only the idle-proxy table (bench_idle.c) */
+    int idle_pauses;
+    double idle_pause;
     int help;
 } opts_t;
 
@@ -113,6 +117,12 @@ static void usage(FILE *f, const char *prog)
             "                 vmm (gpuport_mem_alloc_device; the default under\n"
             "                 GPUPORT_TRANSPORT=tcp, which refuses cudaMalloc memory), or\n"
             "                 both (the IPC bandwidth table for both side by side)\n"
+            "  --idle         only the idle-proxy table: for each sleep policy, the proxy's\n"
+            "                 and flusher's CPU while idle and the first operation after a\n"
+            "                 pause (host mode: 8 B round trip; GPU mode: a kernel's flush,\n"
+            "                 and put + flush); exactly 2 ranks\n"
+            "  --idle-pauses N  long pauses per operation (default 5, at most 64)\n"
+            "  --idle-pause S   their length in seconds (default 1)\n"
             "  --small-only   GPU mode: only the small-operations table (signals, put_value,\n"
             "                 64 B puts, 1-256 KiB puts, FIFO round trip, ping-pong, each\n"
             "                 beside its limit from a private CUDA context, with its target)\n"
@@ -170,6 +180,9 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
     o->max_size = 256 * MIB;
     o->iter_scale = 1.0;
     o->use_malloc = o->no_mpi = o->host = o->small_only = o->help = 0;
+    o->idle = 0;
+    o->idle_pauses = 5;
+    o->idle_pause = 1.0;
     o->mem = MEM_DEFAULT;
     for (int i = 1; i < argc && !bad; i++) {
         const char *arg = argv[i];
@@ -186,6 +199,19 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
             o->host = 1;
         } else if (!strcmp(arg, "--small-only")) {
             o->small_only = 1;
+        } else if (!strcmp(arg, "--idle")) {
+            o->idle = 1;
+        } else if ((v = opt_value(argc, argv, &i, "--idle-pauses", &missing))) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end || n < 1 || n > 64)
+                bad = arg;
+            o->idle_pauses = (int)n;
+        } else if ((v = opt_value(argc, argv, &i, "--idle-pause", &missing))) {
+            char *end;
+            o->idle_pause = strtod(v, &end);
+            if (*end || !(o->idle_pause >= 0.001 && o->idle_pause <= 60))
+                bad = arg;
         } else if ((v = opt_value(argc, argv, &i, "--min-size", &missing))) {
             if (parse_size(v, &o->min_size))
                 bad = arg;
@@ -1085,6 +1111,39 @@ static int run_gpu(const opts_t *o, int rank, int nranks, int device, int shared
 }
 #endif
 
+/* --idle: the idle-proxy table alone, in GPU mode where it would be
+ * chosen, else on host memory. Ends MPI. */
+static int idle_main(const opts_t *o, int rank, int nranks, const char *prog)
+{
+    int gpu = 0, fails;
+
+    if (nranks != 2) {
+        if (rank == 0)
+            fprintf(stderr, "%s: --idle needs exactly 2 ranks (it has %d)\n", prog, nranks);
+        MPI_Finalize();
+        return 2;
+    }
+#if GPUPORT_BENCH_GPU
+    int device, shared;
+    if (gpu_mode_wanted(o, &device, &shared)) {
+        if (bench_gpu_select(device) != 0) {
+            fprintf(stderr, "%s: rank %d cannot use GPU %d\n", prog, rank, device);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        gpu = 1;
+    }
+#endif
+    if (rank == 0)
+        printf("# gpuport_bench %s --idle: %s\n", gpuport_version_string(),
+               gpu ? "GPU mode" : "host memory");
+    fails = bench_idle_run(MPI_COMM_WORLD, gpu, o->idle_pauses, o->idle_pause);
+    MPI_Allreduce(MPI_IN_PLACE, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0 && fails)
+        fprintf(stderr, "%s --idle: %d operation(s) failed\n", prog, fails);
+    MPI_Finalize();
+    return fails ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     opts_t o;
@@ -1108,6 +1167,8 @@ int main(int argc, char **argv)
         return o.help ? 0 : 2;
     }
     start = now_s();
+    if (o.idle)
+        return idle_main(&o, rank, nranks, argv[0]);
 #if GPUPORT_BENCH_GPU
     int device, shared, mem;
     if (gpu_mode_wanted(&o, &device, &shared)) {

@@ -1,0 +1,169 @@
+/*
+ * The idle proxy (issue 15).
+ *  - schedule: gpuport_idle_step, the pure function of the idle time that
+ *    says spin, yield or sleep how long, for several policies: the phases
+ *    in order, sleeps that grow with the pause and stay within the cap;
+ *  - wake-up: with a 100 ms cap and no growth (the proxy sleeps 100 ms at
+ *    once), a host put_with_signal + flush after a pause completes within
+ *    20 ms, five times in a row, and each time the proxy was asleep and was
+ *    woken through its eventfd (a proxy left to wake on its own would pass
+ *    20 ms with probability 0.2 each time: 0.03 % for five);
+ *  - control: a trigger written into the host FIFO without the poke that
+ *    the host API adds waits out the sleep (at least one of three rounds
+ *    takes 5 ms or more), so the wake-up test measures the poke.
+ * Two ranks as threads of one process, over shm.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "internal.h"
+#include "local_bootstrap.h"
+#include "util.h"
+#include "waker.h"
+
+#define REGION 4096
+#define CAP_US 100000
+#define ROUNDS 5
+
+static void schedule(void)
+{
+    gpuport_idle_policy_t p = {10000, 500, 1000};
+    uint32_t us = 7, prev = 0;
+
+    CHECK(gpuport_idle_step(&p, 0, &us) == GPUPORT_IDLE_SPIN && us == 0);
+    CHECK(gpuport_idle_step(&p, GPUPORT_IDLE_SPIN_NS - 1, &us) == GPUPORT_IDLE_SPIN);
+    CHECK(gpuport_idle_step(&p, GPUPORT_IDLE_SPIN_NS, &us) == GPUPORT_IDLE_YIELD && us == 0);
+    CHECK(gpuport_idle_step(&p, 10000ull * 1000 - 1, &us) == GPUPORT_IDLE_YIELD);
+    /* 10 ms idle / 1000: 10 us; 100 ms: 100 us; 1 s and more: the cap */
+    CHECK(gpuport_idle_step(&p, 10000ull * 1000, &us) == GPUPORT_IDLE_SLEEP && us == 10);
+    CHECK(gpuport_idle_step(&p, 100000ull * 1000, &us) == GPUPORT_IDLE_SLEEP && us == 100);
+    CHECK(gpuport_idle_step(&p, 1000000ull * 1000, &us) == GPUPORT_IDLE_SLEEP && us == 500);
+    CHECK(gpuport_idle_step(&p, 3600ull * 1000000000ull, &us) == GPUPORT_IDLE_SLEEP &&
+          us == 500);
+    /* never shrinking as the pause goes on, never above the cap */
+    for (uint64_t ns = 0; ns < 2000000000ull; ns += 999983) {
+        gpuport_idle_step(&p, ns, &us);
+        CHECK_MSG(us >= prev && us <= 500, "%u us after %llu ns (before: %u)", us,
+                  (unsigned long long)ns, prev);
+        prev = us;
+    }
+    /* at least 1 us: a tiny pause over a large scale still sleeps */
+    p.scale = 1000000000ull;
+    CHECK(gpuport_idle_step(&p, 10000ull * 1000, &us) == GPUPORT_IDLE_SLEEP && us == 1);
+    /* scale 0: the cap at once */
+    p.scale = 0;
+    CHECK(gpuport_idle_step(&p, 10000ull * 1000, &us) == GPUPORT_IDLE_SLEEP && us == 500);
+    /* no polling phase */
+    p.poll_us = 0;
+    CHECK(gpuport_idle_step(&p, GPUPORT_IDLE_SPIN_NS, &us) == GPUPORT_IDLE_SLEEP && us == 500);
+    /* cap 0: never sleeps */
+    p.sleep_max_us = 0;
+    CHECK(gpuport_idle_step(&p, 3600ull * 1000000000ull, &us) == GPUPORT_IDLE_YIELD && us == 0);
+}
+
+static double ms_since(uint64_t t0)
+{
+    return (double)(gpuport_now_ns() - t0) / 1e6;
+}
+
+/* until the proxy has gone to sleep (it polls 20 us, then sleeps) */
+static void until_asleep(gpuport_comm_t comm)
+{
+    for (int i = 0; i < 10000 && !atomic_load(&comm->proxy.waker.sleeping); i++)
+        usleep(100);
+    CHECK_MSG(atomic_load(&comm->proxy.waker.sleeping), "the proxy never went to sleep");
+    usleep(2000); /* into its sleep */
+}
+
+static int run(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
+{
+    gpuport_comm_t comm;
+    gpuport_mem_t msrc, mdst;
+    gpuport_channel_t ch;
+    unsigned char *src, *dst;
+    int slow = 0;
+
+    (void)size, (void)arg;
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    CHECK_OK(gpuport_mem_alloc(comm, REGION, (void **)&src));
+    CHECK_OK(gpuport_mem_alloc(comm, REGION, (void **)&dst));
+    memset(dst, 0, REGION);
+    CHECK_OK(gpuport_mem_register(comm, src, REGION, &msrc));
+    CHECK_OK(gpuport_mem_register(comm, dst, REGION, &mdst));
+    CHECK_OK(gpuport_channel_create(comm, 1 - rank, msrc, mdst, &ch));
+    CHECK(comm->config.proxy_sleep_max_us == CAP_US);
+
+    for (int r = 1; r <= ROUNDS; r++) {
+        CHECK_OK(bs->barrier(bs->ctx));
+        if (rank == 0) {
+            uint64_t kicks, t0;
+            double ms;
+            memset(src, r, 64);
+            until_asleep(comm);
+            kicks = atomic_load(&comm->proxy.waker.kicks);
+            t0 = gpuport_now_ns();
+            CHECK_OK(gpuport_channel_put_with_signal(ch, 0, 0, 64));
+            CHECK_OK(gpuport_channel_flush(ch));
+            ms = ms_since(t0);
+            printf("round %d: put + flush after a pause %.3f ms (sleep cap %d ms)\n", r, ms,
+                   CAP_US / 1000);
+            CHECK_MSG(ms < 20.0, "round %d: %.3f ms: the push did not wake the proxy", r, ms);
+            CHECK_MSG(atomic_load(&comm->proxy.waker.kicks) > kicks,
+                      "round %d: the proxy was not woken through its eventfd", r);
+        } else {
+            CHECK_OK(gpuport_channel_wait(ch));
+            for (int i = 0; i < 64; i++)
+                CHECK_MSG(dst[i] == (unsigned char)r, "round %d: byte %d is %u", r, i, dst[i]);
+        }
+    }
+    /* control: the same trigger written without the poke */
+    for (int r = 0; r < 3; r++) {
+        CHECK_OK(bs->barrier(bs->ctx));
+        if (rank == 0) {
+            gpuport_trigger_t t;
+            uint64_t pos, t0;
+            double ms;
+            until_asleep(comm);
+            gpuport_trigger_encode(&t, GPUPORT_OP_FLUSH, ch->id, 0, 0, 0);
+            t0 = gpuport_now_ns();
+            CHECK_OK(gpuport_fifo_push(&comm->fifo, &t, 1, UINT64_MAX, &pos));
+            while ((atomic_load(&ch->state->flushed[GPUPORT_FIFO_HOST]) &
+                    ~GPUPORT_FLUSHED_FAILED) <= pos)
+                usleep(10);
+            ms = ms_since(t0);
+            printf("control %d: a flush trigger without the poke %.3f ms\n", r, ms);
+            slow += ms >= 5.0;
+        }
+    }
+    if (rank == 0)
+        CHECK_MSG(slow >= 1, "every unpoked trigger was taken within 5 ms: is the proxy asleep?");
+    CHECK_OK(bs->barrier(bs->ctx));
+    CHECK_OK(gpuport_channel_destroy(ch));
+    CHECK_OK(gpuport_mem_deregister(msrc));
+    CHECK_OK(gpuport_mem_deregister(mdst));
+    CHECK_OK(gpuport_mem_free(comm, src));
+    CHECK_OK(gpuport_mem_free(comm, dst));
+    CHECK_OK(gpuport_comm_destroy(comm));
+    return 0;
+}
+
+int main(void)
+{
+    char cap[32];
+
+    schedule();
+    printf("schedule: ok\n");
+    snprintf(cap, sizeof(cap), "%d", CAP_US);
+    setenv("GPUPORT_GPU", "off", 1);
+    setenv("GPUPORT_PROXY_IDLE_US", "0", 1);
+    setenv("GPUPORT_PROXY_SLEEP_MAX_US", cap, 1);
+    setenv("GPUPORT_PROXY_SLEEP_SCALE", "0", 1);
+    CHECK(local_run(2, run, NULL) == 0);
+    printf("wake-up: ok\n");
+    return 0;
+}
