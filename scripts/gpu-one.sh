@@ -69,5 +69,16 @@ step mpi-np2 180 "$build/test/mpi/mpirun.sh" 2 "$build/test/mpi/test_mpi_channel
 # and VMM memory side by side, beside the raw copy within the GPU
 step bench-mem-both 420 env GPUPORT_TEST_TIMEOUT=400 "$build/test/mpi/mpirun.sh" 2 \
     "$build/tools/gpuport_bench" --mem both
+# the small operations (signals, put_value, puts, FIFO round trip) beside
+# their limits: time-sliced, and under MPS (the pair's contexts at once)
+bench="$build/tools/gpuport_bench"
+step bench-small 300 env GPUPORT_TEST_TIMEOUT=280 "$build/test/mpi/mpirun.sh" 2 "$bench" --small-only
+step bench-small-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_TIMEOUT=280 \
+    "$build/test/mpi/mpirun.sh" 2 "$bench" --small-only
+# the idle proxy by sleep policy: CPU while idle, first operation after a pause
+step bench-idle-host 300 env GPUPORT_TEST_TIMEOUT=280 "$build/test/mpi/mpirun.sh" 2 "$bench" \
+    --host --idle --idle-pauses 3
+step bench-idle-gpu 300 env GPUPORT_TEST_TIMEOUT=280 "$build/test/mpi/mpirun.sh" 2 "$bench" \
+    --idle --idle-pauses 3
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
