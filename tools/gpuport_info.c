@@ -36,7 +36,6 @@ typedef struct opts {
     int json;          /* --json */
     int topology;      /* -t */
     int nranks;        /* -n */
-    int nranks_given;
     const char *xml;   /* --xml */
 } opts_t;
 
@@ -129,7 +128,6 @@ static int parse(int argc, char **argv, opts_t *o)
                     return bad_usage(prog, "-n needs a rank count 1..%d, not '%s'", MAX_RANKS,
                                      argv[i]);
                 o->nranks = (int)n;
-                o->nranks_given = 1;
             } else {
                 o->xml = argv[++i];
             }
