@@ -23,15 +23,15 @@ static const char *const bind_words[] = {"0", "1", NULL};
 
 const gpuport_config_var_t gpuport_config_vars[] = {
     {"GPUPORT_LOG_LEVEL", "warn", GPUPORT_CFG_ENUM, FIELD(log_level), 0, 0, log_words,
-     "messages printed, each line with the time, host, pid, thread and rank; trace adds every "
-     "trigger the proxy carries out"},
+     "messages printed, each line with the time, host, pid, thread and rank; info adds the "
+     "version and each channel's transport, trace every trigger"},
     {"GPUPORT_LOG_SUBSYS", "", GPUPORT_CFG_WORDSET, FIELD(log_subsys), 0, GPUPORT_LIST_TEXT_MAX,
      gpuport_log_subsys_words,
-     "subsystems whose messages below warn are shown (e.g. init,channel; ^proxy,tcp hides "
-     "those); empty shows all; errors and warnings always show"},
+     "subsystems whose messages below warn are shown (e.g. init,channel, or ^proxy,tcp for all "
+     "others); empty shows all; errors and warnings always show"},
     {"GPUPORT_LOG_FILE", "", GPUPORT_CFG_PATH, FIELD(log_file), 0, 0, NULL,
-     "file the log is appended to instead of stderr, %h the host and %p the pid (e.g. "
-     "/tmp/gpuport.%h.%p.log); also stderr or stdout"},
+     "file the log is appended to instead of stderr, %h the host and %p the pid in its name "
+     "(e.g. /tmp/gpuport.%h.%p.log); also stderr or stdout"},
     {"GPUPORT_TRANSPORT", "auto", GPUPORT_CFG_ENUM, FIELD(transport), 0, 0, gpuport_transport_words,
      "transport for every channel; auto picks per peer, a forced one that cannot reach a peer "
      "fails at channel creation"},

@@ -438,7 +438,7 @@ static void trace_trigger(gpuport_comm_t comm, const gpuport_op_desc_t *d, int f
         [GPUPORT_OP_CLOSE] = "close",         [GPUPORT_OP_PUT_VALUE] = "put_value",
         [GPUPORT_OP_PUT_VALUE_SIGNAL] = "put_value_signal"};
     const char *name = d->op < GPUPORT_OP_MAX_ && names[d->op] ? names[d->op] : "unknown";
-    gpuport_status_t st = GPUPORT_ERR_INVALID_ARG; /* no such channel: dropped */
+    gpuport_status_t st = GPUPORT_ERR_INVALID_ARG; /* no such channel: the trigger was dropped */
     char value[40] = "";
 
     if (d->channel < comm->config.max_channels &&
@@ -448,10 +448,13 @@ static void trace_trigger(gpuport_comm_t comm, const gpuport_op_desc_t *d, int f
     if (gpuport_trigger_is_value(d->op))
         snprintf(value, sizeof(value), ", value 0x%llx", (unsigned long long)d->value);
     log_trace("%s FIFO position %llu (%u slot%s): %s on channel %u, dst_off %llu, src_off %llu, "
-              "size %llu%s; channel %s",
+              "size %llu%s; channel %s%s%s",
               fifo ? "device" : "host", (unsigned long long)pos, used, used == 1 ? "" : "s", name,
               d->channel, (unsigned long long)d->dst_off, (unsigned long long)d->src_off,
-              (unsigned long long)d->size, value, st ? gpuport_status_string(st) : "ok");
+              (unsigned long long)d->size, value,
+              st == GPUPORT_OK ? "ok" : st == GPUPORT_ERR_SHUTDOWN ? "closed" : "in error (",
+              st == GPUPORT_OK || st == GPUPORT_ERR_SHUTDOWN ? "" : gpuport_status_string(st),
+              st == GPUPORT_OK || st == GPUPORT_ERR_SHUTDOWN ? "" : ")");
 }
 
 static int consume_fifo(gpuport_comm_t comm, gpuport_fifo_t *f, int fifo)
