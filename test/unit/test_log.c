@@ -464,6 +464,27 @@ static void test_file(void)
     CHECK(lines_with(text, "writer ") == WRITERS * LINES);
     /* the same name again: quietly the same file */
     CHECK_OK(gpuport_log_open(spec));
+    /* a forked process opens its own (its %p), leaving the parent's alone */
+    kids[0] = fork();
+    CHECK(kids[0] >= 0);
+    if (kids[0] == 0) {
+        if (gpuport_log_open(spec) != GPUPORT_OK)
+            _exit(2);
+        log_warn("the child's line");
+        _exit(0);
+    }
+    {
+        int st;
+        CHECK(waitpid(kids[0], &st, 0) == kids[0] && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    snprintf(other, sizeof(other), "%s/direct.%s.%d.log", tmpdir, gpuport_log_host(),
+             (int)kids[0]);
+    text = read_file(other);
+    CHECK_MSG(lines_with(text, "the child's line") == 1 && count_of(text, "\n") == 1, "%s", text);
+    unlink(other);
+    log_warn("the parent's line");
+    text = read_file(path);
+    CHECK(lines_with(text, "the child's line") == 0 && lines_with(text, "the parent's line") == 1);
     gpuport_log_close();
     unlink(path);
 
