@@ -106,7 +106,8 @@ static gpuport_status_t place_threads(gpuport_comm_t comm)
     far = req.bind && (pl->level == GPUPORT_PLACE_NUMA || pl->level == GPUPORT_PLACE_NONE ||
                        (pl->level == GPUPORT_PLACE_PROCESS && req.gpu_bus_id));
     GPUPORT_LOG_AT(GPUPORT_SUBSYS_TOPO, far ? GPUPORT_LOG_WARN : GPUPORT_LOG_INFO,
-                   "placement %s: proxy PU %d, flusher PU %d, GPU %s, NIC %s, local rank %d of %d: %s",
+                   "placement %s: proxy PU %d, flusher PU %d, GPU %s, NIC %s, local rank %d of "
+                   "%d: %s",
                    gpuport_place_level_name(pl->level), pl->proxy_cpu, pl->flusher_cpu,
                    req.gpu_bus_id ? bus : "none", req.nic_name ? nic : "none", req.local_rank,
                    req.local_size, pl->why);

@@ -648,7 +648,8 @@ static void test_comm_file(void)
     setenv("GPUPORT_LOG_FILE", "/nonexistent-gpuport-dir/%h.log", 1);
     log = run_comms(&o);
     unsetenv("GPUPORT_LOG_FILE");
-    CHECK_MSG(o.result[0] == GPUPORT_ERR_INVALID_CONFIG && o.result[1] == GPUPORT_ERR_INVALID_CONFIG,
+    CHECK_MSG(o.result[0] == GPUPORT_ERR_INVALID_CONFIG &&
+                  o.result[1] == GPUPORT_ERR_INVALID_CONFIG,
               "%s / %s", gpuport_status_string(o.result[0]), gpuport_status_string(o.result[1]));
     snprintf(path, sizeof(path), "GPUPORT_LOG_FILE=\"/nonexistent-gpuport-dir/%%h.log\": cannot "
              "open /nonexistent-gpuport-dir/%s.log for appending: No such file or directory",
