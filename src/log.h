@@ -83,6 +83,8 @@ void gpuport_log_write(int subsys, int level, const char *file, int line, const 
 gpuport_status_t gpuport_log_open(const char *spec);
 /* Back to stderr, closing the file; for tests, while no other thread logs. */
 void gpuport_log_close(void);
+/* The short host name (up to the first '.'), read once: the lines' and %h. */
+const char *gpuport_log_host(void);
 
 /* ---- pure parts (log_format.c), unit-tested ---- */
 
@@ -92,13 +94,11 @@ int gpuport_log_path_expand(const char *spec, const char *host, long pid, char *
                             char *problem, size_t plen);
 
 /* The line's prefix up to and including the space before the message, for
- * a time in seconds and microseconds since the epoch; rank < 0 is "-".
- * Returns the length written (less than len, which must be at least 160). */
+ * a time in seconds and microseconds since the epoch; rank < 0 is "-", a
+ * level out of range reads ERROR, file is cut to its last component.
+ * Returns the length written: at most len - 1, the prefix cut to fit. */
 size_t gpuport_log_prefix(char *buf, size_t len, int64_t sec, long usec, const char *host,
                           long pid, long tid, int rank, int level, const char *file, int line);
-
-/* The short host name (up to the first '.'), read once. */
-const char *gpuport_log_host(void);
 
 #define GPUPORT_LOG_ON_AT(subsys, level)                                                        \
     __builtin_expect((level) <= atomic_load_explicit(&gpuport_log_levels[(subsys)],            \
