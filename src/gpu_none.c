@@ -3,6 +3,7 @@
  * memory is GPU memory, and the flusher never receives CUDA work, so its
  * CUDA entry points are unreachable.
  */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CUDA
 #include "cuda/fcuda.h"
 #include "gpuport/gpuport_device.h"
 #include "internal.h"

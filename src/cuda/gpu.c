@@ -1,4 +1,5 @@
 /* GPU mode of a communicator; see gpu.h. */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CUDA
 #include "cuda/gpu.h"
 
 #include <sys/mman.h>
