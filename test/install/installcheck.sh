@@ -13,7 +13,7 @@
 # did not build (--disable-shared, --disable-static) is skipped, saying so.
 # Run by installcheck-local (Makefile.am), which sets the variables below.
 set -u
-: "${DESTDIR=}" "${libdir:?}" "${pkgconfigdir:?}" "${PKG_CONFIG=}" "${CC:?}" "${CFLAGS=}"
+: "${DESTDIR=}" "${libdir:?}" "${includedir:?}" "${pkgconfigdir:?}" "${PKG_CONFIG=}" "${CC:?}" "${CFLAGS=}"
 : "${LDFLAGS=}" "${MPICC=}" "${PACKAGE_VERSION:?}" "${have_mpi:?}" "${enable_shared:?}"
 : "${enable_static:?}" "${top_srcdir:?}" "${top_builddir:?}"
 
@@ -31,19 +31,24 @@ if test ! -f "$pcdir/gpuport.pc"; then
     echo "FAIL: $pcdir/gpuport.pc is not there: run make install${DESTDIR:+ DESTDIR=$DESTDIR} first"
     exit 1
 fi
-PKG_CONFIG_PATH=$pcdir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
-export PKG_CONFIG_PATH
-# Under DESTDIR the .pc files still name the final prefix: pkg-config puts
-# DESTDIR in front of every -I and -L it prints. (System directories, such as
-# a Debian hwloc's, are left out of its output and so are not affected.)
-if test -n "$DESTDIR"; then
-    PKG_CONFIG_SYSROOT_DIR=$DESTDIR
-    export PKG_CONFIG_SYSROOT_DIR
-fi
 builddir=$(cd "$top_builddir" && pwd)
 srcdir=$(cd "$top_srcdir" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpuport_installcheck.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
+# Under DESTDIR the installed .pc files name the final libdir and includedir:
+# copies that name DESTDIR's are used instead, and nothing else in them
+# changes. (PKG_CONFIG_SYSROOT_DIR would also move hwloc's and MPI's paths.)
+usedir=$pcdir
+if test -n "$DESTDIR"; then
+    usedir=$tmp/pkgconfig
+    mkdir "$usedir" || exit 1
+    for f in "$pcdir"/gpuport*.pc; do
+        sed -e "s|^libdir=.*|libdir=$lib|" -e "s|^includedir=.*|includedir=$DESTDIR$includedir|" \
+            "$f" >"$usedir/$(basename "$f")" || exit 1
+    done
+fi
+PKG_CONFIG_PATH=$usedir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+export PKG_CONFIG_PATH
 
 # pkg-config's answer in $answer, or a failure naming the question
 pc() {
@@ -67,6 +72,26 @@ static_libs() {
         out="$out $w"
     done
     echo "$out"
+}
+
+# after a failed link: the -l libraries of "$@" that the compiler cannot
+# find, with the .pc file that asks for each (a missing development package,
+# not a fault of gpuport's own files, but a static link needs them all)
+unfound() {
+    for w in "$@"; do
+        case $w in
+            -l*)
+                n=${w#-l}
+                if test "$($CC -print-file-name="lib$n.so")" = "lib$n.so" &&
+                    test "$($CC -print-file-name="lib$n.a")" = "lib$n.a"; then
+                    from=$(grep -l "^Libs.*[[:space:]]$w\([[:space:]]\|\$\)" \
+                        "$usedir"/*.pc $("$PKG_CONFIG" --variable=pcfiledir hwloc 2>/dev/null)/hwloc.pc \
+                        2>/dev/null | head -n 1)
+                    echo "  the linker finds no lib$n (${from:+$(basename "$from") asks for it; }its development package is missing)"
+                fi
+                ;;
+        esac
+    done
 }
 
 # checks a linked program's dynamic needs: kind shared|static
@@ -147,6 +172,8 @@ for kind in shared static; do
     # shellcheck disable=SC2086  # flag lists are meant to split
     if ! $CC $CFLAGS $cflags -o "$probe" "$tmp/probe.c" $LDFLAGS $libs >"$tmp/cc.out" 2>&1; then
         cat "$tmp/cc.out"
+        # shellcheck disable=SC2086
+        unfound $libs
         failed "$kind link of a program on gpuport.pc: $CC $CFLAGS $cflags probe.c $LDFLAGS $libs"
     elif check_linked "$probe" $kind; then
         if LD_LIBRARY_PATH=$lib "$probe" >"$tmp/run.out" 2>&1; then
@@ -173,6 +200,8 @@ for kind in shared static; do
     if ! $MPICC $CFLAGS $cflags -o "$prog" "$srcdir/examples/host_channels.c" $LDFLAGS $libs \
         >"$tmp/cc.out" 2>&1; then
         cat "$tmp/cc.out"
+        # shellcheck disable=SC2086
+        unfound $libs
         failed "$kind link of examples/host_channels.c: $MPICC $CFLAGS $cflags host_channels.c $LDFLAGS $libs"
         continue
     fi
