@@ -8,9 +8,10 @@
  * region; their operations are pushed into the FIFO and carried out by the
  * proxy. Every call returns a gpuport_status_t; output arguments end in _p and
  * are written only on success, with one exception: gpuport_comm_create (and
- * gpuport_comm_init_mpi) set *comm_p to NULL when they fail. Every call
- * refuses a NULL handle or a NULL output pointer with GPUPORT_ERR_INVALID_ARG
- * and a message naming it.
+ * gpuport_comm_init_mpi) set *comm_p to NULL when they fail. A NULL handle
+ * or NULL output pointer is refused with GPUPORT_ERR_INVALID_ARG and a
+ * message naming the call (gpuport_comm_rank and _size return -1,
+ * gpuport_channel_transport "none").
  */
 #ifndef GPUPORT_GPUPORT_H
 #define GPUPORT_GPUPORT_H
