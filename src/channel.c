@@ -593,8 +593,10 @@ gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p)
 
     if (!chan_ok(ch))
         return stale("gpuport_channel_poll", ch);
-    if (!ready_p)
+    if (!ready_p) {
+        log_error("gpuport_channel_poll: ready_p is NULL");
         return GPUPORT_ERR_INVALID_ARG;
+    }
     rc = take_signal(ch);
     if (rc < 0)
         return (gpuport_status_t)rc;

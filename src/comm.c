@@ -412,13 +412,18 @@ static gpuport_status_t setup_local(gpuport_comm_t comm, gpuport_proc_rec_t *me)
  * carrying its own result so far: a rank that fails (a bad GPUPORT_* value
  * in its environment, no memory, no GPU where GPUPORT_GPU=on) makes every
  * rank fail, with the reason on that rank and "rank R could not ..." on
- * the others, instead of leaving them waiting for it. */
+ * the others, instead of leaving them waiting for it.
+ * *comm_p is NULL after a failure (the one output written then): a program
+ * that ignores the status passes NULL on, which every call refuses, rather
+ * than an uninitialized handle. */
 gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bs, gpuport_comm_t *comm_p)
 {
     gpuport_comm_t comm = NULL;
     gpuport_proc_rec_t me;
     gpuport_status_t status;
 
+    if (comm_p)
+        *comm_p = NULL;
     if (!bs || !comm_p || !bs->allgather || !bs->barrier || !bs->send || !bs->recv ||
         bs->size < 1 || bs->rank < 0 || bs->rank >= bs->size) {
         log_error("gpuport_comm_create: bootstrap %p or comm_p %p is invalid (every operation "

@@ -19,8 +19,11 @@ gpuport_status_t gpuport_comm_stats(gpuport_comm_t comm, gpuport_comm_stats_t *s
 {
     gpuport_comm_stats_t s;
 
-    if (!comm || !stats_p)
+    if (!gpuport_comm_live(comm) || !stats_p) {
+        log_error("gpuport_comm_stats: comm %p (a live communicator) and stats_p %p must be set",
+                  (void *)comm, (void *)stats_p);
         return GPUPORT_ERR_INVALID_ARG;
+    }
     memset(&s, 0, sizeof(s));
     s.triggers = atomic_load_explicit(&comm->proxy.triggers, memory_order_relaxed);
     s.rejected = atomic_load_explicit(&comm->proxy.rejected, memory_order_relaxed);

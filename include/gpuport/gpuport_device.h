@@ -68,6 +68,8 @@ GPUPORT_API gpuport_status_t gpuport_channel_device(gpuport_channel_t ch,
 
 #if defined(__CUDACC__)
 
+#include <stdio.h> /* device printf, for the stuck-operation report */
+
 #define GPUPORT_DEV static __device__ __forceinline__
 
 GPUPORT_DEV uint64_t gpuport_dev_now_ns(void)
