@@ -1,4 +1,5 @@
 /* gpuport_comm_stats: the proxy service's counters and CPU cost. */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_INIT
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
