@@ -125,12 +125,18 @@ gpuport_status_t gpuport_bootstrap_mpi(MPI_Comm comm, gpuport_bootstrap_t *bs_p)
     mpi_ctx_t *c;
     MPI_Comm local;
     int initialized = 0;
+    const char *why = NULL;
     gpuport_status_t status;
 
     MPI_Initialized(&initialized);
-    if (!initialized || !bs_p) {
-        mpi_error(-1, "gpuport_bootstrap_mpi: %s",
-                  !bs_p ? "bootstrap_p is NULL" : "MPI is not initialized (call MPI_Init first)");
+    if (!bs_p)
+        why = "bootstrap_p is NULL";
+    else if (!initialized)
+        why = "MPI is not initialized (call MPI_Init first)";
+    else if (comm == MPI_COMM_NULL)
+        why = "the MPI communicator is MPI_COMM_NULL";
+    if (why) {
+        mpi_error(-1, "gpuport_bootstrap_mpi: %s", why);
         return GPUPORT_ERR_INVALID_ARG;
     }
     c = calloc(1, sizeof(*c));
@@ -168,10 +174,18 @@ gpuport_status_t gpuport_bootstrap_mpi(MPI_Comm comm, gpuport_bootstrap_t *bs_p)
     return GPUPORT_OK;
 }
 
+/* *comm_p is NULL after a failure, as after gpuport_comm_create's. */
 gpuport_status_t gpuport_comm_init_mpi(MPI_Comm comm, gpuport_comm_t *comm_p)
 {
     gpuport_bootstrap_t bs;
-    gpuport_status_t status = gpuport_bootstrap_mpi(comm, &bs);
+    gpuport_status_t status;
+
+    if (!comm_p) {
+        mpi_error(-1, "gpuport_comm_init_mpi: comm_p is NULL");
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    *comm_p = NULL;
+    status = gpuport_bootstrap_mpi(comm, &bs);
     if (status)
         return status;
     return gpuport_comm_create(&bs, comm_p);

@@ -1,4 +1,5 @@
 /* Pairwise bootstrap exchange; see bootstrap.h. */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_BOOTSTRAP
 #include "bootstrap.h"
 
 #include <string.h>

@@ -3,6 +3,7 @@
  * records through the bootstrap), the operations that push triggers into the
  * FIFO, and the waits on what the proxy publishes.
  */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +109,19 @@ static gpuport_status_t stale(const char *call, gpuport_channel_t ch)
 static int is_device(gpuport_mem_t mem)
 {
     return mem && gpuport_region_is_device(mem->region.kind);
+}
+
+/* A region's kind in a channel's info line. */
+static const char *region_word(int kind)
+{
+    switch (kind) {
+    case GPUPORT_REGION_NONE: return "none";
+    case GPUPORT_REGION_HOST: return "host";
+    case GPUPORT_REGION_HOST_SHARED: return "host-shared";
+    case GPUPORT_REGION_DEVICE: return "device";
+    case GPUPORT_REGION_DEVICE_VMM: return "device-vmm";
+    default: return "?";
+    }
 }
 
 static const gpuport_region_t none_region = {.kind = GPUPORT_REGION_NONE, .alloc_fd = -1};
@@ -319,10 +333,12 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
     pthread_mutex_unlock(&comm->lock);
     atomic_store_explicit(&conn->used, 1, memory_order_release);
     atomic_store_explicit(&pc->active, 1, memory_order_release);
-    log_debug("channel %u to rank %d (its channel %u) over %s, source %llu bytes, destination "
-              "%llu bytes",
-              id, peer, theirs.channel_id, ops->name, (unsigned long long)ch->src_size,
-              (unsigned long long)ch->dst_size);
+    log_info("channel %u to rank %d (its channel %u) over %s: source %s, %llu bytes; "
+             "destination %s, %llu bytes; inbound destination %s, %llu bytes",
+             id, peer, theirs.channel_id, ops->name, region_word(pc->tl.src.kind),
+             (unsigned long long)ch->src_size, region_word(theirs.dst.kind),
+             (unsigned long long)ch->dst_size, region_word(pc->tl.local_dst.kind),
+             (unsigned long long)pc->tl.local_dst.size);
     *channel_p = ch;
     return GPUPORT_OK;
 
@@ -581,8 +597,10 @@ gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p)
 
     if (!chan_ok(ch))
         return stale("gpuport_channel_poll", ch);
-    if (!ready_p)
+    if (!ready_p) {
+        log_error("gpuport_channel_poll: ready_p is NULL");
         return GPUPORT_ERR_INVALID_ARG;
+    }
     rc = take_signal(ch);
     if (rc < 0)
         return (gpuport_status_t)rc;

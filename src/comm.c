@@ -1,4 +1,5 @@
 /* Communicator creation and destruction; see gpuport.h. */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_INIT
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "build_config.h"
 #include "cuda/fcuda.h"
 #include "hostid.h"
 #include "internal.h"
@@ -103,12 +105,28 @@ static gpuport_status_t place_threads(gpuport_comm_t comm)
     /* far from the GPU, or unbound, other than by request: worth a warning */
     far = req.bind && (pl->level == GPUPORT_PLACE_NUMA || pl->level == GPUPORT_PLACE_NONE ||
                        (pl->level == GPUPORT_PLACE_PROCESS && req.gpu_bus_id));
-    GPUPORT_LOG(far ? GPUPORT_LOG_WARN : GPUPORT_LOG_INFO,
-                "placement %s: proxy PU %d, flusher PU %d, GPU %s, NIC %s, local rank %d of %d: %s",
-                gpuport_place_level_name(pl->level), pl->proxy_cpu, pl->flusher_cpu,
-                req.gpu_bus_id ? bus : "none", req.nic_name ? nic : "none", req.local_rank,
-                req.local_size, pl->why);
+    GPUPORT_LOG_AT(GPUPORT_SUBSYS_TOPO, far ? GPUPORT_LOG_WARN : GPUPORT_LOG_INFO,
+                   "placement %s: proxy PU %d, flusher PU %d, GPU %s, NIC %s, local rank %d of "
+                   "%d: %s",
+                   gpuport_place_level_name(pl->level), pl->proxy_cpu, pl->flusher_cpu,
+                   req.gpu_bus_id ? bus : "none", req.nic_name ? nic : "none", req.local_rank,
+                   req.local_size, pl->why);
     return GPUPORT_OK;
+}
+
+/* What this gpuport is, once per job: rank 0 at info, the others at debug
+ * (every rank runs the same release, exchange_headers made sure; a build of
+ * other features on some rank shows in its debug line and its channels). */
+static void log_build(gpuport_comm_t comm)
+{
+    char built[128];
+
+    gpuport_transport_built(built, sizeof(built));
+    GPUPORT_LOG(comm->rank == 0 ? GPUPORT_LOG_INFO : GPUPORT_LOG_DEBUG,
+                "gpuport %s (build: CUDA %s, MPI %s, hwloc %s, ibverbs %s; transports %s), %d "
+                "ranks",
+                gpuport_version_string(), GPUPORT_BUILD_CUDA, GPUPORT_BUILD_MPI,
+                GPUPORT_BUILD_HWLOC, GPUPORT_HAVE_IBVERBS ? "yes" : "no", built, comm->size);
 }
 
 static gpuport_status_t ctrl_create(gpuport_comm_t comm)
@@ -394,13 +412,18 @@ static gpuport_status_t setup_local(gpuport_comm_t comm, gpuport_proc_rec_t *me)
  * carrying its own result so far: a rank that fails (a bad GPUPORT_* value
  * in its environment, no memory, no GPU where GPUPORT_GPU=on) makes every
  * rank fail, with the reason on that rank and "rank R could not ..." on
- * the others, instead of leaving them waiting for it. */
+ * the others, instead of leaving them waiting for it.
+ * *comm_p is NULL after a failure (the one output written then): a program
+ * that ignores the status passes NULL on, which every call refuses, rather
+ * than an uninitialized handle. */
 gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bs, gpuport_comm_t *comm_p)
 {
     gpuport_comm_t comm = NULL;
     gpuport_proc_rec_t me;
     gpuport_status_t status;
 
+    if (comm_p)
+        *comm_p = NULL;
     if (!bs || !comm_p || !bs->allgather || !bs->barrier || !bs->send || !bs->recv ||
         bs->size < 1 || bs->rank < 0 || bs->rank >= bs->size) {
         log_error("gpuport_comm_create: bootstrap %p or comm_p %p is invalid (every operation "
@@ -429,6 +452,11 @@ gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bs, gpuport_comm
     status = gpuport_config_load(&comm->config);
     if (!status) {
         gpuport_log_set_level(comm->config.log_level);
+        gpuport_log_set_subsys(comm->config.log_subsys);
+        status = gpuport_log_open(comm->config.log_file);
+    }
+    if (!status) {
+        log_build(comm);
         comm->timeout_ns = comm->config.timeout_ms * 1000000ull;
         status = setup_local(comm, &me);
     }

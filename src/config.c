@@ -1,8 +1,10 @@
 /* The GPUPORT_* configuration table and its parser; see config.h. */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_INIT
 #include "config.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +23,15 @@ static const char *const bind_words[] = {"0", "1", NULL};
 
 const gpuport_config_var_t gpuport_config_vars[] = {
     {"GPUPORT_LOG_LEVEL", "warn", GPUPORT_CFG_ENUM, FIELD(log_level), 0, 0, log_words,
-     "messages printed to stderr, each tagged with the rank"},
+     "messages printed, each line with the time, host, pid, thread and rank; info adds the "
+     "version and each channel's transport, trace every trigger"},
+    {"GPUPORT_LOG_SUBSYS", "", GPUPORT_CFG_WORDSET, FIELD(log_subsys), 0, GPUPORT_LIST_TEXT_MAX,
+     gpuport_log_subsys_words,
+     "subsystems whose messages below warn are shown (e.g. init,channel, or ^proxy,tcp for all "
+     "others); empty shows all; errors and warnings always show"},
+    {"GPUPORT_LOG_FILE", "", GPUPORT_CFG_PATH, FIELD(log_file), 0, 0, NULL,
+     "file the log is appended to instead of stderr, %h the host and %p the pid in its name "
+     "(e.g. /tmp/gpuport.%h.%p.log); also stderr or stdout"},
     {"GPUPORT_TRANSPORT", "auto", GPUPORT_CFG_ENUM, FIELD(transport), 0, 0, gpuport_transport_words,
      "transport for every channel; auto picks per peer, a forced one that cannot reach a peer "
      "fails at channel creation"},
@@ -114,6 +124,21 @@ void gpuport_config_describe(const gpuport_config_var_t *var, char *buf, size_t 
                  "^docker,lo (^ first excludes them; letters, digits, . _ - @ :, each at most 15, "
                  "at most %llu characters), or empty",
                  (unsigned long long)var->max);
+        break;
+    case GPUPORT_CFG_WORDSET:
+        used = (size_t)snprintf(buf, len, "words separated by commas from ");
+        for (size_t i = 0; var->words[i] && used < len; i++)
+            used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "|" : "",
+                                     var->words[i]);
+        if (used < len)
+            snprintf(buf + used, len - used, " (^ first: all but those; at most %llu "
+                     "characters), or empty for all",
+                     (unsigned long long)var->max);
+        break;
+    case GPUPORT_CFG_PATH:
+        snprintf(buf, len, "a file name of at most %zu characters (%%h: host, %%p: pid, %%%%: %%), "
+                 "stderr, stdout, or empty",
+                 var->field_size - 1);
         break;
     case GPUPORT_CFG_HCALIST:
         snprintf(buf, len, "device[:port] names separated by commas such as mlx5_0:1,mlx5_1 "
@@ -238,6 +263,63 @@ static int parse_iflist(const char *s, gpuport_if_list_t *out, char *problem, si
     }
 }
 
+/* "" (all), or [^]word[,word...] of words, in any case: bits by word */
+static int parse_wordset(const char *s, const char *const *words, uint64_t *mask_p, char *problem,
+                         size_t len)
+{
+    uint64_t all = 0, mask = 0;
+    int exclude = 0;
+
+    for (size_t i = 0; words[i]; i++)
+        all |= 1ull << i;
+    if (*s == '\0') {
+        *mask_p = all;
+        return 0;
+    }
+    if (*s == '^') {
+        exclude = 1;
+        s++;
+    }
+    for (;;) {
+        size_t n = strcspn(s, ","), i;
+        for (i = 0; words[i]; i++)
+            if (strlen(words[i]) == n && strncasecmp(s, words[i], n) == 0)
+                break;
+        if (n == 0) {
+            snprintf(problem, len, "an empty word");
+            return -1;
+        }
+        if (!words[i]) {
+            snprintf(problem, len, "unknown \"%.*s\"", (int)(n < 32 ? n : 32), s);
+            return -1;
+        }
+        mask |= 1ull << i;
+        s += n;
+        if (*s == '\0')
+            break;
+        s++;
+    }
+    *mask_p = exclude ? all & ~mask : mask;
+    return 0;
+}
+
+/* A GPUPORT_LOG_FILE-like name: its %-sequences known, no blanks around
+ * it; the length of what it expands to is checked when it is opened. */
+static int parse_path(const char *s, size_t field_size, char *problem, size_t len)
+{
+    char out[PATH_MAX];
+
+    if (strlen(s) >= field_size) {
+        snprintf(problem, len, "%zu characters", strlen(s));
+        return -1;
+    }
+    if (s[0] && (isspace((unsigned char)s[0]) || isspace((unsigned char)s[strlen(s) - 1]))) {
+        snprintf(problem, len, "blanks around the value");
+        return -1;
+    }
+    return gpuport_log_path_expand(s, "host", 1, out, sizeof(out), problem, len);
+}
+
 /* list: a parsed HCALIST or IFLIST value, else NULL */
 static void store(const gpuport_config_var_t *var, gpuport_config_t *config, uint64_t v,
                   const char *text, const void *list)
@@ -245,7 +327,7 @@ static void store(const gpuport_config_var_t *var, gpuport_config_t *config, uin
     char *field = (char *)config + var->offset;
     if (list)
         memcpy(field, list, var->field_size);
-    else if (var->type == GPUPORT_CFG_CPULIST)
+    else if (var->type == GPUPORT_CFG_CPULIST || var->type == GPUPORT_CFG_PATH)
         snprintf(field, var->field_size, "%s", text);
     else if (var->field_size == sizeof(uint64_t))
         memcpy(field, &v, sizeof(uint64_t));
@@ -324,6 +406,15 @@ gpuport_status_t gpuport_config_parse_var(const gpuport_config_var_t *var, const
         else
             ok = parse_hcalist(value, &hca, problem, sizeof(problem)) == 0;
         list = &hca;
+        break;
+    case GPUPORT_CFG_WORDSET:
+        if (strlen(value) > var->max)
+            snprintf(problem, sizeof(problem), "%zu characters", strlen(value));
+        else
+            ok = parse_wordset(value, var->words, &v, problem, sizeof(problem)) == 0;
+        break;
+    case GPUPORT_CFG_PATH:
+        ok = parse_path(value, var->field_size, problem, sizeof(problem)) == 0;
         break;
     }
     if (!ok && !problem[0] && value[0] && (isspace((unsigned char)value[0]) ||

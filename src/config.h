@@ -46,6 +46,8 @@ typedef struct gpuport_if_list {
 
 typedef struct gpuport_config {
     int log_level;              /* GPUPORT_LOG_LEVEL */
+    uint32_t log_subsys;        /* GPUPORT_LOG_SUBSYS: bit s shows subsystem s below warn */
+    char log_file[1024];        /* GPUPORT_LOG_FILE, "" leaves the log on stderr */
     uint32_t fifo_size;         /* GPUPORT_FIFO_SIZE, power of two */
     int transport;              /* GPUPORT_TRANSPORT: a transport kind, or AUTO */
     uint32_t max_channels;      /* GPUPORT_MAX_CHANNELS */
@@ -74,7 +76,10 @@ typedef enum {
     GPUPORT_CFG_CPULIST, /* cpu list ("0-3,8") kept as text; "" is empty */
     GPUPORT_CFG_AUTO_UINT, /* "auto" (stored as -1 in an int) or a decimal min..max */
     GPUPORT_CFG_HCALIST, /* device[:port] list ("mlx5_0:1,mlx5_1"): gpuport_hca_list_t */
-    GPUPORT_CFG_IFLIST /* interface name prefixes ("eth,ib0" or "^docker,lo"): gpuport_if_list_t */
+    GPUPORT_CFG_IFLIST, /* interface name prefixes ("eth,ib0" or "^docker,lo"): gpuport_if_list_t */
+    GPUPORT_CFG_WORDSET, /* words of a list ("init,proxy" or "^tcp"), a uint32_t of bits by
+                          * word; "" is every word */
+    GPUPORT_CFG_PATH     /* a file name kept as text, its %h, %p and %% checked (log.h) */
 } gpuport_cfg_type_t;
 
 typedef struct gpuport_config_var {
@@ -84,7 +89,7 @@ typedef struct gpuport_config_var {
     size_t offset;         /* field in gpuport_config_t */
     size_t field_size;     /* 4 or 8 bytes (enums are int); lists: the array's or struct's */
     uint64_t min, max;     /* UINT, POW2 and AUTO_UINT; HCALIST, IFLIST: max characters */
-    const char *const *words; /* ENUM: NULL-terminated, value = index */
+    const char *const *words; /* ENUM, WORDSET: NULL-terminated, value = index (WORDSET: bit) */
     const char *doc;       /* one line */
 } gpuport_config_var_t;
 

@@ -3,6 +3,7 @@
  * records on the connection are fdpass_wire.c's; here the socket, who
  * connects to whom, and whose connection is whose.
  */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_FDPASS
 #include "fdpass.h"
 
 #include <errno.h>

@@ -1,4 +1,5 @@
 /* The descriptor exchange's records; see fdpass_wire.h. */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_FDPASS
 #include "fdpass_wire.h"
 
 #include <errno.h>

@@ -1,4 +1,5 @@
 /* The trigger FIFO's host side; see fifo.h. */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_INIT
 #include "fifo.h"
 
 #include <sched.h>

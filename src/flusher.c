@@ -1,4 +1,5 @@
 /* The flusher thread; see flusher.h. */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_FLUSHER
 #include "flusher.h"
 
 #include <errno.h>
@@ -68,6 +69,27 @@ gpuport_status_t gpuport_work_execute(const gpuport_work_t *w)
     return GPUPORT_ERR_INTERNAL;
 }
 
+/* GPUPORT_LOG_LEVEL=trace: a line per item, as it runs (host items, with
+ * their result) or is issued to the GPU. Called only with trace on. */
+static void trace_item(const gpuport_work_t *w, const char *what)
+{
+    static const char *const names[] = {
+        [GPUPORT_WORK_MEMCPY] = "memcpy",         [GPUPORT_WORK_CMA_WRITE] = "cma_write",
+        [GPUPORT_WORK_SEM_ADD] = "sem_add",       [GPUPORT_WORK_CU_COPY] = "cu_copy",
+        [GPUPORT_WORK_CU_WRITE] = "cu_write",     [GPUPORT_WORK_CU_TO_DEVICE] = "cu_to_device",
+        [GPUPORT_WORK_CU_FROM_DEVICE] = "cu_from_device", [GPUPORT_WORK_STORE64] = "store64"};
+    const char *name = w->kind < sizeof(names) / sizeof(names[0]) && names[w->kind]
+                           ? names[w->kind]
+                           : "unknown";
+
+    log_trace("item %s for %s %u: dst %p, src %p, size %llu, value 0x%llx: %s", name,
+              (w->channel & GPUPORT_WORK_CONN) ? "connection" : "channel",
+              w->channel & ~GPUPORT_WORK_CONN,
+              w->kind == GPUPORT_WORK_SEM_ADD ? (void *)w->sem : w->dst, w->src,
+              (unsigned long long)w->size,
+              (unsigned long long)w->value, what);
+}
+
 static void futex_wait(_Atomic int *addr, int expected, long timeout_ns)
 {
     struct timespec ts = {0, timeout_ns};
@@ -89,6 +111,7 @@ static void futex_wake(_Atomic int *addr)
 static int take_work(gpuport_flusher_t *fl)
 {
     gpuport_work_t *slot = gpuport_ring_peek(&fl->work), w, batch[GPUPORT_FCUDA_BATCH];
+    gpuport_status_t status;
     uint32_t n = 0;
 
     if (!slot)
@@ -118,6 +141,9 @@ static int take_work(gpuport_flusher_t *fl)
         for (uint32_t i = 0; i < n; i++)
             batch[i] = *(gpuport_work_t *)gpuport_ring_peek_at(&fl->work, i);
         gpuport_ring_pop_n(&fl->work, n);
+        if (GPUPORT_LOG_ON(GPUPORT_LOG_TRACE))
+            for (uint32_t i = 0; i < n; i++)
+                trace_item(&batch[i], "issued to the GPU");
         gpuport_fcuda_issue(fl, batch, n);
         return 1;
     }
@@ -125,7 +151,10 @@ static int take_work(gpuport_flusher_t *fl)
         return 0;
     w = *slot;
     gpuport_ring_pop(&fl->work);
-    gpuport_flusher_complete(fl, w.channel, gpuport_work_execute(&w));
+    status = gpuport_work_execute(&w);
+    if (GPUPORT_LOG_ON(GPUPORT_LOG_TRACE))
+        trace_item(&w, status ? gpuport_status_string(status) : "done");
+    gpuport_flusher_complete(fl, w.channel, status);
     return 1;
 }
 

@@ -3,6 +3,7 @@
  * memory is GPU memory, and the flusher never receives CUDA work, so its
  * CUDA entry points are unreachable.
  */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CUDA
 #include "cuda/fcuda.h"
 #include "gpuport/gpuport_device.h"
 #include "internal.h"
@@ -49,8 +50,12 @@ int gpuport_gpu_bus_id(gpuport_comm_t comm, char *buf, size_t len)
 
 gpuport_status_t gpuport_channel_device(gpuport_channel_t ch, gpuport_port_channel_dev_t *dev_p)
 {
-    (void)ch;
-    (void)dev_p;
+    /* argument errors first, as in a CUDA build */
+    if (!ch || ch->magic != GPUPORT_CHAN_MAGIC || !dev_p) {
+        log_error("gpuport_channel_device: channel %p (a live channel) and dev_p %p must be set",
+                  (void *)ch, (void *)dev_p);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
     log_error("gpuport_channel_device: this gpuport was built without CUDA");
     return GPUPORT_ERR_NOT_SUPPORTED;
 }

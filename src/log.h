@@ -1,13 +1,28 @@
 /*
- * Leveled logging to stderr. Every line carries the process's gpuport rank
- * (set by gpuport_comm_create; "-" before). Level from GPUPORT_LOG_LEVEL.
- * Any thread may log. The function that first detects an error logs it;
- * callers propagate the status without logging again.
+ * Leveled logging. Any thread may log. The function that first detects an
+ * error logs it; callers propagate the status without logging again.
+ *
+ * A line reads
+ *   [2026-12-01T13:45:07.123456Z] host:pid:tid gpuport r3 INFO comm.c:344 message
+ * time in UTC with microseconds (fixed width, so lines of every rank and
+ * host sort and merge as text), the short host name, the process and the
+ * thread (gettid), the thread's gpuport rank ("-" before one is set), the
+ * level, and where it was logged. Each line is one write(2): lines of
+ * threads, and of processes sharing a file, do not interleave.
+ *
+ * Level from GPUPORT_LOG_LEVEL; lines go to stderr, or to GPUPORT_LOG_FILE.
+ * Every source file that logs names its subsystem before its first include:
+ *   #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_PROXY
+ * GPUPORT_LOG_SUBSYS keeps or hides subsystems' messages below warn;
+ * errors and warnings are always shown. A message whose level is off costs
+ * one load and one branch: its arguments are not evaluated.
  */
 #ifndef GPUPORT_LOG_H
 #define GPUPORT_LOG_H
 
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "gpuport/gpuport.h"
 
@@ -20,20 +35,87 @@ typedef enum {
     GPUPORT_LOG_TRACE = 5
 } gpuport_log_level_t;
 
-/* Atomic: every gpuport_comm_create sets it (in-process tests create
- * communicators from several threads at once) while any thread logs. */
-extern _Atomic int gpuport_log_level_current;
+/* Subsystems, in the order of gpuport_log_subsys_words (GPUPORT_LOG_SUBSYS's
+ * words; the transports' are their GPUPORT_TRANSPORT words). */
+typedef enum {
+    GPUPORT_SUBSYS_INIT = 0,  /* communicator creation and destruction, configuration */
+    GPUPORT_SUBSYS_BOOTSTRAP, /* exchanges between ranks through the bootstrap */
+    GPUPORT_SUBSYS_TOPO,      /* topology and where the threads run */
+    GPUPORT_SUBSYS_CUDA,      /* the CUDA driver, GPU mode */
+    GPUPORT_SUBSYS_MEM,       /* registration and allocation */
+    GPUPORT_SUBSYS_CHANNEL,   /* channel creation, destruction, the application's calls */
+    GPUPORT_SUBSYS_PROXY,     /* the proxy thread: triggers */
+    GPUPORT_SUBSYS_FLUSHER,   /* the flusher thread: copies and stores */
+    GPUPORT_SUBSYS_FDPASS,    /* descriptors passed between same-host ranks */
+    GPUPORT_SUBSYS_SHM,
+    GPUPORT_SUBSYS_CUDA_IPC,
+    GPUPORT_SUBSYS_TCP,
+    GPUPORT_SUBSYS_IB,
+    GPUPORT_LOG_NSUBSYS
+} gpuport_log_subsys_t;
+
+/* NULL-terminated, by gpuport_log_subsys_t */
+extern const char *const gpuport_log_subsys_words[];
+#define GPUPORT_LOG_SUBSYS_ALL ((1u << GPUPORT_LOG_NSUBSYS) - 1)
+
+/* Per subsystem, the highest level shown: GPUPORT_LOG_LEVEL, or at most
+ * warn for a subsystem GPUPORT_LOG_SUBSYS hides. Atomic: every
+ * gpuport_comm_create sets them (in-process tests create communicators from
+ * several threads at once) while any thread logs. */
+extern _Atomic int gpuport_log_levels[GPUPORT_LOG_NSUBSYS];
 
 void gpuport_log_set_level(int level);
+/* mask: bit s shows subsystem s below warn (GPUPORT_LOG_SUBSYS_ALL: all) */
+void gpuport_log_set_subsys(uint32_t mask);
+/* per thread: in-process tests run several ranks */
 void gpuport_log_set_rank(int rank);
-void gpuport_log_write(int level, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+void gpuport_log_write(int subsys, int level, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
-#define GPUPORT_LOG(level, ...)                                                                 \
+/* GPUPORT_LOG_FILE: "" leaves the log where it is; "stderr", "stdout", or
+ * a path whose %h (short host name), %p (pid) and %% are expanded, opened
+ * for appending. The file is the process's: the first communicator that
+ * names one opens it and it stays open; a later communicator naming
+ * another one gets a warning and the same file. A process forked after
+ * opening opens its own when it creates a communicator. An unopenable path
+ * is GPUPORT_ERR_INVALID_CONFIG, logged naming the variable, the expanded
+ * path and the reason. */
+gpuport_status_t gpuport_log_open(const char *spec);
+/* Back to stderr, closing the file; for tests, while no other thread logs. */
+void gpuport_log_close(void);
+/* The short host name (up to the first '.'), read once: the lines' and %h. */
+const char *gpuport_log_host(void);
+
+/* ---- pure parts (log_format.c), unit-tested ---- */
+
+/* Expands spec's %h, %p and %% into out. 0, or -1 with the problem (an
+ * unknown %-sequence, a result of len characters or more) in problem. */
+int gpuport_log_path_expand(const char *spec, const char *host, long pid, char *out, size_t len,
+                            char *problem, size_t plen);
+
+/* The line's prefix up to and including the space before the message, for
+ * a time in seconds and microseconds since the epoch; rank < 0 is "-", a
+ * level out of range reads ERROR, file is cut to its last component.
+ * Returns the length written: at most len - 1, the prefix cut to fit. */
+size_t gpuport_log_prefix(char *buf, size_t len, int64_t sec, long usec, const char *host,
+                          long pid, long tid, int rank, int level, const char *file, int line);
+
+#define GPUPORT_LOG_ON_AT(subsys, level)                                                        \
+    __builtin_expect((level) <= atomic_load_explicit(&gpuport_log_levels[(subsys)],            \
+                                                     memory_order_relaxed),                     \
+                     0)
+
+/* For a message of another subsystem than its file's. */
+#define GPUPORT_LOG_AT(subsys, level, ...)                                                      \
     do {                                                                                        \
-        if ((level) <= atomic_load_explicit(&gpuport_log_level_current, memory_order_relaxed))  \
-            gpuport_log_write((level), __FILE__, __LINE__, __VA_ARGS__);                        \
+        if (GPUPORT_LOG_ON_AT((subsys), (level)))                                               \
+            gpuport_log_write((subsys), (level), __FILE__, __LINE__, __VA_ARGS__);              \
     } while (0)
+
+/* The file's subsystem: GPUPORT_LOG_SUBSYS_ID, which a file that logs
+ * defines (it is an error at the first log call otherwise). */
+#define GPUPORT_LOG_ON(level) GPUPORT_LOG_ON_AT(GPUPORT_LOG_SUBSYS_ID, (level))
+#define GPUPORT_LOG(level, ...) GPUPORT_LOG_AT(GPUPORT_LOG_SUBSYS_ID, (level), __VA_ARGS__)
 
 #define log_error(...) GPUPORT_LOG(GPUPORT_LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) GPUPORT_LOG(GPUPORT_LOG_WARN, __VA_ARGS__)

@@ -4,6 +4,7 @@
  * such an allocation, or private memory that peers reach by cross-memory
  * attach) so that it can be a channel's source or destination.
  */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_MEM
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>

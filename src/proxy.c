@@ -5,9 +5,11 @@
  * blocks: when the flusher has no room it leaves the trigger in the FIFO and
  * comes back to it after reading completions.
  */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_PROXY
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -425,6 +427,37 @@ static int read_completions(gpuport_comm_t comm)
     return n;
 }
 
+/* GPUPORT_LOG_LEVEL=trace: a line per trigger carried out (or dropped),
+ * with the channel's state after it. Called only with trace on. */
+static void trace_trigger(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint64_t pos,
+                          uint32_t used)
+{
+    static const char *const names[GPUPORT_OP_MAX_] = {
+        [GPUPORT_OP_NONE] = "none",           [GPUPORT_OP_PUT] = "put",
+        [GPUPORT_OP_SIGNAL] = "signal",       [GPUPORT_OP_PUT_SIGNAL] = "put_signal",
+        [GPUPORT_OP_FLUSH] = "flush",         [GPUPORT_OP_EXT] = "ext",
+        [GPUPORT_OP_CLOSE] = "close",         [GPUPORT_OP_PUT_VALUE] = "put_value",
+        [GPUPORT_OP_PUT_VALUE_SIGNAL] = "put_value_signal"};
+    const char *name = d->op < GPUPORT_OP_MAX_ && names[d->op] ? names[d->op] : "unknown";
+    gpuport_status_t st = GPUPORT_ERR_INVALID_ARG; /* no such channel: the trigger was dropped */
+    char value[40] = "";
+
+    if (d->channel < comm->config.max_channels &&
+        atomic_load_explicit(&comm->pchans[d->channel].active, memory_order_acquire))
+        st = (gpuport_status_t)atomic_load_explicit(&comm->pchans[d->channel].state->status,
+                                                    memory_order_relaxed);
+    if (gpuport_trigger_is_value(d->op))
+        snprintf(value, sizeof(value), ", value 0x%llx", (unsigned long long)d->value);
+    log_trace("%s FIFO position %llu (%u slot%s): %s on channel %u, dst_off %llu, src_off %llu, "
+              "size %llu%s; channel %s%s%s",
+              fifo ? "device" : "host", (unsigned long long)pos, used, used == 1 ? "" : "s", name,
+              d->channel, (unsigned long long)d->dst_off, (unsigned long long)d->src_off,
+              (unsigned long long)d->size, value,
+              st == GPUPORT_OK ? "ok" : st == GPUPORT_ERR_SHUTDOWN ? "closed" : "in error (",
+              st == GPUPORT_OK || st == GPUPORT_ERR_SHUTDOWN ? "" : gpuport_status_string(st),
+              st == GPUPORT_OK || st == GPUPORT_ERR_SHUTDOWN ? "" : ")");
+}
+
 static int consume_fifo(gpuport_comm_t comm, gpuport_fifo_t *f, int fifo)
 {
     uint32_t consumed = 0;
@@ -447,6 +480,8 @@ static int consume_fifo(gpuport_comm_t comm, gpuport_fifo_t *f, int fifo)
         }
         if (execute(comm, &d, fifo, f->pos + consumed + used - 1) == EXEC_RETRY)
             break;
+        if (GPUPORT_LOG_ON(GPUPORT_LOG_TRACE))
+            trace_trigger(comm, &d, fifo, f->pos + consumed + used - 1, used);
         consumed += used;
         GPUPORT_STAT_INC(comm->proxy.triggers);
     }

@@ -1,4 +1,5 @@
 /* Versioned records; see record.h. */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_BOOTSTRAP
 #include "record.h"
 
 #include "log.h"

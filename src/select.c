@@ -5,6 +5,7 @@
  * ask the same transports in the same order, so a transport may agree on
  * reachability with its peer through the bootstrap (ib does).
  */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
 #include <stdio.h>
 
 #include "internal.h"

@@ -1,4 +1,5 @@
 /* gpuport_comm_stats: the proxy service's counters and CPU cost. */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_INIT
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -19,8 +20,11 @@ gpuport_status_t gpuport_comm_stats(gpuport_comm_t comm, gpuport_comm_stats_t *s
 {
     gpuport_comm_stats_t s;
 
-    if (!comm || !stats_p)
+    if (!gpuport_comm_live(comm) || !stats_p) {
+        log_error("gpuport_comm_stats: comm %p (a live communicator) and stats_p %p must be set",
+                  (void *)comm, (void *)stats_p);
         return GPUPORT_ERR_INVALID_ARG;
+    }
     memset(&s, 0, sizeof(s));
     s.triggers = atomic_load_explicit(&comm->proxy.triggers, memory_order_relaxed);
     s.rejected = atomic_load_explicit(&comm->proxy.rejected, memory_order_relaxed);

@@ -1,4 +1,5 @@
 /* The services transports may call; see transport/tl_core.h. */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_BOOTSTRAP
 #include <stdio.h>
 #include <string.h>
 

@@ -4,6 +4,7 @@
  * nodes are memory children rather than ancestors, so a device's NUMA node
  * comes from that ancestor's nodeset.
  */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TOPO
 #include "topology.h"
 
 #include <ctype.h>

@@ -7,7 +7,11 @@
  * Port channels bind a peer, a local source region and the peer's destination
  * region; their operations are pushed into the FIFO and carried out by the
  * proxy. Every call returns a gpuport_status_t; output arguments end in _p and
- * are written only on success.
+ * are written only on success, with one exception: gpuport_comm_create (and
+ * gpuport_comm_init_mpi) set *comm_p to NULL when they fail. A NULL handle
+ * or NULL output pointer is refused with GPUPORT_ERR_INVALID_ARG and a
+ * message naming the call (gpuport_comm_rank and _size return -1,
+ * gpuport_channel_transport "none").
  */
 #ifndef GPUPORT_GPUPORT_H
 #define GPUPORT_GPUPORT_H
@@ -88,7 +92,9 @@ typedef struct gpuport_channel *gpuport_channel_t;
  * Takes ownership of the bootstrap (its destroy runs with the communicator's,
  * also when creation fails). Collective over the bootstrap's ranks: reads the
  * GPUPORT_* configuration, exchanges a versioned record with every rank and
- * starts the proxy service.
+ * starts the proxy service. On failure *comm_p is NULL (when comm_p is not),
+ * so a program that goes on regardless gets GPUPORT_ERR_INVALID_ARG from the
+ * next call instead of using an uninitialized handle.
  */
 GPUPORT_API gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bootstrap,
                                                  gpuport_comm_t *comm_p);

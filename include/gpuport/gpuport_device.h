@@ -68,7 +68,7 @@ GPUPORT_API gpuport_status_t gpuport_channel_device(gpuport_channel_t ch,
 
 #if defined(__CUDACC__)
 
-#include <stdio.h> /* device printf: a stuck call says what is stuck */
+#include <stdio.h> /* device printf, for the stuck-operation report */
 
 #define GPUPORT_DEV static __device__ __forceinline__
 

@@ -20,7 +20,8 @@ extern "C" {
 /* Fills a bootstrap over a duplicate of `comm`; gpuport_comm_create takes it over. */
 GPUPORT_API gpuport_status_t gpuport_bootstrap_mpi(MPI_Comm comm, gpuport_bootstrap_t *bootstrap_p);
 
-/* gpuport_bootstrap_mpi + gpuport_comm_create. Collective over `comm`. */
+/* gpuport_bootstrap_mpi + gpuport_comm_create. Collective over `comm`. On
+ * failure *comm_p is NULL, as after gpuport_comm_create. */
 GPUPORT_API gpuport_status_t gpuport_comm_init_mpi(MPI_Comm comm, gpuport_comm_t *comm_p);
 
 #ifdef __cplusplus

@@ -1,4 +1,5 @@
 /* Run-time loading of the CUDA driver; see cudrv.h. */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CUDA
 #include "cuda/cudrv.h"
 
 #include <dlfcn.h>
@@ -100,9 +101,9 @@ gpuport_status_t gpuport_cu_status(CUresult rc, const char *call, const char *fi
         return GPUPORT_ERR_AGAIN;
     gpuport_cu.cuGetErrorName(rc, &name);
     gpuport_cu.cuGetErrorString(rc, &text);
-    if (GPUPORT_LOG_ERROR <= gpuport_log_level_current)
-        gpuport_log_write(GPUPORT_LOG_ERROR, file, line, "%s failed: %s (%s)", call,
-                          text ? text : "?", name ? name : "?");
+    if (GPUPORT_LOG_ON(GPUPORT_LOG_ERROR))
+        gpuport_log_write(GPUPORT_LOG_SUBSYS_ID, GPUPORT_LOG_ERROR, file, line,
+                          "%s failed: %s (%s)", call, text ? text : "?", name ? name : "?");
     switch (rc) {
     case CUDA_ERROR_OUT_OF_MEMORY: return GPUPORT_ERR_NO_MEMORY;
     case CUDA_ERROR_INVALID_VALUE:

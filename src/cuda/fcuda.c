@@ -1,4 +1,5 @@
 /* The flusher's CUDA side; see fcuda.h. */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_FLUSHER
 #include "cuda/fcuda.h"
 
 #include <stdlib.h>

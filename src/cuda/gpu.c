@@ -1,4 +1,5 @@
 /* GPU mode of a communicator; see gpu.h. */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CUDA
 #include "cuda/gpu.h"
 
 #include <sys/mman.h>
@@ -286,8 +287,16 @@ gpuport_status_t gpuport_channel_device(gpuport_channel_t ch, gpuport_port_chann
     struct gpuport_gpu *g;
     gpuport_port_channel_dev_t d;
 
-    if (!ch || !dev_p)
+    if (!ch || ch->magic != GPUPORT_CHAN_MAGIC) {
+        log_error("gpuport_channel_device: %p is not a live channel (NULL, destroyed already, or "
+                  "not a channel)",
+                  (void *)ch);
         return GPUPORT_ERR_INVALID_ARG;
+    }
+    if (!dev_p) {
+        log_error("gpuport_channel_device: dev_p is NULL");
+        return GPUPORT_ERR_INVALID_ARG;
+    }
     comm = ch->comm;
     g = comm->gpu;
     if (!g) {

@@ -11,7 +11,9 @@
  *     two for POW2; HEX64 at most 16 hex digits; CPULIST the text itself,
  *     NUL-terminated, a well-formed list; AUTO_UINT -1 for auto or a decimal
  *     min..max; HCALIST and IFLIST entries that are well-formed and that
- *     format back to exactly the text given (one spelling per list);
+ *     format back to exactly the text given (one spelling per list); WORDSET
+ *     the bits of the words given (all for "", their complement after "^");
+ *     PATH the text itself, every % followed by h, p or %;
  *   - describe writes a NUL-terminated text within its buffer.
  */
 #include <ctype.h>
@@ -83,6 +85,38 @@ static uint64_t field_value(const gpuport_config_var_t *var, const gpuport_confi
 static int nul_within(const char *s, size_t n)
 {
     return memchr(s, '\0', n) != NULL;
+}
+
+/* The WORDSET syntax: "" is every word; else [^]word[,word...], words in
+ * any case. 0 with the mask on success. */
+static int reference_wordset(const char *s, const char *const *words, uint64_t *mask_p)
+{
+    uint64_t all = 0, mask = 0;
+    int exclude = *s == '^';
+    size_t nw = 0;
+
+    while (words[nw])
+        all |= 1ull << nw++;
+    if (!*s) {
+        *mask_p = all;
+        return 0;
+    }
+    s += exclude;
+    for (;;) {
+        const char *end = strchr(s, ',');
+        size_t n = end ? (size_t)(end - s) : strlen(s), i;
+        for (i = 0; i < nw; i++)
+            if (n && strlen(words[i]) == n && strncasecmp(words[i], s, n) == 0)
+                break;
+        if (i == nw)
+            return -1;
+        mask |= 1ull << i;
+        if (!end)
+            break;
+        s = end + 1;
+    }
+    *mask_p = exclude ? all & ~mask : mask;
+    return 0;
 }
 
 static void check_stored(const gpuport_config_var_t *var, const char *value,
@@ -179,6 +213,18 @@ static void check_stored(const gpuport_config_var_t *var, const char *value,
                    value, text);
         break;
     }
+    case GPUPORT_CFG_WORDSET:
+        FUZZ_CHECK(strlen(value) <= var->max && reference_wordset(value, var->words, &ref) == 0 &&
+                       ref == v,
+                   "%s: \"%s\" stored as 0x%llx", var->name, value, (unsigned long long)v);
+        break;
+    case GPUPORT_CFG_PATH:
+        FUZZ_CHECK(nul_within(field, var->field_size) && strcmp(field, value) == 0,
+                   "%s: \"%s\" stored as other text", var->name, value);
+        for (const char *p = strchr(value, '%'); p; p = strchr(p + 2, '%'))
+            FUZZ_CHECK(p[1] == 'h' || p[1] == 'p' || p[1] == '%', "%s: \"%s\" has %%%c",
+                       var->name, value, p[1]);
+        break;
     }
 }
 
@@ -222,7 +268,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         const gpuport_config_var_t *var = &gpuport_config_vars[i];
         FUZZ_CHECK(var->offset + var->field_size <= sizeof(gpuport_config_t), "%s", var->name);
         FUZZ_CHECK(var->field_size == sizeof(uint64_t) || var->max <= UINT32_MAX ||
-                       var->type == GPUPORT_CFG_HCALIST || var->type == GPUPORT_CFG_IFLIST,
+                       var->type == GPUPORT_CFG_HCALIST || var->type == GPUPORT_CFG_IFLIST ||
+                       var->type == GPUPORT_CFG_WORDSET,
                    "%s: max %llu in a 32-bit field", var->name, (unsigned long long)var->max);
         one(var, var->default_value, 256);
     }

@@ -454,6 +454,8 @@ static void config(void)
     config_seed("gid-auto", "GPUPORT_IB_GID_INDEX", 1, "AUTO");
     config_seed("hca-list", "GPUPORT_IB_HCA", 200, "mlx5_0:1,mlx5_1,mlx5_2:255");
     config_seed("if-exclude", "GPUPORT_SOCKET_IFNAME", 50, "^docker,lo,veth.1@if2");
+    config_seed("log-subsys", "GPUPORT_LOG_SUBSYS", 80, "^Proxy,tcp,cuda_ipc");
+    config_seed("log-file", "GPUPORT_LOG_FILE", 60, "/tmp/gp.%h.%p.%%.log");
     config_seed("transport-every-row", "", 30, "tcp");
 }
 

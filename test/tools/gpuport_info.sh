@@ -1,9 +1,13 @@
 #!/bin/sh
 # gpuport_info: its -c --markdown rows are exactly README.md's variable
 # table (the README is generated from, and checked against, the library's
-# configuration table); a bad GPUPORT_* value is reported, naming it, with
-# exit 1; on the committed synthetic topologies it finds the GPUs and places
-# every local rank's threads on distinct PUs.
+# configuration table); a bad GPUPORT_* value is reported once, naming it,
+# with exit 1, in every view; -c --env lines read back by a shell give the
+# same configuration; -c --json and --json are valid JSON with the fields
+# gpuport_info(1) lists, and agree with the text views (python3; those
+# checks are skipped without it); --version, --help and bad options; on
+# the committed synthetic topologies it finds the GPUs and places every
+# local rank's threads on distinct PUs.
 info=${top_builddir:-.}/tools/gpuport_info
 src=${top_srcdir:-.}
 fail=0
@@ -26,9 +30,172 @@ check "a bad value exits 1" test "$rc" -eq 1
 check "the error names the variable and what it accepts" \
     grep -q 'GPUPORT_FIFO_SIZE="1000" is not valid: expected a power of two' "$tmp.bad"
 
+# --version: this program's version, the library's, the licence
+"$info" --version >"$tmp.version" 2>&1
+check "--version exits 0" test $? -eq 0
+version=$(sed -n 's/^gpuport_info (gpuport) \([0-9][0-9]*\.[0-9][0-9]*\.[0-9][0-9]*\)$/\1/p' "$tmp.version")
+check "--version names this program's version first" sh -c \
+    "test -n '$version' && head -n 1 '$tmp.version' | grep -qx 'gpuport_info (gpuport) $version'"
+check "--version names the library's version" grep -qx "library: gpuport $version" "$tmp.version"
+check "--version names the licence" grep -qx 'licence: BSD-3-Clause' "$tmp.version"
+"$info" -v >"$tmp.v" 2>&1
+check "-v is --version" cmp -s "$tmp.v" "$tmp.version"
+if test -f "$src/LICENSE"; then
+    check "LICENSE is the BSD 3-clause licence gpuport_info names" sh -c \
+        "grep -q 'Redistribution and use in source and binary forms' '$src/LICENSE' &&
+         grep -q 'Neither the name of' '$src/LICENSE'"
+fi
+
+# --help: every option, on stdout, exit 0
+"$info" --help >"$tmp.help" 2>"$tmp.help.err"
+check "--help exits 0, nothing on stderr" sh -c "test $? -eq 0 && test ! -s '$tmp.help.err'"
+missing=
+for opt in -c --markdown --env --json --man -t -n --xml -v --version -h --help; do
+    grep -q -- "[ ,]$opt\( \|,\|\$\)" "$tmp.help" || missing="$missing $opt"
+done
+check "--help lists every option" test -z "$missing"
+test -z "$missing" || echo "  not listed:$missing"
+
+# bad usage: exit 2, one line saying what was wrong, one pointing to --help
+usage_error() { # usage_error NAME TEXT ARGS...: the line says TEXT
+    name=$1 text=$2
+    shift 2
+    "$info" "$@" >"$tmp.use" 2>"$tmp.use.err"
+    rc=$?
+    check "$name: exit 2, two lines on stderr, nothing on stdout" sh -c \
+        "test $rc -eq 2 && test \$(wc -l <'$tmp.use.err') -eq 2 && test ! -s '$tmp.use'"
+    check "$name: says '$text'" grep -qF -- "$text" "$tmp.use.err"
+}
+usage_error "unknown option" "unknown option '--bogus'" --bogus
+usage_error "--env without -c" "--env is a form of -c and needs it" --env
+usage_error "two forms of -c" "--env and --man: choose one form of -c" -c --env --man
+usage_error "-c with --json and a form" "--markdown and --json: choose one form of -c" \
+    -c --markdown --json
+usage_error "-n without a value" "-n needs a value" -n
+usage_error "-n out of range" "-n needs a rank count 1..4096, not '0'" -n 0
+usage_error "-c with -t" "-t, -n and --xml are for the report" -c -t
+
+# Each bad value is reported once, whatever the view; exit 1 in each.
+once() { # once NAME PATTERN ENV-ASSIGNMENT ARGS...
+    name=$1 pattern=$2 assign=$3
+    shift 3
+    env "$assign" "$info" "$@" >"$tmp.once" 2>&1
+    rc=$?
+    n=$(grep -cF -- "$pattern" "$tmp.once")
+    check "$name: reported once (seen $n times), exit 1 (got $rc)" \
+        sh -c "test $n -eq 1 && test $rc -eq 1"
+}
+for args in "" "-c" "-c --env" "-c --json" "--json"; do
+    # shellcheck disable=SC2086  # words meant to split
+    once "bad GPUPORT_FIFO_SIZE, gpuport_info $args" 'GPUPORT_FIFO_SIZE="abc" is not valid' \
+        GPUPORT_FIFO_SIZE=abc $args
+done
+once "a cpu list too short for 3 ranks" 'GPUPORT_PROXY_CPUS="0" is not valid' \
+    GPUPORT_PROXY_CPUS=0 -n 3
+GPUPORT_BOGUS_NAME=1 "$info" >"$tmp.typo" 2>&1
+check "an unknown GPUPORT_* name: warned about once, exit 0" sh -c \
+    "test $? -eq 0 && test \$(grep -c 'GPUPORT_BOGUS_NAME is not a gpuport variable' '$tmp.typo') -eq 1"
+GPUPORT_BOGUS_NAME=1 "$info" -c >"$tmp.typo" 2>&1
+check "an unknown GPUPORT_* name under -c: warned about once" \
+    test "$(grep -c 'GPUPORT_BOGUS_NAME is not a gpuport variable' "$tmp.typo")" -eq 1
+
+# -c --env: one NAME=value line per variable, the value in effect,
+# quoted where a shell needs it; a shell that reads the lines has the same
+# configuration
+nvars=$(grep -c '^| `GPUPORT_' "$tmp.readme")
+"$info" -c --env >"$tmp.env" 2>"$tmp.env.err"
+check "-c --env: exit 0 and nothing on stderr without GPUPORT_* values" \
+    sh -c "test $? -eq 0 && test ! -s '$tmp.env.err'"
+check "-c --env: $nvars lines, each GPUPORT_X=value" \
+    sh -c "test \$(grep -c '^GPUPORT_[A-Z0-9_]*=' '$tmp.env') -eq $nvars &&
+           test \$(wc -l <'$tmp.env') -eq $nvars"
+check "-c --env: defaults, an empty one as ''" sh -c \
+    "grep -qx 'GPUPORT_FIFO_SIZE=1024' '$tmp.env' && grep -qx \"GPUPORT_PROXY_CPUS=''\" '$tmp.env'"
+GPUPORT_FIFO_SIZE=64 GPUPORT_SOCKET_IFNAME='^docker,lo' GPUPORT_MAX_CHANNELS=abc \
+    GPUPORT_TRANSPORT=TCP "$info" -c --env >"$tmp.env2" 2>"$tmp.env2.err"
+check "-c --env with an invalid value: exit 1" test $? -eq 1
+check "-c --env: the environment's values, quoted where needed, the default for an invalid one" \
+    sh -c "grep -qx 'GPUPORT_FIFO_SIZE=64' '$tmp.env2' &&
+           grep -qx \"GPUPORT_SOCKET_IFNAME='^docker,lo'\" '$tmp.env2' &&
+           grep -qx 'GPUPORT_MAX_CHANNELS=1024' '$tmp.env2' &&
+           grep -qx 'GPUPORT_TRANSPORT=TCP' '$tmp.env2'"
+check "-c --env: the invalid value is named on stderr" \
+    grep -q 'GPUPORT_MAX_CHANNELS="abc" is not valid' "$tmp.env2.err"
+# read back by sh, in an environment with no other GPUPORT_* variable
+env -i PATH="$PATH" sh -c "set -a; . '$tmp.env2'; exec '$info' -c --env" >"$tmp.env3" 2>&1
+check "-c --env read back by sh gives the same lines, without an error" cmp -s "$tmp.env2" "$tmp.env3"
+
 "$info" >"$tmp.plain" 2>&1
 check "runs on this machine" test $? -eq 0
 check "names every transport" sh -c "grep -c '^  \(shm\|cuda_ipc\|ib\|tcp\) ' '$tmp.plain' | grep -qx 4"
+
+# -c --json and --json: parsed by python3, fields checked against the
+# other views
+if command -v python3 >/dev/null 2>&1; then
+    GPUPORT_FIFO_SIZE=64 GPUPORT_MAX_CHANNELS=abc GPUPORT_HOST_ID="$(printf '\377"\\')" \
+        "$info" -c --json >"$tmp.json" 2>/dev/null
+    check "-c --json with an invalid value: exit 1" test $? -eq 1
+    "$info" -c --markdown >"$tmp.md"
+    check "-c --json: valid JSON whose variables agree with -c --markdown and -c --env" \
+        python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = [l.rstrip("\n") for l in open(sys.argv[2])]
+env = [l.split("=", 1)[0] for l in open(sys.argv[3])]
+v = d["variables"]
+keys = {"name", "default", "value", "source", "accepted", "meaning", "rejected"}
+assert isinstance(d["gpuport"], str) and d["gpuport"], d
+assert [x["name"] for x in v] == env, "names differ from -c --env"
+for x, row in zip(v, rows):
+    assert set(x) == keys, x
+    assert row == "| `%s` | `%s` | %s |" % (x["name"], x["default"], x["meaning"]), (x, row)
+    assert x["accepted"], x
+    assert x["source"] in ("default", "environment"), x
+by = {x["name"]: x for x in v}
+f, m, h, t = (by["GPUPORT_" + n] for n in ("FIFO_SIZE", "MAX_CHANNELS", "HOST_ID", "TRANSPORT"))
+assert (f["value"], f["source"], f["default"], f["rejected"]) == ("64", "environment", "1024", None), f
+assert (m["value"], m["source"], m["rejected"]) == ("1024", "default", "abc"), m
+assert (h["value"], h["source"], h["rejected"]) == ("0", "default", "\ufffd\"\\"), h
+assert (t["value"], t["source"], t["rejected"]) == ("auto", "default", None), t
+assert f["accepted"].startswith("a power of two"), f
+' "$tmp.json" "$tmp.md" "$tmp.env"
+
+    topo=$src/test/topo/dual-socket-8gpu.xml
+    "$info" --json --xml "$topo" -t -n 8 >"$tmp.rjson" 2>/dev/null
+    check "--json: exit 0" test $? -eq 0
+    "$info" --xml "$topo" -t -n 8 >"$tmp.rtext" 2>/dev/null
+    check "--json: valid JSON that says what the text report says" python3 -c '
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read()
+assert d["licence"] == "BSD-3-Clause" and d["config_valid"] is True, d
+assert text.startswith("gpuport %s, licence: BSD-3-Clause\n" % d["gpuport"]), text[:80]
+assert set(d["build"]) == {"cuda", "mpi", "hwloc", "ibverbs"}, d["build"]
+c = d["cuda"]
+assert c["usable"] == (c["why"] is None) and len(c["devices"]) <= c["device_count"], c
+assert [t["name"] for t in d["transports"]] == ["shm", "cuda_ipc", "ib", "tcp"], d["transports"]
+for t in d["transports"]:
+    assert "  %-9s %s\n" % (t["name"], t["detail"]) in text, t
+topo = d["topology"]
+assert topo["readable"] and topo["source"] == sys.argv[3] and topo["description"] in text, topo
+p = d["placement"]
+assert p["decided"] and p["local_ranks"] == 8 and len(p["ranks"]) == 8 and "failed_rank" not in p, p
+lines = re.findall(r"^  local rank (\d+): proxy PU (-?\d+), flusher PU (-?\d+) \((\w+), GPU (\S+)\)", text, re.M)
+assert len(lines) == 8, lines
+for r, l in zip(p["ranks"], lines):
+    assert (str(r["local_rank"]), str(r["proxy_pu"]), str(r["flusher_pu"]), r["level"], r["gpu"] or "none") == l, (r, l)
+    assert r["gpu"] is not None, r
+' "$tmp.rjson" "$tmp.rtext" "$topo"
+
+    GPUPORT_PROXY_CPUS=0 "$info" --json -n 3 >"$tmp.rbad" 2>/dev/null
+    check "--json, a rank that cannot be placed: exit 1, valid JSON that says which" python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))["placement"]
+assert p["decided"] is False and p["failed_rank"] == 0 and p["ranks"] == [], p
+' "$tmp.rbad"
+else
+    echo "SKIP JSON checks: python3 is not installed"
+fi
 
 # tcp's interface choice (GPUPORT_SOCKET_IFNAME): loopback by name (alone and
 # as the second prefix of a list), an exclusion that leaves nothing, and a

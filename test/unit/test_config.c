@@ -6,6 +6,8 @@
  * untouched, message naming variable, value and what is accepted), several
  * errors at once, typo warnings, and the table's own consistency.
  */
+#include <ctype.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +51,7 @@ static void clean_env(void)
 /* kept as text */
 static int is_text(const gpuport_config_var_t *var)
 {
-    return var->type == GPUPORT_CFG_CPULIST;
+    return var->type == GPUPORT_CFG_CPULIST || var->type == GPUPORT_CFG_PATH;
 }
 
 /* parsed into a structure */
@@ -170,6 +172,18 @@ static void test_table(void)
             /* a list of max characters has no more entries than the structure holds */
             CHECK(strlen(v->default_value) <= v->max && (v->max + 1) / 2 <= GPUPORT_LIST_MAX);
             break;
+        case GPUPORT_CFG_WORDSET: {
+            size_t k = 0;
+            CHECK(v->words && v->words[0] && v->field_size == sizeof(uint32_t) &&
+                  strlen(v->default_value) <= v->max);
+            while (v->words[k]) {
+                CHECK(v->words[k][0] && !strpbrk(v->words[k], ",^|"));
+                k++;
+            }
+            CHECK_MSG(k <= 32, "%s: %zu words for 32 bits", v->name, k);
+            break;
+        }
+        case GPUPORT_CFG_PATH: CHECK(strlen(v->default_value) < v->field_size); break;
         default: CHECK_MSG(0, "%s: unknown type %d", v->name, (int)v->type);
         }
         memset(&c, 0, sizeof(c));
@@ -211,6 +225,15 @@ static void test_describe(void)
         } else if (v->type == GPUPORT_CFG_IFLIST) {
             CHECK_MSG(strstr(text, "eth0,ib") && strstr(text, "^docker") && strstr(text, "empty"),
                       "%s: \"%s\"", v->name, text);
+        } else if (v->type == GPUPORT_CFG_WORDSET) {
+            for (size_t k = 0; v->words[k]; k++)
+                CHECK_MSG(strstr(text, v->words[k]), "%s: \"%s\" lacks %s", v->name, text,
+                          v->words[k]);
+            CHECK_MSG(strstr(text, "^") && strstr(text, "empty"), "%s: \"%s\"", v->name, text);
+        } else if (v->type == GPUPORT_CFG_PATH) {
+            CHECK_MSG(strstr(text, "%h") && strstr(text, "%p") && strstr(text, "stderr") &&
+                          strstr(text, "1023"),
+                      "%s: \"%s\"", v->name, text);
         } else {
             CHECK(strstr(text, "hexadecimal"));
         }
@@ -237,6 +260,7 @@ static void test_defaults(void)
                   gpuport_config_vars[i].default_value);
     /* the documented defaults, spelled out */
     CHECK(c.log_level == GPUPORT_LOG_WARN && c.log_level == 2);
+    CHECK(c.log_subsys == GPUPORT_LOG_SUBSYS_ALL && c.log_file[0] == '\0');
     CHECK(c.transport == GPUPORT_TRANSPORT_AUTO && c.transport == 0);
     CHECK(c.fifo_size == 1024);
     CHECK(c.max_channels == 1024);
@@ -583,6 +607,97 @@ static void test_iflist_row(const gpuport_config_var_t *var)
     CHECK(strcmp(c.socket_ifname.prefix[1], "abcdefghijklmno") == 0);
 }
 
+/* Words of a list, stored as their bits: "" all of them, "^" first all but
+ * those. GPUPORT_LOG_SUBSYS's words are the subsystems, each transport's
+ * its GPUPORT_TRANSPORT word. */
+static void test_wordset_row(const gpuport_config_var_t *var)
+{
+    static const char *const bad[] = {"^", ",init", "init,", "init,,proxy", " init", "init ",
+                                      "nope", "init,nope", "^^init", "init,^proxy", "proxyx",
+                                      "prox", "init;proxy", "init proxy", "^,init", "*"};
+    uint32_t all = 0;
+    char buf[512], upper[64];
+    gpuport_config_t c;
+    const char *log;
+    size_t k;
+
+    for (k = 0; var->words[k]; k++)
+        all |= 1u << k;
+    expect_accepted(var, "", all);
+    for (k = 0; var->words[k]; k++) {
+        expect_accepted(var, var->words[k], 1u << k);
+        for (size_t j = 0; j <= strlen(var->words[k]); j++)
+            upper[j] = (char)toupper((unsigned char)var->words[k][j]);
+        expect_accepted(var, upper, 1u << k);
+        snprintf(buf, sizeof(buf), "^%s", var->words[k]);
+        expect_accepted(var, buf, all & ~(1u << k));
+    }
+    for (size_t i = 0; i < NELEM(bad); i++)
+        expect_rejected(var, bad[i]);
+    if (var->offset != offsetof(gpuport_config_t, log_subsys))
+        return;
+    CHECK(k == GPUPORT_LOG_NSUBSYS && var->words == gpuport_log_subsys_words);
+    for (int t = 1; t < gpuport_transport_nkinds(); t++) {
+        for (k = 0; var->words[k] && strcmp(var->words[k], gpuport_transport_words[t]); k++)
+            ;
+        CHECK_MSG(var->words[k], "transport %s has no log subsystem", gpuport_transport_words[t]);
+    }
+    expect_accepted(var, "init,Channel,tcp",
+                    (1u << GPUPORT_SUBSYS_INIT) | (1u << GPUPORT_SUBSYS_CHANNEL) |
+                        (1u << GPUPORT_SUBSYS_TCP));
+    expect_accepted(var, "^proxy,flusher",
+                    all & ~((1u << GPUPORT_SUBSYS_PROXY) | (1u << GPUPORT_SUBSYS_FLUSHER)));
+    expect_accepted(var, "proxy,proxy", 1u << GPUPORT_SUBSYS_PROXY);
+    /* the message names what is wrong */
+    CHECK_STATUS(load_one(var->name, "init,proxi", &c, &log), GPUPORT_ERR_INVALID_CONFIG);
+    CHECK_MSG(strstr(log, "unknown \"proxi\"") && strstr(log, "GPUPORT_LOG_SUBSYS=\"init,proxi\""),
+              "log: %s", log);
+    /* the longest list taken, a longer one refused */
+    snprintf(buf, sizeof(buf), "ib");
+    while (strlen(buf) + 3 <= var->max)
+        strcat(buf, ",ib");
+    {
+        static const char *const last[] = {"ib", "tcp", "init"};
+        size_t len = strlen(buf), diff = var->max - len;
+        CHECK(diff <= 2);
+        snprintf(buf + len - 2, sizeof(buf) - (len - 2), "%s", last[diff]);
+    }
+    CHECK(strlen(buf) == var->max);
+    load_accepted(var, buf, &c);
+    strcat(buf, ",ib");
+    expect_rejected(var, buf);
+}
+
+/* A file name kept as written; %h, %p and %% the only %-sequences. */
+static void test_path_row(const gpuport_config_var_t *var)
+{
+    static const char *const good[] = {"", "stderr", "stdout", "/tmp/gp.log", "gp.%h.%p.log",
+                                       "/tmp/%h/%p", "100%%", "%%h is not a host", "a b",
+                                       "%p%p%h%h", "/tmp/gp-%p.log.d/rank"};
+    static const char *const bad[] = {"%", "/tmp/a%", "/tmp/%x.log", "%H", "%P", "%d", "%%%",
+                                      " /tmp/a", "/tmp/a ", "\t/tmp/a", "%s", "%n"};
+    char big[2048];
+    gpuport_config_t c;
+    const char *log;
+
+    for (size_t i = 0; i < NELEM(good); i++) {
+        load_accepted(var, good[i], &c);
+        CHECK_MSG(strcmp((const char *)&c + var->offset, good[i]) == 0,
+                  "%s=\"%s\" stored \"%s\"", var->name, good[i], (const char *)&c + var->offset);
+    }
+    for (size_t i = 0; i < NELEM(bad); i++)
+        expect_rejected(var, bad[i]);
+    CHECK(var->field_size < sizeof(big));
+    memset(big, 'a', var->field_size - 1);
+    big[var->field_size - 1] = '\0';
+    load_accepted(var, big, &c);
+    big[var->field_size - 1] = 'a';
+    big[var->field_size] = '\0';
+    expect_rejected(var, big);
+    CHECK_STATUS(load_one(var->name, "/tmp/gp.%x", &c, &log), GPUPORT_ERR_INVALID_CONFIG);
+    CHECK_MSG(strstr(log, "unknown \"%x\""), "log: %s", log);
+}
+
 static void test_rows(void)
 {
     for (size_t i = 0; i < gpuport_config_nvars; i++) {
@@ -596,6 +711,8 @@ static void test_rows(void)
         case GPUPORT_CFG_AUTO_UINT: test_auto_uint_row(var); break;
         case GPUPORT_CFG_HCALIST: test_hcalist_row(var); break;
         case GPUPORT_CFG_IFLIST: test_iflist_row(var); break;
+        case GPUPORT_CFG_WORDSET: test_wordset_row(var); break;
+        case GPUPORT_CFG_PATH: test_path_row(var); break;
         }
     }
 }

@@ -12,6 +12,7 @@
  * stream. The proxy only describes the work; the flusher does every CUDA
  * call.
  */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CUDA_IPC
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,5 @@
 /* The same-host transports' shared base; see sm.h. */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_SHM
 #include "transport/sm/sm.h"
 
 #include <errno.h>

@@ -1,0 +1,80 @@
+/* The log's pure parts: names, the line's prefix, GPUPORT_LOG_FILE's
+ * expansion (log.h). Apart from log.c so that the fuzz harnesses, which
+ * replace log.c, and the configuration's parser share them. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+const char *const gpuport_log_subsys_words[] = {
+    "init", "bootstrap", "topo", "cuda", "mem", "channel", "proxy", "flusher", "fdpass", "shm",
+    "cuda_ipc", "tcp", "ib", NULL};
+
+_Static_assert(sizeof(gpuport_log_subsys_words) / sizeof(gpuport_log_subsys_words[0]) ==
+                   GPUPORT_LOG_NSUBSYS + 1,
+               "a word per subsystem");
+_Static_assert(GPUPORT_LOG_NSUBSYS <= 32, "subsystems are bits of a uint32_t");
+
+static const char *const level_names[] = {"NONE", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
+
+int gpuport_log_path_expand(const char *spec, const char *host, long pid, char *out, size_t len,
+                            char *problem, size_t plen)
+{
+    size_t used = 0;
+
+    for (const char *s = spec; *s; s++) {
+        char num[24];
+        const char *piece = num;
+        if (*s != '%') {
+            num[0] = *s;
+            num[1] = '\0';
+        } else if (s[1] == 'h') {
+            piece = host;
+        } else if (s[1] == 'p') {
+            snprintf(num, sizeof(num), "%ld", pid);
+        } else if (s[1] == '%') {
+            piece = "%";
+        } else {
+            if (s[1])
+                snprintf(problem, plen, "unknown \"%%%c\" (%%h, %%p and %%%% are expanded)",
+                         s[1]);
+            else
+                snprintf(problem, plen, "a lone %% at the end (%%h, %%p and %%%% are expanded)");
+            return -1;
+        }
+        if (*s == '%')
+            s++;
+        if (strlen(piece) >= len - used) {
+            snprintf(problem, plen, "the expanded path is longer than %zu characters", len - 1);
+            return -1;
+        }
+        memcpy(out + used, piece, strlen(piece) + 1);
+        used += strlen(piece);
+    }
+    out[used] = '\0';
+    return 0;
+}
+
+size_t gpuport_log_prefix(char *buf, size_t len, int64_t sec, long usec, const char *host,
+                          long pid, long tid, int rank, int level, const char *file, int line)
+{
+    time_t t = (time_t)sec;
+    struct tm tm;
+    char when[32], who[16] = "-";
+    const char *base = strrchr(file, '/');
+    int n;
+
+    if (!gmtime_r(&t, &tm) || strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+        snprintf(when, sizeof(when), "%lld", (long long)sec);
+    if (rank >= 0)
+        snprintf(who, sizeof(who), "%d", rank);
+    if (level < 0 || level > GPUPORT_LOG_TRACE)
+        level = GPUPORT_LOG_ERROR;
+    n = snprintf(buf, len, "[%s.%06ldZ] %s:%ld:%ld gpuport r%s %s %s:%d ", when, usec, host, pid,
+                 tid, who, level_names[level], base ? base + 1 : file, line);
+    if (n < 0)
+        n = 0;
+    return (size_t)n < len ? (size_t)n : len - 1;
+}

@@ -1,0 +1,88 @@
+/*
+ * The MPI bootstrap's calls with NULL arguments and MPI_COMM_NULL, on the
+ * installed-style libraries (libgpuport_mpi + libgpuport), at any number of
+ * ranks: each returns GPUPORT_ERR_INVALID_ARG with a message naming what is
+ * wrong, and a failed gpuport_comm_init_mpi leaves NULL in *comm_p. Then
+ * the README's old unchecked fragment under GPUPORT_TRANSPORT=foo: creation
+ * fails on every rank, and every later call of the fragment, handed the
+ * NULL, is refused instead of crashing. test/unit/test_null_args.c checks
+ * the rest of the API.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture.h"
+#include "check.h"
+#include "gpuport/gpuport_mpi.h"
+
+/* expr must return `want` and log a line containing `text` */
+#define EXPECT(expr, want, text)                                                                \
+    do {                                                                                        \
+        const char *log_;                                                                       \
+        capture_begin();                                                                        \
+        gpuport_status_t st_ = (expr);                                                          \
+        log_ = capture_end();                                                                   \
+        CHECK_MSG(st_ == (want), "%s returned %d (%s), expected %d", #expr, (int)st_,           \
+                  gpuport_status_string(st_), (int)(want));                                     \
+        CHECK_MSG(strstr(log_, text), "%s: the log lacks \"%s\": %s", #expr, text, log_);       \
+    } while (0)
+
+int main(int argc, char **argv)
+{
+    gpuport_bootstrap_t bs;
+    gpuport_comm_t comm;
+    gpuport_mem_t msrc = NULL, mdst = NULL;
+    gpuport_channel_t ch = NULL;
+    void *src = NULL, *dst = NULL;
+    int rank, size;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    CHECK(setenv("GPUPORT_LOG_LEVEL", "warn", 1) == 0);
+
+    EXPECT(gpuport_bootstrap_mpi(MPI_COMM_WORLD, NULL), GPUPORT_ERR_INVALID_ARG,
+           "bootstrap_p is NULL");
+    EXPECT(gpuport_bootstrap_mpi(MPI_COMM_NULL, &bs), GPUPORT_ERR_INVALID_ARG, "MPI_COMM_NULL");
+    EXPECT(gpuport_comm_init_mpi(MPI_COMM_WORLD, NULL), GPUPORT_ERR_INVALID_ARG,
+           "comm_p is NULL");
+    comm = (gpuport_comm_t)&bs; /* anything but NULL */
+    EXPECT(gpuport_comm_init_mpi(MPI_COMM_NULL, &comm), GPUPORT_ERR_INVALID_ARG,
+           "MPI_COMM_NULL");
+    CHECK_MSG(comm == NULL, "comm is %p after a failed gpuport_comm_init_mpi", (void *)comm);
+
+    /* the fragment, statuses ignored as it ignored them */
+    comm = (gpuport_comm_t)&bs;
+    CHECK(setenv("GPUPORT_TRANSPORT", "foo", 1) == 0);
+    EXPECT(gpuport_comm_init_mpi(MPI_COMM_WORLD, &comm), GPUPORT_ERR_INVALID_CONFIG,
+           "GPUPORT_TRANSPORT");
+    CHECK(unsetenv("GPUPORT_TRANSPORT") == 0);
+    CHECK_MSG(comm == NULL, "comm is %p after a failed gpuport_comm_init_mpi", (void *)comm);
+    EXPECT(gpuport_mem_alloc(comm, 4096, &src), GPUPORT_ERR_INVALID_ARG, "gpuport_mem_alloc");
+    EXPECT(gpuport_mem_alloc(comm, 4096, &dst), GPUPORT_ERR_INVALID_ARG, "gpuport_mem_alloc");
+    EXPECT(gpuport_mem_register(comm, src, 4096, &msrc), GPUPORT_ERR_INVALID_ARG,
+           "gpuport_mem_register");
+    EXPECT(gpuport_mem_register(comm, dst, 4096, &mdst), GPUPORT_ERR_INVALID_ARG,
+           "gpuport_mem_register");
+    EXPECT(gpuport_channel_create(comm, (rank + 1) % size, msrc, mdst, &ch),
+           GPUPORT_ERR_INVALID_ARG, "gpuport_channel_create");
+    EXPECT(gpuport_channel_put_with_signal(ch, 0, 0, 8), GPUPORT_ERR_INVALID_ARG,
+           "gpuport_channel_put");
+    EXPECT(gpuport_channel_wait(ch), GPUPORT_ERR_INVALID_ARG, "gpuport_channel_wait");
+    EXPECT(gpuport_channel_flush(ch), GPUPORT_ERR_INVALID_ARG, "gpuport_channel_flush");
+    EXPECT(gpuport_channel_destroy(ch), GPUPORT_ERR_INVALID_ARG, "gpuport_channel_destroy");
+    EXPECT(gpuport_mem_deregister(msrc), GPUPORT_ERR_INVALID_ARG, "gpuport_mem_deregister");
+    EXPECT(gpuport_comm_destroy(comm), GPUPORT_ERR_INVALID_ARG, "gpuport_comm_destroy");
+    CHECK(src == NULL && dst == NULL && msrc == NULL && mdst == NULL && ch == NULL);
+
+    /* nothing was left half made: a communicator comes up and goes */
+    CHECK_OK(gpuport_comm_init_mpi(MPI_COMM_WORLD, &comm));
+    CHECK(gpuport_comm_rank(comm) == rank && gpuport_comm_size(comm) == size);
+    CHECK_OK(gpuport_comm_destroy(comm));
+    printf("rank %d: the MPI bootstrap refused NULL arguments; the failed fragment was refused "
+           "call by call\n",
+           rank);
+    MPI_Finalize();
+    return 0;
+}
