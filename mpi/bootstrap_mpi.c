@@ -1,14 +1,15 @@
 /*
- * The MPI bootstrap: the only code that includes mpi.h; see gpuport_mpi.h.
- * It is its own library, libgpuport_mpi, built once per MPI over one
- * libgpuport, and it uses only libgpuport's public API.
+ * The MPI bootstrap: with mpi_check.c, the only code that includes mpi.h;
+ * see gpuport_mpi.h. It is its own library, libgpuport_mpi, built once per
+ * MPI over one libgpuport, and it uses only libgpuport's public API.
  */
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "gpuport/gpuport_mpi.h"
+#include "mpi_priv.h"
 
 typedef struct mpi_ctx {
     MPI_Comm comm;
@@ -17,14 +18,11 @@ typedef struct mpi_ctx {
 
 /* The core's log module is not exported, so errors are written here, in its
  * line format; the rank is -1 until the communicator's is known. */
-static void mpi_log_error(int rank, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-#define mpi_error(rank, ...) mpi_log_error((rank), __LINE__, __VA_ARGS__)
-
-static void mpi_log_error(int rank, int line, const char *fmt, ...)
+void mpi_log_error(const char *file, int line, int rank, const char *fmt, ...)
 {
     char msg[1024];
     char who[16] = "-";
+    const char *base = strrchr(file, '/');
     va_list ap;
 
     va_start(ap, fmt);
@@ -33,7 +31,7 @@ static void mpi_log_error(int rank, int line, const char *fmt, ...)
     if (rank >= 0)
         snprintf(who, sizeof(who), "%d", rank);
     /* one fprintf per line, as the core's log does */
-    fprintf(stderr, "[gpuport r%s ERROR bootstrap_mpi.c:%d] %s\n", who, line, msg);
+    fprintf(stderr, "[gpuport r%s ERROR %s:%d] %s\n", who, base ? base + 1 : file, line, msg);
 }
 
 static gpuport_status_t mpi_status(int rank, int rc, const char *call)
@@ -119,7 +117,8 @@ static void mpi_destroy(void *ctx)
     free(c);
 }
 
-gpuport_status_t gpuport_bootstrap_mpi(MPI_Comm comm, gpuport_bootstrap_t *bs_p)
+/* In parentheses: the names are also gpuport_mpi.h's checking macros. */
+gpuport_status_t (gpuport_bootstrap_mpi)(MPI_Comm comm, gpuport_bootstrap_t *bs_p)
 {
     gpuport_bootstrap_t bs = {0};
     mpi_ctx_t *c;
@@ -127,6 +126,10 @@ gpuport_status_t gpuport_bootstrap_mpi(MPI_Comm comm, gpuport_bootstrap_t *bs_p)
     int initialized = 0;
     gpuport_status_t status;
 
+    /* before `comm` is used: it may be another MPI's handle */
+    status = mpi_check_loaded();
+    if (status)
+        return status;
     MPI_Initialized(&initialized);
     if (!initialized || !bs_p) {
         mpi_error(-1, "gpuport_bootstrap_mpi: %s",
@@ -168,10 +171,10 @@ gpuport_status_t gpuport_bootstrap_mpi(MPI_Comm comm, gpuport_bootstrap_t *bs_p)
     return GPUPORT_OK;
 }
 
-gpuport_status_t gpuport_comm_init_mpi(MPI_Comm comm, gpuport_comm_t *comm_p)
+gpuport_status_t (gpuport_comm_init_mpi)(MPI_Comm comm, gpuport_comm_t *comm_p)
 {
     gpuport_bootstrap_t bs;
-    gpuport_status_t status = gpuport_bootstrap_mpi(comm, &bs);
+    gpuport_status_t status = (gpuport_bootstrap_mpi)(comm, &bs);
     if (status)
         return status;
     return gpuport_comm_create(&bs, comm_p);
