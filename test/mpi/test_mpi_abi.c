@@ -102,7 +102,7 @@ int main(void)
         CHECK(memcmp(&bs, &untouched, sizeof(bs)) == 0);
         CHECK_MSG(strstr(log, want) != NULL, "gpuport_bootstrap_mpi: expected \"%s\" in: %s",
                   want, log);
-        printf("ok: gpuport_comm_init_mpi and gpuport_bootstrap_mpi with a %s tag return "
+        printf("ok: gpuport_comm_init_mpi and gpuport_bootstrap_mpi with the tag of %s return "
                "GPUPORT_ERR_VERSION and write nothing\n", family_name(foreign));
     }
 #undef GPUPORT_MPI_TAG
