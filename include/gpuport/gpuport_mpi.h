@@ -75,16 +75,18 @@ GPUPORT_API gpuport_status_t gpuport_comm_init_mpi(MPI_Comm comm, gpuport_comm_t
          ? GPUPORT_ERR_VERSION                                                                  \
          : (gpuport_bootstrap_mpi)((comm), (bootstrap_p)))
 /* the check first; *comm_p is NULL after a refusal too */
-static inline gpuport_status_t gpuport_comm_init_mpi_tagged(MPI_Comm comm, gpuport_comm_t *comm_p)
+static inline gpuport_status_t gpuport_comm_init_mpi_tagged(uint32_t program_tag, MPI_Comm comm,
+                                                            gpuport_comm_t *comm_p)
 {
-    if (gpuport_mpi_check(GPUPORT_MPI_TAG) != GPUPORT_OK) {
+    if (gpuport_mpi_check(program_tag) != GPUPORT_OK) {
         if (comm_p)
             *comm_p = NULL;
         return GPUPORT_ERR_VERSION;
     }
     return (gpuport_comm_init_mpi)(comm, comm_p);
 }
-#define gpuport_comm_init_mpi(comm, comm_p) gpuport_comm_init_mpi_tagged((comm), (comm_p))
+#define gpuport_comm_init_mpi(comm, comm_p)                                                     \
+    gpuport_comm_init_mpi_tagged(GPUPORT_MPI_TAG, (comm), (comm_p))
 
 #ifdef __cplusplus
 }
