@@ -9,7 +9,8 @@
  * baseline's, measured in the same run, and the run's context (machine,
  * version, commit, date, ranks, transport, memory) repeated on every row so
  * that rows of several files can be mixed. The columns, in order, are
- * BENCH_OUT_COLUMNS below; README.md ("gpuport_bench") says what each holds.
+ * BENCH_OUT_COLUMNS below; docs/PERFORMANCE.md ("Records and plots") says
+ * what each holds.
  * The CSV has one header line and one line per row, nothing else; the JSON
  * is {"header": {...the run...}, "rows": [{...one object per row, the CSV's
  * columns as keys...}]}. A figure that was not measured is an empty CSV
