@@ -1,14 +1,18 @@
 /*
- * The MPI bootstrap: the only code that includes mpi.h; see gpuport_mpi.h.
- * It is its own library, libgpuport_mpi, built once per MPI over one
- * libgpuport, and it uses only libgpuport's public API.
+ * The MPI bootstrap: with mpi_check.c, the only code that includes mpi.h;
+ * see gpuport_mpi.h. It is its own library, libgpuport_mpi, built once per
+ * MPI over one libgpuport, and it uses only libgpuport's public API.
  */
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
-#include "gpuport/gpuport_mpi.h"
+#include "mpi_priv.h"
 
 typedef struct mpi_ctx {
     MPI_Comm comm;
@@ -16,15 +20,15 @@ typedef struct mpi_ctx {
 } mpi_ctx_t;
 
 /* The core's log module is not exported, so errors are written here, in its
- * line format; the rank is -1 until the communicator's is known. */
-static void mpi_log_error(int rank, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-#define mpi_error(rank, ...) mpi_log_error((rank), __LINE__, __VA_ARGS__)
-
-static void mpi_log_error(int rank, int line, const char *fmt, ...)
+ * line format ([UTC time] host:pid:tid gpuport rR LEVEL file:line message,
+ * src/log.c); the rank is -1 until the communicator's is known. Always to
+ * stderr: GPUPORT_LOG_FILE is the core's. */
+void mpi_log_error(const char *file, int line, int rank, const char *fmt, ...)
 {
-    char msg[1024];
-    char who[16] = "-";
+    char msg[1024], host[64] = "?", when[40] = "?", who[16] = "-", *dot;
+    const char *base = strrchr(file, '/');
+    struct timespec ts;
+    struct tm tm;
     va_list ap;
 
     va_start(ap, fmt);
@@ -32,8 +36,16 @@ static void mpi_log_error(int rank, int line, const char *fmt, ...)
     va_end(ap);
     if (rank >= 0)
         snprintf(who, sizeof(who), "%d", rank);
+    if (gethostname(host, sizeof(host) - 1) == 0 && (dot = strchr(host, '.')) != NULL)
+        *dot = '\0';
+    host[sizeof(host) - 1] = '\0';
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (gmtime_r(&ts.tv_sec, &tm))
+        snprintf(when, sizeof(when), "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
     /* one fprintf per line, as the core's log does */
-    fprintf(stderr, "[gpuport r%s ERROR bootstrap_mpi.c:%d] %s\n", who, line, msg);
+    fprintf(stderr, "[%s] %s:%d:%ld gpuport r%s ERROR %s:%d %s\n", when, host, (int)getpid(),
+            (long)syscall(SYS_gettid), who, base ? base + 1 : file, line, msg);
 }
 
 static gpuport_status_t mpi_status(int rank, int rc, const char *call)
@@ -119,7 +131,8 @@ static void mpi_destroy(void *ctx)
     free(c);
 }
 
-gpuport_status_t gpuport_bootstrap_mpi(MPI_Comm comm, gpuport_bootstrap_t *bs_p)
+/* In parentheses: the names are also gpuport_mpi.h's checking macros. */
+gpuport_status_t (gpuport_bootstrap_mpi)(MPI_Comm comm, gpuport_bootstrap_t *bs_p)
 {
     gpuport_bootstrap_t bs = {0};
     mpi_ctx_t *c;
@@ -128,6 +141,10 @@ gpuport_status_t gpuport_bootstrap_mpi(MPI_Comm comm, gpuport_bootstrap_t *bs_p)
     const char *why = NULL;
     gpuport_status_t status;
 
+    /* before `comm` is used: it may be another MPI's handle */
+    status = mpi_check_loaded();
+    if (status)
+        return status;
     MPI_Initialized(&initialized);
     if (!bs_p)
         why = "bootstrap_p is NULL";
@@ -175,7 +192,7 @@ gpuport_status_t gpuport_bootstrap_mpi(MPI_Comm comm, gpuport_bootstrap_t *bs_p)
 }
 
 /* *comm_p is NULL after a failure, as after gpuport_comm_create's. */
-gpuport_status_t gpuport_comm_init_mpi(MPI_Comm comm, gpuport_comm_t *comm_p)
+gpuport_status_t (gpuport_comm_init_mpi)(MPI_Comm comm, gpuport_comm_t *comm_p)
 {
     gpuport_bootstrap_t bs;
     gpuport_status_t status;
@@ -185,7 +202,7 @@ gpuport_status_t gpuport_comm_init_mpi(MPI_Comm comm, gpuport_comm_t *comm_p)
         return GPUPORT_ERR_INVALID_ARG;
     }
     *comm_p = NULL;
-    status = gpuport_bootstrap_mpi(comm, &bs);
+    status = (gpuport_bootstrap_mpi)(comm, &bs);
     if (status)
         return status;
     return gpuport_comm_create(&bs, comm_p);

@@ -5,7 +5,11 @@
 # clang) are for test/fuzz/run.sh; groff-base and python3 for
 # test/tools/man_pages.sh's groff checks and test/tools/gpuport_info.sh's
 # JSON checks. libudev-dev: hwloc.pc names -ludev for static links, which
-# make installcheck makes (README "Using an installed gpuport").
+# make installcheck makes (README "Using an installed gpuport"). mpich and
+# libmpich-dev install beside Open MPI (mpicc.mpich, mpiexec.mpich) for
+# .ci/run's MPICH build; Open MPI keeps the plain mpicc and mpirun
+# (Debian's alternatives rank it first).
+# python3-matplotlib for scripts/plot-bench.py and its test.
 set -euo pipefail
 as_root=()
 if [ "$(id -u)" -ne 0 ]; then
@@ -18,4 +22,4 @@ export DEBIAN_FRONTEND=noninteractive
 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     build-essential openmpi-bin libopenmpi-dev libibverbs-dev libhwloc-dev \
     autoconf automake libtool pkg-config iproute2 clang libclang-rt-dev \
-    groff-base python3 libudev-dev
+    groff-base python3 libudev-dev mpich libmpich-dev python3-matplotlib

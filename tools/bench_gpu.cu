@@ -28,6 +28,7 @@
  */
 #include <atomic>
 #include <math.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,10 +71,21 @@ __device__ static uint64_t gtime(void)
  * differences are the device's. */
 enum { RT_RAW, RT_PUSH, RT_PUSH_SERIAL, RT_PUSH_CLOCK, RT_MODES };
 
-__global__ void k_roundtrip(volatile uint64_t *ping, volatile uint64_t *pong, int iters, int mode,
-                            unsigned long long *head, unsigned long long *tail_cache, uint64_t *ns)
+/* where samples is not NULL: iteration i's time since the one before */
+__device__ static inline void sample(uint64_t *samples, int i, uint64_t *prev)
 {
-    uint64_t t0 = gtime(), room = 0;
+    if (samples) {
+        uint64_t t = gtime();
+        samples[i] = t - *prev;
+        *prev = t;
+    }
+}
+
+__global__ void k_roundtrip(volatile uint64_t *ping, volatile uint64_t *pong, int iters, int mode,
+                            unsigned long long *head, unsigned long long *tail_cache, uint64_t *ns,
+                            uint64_t *samples)
+{
+    uint64_t t0 = gtime(), room = 0, prev = t0;
     for (int i = 1; i <= iters; i++) {
         if (mode == RT_RAW) {
             asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(ping), "l"((uint64_t)i)
@@ -94,18 +106,22 @@ __global__ void k_roundtrip(volatile uint64_t *ping, volatile uint64_t *pong, in
         while (gpuport_dev_load_sys(pong) != (uint64_t)i)
             if (mode == RT_PUSH_CLOCK)
                 room += gtime() == 0;
+        sample(samples, i - 1, &prev);
     }
     *ns = gtime() - t0;
     if (room == 1) /* never: keeps the loads */
         *ns = 0;
 }
 
-__global__ void k_push_sync(gpuport_port_channel_dev_t ch, int iters, uint64_t *ns, int *rc)
+__global__ void k_push_sync(gpuport_port_channel_dev_t ch, int iters, uint64_t *ns, int *rc,
+                            uint64_t *samples)
 {
-    uint64_t t0 = gtime();
+    uint64_t t0 = gtime(), prev = t0;
     int st = 0;
-    for (int i = 0; i < iters && !st; i++)
+    for (int i = 0; i < iters && !st; i++) {
         st = gpuport_flush(&ch);
+        sample(samples, i, &prev);
+    }
     *ns = gtime() - t0;
     *rc = st;
 }
@@ -191,9 +207,9 @@ __global__ void k_throughput(gpuport_port_channel_dev_t ch, int per_thread,
 /* ---- IPC ---- */
 
 __global__ void k_pingpong(gpuport_port_channel_dev_t ch, int first, int iters, uint64_t *ns,
-                           int *rc)
+                           int *rc, uint64_t *samples)
 {
-    uint64_t t0 = gtime();
+    uint64_t t0 = gtime(), prev = t0;
     int st = 0;
     for (int i = 0; i < iters && !st; i++) {
         if (first) {
@@ -205,6 +221,7 @@ __global__ void k_pingpong(gpuport_port_channel_dev_t ch, int first, int iters, 
             if (!st)
                 st = gpuport_put_with_signal(&ch, 0, 0, 8);
         }
+        sample(samples, i, &prev);
     }
     *ns = gtime() - t0;
     *rc = st;
@@ -237,6 +254,39 @@ __global__ void k_check(const unsigned char *p, uint64_t n, unsigned long long *
         atomicAdd(bad, b);
 }
 
+int bench_samples_room(state_t *st, int n)
+{
+    if (n <= st->samples_cap)
+        return 0;
+    cudaFree(st->d_samples);
+    st->d_samples = NULL;
+    st->samples_cap = 0;
+    CK(cudaMalloc(&st->d_samples, (size_t)n * sizeof(uint64_t)));
+    st->samples_cap = n;
+    return 0;
+}
+
+int bench_samples_stats(state_t *st, int n, bench_stats_t *out)
+{
+    uint64_t *ns = (uint64_t *)malloc((size_t)n * sizeof(*ns));
+    double *us = (double *)malloc((size_t)n * sizeof(*us));
+    cudaError_t e = ns && us ? cudaMemcpy(ns, st->d_samples, (size_t)n * sizeof(*ns),
+                                          cudaMemcpyDeviceToHost)
+                             : cudaErrorMemoryAllocation;
+
+    memset(out, 0, sizeof(*out));
+    if (e == cudaSuccess) {
+        for (int i = 0; i < n; i++)
+            us[i] = ns[i] / 1e3;
+        bench_stats_of(us, (uint64_t)n, out);
+    } else {
+        fprintf(stderr, "gpuport_bench: %d samples: %s\n", n, cudaGetErrorString(e));
+    }
+    free(ns);
+    free(us);
+    return e == cudaSuccess ? 0 : -1;
+}
+
 int bench_fifo_measure(state_t *st)
 {
     const bench_gpu_env_t *env = st->env;
@@ -246,6 +296,8 @@ int bench_fifo_measure(state_t *st)
     echo_t e;
     pthread_t thr;
 
+    if (bench_samples_room(st, iters))
+        return -1;
     CK(cudaHostAlloc(&ping, 128, cudaHostAllocMapped));
     CK(cudaMalloc(&dhead, 128));
     pong = ping + 8;
@@ -258,17 +310,25 @@ int bench_fifo_measure(state_t *st)
         e.pong = pong;
         e.iters = iters;
         pthread_create(&thr, NULL, echo_main, &e);
-        k_roundtrip<<<1, 1, 0, st->s>>>(dping, dpong, iters, mode, dhead, dhead + 8, st->d_ns);
+        /* the raw round trip per iteration; the other modes' totals */
+        k_roundtrip<<<1, 1, 0, st->s>>>(dping, dpong, iters, mode, dhead, dhead + 8, st->d_ns,
+                                        mode == RT_RAW ? st->d_samples : NULL);
         CK(cudaStreamSynchronize(st->s));
         pthread_join(thr, NULL);
         CK(cudaMemcpy(&ns_rt[mode], st->d_ns, 8, cudaMemcpyDeviceToHost));
+        if (mode == RT_RAW && bench_samples_stats(st, iters, &st->fifo_rt_st))
+            return -1;
     }
     cudaFree(dhead);
-    k_push_sync<<<1, 1, 0, st->s>>>(st->k[0].dev, 100, st->d_ns, st->d_rc); /* warm */
-    k_push_sync<<<1, 1, 0, st->s>>>(st->k[0].dev, iters, st->d_ns, st->d_rc);
+    k_push_sync<<<1, 1, 0, st->s>>>(st->k[0].dev, 100, st->d_ns, st->d_rc, NULL); /* warm */
+    k_push_sync<<<1, 1, 0, st->s>>>(st->k[0].dev, iters, st->d_ns, st->d_rc, st->d_samples);
     CK(cudaStreamSynchronize(st->s));
     CK(cudaMemcpy(&ns_ps, st->d_ns, 8, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
+    /* a failed flush ends the loop early: only the iterations that ran */
+    memset(&st->fifo_ps_st, 0, sizeof(st->fifo_ps_st));
+    if (!rc && bench_samples_stats(st, iters, &st->fifo_ps_st))
+        return -1;
     if (!rc) {
         k_push_sync_serial<<<1, 1, 0, st->s>>>(st->k[0].dev, iters, st->d_ns, st->d_rc);
         CK(cudaStreamSynchronize(st->s));
@@ -286,22 +346,65 @@ int bench_fifo_measure(state_t *st)
     return 0;
 }
 
+/* "min / median / p99" of a latency, or the reason there is none */
+void bench_stats_text(char *buf, size_t len, const bench_stats_t *s)
+{
+    if (s->n)
+        snprintf(buf, len, "min %.2f, median %.2f, p99 %.2f us", s->min, s->median, s->p99);
+    else
+        snprintf(buf, len, "(no samples)");
+}
+
+/* The FIFO rows of the records: push + sync beside the raw round trip, per
+ * iteration; the round trips with a push's device work, totals only. */
+void bench_fifo_rows(const state_t *st, const char *prefix)
+{
+    static const char *raw = "raw GPU->CPU->GPU round trip (pinned flag; host thread echoes)";
+    static const struct {
+        const char *name;
+        size_t off;
+    } diag[] = {
+        {"fifo_push_sync_6dd63b6", offsetof(state_t, fifo_ps_serial_ns)},
+        {"fifo_rt_push_work", offsetof(state_t, fifo_rt_push_ns)},
+        {"fifo_rt_push_work_serial", offsetof(state_t, fifo_rt_serial_ns)},
+        {"fifo_rt_push_work_clock", offsetof(state_t, fifo_rt_clock_ns)},
+    };
+    double n = st->fifo_iters, raw_mean = st->fifo_rt_ns / 1e3 / n;
+    char name[64];
+
+    snprintf(name, sizeof(name), "%sfifo_push_sync", prefix);
+    bench_out_latency(name, 0, &st->fifo_ps_st, raw, &st->fifo_rt_st, st->fifo_rc ? 0 : -1);
+    for (size_t i = 0; i < sizeof(diag) / sizeof(diag[0]); i++) {
+        uint64_t ns = *(const uint64_t *)((const char *)st + diag[i].off);
+        snprintf(name, sizeof(name), "%s%s", prefix, diag[i].name);
+        bench_out_value(name, 0, "latency", "us", "mean", ns / 1e3 / n, st->fifo_iters, raw,
+                        raw_mean, -1);
+    }
+}
+
 static int fifo_latency(state_t *st)
 {
     const bench_gpu_env_t *env = st->env;
+    char a[96];
 
     if (bench_fifo_measure(st))
         return -1;
     if (env->report) {
         int iters = st->fifo_iters;
-        printf("\nFIFO push + sync latency (one kernel thread, %d iterations, mean)\n", iters);
+        printf("\nFIFO push + sync latency (one kernel thread, %d iterations, mean; per iteration\n"
+               "beneath, globaltimer)\n", iters);
         printf("  %-44s %8.2f us\n", "raw GPU->CPU->GPU round trip, pinned memory",
                st->fifo_rt_ns / 1e3 / iters);
+        bench_stats_text(a, sizeof(a), &st->fifo_rt_st);
+        printf("  %-44s %s\n", "", a);
         printf("  %-44s %8.2f us\n", "the same with a push's device work",
                st->fifo_rt_push_ns / 1e3 / iters);
         printf("  %-44s %8.2f us   (%.2fx the raw round trip)%s\n",
                "gpuport push flush trigger + proxy publish", st->fifo_ps_ns / 1e3 / iters,
                (double)st->fifo_ps_ns / (double)st->fifo_rt_ns, st->fifo_rc ? "  ERROR" : "");
+        bench_stats_text(a, sizeof(a), &st->fifo_ps_st);
+        printf("  %-44s %s\n", "", a);
+        bench_fifo_rows(st, "");
     }
     return st->fifo_rc ? 1 : 0;
 }
@@ -335,9 +438,15 @@ static int fifo_throughput(state_t *st)
         CK(cudaMemcpy(&end, d_end, 8, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
         fails += rc != 0;
-        if (env->report)
+        if (env->report) {
+            double rate = (double)w * 32 * per / ((end - start) / 1e9) / 1e6;
+            char name[32];
             printf("  %3d warps (%4d pushers) x %6d triggers: %8.2f M triggers/s%s\n", w, w * 32,
-                   per, (double)w * 32 * per / ((end - start) / 1e9) / 1e6, rc ? "  ERROR" : "");
+                   per, rate, rc ? "  ERROR" : "");
+            snprintf(name, sizeof(name), "fifo_throughput_w%d", w);
+            bench_out_value(name, 0, "rate", "M/s", "total", rc ? 0 : rate,
+                            (uint64_t)w * 32 * per, NULL, 0, rc ? 0 : -1);
+        }
     }
     cudaFree(d_start);
     cudaFree(d_done);
@@ -351,17 +460,24 @@ int bench_pingpong_measure(state_t *st)
     int iters = scaled(env, st->shared ? 500 : 10000), rc = 0;
     uint64_t ns = 0;
 
+    if (bench_samples_room(st, iters))
+        return -1;
     env->barrier(env->ctx);
-    k_pingpong<<<1, 1, 0, st->s>>>(st->k[0].dev, env->rank < env->peer, 100, st->d_ns, st->d_rc);
+    k_pingpong<<<1, 1, 0, st->s>>>(st->k[0].dev, env->rank < env->peer, 100, st->d_ns, st->d_rc,
+                                   NULL);
     CK(cudaStreamSynchronize(st->s));
     env->barrier(env->ctx);
-    k_pingpong<<<1, 1, 0, st->s>>>(st->k[0].dev, env->rank < env->peer, iters, st->d_ns, st->d_rc);
+    k_pingpong<<<1, 1, 0, st->s>>>(st->k[0].dev, env->rank < env->peer, iters, st->d_ns, st->d_rc,
+                                   st->d_samples);
     CK(cudaStreamSynchronize(st->s));
     CK(cudaMemcpy(&ns, st->d_ns, 8, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
     st->pingpong_iters = iters;
     st->pingpong_rc = rc;
     st->pingpong_us = ns / 1e3 / iters;
+    memset(&st->pingpong_st, 0, sizeof(st->pingpong_st));
+    if (!rc && bench_samples_stats(st, iters, &st->pingpong_st))
+        return -1;
     return 0;
 }
 
@@ -369,30 +485,52 @@ static int ipc_pingpong(state_t *st)
 {
     const bench_gpu_env_t *env = st->env;
     uint64_t t0, raw;
+    bench_stats_t raw_st;
+    double *raw_us = NULL;
+    char a[96];
 
     if (bench_pingpong_measure(st))
         return -1;
     env->barrier(env->ctx);
     /* raw copy engine: 8 bytes into the peer's buffer, issue to completion */
     int raw_iters = env->baselines ? scaled(env, 2000) : 0;
+    if (raw_iters && !(raw_us = (double *)malloc(raw_iters * sizeof(*raw_us)))) {
+        fprintf(stderr, "gpuport_bench: no memory for %d samples\n", raw_iters);
+        return -1;
+    }
     for (int i = 0; i < 50 && raw_iters; i++)
         CK(cudaMemcpyPeerAsync(st->raw_dst + 64, st->peer_gpu, st->k[0].src, st->gpu, 8, st->s));
     CK(cudaStreamSynchronize(st->s));
     t0 = host_ns();
     for (int i = 0; i < raw_iters; i++) {
+        uint64_t t1 = host_ns();
         CK(cudaMemcpyPeerAsync(st->raw_dst + 64, st->peer_gpu, st->k[0].src, st->gpu, 8, st->s));
         CK(cudaStreamSynchronize(st->s));
+        raw_us[i] = (host_ns() - t1) / 1e3;
     }
     raw = host_ns() - t0;
+    bench_stats_of(raw_us, (uint64_t)raw_iters, &raw_st);
+    free(raw_us);
     env->barrier(env->ctx);
     if (env->report) {
-        printf("\nIPC ping-pong, 8 B (%d round trips, mean%s)\n", st->pingpong_iters,
+        printf("\nIPC ping-pong, 8 B (%d round trips, mean%s; per iteration beneath)\n",
+               st->pingpong_iters,
                st->shared ? "; one GPU, time-sliced: a twentieth of the round trips" : "");
-        if (raw_iters)
+        if (raw_iters) {
             printf("  %-44s %8.2f us\n", "raw copy engine: 8 B cudaMemcpyPeerAsync + sync",
                    raw / 1e3 / raw_iters);
+            bench_stats_text(a, sizeof(a), &raw_st);
+            printf("  %-44s %s (host clock)\n", "", a);
+        }
         printf("  %-44s %8.2f us per round trip%s\n", "gpuport put_with_signal + wait for reply",
                st->pingpong_us, st->pingpong_rc ? "  ERROR" : "");
+        bench_stats_text(a, sizeof(a), &st->pingpong_st);
+        printf("  %-44s %s (globaltimer)\n", "", a);
+        bench_out_latency("ipc_pingpong_round_trip", 8, &st->pingpong_st,
+                          raw_iters ? (st->shared ? "8 B cudaMemcpyPeerAsync + sync, same GPU"
+                                                  : "8 B cudaMemcpyPeerAsync + sync to the peer")
+                                    : NULL,
+                          &raw_st, st->pingpong_rc ? 0 : -1);
     }
     return st->pingpong_rc ? 1 : 0;
 }
@@ -414,17 +552,23 @@ static int idle_proxy(state_t *st)
         usleep(100000);
     GK(gpuport_comm_stats(env->comm, &s1));
     secs = (host_ns() - t0) / 1e9;
-    k_pingpong<<<1, 1, 0, st->s>>>(st->k[0].dev, env->rank < env->peer, 1, st->d_ns, st->d_rc);
+    k_pingpong<<<1, 1, 0, st->s>>>(st->k[0].dev, env->rank < env->peer, 1, st->d_ns, st->d_rc,
+                                   NULL);
     CK(cudaStreamSynchronize(st->s));
     CK(cudaMemcpy(&ns, st->d_ns, 8, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
     if (env->report) {
+        double proxy = 100.0 * (double)(s1.proxy_cpu_ns - s0.proxy_cpu_ns) / (secs * 1e9);
+        double flusher = 100.0 * (double)(s1.flusher_cpu_ns - s0.flusher_cpu_ns) / (secs * 1e9);
         printf("\nIdle proxy (%.1f s without operations)\n", secs);
-        printf("  CPU used while idle: proxy %.2f %% of a core, flusher %.2f %%\n",
-               100.0 * (double)(s1.proxy_cpu_ns - s0.proxy_cpu_ns) / (secs * 1e9),
-               100.0 * (double)(s1.flusher_cpu_ns - s0.flusher_cpu_ns) / (secs * 1e9));
+        printf("  CPU used while idle: proxy %.2f %% of a core, flusher %.2f %%\n", proxy, flusher);
         printf("  8 B round trip: first after idle %.2f us, busy mean %.2f us%s\n", ns / 1e3,
                st->pingpong_us, rc ? "  ERROR" : "");
+        bench_out_value("idle_proxy_cpu", 0, "cpu", "% of a core", "total", proxy, 1, NULL, 0, -1);
+        bench_out_value("idle_flusher_cpu", 0, "cpu", "% of a core", "total", flusher, 1, NULL, 0,
+                        -1);
+        bench_out_value("idle_first_round_trip", 8, "latency", "us", "once", rc ? 0 : ns / 1e3, 1,
+                        "busy round trips (mean)", st->pingpong_us, rc ? 0 : -1);
     }
     return rc ? 1 : 0;
 }
@@ -506,6 +650,7 @@ typedef struct bw_row {
     double raw;   /* 0 without baselines */
     double gp[2]; /* per kind */
     int verified; /* both sides, every kind and the baseline */
+    int reps;     /* puts (and copies) in the timed kernel */
 } bw_row_t;
 
 /* One size, one direction or both: every kind's puts and the raw copies. */
@@ -517,6 +662,7 @@ static int ipc_bw_size(state_t *st, uint64_t size, int both, bw_row_t *row)
 
     memset(row, 0, sizeof(*row));
     reps = scaled(env, reps);
+    row->reps = reps;
     for (int i = 0; i < st->nkinds; i++)
         if (bench_gp_bw(st, &st->k[i], size, both, reps, &row->gp[i], &mine))
             return -1;
@@ -555,6 +701,35 @@ static const char *pct_text(char *buf, size_t len, double a, double b, int dec)
     else
         snprintf(buf, len, "-");
     return buf;
+}
+
+/* The records of one size: each kind, each direction, beside the copies. */
+static void bw_rows(const state_t *st, uint64_t size, const bw_row_t *r1, const bw_row_t *r2)
+{
+    const char *base = !st->env->baselines ? NULL
+                       : st->shared       ? "cudaMemcpyPeerAsync, same size, within the GPU"
+                                          : "cudaMemcpyPeerAsync, same size, to the peer GPU";
+
+    for (int d = 0; d < 2; d++) {
+        const bw_row_t *r = d ? r2 : r1;
+        for (int i = 0; i < st->nkinds; i++) {
+            bench_row_t row;
+            memset(&row, 0, sizeof(row));
+            row.measurement = d ? "ipc_put_bw_2way" : "ipc_put_bw_1way";
+            row.size = size;
+            row.metric = "bandwidth";
+            row.unit = "GB/s";
+            row.stat = "total";
+            row.value = r->gp[i];
+            row.samples = (uint64_t)r->reps;
+            row.baseline = base;
+            row.baseline_value = r->raw;
+            row.baseline_samples = base ? (uint64_t)r->reps : 0;
+            row.verified = r->verified;
+            row.memory = st->k[i].name;
+            bench_out_row(&row);
+        }
+    }
 }
 
 /* one kind: gpuport beside the baseline, one direction and both */
@@ -634,6 +809,7 @@ static int ipc_bandwidth(state_t *st)
                 print_both(sz, &r1, &r2);
             else
                 print_one(sz, &r1, &r2);
+            bw_rows(st, size, &r1, &r2);
         }
     }
     if (env->report) {
@@ -738,12 +914,22 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
             cudaGetLastError(); /* already enabled, or copies go through the host */
     }
     if (env->report) {
+        cudaDeviceProp prop;
+        char gpu[320];
         printf("\nGPU mode: transport %s, memory %s%s, ", gpuport_channel_transport(st.k[0].ch),
                st.k[0].name, st.nkinds == 2 ? " and VMM (bandwidth only)" : "");
         if (st.shared)
             printf("ranks share GPU %d (time-sliced)\n", st.gpu);
         else
             printf("GPU %d, peer on GPU %d\n", st.gpu, st.peer_gpu);
+        CK(cudaGetDeviceProperties(&prop, st.gpu));
+        if (st.shared)
+            snprintf(gpu, sizeof(gpu), "%s (GPU %d; the pair shares it)", prop.name, st.gpu);
+        else
+            snprintf(gpu, sizeof(gpu), "%s (GPU %d; peer on GPU %d)", prop.name, st.gpu,
+                     st.peer_gpu);
+        bench_out_context("gpu", gpu, env->nranks);
+        bench_out_channel(gpuport_channel_transport(st.k[0].ch), st.k[0].name);
     }
     if (!env->small_only) {
         fails += failures(fifo_latency(&st));
@@ -766,6 +952,7 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
     cudaFree(st.d_ns);
     cudaFree(st.d_rc);
     cudaFree(st.d_bad);
+    cudaFree(st.d_samples);
     cudaStreamDestroy(st.s);
     return fails;
 }

@@ -29,6 +29,7 @@ extern "C" {
 typedef struct bench_gpu_env {
     gpuport_comm_t comm;
     int rank;       /* in the communicator */
+    int nranks;     /* in the communicator (for the records) */
     int peer;       /* the pair's other rank */
     int report;     /* 1: this rank prints the tables */
     uint64_t min_size, max_size;

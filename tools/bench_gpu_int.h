@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "bench_gpu.h"
+#include "bench_out.h"
 #include "gpuport/gpuport_device.h"
 #include <cuda_runtime.h>
 
@@ -57,6 +58,8 @@ typedef struct state {
     unsigned long long *d_bad, *d_bad_peer; /* d_bad_peer lives on the peer GPU */
     cudaStream_t s;
     cudaEvent_t e0, e1;
+    uint64_t *d_samples; /* per-iteration times (ns) that timing kernels write */
+    int samples_cap;     /* entries of d_samples */
     /* bench_fifo_measure's last figures */
     int fifo_iters, fifo_rc;
     uint64_t fifo_rt_ns, fifo_ps_ns; /* raw round trips, push + sync: total of fifo_iters */
@@ -64,9 +67,11 @@ typedef struct state {
      * and with its two device-memory accesses one after the other */
     uint64_t fifo_rt_push_ns, fifo_rt_serial_ns, fifo_rt_clock_ns; /* ... and reading the clock */
     uint64_t fifo_ps_serial_ns; /* push + sync with the reservation of commit 6dd63b6 */
+    bench_stats_t fifo_rt_st, fifo_ps_st; /* per iteration, us: raw round trip, push + sync */
     /* bench_pingpong_measure's last figures */
     int pingpong_iters, pingpong_rc;
     double pingpong_us; /* busy round trip, mean */
+    bench_stats_t pingpong_st; /* per round trip, us, on this rank */
 } state_t;
 
 /* the pattern k_fill writes into every source buffer: byte i is bpat(i) */
@@ -88,8 +93,23 @@ static inline uint64_t host_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Per-iteration samples: a timing kernel given st->d_samples writes the
+ * globaltimer difference of each iteration there (the store is not waited
+ * for; it falls into the next iteration's time). samples_room makes room for
+ * n; samples_stats turns the first n into statistics in us. 0, or -1 on a
+ * CUDA error. */
+int bench_samples_room(state_t *st, int n);
+int bench_samples_stats(state_t *st, int n, bench_stats_t *out);
+
+/* "min ..., median ..., p99 ... us" of s, or that there were no samples */
+void bench_stats_text(char *buf, size_t len, const bench_stats_t *s);
+/* The FIFO latency rows of st->fifo_* for the records, measurement names
+ * after `prefix` (the small-operations table measures them again). */
+void bench_fifo_rows(const state_t *st, const char *prefix);
+
 /* FIFO push + sync on k[0] beside the raw pinned round trip, fifo_iters of
- * each by one kernel thread, into st->fifo_*. Needs no peer. 0, or -1 on a
+ * each by one kernel thread, into st->fifo_* (statistics of both per
+ * iteration). Needs no peer. 0, or -1 on a
  * CUDA error. */
 int bench_fifo_measure(state_t *st);
 /* put_with_signal + wait ping-pong on k[0], after 100 warm-up round trips,

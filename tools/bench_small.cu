@@ -38,6 +38,13 @@ enum { OP_SIGNAL, OP_PUT64, OP_PUT_VALUE };
 
 #define NO_TARGET (-2) /* met(): the row has no target */
 
+/* the limits as the records name them (baselines of the rows) */
+#define LIM_WV_HOST "batched write-values into pinned host memory, private context"
+#define LIM_WV_GPU "batched write-values into GPU memory, private context"
+#define LIM_COPY64 "64 B copies back to back, private context"
+#define LIM_COPY "copies of the same size back to back, private context"
+#define LIM_HOP2 "2 x (8 B copy + write-value + sync), private context"
+
 /* what put_value writes into slot s */
 __host__ __device__ static inline uint64_t pv_value(uint64_t s)
 {
@@ -315,6 +322,9 @@ static int signals(small_t *sm)
         row(sm, label, rate_text(a, sizeof(a), rate), rate_text(b, sizeof(b), lim),
             ratio_text(c, sizeof(c), rate, lim, 1), w == 4 ? ">= 10 M/s" : "",
             w == 4 ? (rate > 0 ? rate >= 10e6 : -1) : NO_TARGET, ok);
+        snprintf(label, sizeof(label), "signals_w%d", w);
+        bench_out_value(label, 0, "rate", "M/s", "total", rate / 1e6, (uint64_t)w * 32 * per,
+                        sm->have_lim ? LIM_WV_HOST : NULL, lim / 1e6, ok);
     }
     return fails;
 }
@@ -343,6 +353,8 @@ static int put_values(small_t *sm)
     snprintf(label, sizeof(label), "put_value, %d warps x 32 x %d", w, per);
     row(sm, label, rate_text(a, sizeof(a), rate), rate_text(b, sizeof(b), lim),
         ratio_text(c, sizeof(c), rate, lim, 1), ">= 1 M/s, >= 70%", met, ok);
+    bench_out_value("put_value_w4", 8, "rate", "M/s", "total", rate / 1e6,
+                    (uint64_t)w * 32 * per, sm->have_lim ? LIM_WV_GPU : NULL, lim / 1e6, ok);
     return fails;
 }
 
@@ -369,6 +381,9 @@ static int puts64(small_t *sm)
                  per);
         row(sm, label, rate_text(a, sizeof(a), rate), rate_text(b, sizeof(b), lim),
             ratio_text(c, sizeof(c), rate, lim, 1), ">= 80%", at_least(rate, lim, 0.8), ok);
+        snprintf(label, sizeof(label), "put64_w%d", w);
+        bench_out_value(label, 64, "rate", "M/s", "total", rate / 1e6, (uint64_t)w * 32 * per,
+                        sm->have_lim ? LIM_COPY64 : NULL, lim / 1e6, ok);
     }
     return fails;
 }
@@ -393,6 +408,8 @@ static int bandwidth(small_t *sm)
         row(sm, label, gbs_text(a, sizeof(a), gbs), gbs_text(b, sizeof(b), lim),
             ratio_text(c, sizeof(c), gbs, lim, 1), ">= 80%", at_least(gbs, lim, 0.8),
             !mine && !theirs);
+        bench_out_value("put_1thread", size, "bandwidth", "GB/s", "total", gbs, (uint64_t)reps,
+                        sm->have_lim ? LIM_COPY : NULL, lim, !mine && !theirs);
     }
     return fails;
 }
@@ -403,7 +420,8 @@ static int latencies(small_t *sm)
     const bench_gpu_env_t *env = st->env;
     double gp, raw, hop2 = sm->have_lim ? 2 * sm->lim.hop_us : 0;
     int fails = 0;
-    char label[64], a[32], b[32], c[16];
+    char label[64], a[32], b[32], c[16], stats[96];
+    bench_stats_t hop_st;
 
     /* the FIFO alone: the receiver waits */
     env->barrier(env->ctx);
@@ -433,6 +451,13 @@ static int latencies(small_t *sm)
         ds = st->fifo_rt_clock_ns / 1e3 / st->fifo_iters;
         row(sm, "  same, clock read on every poll", us_text(a, sizeof(a), ds),
             us_text(b, sizeof(b), raw), ratio_text(c, sizeof(c), ds, raw, 0), "", NO_TARGET, 1);
+        if (env->report) {
+            bench_stats_text(stats, sizeof(stats), &st->fifo_ps_st);
+            printf("  %-40s gpuport %s\n", "  per push + sync (globaltimer)", stats);
+            bench_stats_text(stats, sizeof(stats), &st->fifo_rt_st);
+            printf("  %-40s raw     %s\n", "", stats);
+        }
+        bench_fifo_rows(st, "small_");
     }
     if (bench_pingpong_measure(st))
         return -1;
@@ -441,6 +466,15 @@ static int latencies(small_t *sm)
     row(sm, label, us_text(a, sizeof(a), st->pingpong_us), us_text(b, sizeof(b), hop2),
         ratio_text(c, sizeof(c), st->pingpong_us, hop2, 0), "", NO_TARGET,
         st->pingpong_rc == 0);
+    if (env->report) {
+        bench_stats_text(stats, sizeof(stats), &st->pingpong_st);
+        printf("  %-40s gpuport %s\n", "  per round trip (globaltimer)", stats);
+    }
+    /* the limit is a mean of hops: the row compares means */
+    memset(&hop_st, 0, sizeof(hop_st));
+    hop_st.mean = hop2;
+    bench_out_latency("small_pingpong_round_trip", 8, &st->pingpong_st,
+                      hop2 > 0 ? LIM_HOP2 : NULL, &hop_st, st->pingpong_rc ? 0 : -1);
     return fails;
 }
 

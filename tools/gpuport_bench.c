@@ -9,8 +9,9 @@
  *
  *   gpuport lat  A put_with_signal(size) -> B wait -> B put_with_signal(size)
  *                back -> A wait. A times every round; the column is half the
- *                median round trip.
- *   MPI lat      the same ping-pong with MPI_Send/MPI_Recv, same statistic.
+ *                median round trip, and a second table gives half the
+ *                minimum, median, mean and 99th percentile.
+ *   MPI lat      the same ping-pong with MPI_Send/MPI_Recv, same statistics.
  *   gpuport bw   A puts a window of W messages of `size` to the same place in
  *                B's buffer, the last one as put_with_signal; B waits and
  *                answers with a signal; A waits. W*size*rounds bytes over the
@@ -30,6 +31,9 @@
  * source with a new pattern, the receiver overwrites its region with garbage,
  * one more round runs and every byte is checked again. A mismatch is printed
  * (byte, expected, actual) and makes the exit status 1 after the table.
+ *
+ * --csv FILE and --json FILE record every figure (tools/bench_out.h), rank 0
+ * writing; -v / --version prints the version without starting MPI.
  *
  * Buffers live behind a mem_kind_t table (allocate, release, write pattern,
  * check pattern), so a GPU mode can be added as one more table; this file has
@@ -51,6 +55,7 @@
 
 #include "gpuport/gpuport.h"
 #include "gpuport/gpuport_mpi.h"
+#include "bench_out.h"
 #if GPUPORT_BENCH_GPU
 #include "bench_gpu.h"
 #include "bench_idle.h"
@@ -94,6 +99,8 @@ typedef struct opts {
     int idle_pauses;
     double idle_pause;
     int help;
+    const char *csv;  /* --csv FILE */
+    const char *json; /* --json FILE */
 } opts_t;
 
 static void usage(FILE *f, const char *prog)
@@ -126,6 +133,11 @@ static void usage(FILE *f, const char *prog)
             "  --small-only   GPU mode: only the small-operations table (signals, put_value,\n"
             "                 64 B puts, 1-256 KiB puts, FIFO round trip, ping-pong, each\n"
             "                 beside its limit from a private CUDA context, with its target)\n"
+            "  --csv FILE     also write every figure to FILE as CSV: one row per size of each\n"
+            "                 measurement, gpuport beside its baseline, with the machine,\n"
+            "                 version, commit and date (scripts/plot-bench.py plots them)\n"
+            "  --json FILE    the same rows as JSON: {\"header\": {...}, \"rows\": [...]}\n"
+            "  -v, --version  print the version and exit (MPI is not started)\n"
             "  -h, --help     this text\n",
             prog);
 }
@@ -184,6 +196,7 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
     o->idle_pauses = 5;
     o->idle_pause = 1.0;
     o->mem = MEM_DEFAULT;
+    o->csv = o->json = NULL;
     for (int i = 1; i < argc && !bad; i++) {
         const char *arg = argv[i];
         char *end;
@@ -229,6 +242,14 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
             o->iter_scale = strtod(v, &end);
             if (*end != '\0' || !(o->iter_scale > 0 && o->iter_scale < 1e6))
                 bad = arg;
+        } else if ((v = opt_value(argc, argv, &i, "--csv", &missing))) {
+            o->csv = v;
+            if (!*v)
+                bad = arg;
+        } else if ((v = opt_value(argc, argv, &i, "--json", &missing))) {
+            o->json = v;
+            if (!*v)
+                bad = arg;
         } else {
             bad = arg;
         }
@@ -243,6 +264,41 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
     if (rank == 0)
         usage(stderr, argv[0]);
     return -1;
+}
+
+/* -v / --version anywhere among the options (not as an option's value).
+ * Checked before MPI_Init, so that it answers without a launcher, and
+ * under one without starting MPI in any process. */
+static int version_wanted(int argc, char **argv)
+{
+    static const char *const with_value[] = {"--min-size", "--max-size", "--iters", "--mem",
+                                             "--csv", "--json"};
+
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--version"))
+            return 1;
+        for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++) {
+            if (!strcmp(argv[i], with_value[k])) {
+                i++; /* its value */
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Under mpirun every process prints the version unless it knows it is not
+ * the first: the launchers' rank variables (Open MPI, PMIx, MPICH's hydra). */
+static int launcher_rank(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+
+    for (size_t k = 0; k < sizeof(vars) / sizeof(vars[0]); k++) {
+        const char *v = getenv(vars[k]);
+        if (v && *v)
+            return atoi(v);
+    }
+    return 0;
 }
 
 /* ---- data pattern and memory kinds ------------------------------------ */
@@ -629,21 +685,10 @@ static void prepare(bench_t *b, const test_t *t, int generation, uint64_t round)
     MPI_Barrier(b->pair);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, uint64_t n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 typedef struct result {
     int ran;
-    double value; /* us or GB/s */
+    double value;     /* us (the median) or GB/s */
+    bench_stats_t st; /* latency tests: half the round trip in us, over the timed rounds */
 } result_t;
 
 static int test_runs(const bench_t *b, const test_t *t, uint64_t size)
@@ -666,10 +711,11 @@ static void settle(bench_t *b, const test_t *t)
  * is meaningful on A. Adds mismatches to b->mismatches. */
 static result_t run_test(bench_t *b, const test_t *t, uint64_t size, counts_t c)
 {
-    result_t r = {0, 0};
+    result_t r;
     uint64_t last = c.warm + c.timed, k;
     double *samples = NULL, start;
 
+    memset(&r, 0, sizeof(r));
     MPI_Barrier(MPI_COMM_WORLD);
     if (b->role < 0 || !test_runs(b, t, size))
         return r;
@@ -692,7 +738,7 @@ static result_t run_test(bench_t *b, const test_t *t, uint64_t size, counts_t c)
         double t0 = now_s();
         t->round(b, k);
         if (samples)
-            samples[k - c.warm] = now_s() - t0;
+            samples[k - c.warm] = (now_s() - t0) / 2 * 1e6;
     }
     r.value = now_s() - start;
     settle(b, t);
@@ -706,9 +752,10 @@ static result_t run_test(bench_t *b, const test_t *t, uint64_t size, counts_t c)
         check_rx(b, size, last, "every byte of the verification round");
 
     r.ran = 1;
-    if (samples)
-        r.value = median(samples, c.timed) / 2 * 1e6;
-    else
+    if (samples) {
+        bench_stats_of(samples, c.timed, &r.st);
+        r.value = r.st.median;
+    } else
         r.value = (double)size * (double)c.window * (double)c.timed / r.value / 1e9;
     free(samples);
     return r;
@@ -782,7 +829,8 @@ static void print_header(const bench_t *b)
     printf("# memory:    %s\n", b->mem->desc);
     printf("# transport: %s\n", gpuport_channel_transport(b->ch));
     printf("# sizes:     %s to %s, round counts x %g\n", lo, hi, b->o->iter_scale);
-    printf("# lat:  half the round trip in us, median of the timed rounds (after warm-up)\n"
+    printf("# lat:  half the round trip in us, median of the timed rounds (after warm-up;\n"
+           "#       min, mean and p99 in the table after this one)\n"
            "#       gpuport: put_with_signal -> wait -> put_with_signal back -> wait;\n"
            "#       MPI: MPI_Send/MPI_Recv ping-pong\n"
            "# GB/s: 1e9 bytes/s, W*size*rounds / time of all timed rounds; per round A sends\n"
@@ -927,7 +975,9 @@ static double round_trip_us(bench_t *b)
 static void idle_report(bench_t *b)
 {
     gpuport_comm_stats_t s0, s1;
-    double t0, secs, first, busy[BUSY_ROUNDS];
+    double t0, secs, first, busy[BUSY_ROUNDS], proxy, flusher;
+    bench_stats_t st;
+    bench_row_t row;
 
     if (b->role < 0)
         return;
@@ -942,16 +992,34 @@ static void idle_report(bench_t *b)
     first = round_trip_us(b);
     for (int i = 0; i < BUSY_ROUNDS; i++)
         busy[i] = round_trip_us(b);
-    qsort(busy, BUSY_ROUNDS, sizeof(double), cmp_double);
+    bench_stats_of(busy, BUSY_ROUNDS, &st);
     if (b->rank != 0)
         return;
+    proxy = 100.0 * (double)(s1.proxy_cpu_ns - s0.proxy_cpu_ns) / (secs * 1e9);
+    flusher = 100.0 * (double)(s1.flusher_cpu_ns - s0.flusher_cpu_ns) / (secs * 1e9);
     printf("\n# idle proxy (%.1f s without operations; GPUPORT_PROXY_IDLE_US and "
            "GPUPORT_PROXY_SLEEP_MAX_US set the back-off)\n", secs);
-    printf("#   CPU used while idle: proxy %.2f %% of a core, flusher %.2f %%\n",
-           100.0 * (double)(s1.proxy_cpu_ns - s0.proxy_cpu_ns) / (secs * 1e9),
-           100.0 * (double)(s1.flusher_cpu_ns - s0.flusher_cpu_ns) / (secs * 1e9));
-    printf("#   8 B round trip: first after idle %.1f us, busy median %.1f us (%d rounds)\n", first,
-           busy[BUSY_ROUNDS / 2], BUSY_ROUNDS);
+    printf("#   CPU used while idle: proxy %.2f %% of a core, flusher %.2f %%\n", proxy, flusher);
+    printf("#   8 B round trip: first after idle %.1f us, busy median %.1f us (%d rounds;\n"
+           "#   min %.1f, mean %.1f, p99 %.1f us)\n",
+           first, st.median, BUSY_ROUNDS, st.min, st.mean, st.p99);
+    bench_out_value("idle_proxy_cpu", 0, "cpu", "% of a core", "total", proxy, 1, NULL, 0, -1);
+    bench_out_value("idle_flusher_cpu", 0, "cpu", "% of a core", "total", flusher, 1, NULL, 0, -1);
+    /* the first round trip after the pause beside the busy ones */
+    memset(&row, 0, sizeof(row));
+    row.measurement = "idle_first_round_trip";
+    row.size = 8;
+    row.metric = "latency";
+    row.unit = "us";
+    row.stat = "once";
+    row.value = first;
+    row.samples = 1;
+    row.baseline = "busy round trips (median)";
+    row.baseline_value = st.median;
+    row.bst = st;
+    row.baseline_samples = st.n;
+    row.verified = -1;
+    bench_out_row(&row);
 }
 
 static void bench_teardown(bench_t *b)
@@ -973,28 +1041,120 @@ static void bench_teardown(bench_t *b)
     GP_CHECK(gpuport_comm_destroy(b->comm));
 }
 
+/* What one size measured, for the latency table after the sweep. */
+typedef struct size_result {
+    uint64_t size;
+    result_t r[NTESTS];
+    counts_t c[NTESTS];
+    int ok;
+} size_result_t;
+
+#define MAX_SIZES 64 /* sizes double: at most 64 from 1 byte */
+
+/* The record of one size: gpuport's latency beside MPI's, then gpuport's
+ * bandwidth beside MPI's (tests[] pairs them in that order). */
+static void write_rows(const bench_t *b, const size_result_t *sr)
+{
+    char bw_base[96];
+
+    snprintf(bw_base, sizeof(bw_base), "%s",
+             b->win_twosided ? "MPI_Isend/MPI_Irecv + 0-byte ack"
+             : b->win_alloc ? "MPI_Put + MPI_Win_flush + 0-byte ack" : "");
+    for (size_t i = 0; i + 1 < NTESTS; i += 2) {
+        const result_t *gp = &sr->r[i], *mpi = &sr->r[i + 1];
+        const char *base = mpi->ran ? (tests[i].latency ? "MPI_Send/MPI_Recv ping-pong" : bw_base)
+                                    : NULL;
+        bench_row_t row;
+
+        if (!gp->ran)
+            continue;
+        if (tests[i].latency) {
+            bench_out_latency("pingpong", sr->size, &gp->st, base, &mpi->st, sr->ok);
+            continue;
+        }
+        memset(&row, 0, sizeof(row));
+        row.measurement = "put_bw";
+        row.size = sr->size;
+        row.metric = "bandwidth";
+        row.unit = "GB/s";
+        row.stat = "total";
+        row.value = gp->value;
+        row.samples = sr->c[i].timed;
+        row.baseline = base;
+        row.baseline_value = mpi->ran ? mpi->value : 0;
+        row.baseline_samples = mpi->ran ? sr->c[i + 1].timed : 0;
+        row.verified = sr->ok;
+        bench_out_row(&row);
+    }
+}
+
+static void print_stats(const result_t *r, int width)
+{
+    if (r->ran)
+        printf(" %*.2f %*.2f %*.2f %*.2f", width, r->st.min, width, r->st.median, width,
+               r->st.mean, width, r->st.p99);
+    else
+        printf(" %*s %*s %*s %*s", width, "-", width, "-", width, "-", width, "-");
+}
+
+/* The latency tests' statistics, one line per size. */
+static void print_latency_table(const size_result_t *sr, int n)
+{
+    const int w = 8;
+
+    printf("\n# latency, half the round trip in us over the timed rounds: minimum, median,\n"
+           "# mean, 99th percentile (nearest rank: the largest below 100 rounds)\n");
+    printf("%10s | %-*s | %s\n", "", 4 * (w + 1) - 1, "gpuport", "MPI");
+    printf("%10s | %*s %*s %*s %*s | %*s %*s %*s %*s\n", "size", w, "min", w, "median", w, "mean",
+           w, "p99", w, "min", w, "median", w, "mean", w, "p99");
+    for (int k = 0; k < n; k++) {
+        char s[32];
+
+        format_size(sr[k].size, s, sizeof(s));
+        printf("%10s", s);
+        for (size_t i = 0; i < NTESTS; i++) {
+            if (!tests[i].latency)
+                continue;
+            printf(" |");
+            print_stats(&sr[k].r[i], w);
+        }
+        printf("\n");
+    }
+    fflush(stdout);
+}
+
 /* Returns the number of sizes that failed verification on some rank. */
 static int sweep(bench_t *b)
 {
-    int failed = 0;
+    size_result_t *all = calloc(MAX_SIZES, sizeof(*all));
+    int failed = 0, n = 0;
 
-    for (uint64_t size = b->o->min_size; size <= b->o->max_size; size *= 2) {
-        result_t r[NTESTS];
-        counts_t c[NTESTS];
-        int before = b->mismatches, ok, all_ok;
+    if (!all) {
+        fprintf(stderr, "rank %d: no memory for the results\n", b->rank);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (uint64_t size = b->o->min_size; size <= b->o->max_size && n < MAX_SIZES; size *= 2) {
+        size_result_t *sr = &all[n++];
+        int before = b->mismatches, ok;
 
+        sr->size = size;
         for (size_t i = 0; i < NTESTS; i++) {
-            c[i] = test_counts(b->o, &tests[i], size);
-            r[i] = run_test(b, &tests[i], size, c[i]);
+            sr->c[i] = test_counts(b->o, &tests[i], size);
+            sr->r[i] = run_test(b, &tests[i], size, sr->c[i]);
         }
         ok = b->mismatches == before;
-        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-        failed += !all_ok;
-        if (b->rank == 0)
-            print_row(size, r, c, all_ok);
+        MPI_Allreduce(&ok, &sr->ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        failed += !sr->ok;
+        if (b->rank == 0) {
+            print_row(size, sr->r, sr->c, sr->ok);
+            write_rows(b, sr);
+        }
         if (size > UINT64_MAX / 2)
             break;
     }
+    if (b->rank == 0)
+        print_latency_table(all, n);
+    free(all);
     return failed;
 }
 
@@ -1091,6 +1251,7 @@ static int run_gpu(const opts_t *o, int rank, int nranks, int device, int shared
         memset(&env, 0, sizeof(env));
         env.comm = comm;
         env.rank = rank;
+        env.nranks = nranks;
         env.peer = peer;
         env.report = rank == 0;
         env.min_size = o->min_size;
@@ -1112,7 +1273,7 @@ static int run_gpu(const opts_t *o, int rank, int nranks, int device, int shared
 #endif
 
 /* --idle: the idle-proxy table alone, in GPU mode where it would be
- * chosen, else on host memory. Ends MPI. */
+ * chosen, else on host memory (no --csv/--json rows: the table only). */
 static int idle_main(const opts_t *o, int rank, int nranks, const char *prog)
 {
     int gpu = 0, fails;
@@ -1120,7 +1281,6 @@ static int idle_main(const opts_t *o, int rank, int nranks, const char *prog)
     if (nranks != 2) {
         if (rank == 0)
             fprintf(stderr, "%s: --idle needs exactly 2 ranks (it has %d)\n", prog, nranks);
-        MPI_Finalize();
         return 2;
     }
 #if GPUPORT_BENCH_GPU
@@ -1140,17 +1300,44 @@ static int idle_main(const opts_t *o, int rank, int nranks, const char *prog)
     MPI_Allreduce(MPI_IN_PLACE, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0 && fails)
         fprintf(stderr, "%s --idle: %d operation(s) failed\n", prog, fails);
-    MPI_Finalize();
     return fails ? 1 : 0;
+}
+
+/* Rank 0 opens the record files before anything is measured; every rank
+ * learns whether it could. */
+static int open_records(const opts_t *o, int rank, int argc, char **argv)
+{
+    int ok = 1;
+
+    if (!o->csv && !o->json)
+        return 0;
+    if (rank == 0)
+        ok = bench_out_open(o->csv, o->json, argc, argv) == 0;
+    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return ok ? 0 : -1;
+}
+
+/* 0, or 1 after a message where a record file could not be written. */
+static int close_records(int rank)
+{
+    int bad = rank == 0 && bench_out_close() != 0;
+
+    MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return bad;
 }
 
 int main(int argc, char **argv)
 {
     opts_t o;
     bench_t b;
-    int rank, nranks, failed;
+    int rank, nranks, failed, records_bad;
     double start;
 
+    if (version_wanted(argc, argv)) {
+        if (launcher_rank() == 0)
+            printf("gpuport_bench (gpuport) %s\n", gpuport_version_string());
+        return 0;
+    }
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
@@ -1166,18 +1353,28 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return o.help ? 0 : 2;
     }
+    if (open_records(&o, rank, argc, argv)) {
+        MPI_Finalize();
+        return 2;
+    }
     start = now_s();
-    if (o.idle)
-        return idle_main(&o, rank, nranks, argv[0]);
+    if (o.idle) {
+        int rc = idle_main(&o, rank, nranks, argv[0]);
+        rc |= close_records(rank);
+        MPI_Finalize();
+        return rc;
+    }
 #if GPUPORT_BENCH_GPU
     int device, shared, mem;
     if (gpu_mode_wanted(&o, &device, &shared)) {
         mem = gpu_mem_bits(&o, rank);
         if (mem < 0) {
+            close_records(rank);
             MPI_Finalize();
             return 2;
         }
         failed = run_gpu(&o, rank, nranks, device, shared, mem);
+        failed += close_records(rank);
         if (rank == 0)
             printf("\n# %s after %.1f s\n", failed ? "FAILED (see stderr)" : "all verified",
                    now_s() - start);
@@ -1189,15 +1386,21 @@ int main(int argc, char **argv)
         if (rank == 0)
             fprintf(stderr, "%s: --small-only needs GPU mode (a GPU on every rank, no --host)\n",
                     argv[0]);
+        close_records(rank);
         MPI_Finalize();
         return 2;
     }
     bench_setup(&b, &o);
-    if (rank == 0)
+    if (rank == 0) {
         print_header(&b);
+        bench_out_context("host", "", nranks);
+        bench_out_channel(gpuport_channel_transport(b.ch),
+                          o.use_malloc ? "malloc + gpuport_mem_register" : "gpuport_mem_alloc");
+    }
     failed = sweep(&b);
     idle_report(&b);
     bench_teardown(&b);
+    records_bad = close_records(rank);
     if (rank == 0) {
         printf("\n# %s after %.1f s\n",
                failed ? "FAILED: data mismatches (see stderr)" : "all sizes verified",
@@ -1206,5 +1409,5 @@ int main(int argc, char **argv)
             fprintf(stderr, "gpuport_bench: %d size(s) failed verification\n", failed);
     }
     MPI_Finalize();
-    return failed ? 1 : 0;
+    return failed || records_bad ? 1 : 0;
 }

@@ -50,7 +50,8 @@ typedef enum {
     GPUPORT_ERR_TRANSPORT = -30,     /* a transport operation failed */
     GPUPORT_ERR_PEER = -40,          /* the peer failed or disappeared */
     GPUPORT_ERR_TIMEOUT = -50,       /* a blocking call ran past its limit */
-    GPUPORT_ERR_VERSION = -60,       /* peers run different library versions */
+    GPUPORT_ERR_VERSION = -60,       /* peers run different library versions, or a
+                                      * program and libgpuport_mpi different MPIs */
     GPUPORT_ERR_SHUTDOWN = -71,      /* the communicator is stopping */
     GPUPORT_ERR_INTERNAL = -99
 } gpuport_status_t;

@@ -1,9 +1,10 @@
 #!/bin/sh
-# Runs test_mpi_death on NP ranks with Open MPI's recovery on, so that the
-# rank the test kills does not take the job down with it. Open MPI's exit
-# status then says nothing about the survivors: the test passes when each of
-# the NP - 1 survivors prints a PASS line, none prints FAIL or a failed
-# check, and the run ends within GPUPORT_TEST_TIMEOUT.
+# Runs test_mpi_death on NP ranks with the job told to outlive a rank
+# (GPUPORT_TEST_OUTLIVE=1: test/mpi/mpirun.sh says how for each MPI), so
+# that the rank the test kills does not take the job down with it. The
+# launcher's exit status then says nothing about the survivors: the test
+# passes when each of the NP - 1 survivors prints a PASS line, none prints
+# FAIL or a failed check, and the run ends within GPUPORT_TEST_TIMEOUT.
 #   usage: death.sh NP [ARGS...]   (the wrappers death_*.sh)
 # Every check is enforced; GPUPORT_TEST_STRICT_DEATH=0 prints the ones older
 # libraries failed as KNOWN lines instead (for bisecting).
@@ -11,9 +12,9 @@ np=$1
 shift
 out=$(mktemp "${TMPDIR:-/tmp}/gpuport-death.XXXXXX") || exit 1
 trap 'rm -f "$out"' EXIT
-OMPI_MCA_orte_enable_recovery=1
+GPUPORT_TEST_OUTLIVE=1
 GPUPORT_TEST_TIMEOUT=${GPUPORT_TEST_TIMEOUT:-60}
-export OMPI_MCA_orte_enable_recovery GPUPORT_TEST_TIMEOUT
+export GPUPORT_TEST_OUTLIVE GPUPORT_TEST_TIMEOUT
 "${top_builddir:-.}/test/mpi/mpirun.sh" "$np" "${top_builddir:-.}/test/mpi/test_mpi_death" "$@" \
     >"$out" 2>&1
 rc=$?

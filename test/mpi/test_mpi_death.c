@@ -15,9 +15,10 @@
  * this host) to a file rank 0 named, and kills itself; the survivors measure
  * from that time.
  *
- * Open MPI ends the job when a rank dies unless recovery is on
- * (OMPI_MCA_orte_enable_recovery=1, set by test/mpi/death.sh). Its exit
- * status then no longer reports the survivors' failures, so every survivor
+ * The launcher ends the job when a rank dies unless told otherwise
+ * (test/mpi/death.sh sets GPUPORT_TEST_OUTLIVE=1; test/mpi/mpirun.sh has Open
+ * MPI's recovery and MPICH hydra's way). Its exit status then no longer
+ * reports the survivors' failures, so every survivor
  * prints one verdict line, "PASS rank R: ..." or "FAIL rank R: ...", and the
  * script counts them. After the death nothing here uses MPI collectives:
  * they would wait for the dead rank.
@@ -416,7 +417,7 @@ int main(int argc, char **argv)
     if (options(argc, argv, &ranks_per_host) != 0 || g_size < 2 || g_size > 64) {
         if (g_rank == 0)
             fprintf(stderr, "usage: mpirun -np 2..64 %s [--ranks-per-host N] [--seed N] "
-                    "(under OMPI_MCA_orte_enable_recovery=1: test/mpi/death.sh)\n", argv[0]);
+                    "(through test/mpi/death.sh, which keeps the job alive when a rank dies)\n", argv[0]);
         MPI_Finalize();
         return 2;
     }
