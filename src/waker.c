@@ -1,4 +1,5 @@
 /* Waking an idle proxy; see waker.h. */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_PROXY
 #include "waker.h"
 
 #include <errno.h>
