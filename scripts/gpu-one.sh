@@ -83,5 +83,9 @@ step bench-idle-host 300 env GPUPORT_TEST_TIMEOUT=280 "$build/test/mpi/mpirun.sh
     --host --idle --idle-pauses 3
 step bench-idle-gpu 300 env GPUPORT_TEST_TIMEOUT=280 "$build/test/mpi/mpirun.sh" 2 "$bench" \
     --idle --idle-pauses 3
+# the default GPU tables, shortened (up to 64 MiB, a quarter of the rounds),
+# recorded for scripts/plot-bench.py
+step bench-records 300 env GPUPORT_TEST_TIMEOUT=280 "$build/test/mpi/mpirun.sh" 2 "$bench" \
+    --max-size 64m --iters 0.25 --csv "$out/gpu-records.csv" --json "$out/gpu-records.json"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
