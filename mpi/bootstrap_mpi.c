@@ -25,7 +25,7 @@ typedef struct mpi_ctx {
  * stderr: GPUPORT_LOG_FILE is the core's. */
 void mpi_log_error(const char *file, int line, int rank, const char *fmt, ...)
 {
-    char msg[1024], host[64] = "?", when[40] = "?", who[16] = "-", *dot;
+    char msg[1024], host[64] = "?", when[64] = "?", who[16] = "-", *dot;
     const char *base = strrchr(file, '/');
     struct timespec ts;
     struct tm tm;
