@@ -49,8 +49,12 @@ const gpuport_config_var_t gpuport_config_vars[] = {
      NULL, "microseconds without work after which the proxy stops polling and sleeps"},
     {"GPUPORT_PROXY_SLEEP_MAX_US", "50", GPUPORT_CFG_UINT, FIELD(proxy_sleep_max_us), 0,
      100000ull, NULL,
-     "longest sleep of an idle proxy: bounds how late it sees a kernel's first trigger after a "
-     "pause (host pushes wake it at once); 0 never sleeps"},
+     "longest sleep of an idle proxy in GPU mode: bounds how late it sees a kernel's first "
+     "trigger after a pause (host pushes wake it at once); 0 never sleeps"},
+    {"GPUPORT_PROXY_SLEEP_HOST_MAX_US", "500", GPUPORT_CFG_UINT, FIELD(proxy_sleep_host_max_us),
+     0, 100000ull, NULL,
+     "the same for a host-only communicator (no kernels' triggers to look for: host pushes, "
+     "flusher completions and tcp sockets wake it at once); 0 never sleeps"},
     {"GPUPORT_PROXY_SLEEP_SCALE", "1000", GPUPORT_CFG_UINT, FIELD(proxy_sleep_scale), 0,
      1000000000ull, NULL,
      "an idle proxy sleeps its idle time divided by this (at least 1 us, at most "

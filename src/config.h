@@ -55,6 +55,7 @@ typedef struct gpuport_config {
     uint64_t shm_async_min;     /* GPUPORT_SHM_ASYNC_MIN: puts this large go to the flusher */
     uint64_t proxy_idle_us;     /* GPUPORT_PROXY_IDLE_US */
     uint64_t proxy_sleep_max_us; /* GPUPORT_PROXY_SLEEP_MAX_US */
+    uint64_t proxy_sleep_host_max_us; /* GPUPORT_PROXY_SLEEP_HOST_MAX_US */
     uint64_t proxy_sleep_scale;  /* GPUPORT_PROXY_SLEEP_SCALE */
     uint64_t host_id;           /* GPUPORT_HOST_ID, 0 = derived from the host */
     int gpu;                    /* GPUPORT_GPU, gpuport_gpu_mode_t */

@@ -680,7 +680,11 @@ static void abandon(gpuport_comm_t comm)
 static void idle_wait(gpuport_comm_t comm, uint64_t idle_since)
 {
     const gpuport_config_t *cfg = &comm->config;
-    gpuport_idle_policy_t policy = {cfg->proxy_idle_us, cfg->proxy_sleep_max_us,
+    /* without a device FIFO everything that brings work wakes the proxy
+     * (ib's completions aside): it may sleep longer */
+    gpuport_idle_policy_t policy = {cfg->proxy_idle_us,
+                                    comm->dfifo.slots ? cfg->proxy_sleep_max_us
+                                                      : cfg->proxy_sleep_host_max_us,
                                     cfg->proxy_sleep_scale};
     uint32_t us;
 

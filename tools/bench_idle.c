@@ -3,8 +3,9 @@
  * while the job does nothing and how late the first operation after a
  * pause is (issue 15). See bench_idle.h.
  *
- * Per policy, a communicator of the pair with GPUPORT_PROXY_SLEEP_MAX_US and
- * GPUPORT_PROXY_SLEEP_SCALE set (the last row: the library's defaults), one
+ * Per policy, a communicator of the pair with GPUPORT_PROXY_SLEEP_MAX_US,
+ * GPUPORT_PROXY_SLEEP_HOST_MAX_US (both the cap) and GPUPORT_PROXY_SLEEP_SCALE
+ * set (the last row: the library's defaults), one
  * channel each way, then:
  *  - long pauses (--idle-pause, default 1 s, --idle-pauses of them): the
  *    proxy's and flusher's CPU over the pauses (the larger of the two
@@ -175,11 +176,14 @@ static void set_policy(const policy_t *p)
 
     if (p->cap_us < 0) {
         unsetenv("GPUPORT_PROXY_SLEEP_MAX_US");
+        unsetenv("GPUPORT_PROXY_SLEEP_HOST_MAX_US");
         unsetenv("GPUPORT_PROXY_SLEEP_SCALE");
         return;
     }
+    /* the cap of either mode */
     snprintf(v, sizeof(v), "%ld", p->cap_us);
     setenv("GPUPORT_PROXY_SLEEP_MAX_US", v, 1);
+    setenv("GPUPORT_PROXY_SLEEP_HOST_MAX_US", v, 1);
     snprintf(v, sizeof(v), "%ld", p->scale);
     setenv("GPUPORT_PROXY_SLEEP_SCALE", v, 1);
 }
@@ -233,15 +237,16 @@ static void close_policy(idle_t *x, void *src, void *dst)
 
 int bench_idle_run(MPI_Comm pair, int gpu, int pauses, double pause)
 {
+    static const char *const vars[] = {"GPUPORT_PROXY_SLEEP_MAX_US",
+                                       "GPUPORT_PROXY_SLEEP_HOST_MAX_US",
+                                       "GPUPORT_PROXY_SLEEP_SCALE"};
+    char *saved[3];
     idle_t x;
-    char *saved_cap = getenv("GPUPORT_PROXY_SLEEP_MAX_US");
-    char *saved_scale = getenv("GPUPORT_PROXY_SLEEP_SCALE");
     int nops = gpu ? 2 : 1;
 
-    if (saved_cap)
-        saved_cap = strdup(saved_cap);
-    if (saved_scale)
-        saved_scale = strdup(saved_scale);
+    /* the user's settings, put back afterwards */
+    for (int v = 0; v < 3; v++)
+        saved[v] = getenv(vars[v]) ? strdup(getenv(vars[v])) : NULL;
     if (pauses < 1)
         pauses = 1;
     if (pauses > 64)
@@ -288,16 +293,13 @@ int bench_idle_run(MPI_Comm pair, int gpu, int pauses, double pause)
         }
         close_policy(&x, src, dst);
     }
-    if (saved_cap)
-        setenv("GPUPORT_PROXY_SLEEP_MAX_US", saved_cap, 1);
-    else
-        unsetenv("GPUPORT_PROXY_SLEEP_MAX_US");
-    if (saved_scale)
-        setenv("GPUPORT_PROXY_SLEEP_SCALE", saved_scale, 1);
-    else
-        unsetenv("GPUPORT_PROXY_SLEEP_SCALE");
-    free(saved_cap);
-    free(saved_scale);
+    for (int v = 0; v < 3; v++) {
+        if (saved[v])
+            setenv(vars[v], saved[v], 1);
+        else
+            unsetenv(vars[v]);
+        free(saved[v]);
+    }
     if (x.role == 0)
         printf("  (1st, max: median and largest over the long pauses; 20ms: median and largest "
                "over %d pauses of 20 ms; busy: median of %d back to back)\n",

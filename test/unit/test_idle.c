@@ -96,7 +96,7 @@ static int run(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     CHECK_OK(gpuport_mem_register(comm, src, REGION, &msrc));
     CHECK_OK(gpuport_mem_register(comm, dst, REGION, &mdst));
     CHECK_OK(gpuport_channel_create(comm, 1 - rank, msrc, mdst, &ch));
-    CHECK(comm->config.proxy_sleep_max_us == CAP_US);
+    CHECK(comm->config.proxy_sleep_host_max_us == CAP_US); /* host-only: GPUPORT_GPU=off */
 
     for (int r = 1; r <= ROUNDS; r++) {
         CHECK_OK(bs->barrier(bs->ctx));
@@ -161,7 +161,7 @@ int main(void)
     snprintf(cap, sizeof(cap), "%d", CAP_US);
     setenv("GPUPORT_GPU", "off", 1);
     setenv("GPUPORT_PROXY_IDLE_US", "0", 1);
-    setenv("GPUPORT_PROXY_SLEEP_MAX_US", cap, 1);
+    setenv("GPUPORT_PROXY_SLEEP_HOST_MAX_US", cap, 1);
     setenv("GPUPORT_PROXY_SLEEP_SCALE", "0", 1);
     CHECK(local_run(2, run, NULL) == 0);
     printf("wake-up: ok\n");
