@@ -36,7 +36,10 @@ typedef enum {
 } gpuport_log_level_t;
 
 /* Subsystems, in the order of gpuport_log_subsys_words (GPUPORT_LOG_SUBSYS's
- * words; the transports' are their GPUPORT_TRANSPORT words). */
+ * words): the core's, then one per transport, by kind, named by its
+ * GPUPORT_TRANSPORT word. The core names no transport: the registry
+ * (src/transport/registry.c) holds the words, and a transport's source
+ * files log as GPUPORT_SUBSYS_TL(their kind). */
 typedef enum {
     GPUPORT_SUBSYS_INIT = 0,  /* communicator creation and destruction, configuration */
     GPUPORT_SUBSYS_BOOTSTRAP, /* exchanges between ranks through the bootstrap */
@@ -47,14 +50,18 @@ typedef enum {
     GPUPORT_SUBSYS_PROXY,     /* the proxy thread: triggers */
     GPUPORT_SUBSYS_FLUSHER,   /* the flusher thread: copies and stores */
     GPUPORT_SUBSYS_FDPASS,    /* descriptors passed between same-host ranks */
-    GPUPORT_SUBSYS_SHM,
-    GPUPORT_SUBSYS_CUDA_IPC,
-    GPUPORT_SUBSYS_TCP,
-    GPUPORT_SUBSYS_IB,
-    GPUPORT_LOG_NSUBSYS
+    GPUPORT_SUBSYS_TRANSPORTS, /* the first transport's (kind 1) */
+    /* room for GPUPORT_LOG_TL_SLOTS transports (the registry checks) */
+    GPUPORT_LOG_NSUBSYS = GPUPORT_SUBSYS_TRANSPORTS + 8
 } gpuport_log_subsys_t;
+#define GPUPORT_LOG_TL_SLOTS 8
+#define GPUPORT_SUBSYS_TL(kind) (GPUPORT_SUBSYS_TRANSPORTS + (kind) - 1)
+/* the core's words, in the order above */
+#define GPUPORT_LOG_CORE_SUBSYS_WORDS                                                           \
+    "init", "bootstrap", "topo", "cuda", "mem", "channel", "proxy", "flusher", "fdpass"
 
-/* NULL-terminated, by gpuport_log_subsys_t */
+/* NULL-terminated, by gpuport_log_subsys_t; as many transports as built
+ * kinds (fewer words than GPUPORT_LOG_NSUBSYS) */
 extern const char *const gpuport_log_subsys_words[];
 #define GPUPORT_LOG_SUBSYS_ALL ((1u << GPUPORT_LOG_NSUBSYS) - 1)
 

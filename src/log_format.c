@@ -8,13 +8,6 @@
 
 #include "log.h"
 
-const char *const gpuport_log_subsys_words[] = {
-    "init", "bootstrap", "topo", "cuda", "mem", "channel", "proxy", "flusher", "fdpass", "shm",
-    "cuda_ipc", "tcp", "ib", NULL};
-
-_Static_assert(sizeof(gpuport_log_subsys_words) / sizeof(gpuport_log_subsys_words[0]) ==
-                   GPUPORT_LOG_NSUBSYS + 1,
-               "a word per subsystem");
 _Static_assert(GPUPORT_LOG_NSUBSYS <= 32, "subsystems are bits of a uint32_t");
 
 static const char *const level_names[] = {"NONE", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"};

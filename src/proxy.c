@@ -601,7 +601,7 @@ static void watch_peers(gpuport_comm_t comm)
     const gpuport_proc_rec_t *me = &comm->procs[comm->rank];
     unsigned char *flags = comm->proxy.peer_dead;
 
-    /* Only peers with a live channel: creating one over shm or cuda_ipc
+    /* Only peers with a live channel: creating one over a same-host transport
      * proved their /proc entries are ours to see (no false "exited" for a
      * rank in another pid namespace). */
     for (uint32_t i = 0; i < comm->config.max_channels; i++) {

@@ -127,6 +127,14 @@ typedef struct gpuport_transport_ops {
 /* gpuport_transport_words (config.h): "auto", then every transport gpuport
  * knows, built or not; a transport's kind is its index there (channel
  * records carry it). */
+/* The kinds, by their place in registry.c's list (it checks); a
+ * transport's files log as GPUPORT_SUBSYS_TL(their kind). */
+enum {
+    GPUPORT_TL_KIND_SHM = 1,
+    GPUPORT_TL_KIND_CUDA_IPC = 2,
+    GPUPORT_TL_KIND_IB = 3,
+    GPUPORT_TL_KIND_TCP = 4,
+};
 /* The ops of kind (1..), or NULL where it is not built. */
 const gpuport_transport_ops_t *gpuport_transport_ops(int kind);
 /* How many kinds there are, "auto" included. */

@@ -260,7 +260,10 @@ static void test_defaults(void)
                   gpuport_config_vars[i].default_value);
     /* the documented defaults, spelled out */
     CHECK(c.log_level == GPUPORT_LOG_WARN && c.log_level == 2);
-    CHECK(c.log_subsys == GPUPORT_LOG_SUBSYS_ALL && c.log_file[0] == '\0');
+    /* every subsystem: the core's and one per transport */
+    CHECK(c.log_subsys ==
+              (1ull << (GPUPORT_SUBSYS_TRANSPORTS + gpuport_transport_nkinds() - 1)) - 1 &&
+          c.log_file[0] == '\0');
     CHECK(c.transport == GPUPORT_TRANSPORT_AUTO && c.transport == 0);
     CHECK(c.fifo_size == 1024);
     CHECK(c.max_channels == 1024);
@@ -637,15 +640,16 @@ static void test_wordset_row(const gpuport_config_var_t *var)
         expect_rejected(var, bad[i]);
     if (var->offset != offsetof(gpuport_config_t, log_subsys))
         return;
-    CHECK(k == GPUPORT_LOG_NSUBSYS && var->words == gpuport_log_subsys_words);
-    for (int t = 1; t < gpuport_transport_nkinds(); t++) {
-        for (k = 0; var->words[k] && strcmp(var->words[k], gpuport_transport_words[t]); k++)
-            ;
-        CHECK_MSG(var->words[k], "transport %s has no log subsystem", gpuport_transport_words[t]);
-    }
+    CHECK(k == (size_t)(GPUPORT_SUBSYS_TRANSPORTS + gpuport_transport_nkinds() - 1) &&
+          k <= GPUPORT_LOG_NSUBSYS && var->words == gpuport_log_subsys_words);
+    /* a transport's subsystem is named by its GPUPORT_TRANSPORT word */
+    for (int t = 1; t < gpuport_transport_nkinds(); t++)
+        CHECK_MSG(strcmp(var->words[GPUPORT_SUBSYS_TL(t)], gpuport_transport_words[t]) == 0,
+                  "transport %s logs as \"%s\"", gpuport_transport_words[t],
+                  var->words[GPUPORT_SUBSYS_TL(t)]);
     expect_accepted(var, "init,Channel,tcp",
                     (1u << GPUPORT_SUBSYS_INIT) | (1u << GPUPORT_SUBSYS_CHANNEL) |
-                        (1u << GPUPORT_SUBSYS_TCP));
+                        (1u << GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_TCP)));
     expect_accepted(var, "^proxy,flusher",
                     all & ~((1u << GPUPORT_SUBSYS_PROXY) | (1u << GPUPORT_SUBSYS_FLUSHER)));
     expect_accepted(var, "proxy,proxy", 1u << GPUPORT_SUBSYS_PROXY);

@@ -25,6 +25,7 @@
 #include "check.h"
 #include "local_bootstrap.h"
 #include "log.h"
+#include "transport/transport.h"
 
 extern char **environ;
 
@@ -340,12 +341,12 @@ static void test_subsys(void)
 
     /* everything but proxy and tcp */
     gpuport_log_set_subsys(GPUPORT_LOG_SUBSYS_ALL &
-                           ~((1u << GPUPORT_SUBSYS_PROXY) | (1u << GPUPORT_SUBSYS_TCP)));
+                           ~((1u << GPUPORT_SUBSYS_PROXY) | (1u << GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_TCP))));
     capture_begin();
     GPUPORT_LOG_AT(GPUPORT_SUBSYS_PROXY, GPUPORT_LOG_DEBUG, "proxy-debug");
-    GPUPORT_LOG_AT(GPUPORT_SUBSYS_TCP, GPUPORT_LOG_INFO, "tcp-info");
-    GPUPORT_LOG_AT(GPUPORT_SUBSYS_TCP, GPUPORT_LOG_WARN, "tcp-warn");
-    GPUPORT_LOG_AT(GPUPORT_SUBSYS_IB, GPUPORT_LOG_DEBUG, "ib-debug");
+    GPUPORT_LOG_AT(GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_TCP), GPUPORT_LOG_INFO, "tcp-info");
+    GPUPORT_LOG_AT(GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_TCP), GPUPORT_LOG_WARN, "tcp-warn");
+    GPUPORT_LOG_AT(GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_IB), GPUPORT_LOG_DEBUG, "ib-debug");
     GPUPORT_LOG_AT(GPUPORT_SUBSYS_INIT, GPUPORT_LOG_INFO, "init-info");
     log = capture_end();
     CHECK_MSG(!strstr(log, "proxy-debug") && !strstr(log, "tcp-info") &&
@@ -357,9 +358,9 @@ static void test_subsys(void)
     gpuport_log_set_level(GPUPORT_LOG_WARN);
     gpuport_log_set_subsys(GPUPORT_LOG_SUBSYS_ALL);
     capture_begin();
-    GPUPORT_LOG_AT(GPUPORT_SUBSYS_IB, GPUPORT_LOG_INFO, "ib-info");
+    GPUPORT_LOG_AT(GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_IB), GPUPORT_LOG_INFO, "ib-info");
     gpuport_log_set_level(GPUPORT_LOG_NONE);
-    GPUPORT_LOG_AT(GPUPORT_SUBSYS_IB, GPUPORT_LOG_ERROR, "ib-error");
+    GPUPORT_LOG_AT(GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_IB), GPUPORT_LOG_ERROR, "ib-error");
     log = capture_end();
     CHECK_MSG(log[0] == '\0', "log: %s", log);
     /* arguments of a message that is off are not evaluated */

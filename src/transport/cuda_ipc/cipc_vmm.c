@@ -7,7 +7,7 @@
  * IPC handle: the one-context-per-device limit of legacy IPC handles does
  * not apply. Application threads (channel creation and destruction).
  */
-#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CUDA_IPC
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_CUDA_IPC)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -12,7 +12,7 @@
  * stream. The proxy only describes the work; the flusher does every CUDA
  * call.
  */
-#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CUDA_IPC
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_CUDA_IPC)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -36,7 +36,7 @@
  * error state) or through report_fail's write to its channel's
  * peer_status while the QP still works.
  */
-#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_IB
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_IB)
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>

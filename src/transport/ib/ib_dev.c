@@ -1,5 +1,5 @@
 /* The ib transport's devices and communicator state; see ib_priv.h. */
-#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_IB
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_IB)
 #include "transport/ib/ib_priv.h"
 
 #include <arpa/inet.h>

@@ -10,7 +10,7 @@
  * memory does not have. The region's kind says which is which
  * (gpuport_region_t, classified once at registration).
  */
-#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_IB
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_IB)
 #include "transport/ib/ib_priv.h"
 
 #include <errno.h>

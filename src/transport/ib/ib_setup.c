@@ -1,6 +1,6 @@
 /* The ib transport's device-free set-up logic: records, QP attributes,
  * errors; see ib.h. */
-#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_IB
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_IB)
 #include "transport/ib/ib.h"
 #include "transport/ib/ib_verbs.h"
 

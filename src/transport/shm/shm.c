@@ -6,7 +6,7 @@
  * malloc's. Signals are atomic increments in the peer's control segment;
  * put_value is one 8-byte store (or an 8-byte process_vm_writev).
  */
-#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_SHM
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_SHM)
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

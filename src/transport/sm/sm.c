@@ -1,5 +1,5 @@
 /* The same-host transports' shared base; see sm.h. */
-#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_SHM
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_SHM)
 #include "transport/sm/sm.h"
 
 #include <errno.h>

@@ -32,7 +32,7 @@
  *
  * Headers are host byte order: the ranks of a job share an architecture.
  */
-#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TCP
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_TCP)
 #include <errno.h>
 #include <string.h>
 #include <sys/epoll.h>

@@ -3,7 +3,7 @@
  * interface up), the communicator's listener, and whether a peer can be
  * reached at all.
  */
-#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TCP
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_TCP)
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>

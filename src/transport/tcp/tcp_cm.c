@@ -3,7 +3,7 @@
  * rank connects and greets with the listener's cookie; the higher accepts,
  * keeping connections from other ranks for their turn.
  */
-#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TCP
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_TCP)
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>

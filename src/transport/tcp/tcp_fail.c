@@ -3,7 +3,7 @@
  * (proxy thread). Kept apart so that sending and receiving, which break
  * connections, depend on this file and not on the ops table in tcp.c.
  */
-#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TCP
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_TCP)
 #include <string.h>
 #include <sys/socket.h>
 

@@ -3,7 +3,7 @@
  * through rx staging for GPU destinations, values, signals,
  * acknowledgements.
  */
-#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TCP
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_TCP)
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

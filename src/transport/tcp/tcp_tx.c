@@ -3,7 +3,7 @@
  * ring; GPU sources are copied into tx staging by the flusher, piece by
  * piece, before they are sent.
  */
-#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TCP
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_TCP)
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
