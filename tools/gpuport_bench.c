@@ -997,8 +997,9 @@ static void idle_report(bench_t *b)
         return;
     proxy = 100.0 * (double)(s1.proxy_cpu_ns - s0.proxy_cpu_ns) / (secs * 1e9);
     flusher = 100.0 * (double)(s1.flusher_cpu_ns - s0.flusher_cpu_ns) / (secs * 1e9);
-    printf("\n# idle proxy (%.1f s without operations; GPUPORT_PROXY_IDLE_US and "
-           "GPUPORT_PROXY_SLEEP_MAX_US set the back-off)\n", secs);
+    printf("\n# idle proxy (%.1f s without operations; GPUPORT_PROXY_IDLE_US, "
+           "GPUPORT_PROXY_SLEEP_HOST_MAX_US and GPUPORT_PROXY_SLEEP_SCALE set the back-off; "
+           "--idle compares policies)\n", secs);
     printf("#   CPU used while idle: proxy %.2f %% of a core, flusher %.2f %%\n", proxy, flusher);
     printf("#   8 B round trip: first after idle %.1f us, busy median %.1f us (%d rounds;\n"
            "#   min %.1f, mean %.1f, p99 %.1f us)\n",
