@@ -17,6 +17,7 @@
 
 #include "capture.h"
 #include "check.h"
+#include "testenv.h"
 #include "config.h"
 #include "transport/transport.h"
 #include "fifo.h"
@@ -32,18 +33,7 @@ static gpuport_config_t defaults;
 
 static void clean_env(void)
 {
-    char names[64][128];
-    int n = 0;
-
-    for (char **e = environ; e && *e && n < 64; e++) {
-        size_t len = strcspn(*e, "=");
-        if (strncmp(*e, "GPUPORT_", 8) == 0 && len < sizeof(names[0])) {
-            memcpy(names[n], *e, len);
-            names[n++][len] = '\0';
-        }
-    }
-    for (int i = 0; i < n; i++)
-        unsetenv(names[i]);
+    testenv_clear_gpuport();
     for (char **e = environ; e && *e; e++)
         CHECK(strncmp(*e, "GPUPORT_", 8) != 0);
 }

@@ -23,11 +23,10 @@
 
 #include "capture.h"
 #include "check.h"
+#include "testenv.h"
 #include "local_bootstrap.h"
 #include "log.h"
 #include "transport/transport.h"
-
-extern char **environ;
 
 /* ---- a line, parsed ---- */
 
@@ -134,22 +133,6 @@ static char *read_file(const char *path)
 }
 
 static char tmpdir[64];
-
-static void clean_env(void)
-{
-    char names[64][128];
-    int n = 0;
-
-    for (char **e = environ; e && *e && n < 64; e++) {
-        size_t len = strcspn(*e, "=");
-        if (strncmp(*e, "GPUPORT_", 8) == 0 && len < sizeof(names[0])) {
-            memcpy(names[n], *e, len);
-            names[n++][len] = '\0';
-        }
-    }
-    for (int i = 0; i < n; i++)
-        unsetenv(names[i]);
-}
 
 /* ---- the pure parts ---- */
 
@@ -721,7 +704,7 @@ static void test_comm_levels(void)
 
 int main(void)
 {
-    clean_env();
+    testenv_clear_gpuport();
     re_init();
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/gpuport-test-log.XXXXXX");
     CHECK(mkdtemp(tmpdir) != NULL);

@@ -14,10 +14,9 @@
 
 #include "capture.h"
 #include "check.h"
+#include "testenv.h"
 #include "local_bootstrap.h"
 #include "record.h"
-
-extern char **environ;
 
 /* ---- the header alone ---- */
 
@@ -250,25 +249,9 @@ static void test_match(int size)
     CHECK_MSG(!strstr(log, "ERROR"), "a matching run logged errors:\n%s", log);
 }
 
-static void clean_env(void)
-{
-    char names[64][128];
-    int n = 0;
-
-    for (char **e = environ; e && *e && n < 64; e++) {
-        size_t len = strcspn(*e, "=");
-        if (strncmp(*e, "GPUPORT_", 8) == 0 && len < sizeof(names[0])) {
-            memcpy(names[n], *e, len);
-            names[n++][len] = '\0';
-        }
-    }
-    for (int i = 0; i < n; i++)
-        unsetenv(names[i]);
-}
-
 int main(void)
 {
-    clean_env();
+    testenv_clear_gpuport();
     setenv("GPUPORT_TIMEOUT_MS", "20000", 1);
     alarm(30); /* a rank stuck in the bootstrap is a failure, not a hang */
     test_header();
