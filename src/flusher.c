@@ -177,6 +177,10 @@ static void *flusher_main(void *arg)
         int progressed = fl->cuda ? gpuport_fcuda_progress(fl) : 0;
         progressed += take_work(fl);
         if (progressed) {
+            /* every completion is reported inside one of the two calls
+             * above: one poke covers a batch of them */
+            if (fl->proxy_waker)
+                gpuport_waker_poke(fl->proxy_waker);
             idle = 0;
             continue;
         }

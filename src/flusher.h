@@ -84,9 +84,9 @@ typedef struct gpuport_flusher {
     uint64_t start_timeout_ns;
     struct gpuport_topology *topo; /* the thread first binds itself */
     int cpu;                       /* to this PU; -1: unbound */
-    /* the proxy's, poked after each completion so that a sleeping proxy
-     * reads it at once; NULL: nobody to wake (set by the proxy before it
-     * posts work) */
+    /* the proxy's, poked once after each pass of the flusher that reported
+     * completions, so that a sleeping proxy reads them at once; NULL:
+     * nobody to wake (set by the proxy before it posts work) */
     gpuport_waker_t *proxy_waker;
 } gpuport_flusher_t;
 
@@ -112,8 +112,6 @@ static inline void gpuport_flusher_complete(gpuport_flusher_t *fl, uint32_t chan
     while (gpuport_ring_push(&fl->done, &done) != 0)
         ;
     GPUPORT_STAT_INC(fl->completed);
-    if (fl->proxy_waker)
-        gpuport_waker_poke(fl->proxy_waker);
 }
 /* Drains queued work, then joins the thread. */
 void gpuport_flusher_stop(gpuport_flusher_t *fl);
