@@ -232,7 +232,14 @@ int main(int argc, char **argv)
     if (!cuda_ok(cudaMalloc((void **)&rc, sizeof(rc_host)), "cudaMalloc(rc)"))
         goto out;
     exchange<<<1, 2>>>(links[0].dev, links[1].dev, bytes, rc);
+    /* Wait for the kernel here, not inside cudaMemcpy: while a thread is in
+     * a synchronous cudaMemcpy that waits for a kernel, CUDA holds every
+     * other context's copy out of this process's cudaMalloc memory, gpuport's
+     * too, so the peer's kernel would never get the cudaMalloc channel's
+     * data and this kernel never its signal (docs/ARCHITECTURE.md, "a copy
+     * held by CUDA"). VMM memory has no such wait. */
     if (!cuda_ok(cudaGetLastError(), "exchange<<<>>>") ||
+        !cuda_ok(cudaDeviceSynchronize(), "exchange<<<>>> (cudaDeviceSynchronize)") ||
         !cuda_ok(cudaMemcpy(rc_host, rc, sizeof(rc_host), cudaMemcpyDeviceToHost),
                  "exchange<<<>>> (cudaMemcpy of its results)"))
         goto out;

@@ -41,6 +41,8 @@ step channels-tcp-appvmm 300 env GPUPORT_TRANSPORT=tcp GPUPORT_TEST_MEM=appvmm \
 step vmm 300 "$build/test/gpu/test_gpu_vmm"
 # gpuport_mem_alloc_device and a cuda_ipc channel in a process with no CUDA context of its own
 step noctx 60 "$build/test/gpu/test_gpu_noctx"
+# a copy CUDA holds while the host is in cudaMemcpy: the timeout and the proxy's warning
+step held 120 "$build/test/gpu/test_gpu_held"
 # a peer killed mid-traffic: the survivor's device and host waiters return
 step death-cuda_ipc 120 "$build/test/gpu/test_gpu_death"
 step death-tcp 120 env GPUPORT_TRANSPORT=tcp "$build/test/gpu/test_gpu_death"
@@ -66,10 +68,7 @@ for t in test_local_channels test_process_channels; do
 done
 step mpi-np2 180 "$build/test/mpi/mpirun.sh" 2 "$build/test/mpi/test_mpi_channels"
 # examples/device_channels.cu, both ranks on GPU 0: a kernel over a cudaMalloc
-# and a VMM channel, every byte compared on the host (4 OK lines expected).
-# FAILS on 2026-12-01's code: every kernel wait times out (docs/ARCHITECTURE.md,
-# known gaps: the flusher's copy out of cudaMalloc memory waits behind the
-# application's waiting kernel); kept so that the fix shows
+# and a VMM channel, every byte compared on the host (4 OK lines expected)
 step example-device 120 sh test/examples/device_channels.sh
 # the benchmark with both ranks on the GPU: IPC bandwidth over cudaMalloc
 # and VMM memory side by side, beside the raw copy within the GPU

@@ -58,6 +58,7 @@ step gpu-death 120 "$build/test/gpu/test_gpu_death"
 step gpu-stall 300 sh test/gpu/stall_suite.sh
 step gpu-vmm 300 "$build/test/gpu/test_gpu_vmm"
 step gpu-noctx 60 "$build/test/gpu/test_gpu_noctx"
+step gpu-held 120 "$build/test/gpu/test_gpu_held"
 step bench-gpu 180 "$build/test/mpi/mpirun.sh" 2 "$build/tools/gpuport_bench"
 # IPC bandwidth over cudaMalloc and VMM memory side by side, one baseline
 step bench-gpu-mem-both 300 "$build/test/mpi/mpirun.sh" 2 "$build/tools/gpuport_bench" --mem both

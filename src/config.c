@@ -47,7 +47,11 @@ const gpuport_config_var_t gpuport_config_vars[] = {
      "shm puts of at least this many bytes are copied by the flusher thread, not the proxy"},
     {"GPUPORT_PROXY_IDLE_US", "10000", GPUPORT_CFG_UINT, FIELD(proxy_idle_us), 0, 10000000ull,
      NULL, "microseconds without work after which the proxy stops polling and sleeps"},
-    {"GPUPORT_PROXY_SLEEP_MAX_US", "50", GPUPORT_CFG_UINT, FIELD(proxy_sleep_max_us), 0,
+    {"GPUPORT_PROXY_IDLE_CPU", "4", GPUPORT_CFG_UINT, FIELD(proxy_idle_cpu), 0, 100, NULL,
+     "percent of a core a sleeping proxy may use: it measures what a wake-up costs and "
+     "sleeps no longer than that budget needs (at most the caps below), so it sees a "
+     "kernel's first trigger after a pause as soon as the budget allows; 0: sleep the caps"},
+    {"GPUPORT_PROXY_SLEEP_MAX_US", "500", GPUPORT_CFG_UINT, FIELD(proxy_sleep_max_us), 0,
      100000ull, NULL,
      "longest sleep of an idle proxy in GPU mode: bounds how late it sees a kernel's first "
      "trigger after a pause (host pushes wake it at once); 0 never sleeps"},
@@ -57,9 +61,9 @@ const gpuport_config_var_t gpuport_config_vars[] = {
      "flusher completions and tcp sockets wake it at once); 0 never sleeps"},
     {"GPUPORT_PROXY_SLEEP_SCALE", "1000", GPUPORT_CFG_UINT, FIELD(proxy_sleep_scale), 0,
      1000000000ull, NULL,
-     "an idle proxy sleeps its idle time divided by this (at least 1 us, at most "
-     "GPUPORT_PROXY_SLEEP_MAX_US): prompt after short pauses, cheap in long ones; 0 sleeps the "
-     "maximum at once"},
+     "an idle proxy sleeps its idle time divided by this (at least 1 us, at most what "
+     "GPUPORT_PROXY_IDLE_CPU allows): prompt after short pauses, cheap in long ones; 0 sleeps "
+     "the maximum at once"},
     {"GPUPORT_HOST_ID", "0", GPUPORT_CFG_HEX64, FIELD(host_id), 0, 0, NULL,
      "host identity in hex; ranks with equal ids share a host; 0 derives it from the host"},
     {"GPUPORT_GPU", "auto", GPUPORT_CFG_ENUM, FIELD(gpu), 0, 0, gpu_words,

@@ -57,6 +57,7 @@ typedef struct gpuport_config {
     uint64_t proxy_sleep_max_us; /* GPUPORT_PROXY_SLEEP_MAX_US */
     uint64_t proxy_sleep_host_max_us; /* GPUPORT_PROXY_SLEEP_HOST_MAX_US */
     uint64_t proxy_sleep_scale;  /* GPUPORT_PROXY_SLEEP_SCALE */
+    uint64_t proxy_idle_cpu;     /* GPUPORT_PROXY_IDLE_CPU, % of a core */
     uint64_t host_id;           /* GPUPORT_HOST_ID, 0 = derived from the host */
     int gpu;                    /* GPUPORT_GPU, gpuport_gpu_mode_t */
     int bind;                   /* GPUPORT_BIND */

@@ -88,6 +88,11 @@ typedef struct gpuport_flusher {
      * completions, so that a sleeping proxy reads them at once; NULL:
      * nobody to wake (set by the proxy before it posts work) */
     gpuport_waker_t *proxy_waker;
+    /* when the flusher's current CUDA call that names the application's
+     * context began (gpuport_now_ns); 0: in no such call. CUDA holds such a
+     * call while an application thread sits in a synchronous cudaMemcpy
+     * (docs/ARCHITECTURE.md); the proxy watches this to say so. */
+    _Atomic uint64_t app_call_since_ns;
 } gpuport_flusher_t;
 
 /* Executes one work item on the calling thread. Shared with the proxy, which

@@ -134,6 +134,7 @@ typedef struct gpuport_proxy {
     _Atomic uint64_t sig_sent;  /* transport signals they became (folded) */
     uint64_t abandoned;
     unsigned char *peer_dead; /* by rank: exited / watched flags (proxy thread only) */
+    uint64_t held_warned;     /* the flusher's held call last reported (its start time) */
     /* transports with comm_progress or poll_fds, published before the
      * proxy starts */
     gpuport_tl_comm_t *active_tls[GPUPORT_TL_MAX_KINDS];
@@ -145,6 +146,13 @@ typedef struct gpuport_proxy {
      * proxy through it; kernels' triggers cannot, so the proxy's sleeps
      * stay short (GPUPORT_PROXY_SLEEP_MAX_US) */
     gpuport_waker_t waker;
+    /* the CPU budget of sleeping (GPUPORT_PROXY_IDLE_CPU), proxy only: what
+     * one sleep and the pass after it cost this thread (measured over
+     * GPUPORT_IDLE_WINDOW sleeps in a row), and the window being measured */
+    uint64_t wake_cost_ns;
+    uint64_t window_cpu_ns; /* thread CPU time at the window's start; 0: none open */
+    uint32_t window_sleeps;
+    int wake_cost_told;
 } gpuport_proxy_t;
 
 struct gpuport_comm {

@@ -552,6 +552,51 @@ static int wakeable_work(gpuport_comm_t comm)
  * completions, stop and quiet write it when it sleeps: waker.h) and on the
  * network connections' sockets, so that any of those wakes it at once;
  * kernels' triggers are seen when the sleep ends. */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* After each sleep: what GPUPORT_IDLE_WINDOW sleeps in a row cost this
+ * thread, sleep and pass, becomes the wake-up cost the budget divides
+ * (a running mean, so one noisy window moves it a quarter). A pass with
+ * work ends the window (proxy_main): work is not the cost of sleeping. */
+static void measure_wake_cost(gpuport_comm_t comm)
+{
+    gpuport_proxy_t *px = &comm->proxy;
+    uint64_t now, cost;
+
+    if (px->window_cpu_ns == 0) {
+        px->window_cpu_ns = thread_cpu_ns();
+        px->window_sleeps = 0;
+        return;
+    }
+    if (++px->window_sleeps < GPUPORT_IDLE_WINDOW)
+        return;
+    now = thread_cpu_ns();
+    cost = now > px->window_cpu_ns ? (now - px->window_cpu_ns) / GPUPORT_IDLE_WINDOW : 0;
+    px->window_cpu_ns = now;
+    px->window_sleeps = 0;
+    if (cost == 0)
+        return;
+    px->wake_cost_ns = px->wake_cost_told ? (3 * px->wake_cost_ns + cost) / 4 : cost;
+    if (!px->wake_cost_told) {
+        const gpuport_config_t *cfg = &comm->config;
+        uint64_t max = comm->dfifo.slots ? cfg->proxy_sleep_max_us : cfg->proxy_sleep_host_max_us;
+        px->wake_cost_told = 1;
+        log_info("idle proxy: a sleep and the pass after it cost %.1f us of CPU here, so sleeps "
+                 "of up to %llu us keep it within %llu%% of a core (GPUPORT_PROXY_IDLE_CPU; at "
+                 "most %llu us)",
+                 (double)cost / 1000.0,
+                 (unsigned long long)gpuport_idle_budget_us(cost, cfg->proxy_idle_cpu * 10, max),
+                 (unsigned long long)cfg->proxy_idle_cpu, (unsigned long long)max);
+    }
+}
+
 static void idle_sleep(gpuport_comm_t comm, uint32_t us)
 {
     struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
@@ -570,6 +615,8 @@ static void idle_sleep(gpuport_comm_t comm, uint32_t us)
     if (!wakeable_work(comm))
         ppoll(fds, (nfds_t)nfds, &ts, NULL);
     gpuport_waker_awake(&comm->proxy.waker);
+    if (comm->config.proxy_idle_cpu)
+        measure_wake_cost(comm);
 }
 
 /* How often the proxy looks for same-host peers that have exited. */
@@ -632,6 +679,31 @@ static void watch_peers(gpuport_comm_t comm)
     }
 }
 
+/* A flusher call that names the application's context and has not
+ * returned after this long is held by CUDA (docs/ARCHITECTURE.md). */
+#define FLUSHER_HELD_NS (500 * 1000 * 1000ull)
+
+/* Says once per held call why the flusher stopped: no error can, as the
+ * flusher cannot return before CUDA lets it, and a kernel waiting on the
+ * copy's signal (GPUPORT_TIMEOUT_MS=0: for ever) sees only silence. */
+static void watch_flusher(gpuport_comm_t comm, uint64_t now)
+{
+    uint64_t since = atomic_load_explicit(&comm->proxy.flusher.app_call_since_ns,
+                                          memory_order_relaxed);
+
+    if (since == 0 || since == comm->proxy.held_warned || now - since < FLUSHER_HELD_NS)
+        return;
+    comm->proxy.held_warned = since;
+    log_warn("the flusher has waited %llu ms inside CUDA for a copy from the application's "
+             "cudaMalloc memory to be accepted: CUDA holds such copies while a thread of the "
+             "application is in a synchronous cudaMemcpy waiting for a kernel, and if that "
+             "kernel waits on this rank's or a peer's channel, neither ends (until "
+             "GPUPORT_TIMEOUT_MS). Synchronize the kernel's stream before cudaMemcpy, or "
+             "use VMM memory (gpuport_mem_alloc_device), which is copied without the "
+             "application's context",
+             (unsigned long long)((now - since) / 1000000));
+}
+
 /* Triggers known to be queued but not consumed. The device FIFO's head is
  * in device memory, which the proxy does not read: there, a valid slot at
  * the consumer's position is what says work is left. */
@@ -675,17 +747,20 @@ static void abandon(gpuport_comm_t comm)
 
 /* Spin briefly, then poll with sched_yield (as fast as spinning on a free
  * core, polite on a crowded one) until GPUPORT_PROXY_IDLE_US without work,
- * then sleep, longer the longer the pause (gpuport_idle_step): a sleeping
- * proxy sees a kernel's first trigger when its sleep ends. */
+ * then sleep, longer the longer the pause (gpuport_idle_step), up to what
+ * the CPU budget allows (gpuport_idle_budget_us, with the measured cost of
+ * a wake-up): a sleeping proxy sees a kernel's first trigger when its
+ * sleep ends. */
 static void idle_wait(gpuport_comm_t comm, uint64_t idle_since)
 {
     const gpuport_config_t *cfg = &comm->config;
     /* without a device FIFO everything that brings work wakes the proxy
      * (ib's completions aside): it may sleep longer */
-    gpuport_idle_policy_t policy = {cfg->proxy_idle_us,
-                                    comm->dfifo.slots ? cfg->proxy_sleep_max_us
-                                                      : cfg->proxy_sleep_host_max_us,
-                                    cfg->proxy_sleep_scale};
+    uint64_t max = comm->dfifo.slots ? cfg->proxy_sleep_max_us : cfg->proxy_sleep_host_max_us;
+    gpuport_idle_policy_t policy = {
+        cfg->proxy_idle_us,
+        gpuport_idle_budget_us(comm->proxy.wake_cost_ns, cfg->proxy_idle_cpu * 10, max),
+        cfg->proxy_sleep_scale};
     uint32_t us;
 
     switch (gpuport_idle_step(&policy, gpuport_now_ns() - idle_since, &us)) {
@@ -737,6 +812,7 @@ static void *proxy_main(void *arg)
         now = gpuport_now_ns();
         if (now >= next_watch) {
             watch_peers(comm);
+            watch_flusher(comm, now);
             next_watch = now + PEER_WATCH_NS;
         }
         if (now >= next_scan) {
@@ -745,6 +821,7 @@ static void *proxy_main(void *arg)
         }
         if (progressed) {
             idle_since = now;
+            comm->proxy.window_cpu_ns = 0; /* work is not the cost of sleeping */
             continue;
         }
         if (atomic_load_explicit(&comm->proxy.stop, memory_order_acquire)) {
@@ -774,6 +851,7 @@ gpuport_status_t gpuport_proxy_start(gpuport_comm_t comm)
     status = gpuport_waker_init(&comm->proxy.waker);
     if (status)
         return status;
+    comm->proxy.wake_cost_ns = GPUPORT_IDLE_COST_GUESS_NS; /* until measured */
     /* Room for every FIFO entry to need two work items. */
     status = gpuport_flusher_start(&comm->proxy.flusher, 2 * comm->config.fifo_size, comm->rank,
                                    comm->gpu_device, comm->gpu, comm->timeout_ns, comm->topo,

@@ -71,3 +71,16 @@ gpuport_idle_action_t gpuport_idle_step(const gpuport_idle_policy_t *p, uint64_t
     *sleep_us = (uint32_t)us;
     return GPUPORT_IDLE_SLEEP;
 }
+
+uint64_t gpuport_idle_budget_us(uint64_t wake_cost_ns, uint64_t budget_pm, uint64_t max_us)
+{
+    uint64_t us;
+
+    if (budget_pm == 0 || max_us == 0)
+        return max_us;
+    /* cost / (budget_pm / 1000), in us: cost_ns / budget_pm, rounded up */
+    us = (wake_cost_ns + budget_pm - 1) / budget_pm;
+    if (us < 1)
+        us = 1;
+    return us < max_us ? us : max_us;
+}

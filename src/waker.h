@@ -67,4 +67,16 @@ typedef struct gpuport_idle_policy {
 gpuport_idle_action_t gpuport_idle_step(const gpuport_idle_policy_t *p, uint64_t idle_ns,
                                         uint32_t *sleep_us);
 
+/* The longest sleep that keeps a sleeping proxy within its CPU budget: a
+ * sleep and the pass after it cost wake_cost_ns of the thread's CPU, so
+ * sleeps of wake_cost_ns / budget use `budget` of a core (budget_pm per
+ * mille). The shortest such sleep answers soonest: that is the cap, rounded
+ * up to whole microseconds, at least 1 and at most max_us (the
+ * configured bound). budget_pm 0: no budget, max_us. */
+uint64_t gpuport_idle_budget_us(uint64_t wake_cost_ns, uint64_t budget_pm, uint64_t max_us);
+/* Sleeps per measurement of the wake-up cost, and its first guess (a
+ * wake-up on an unvirtualized x86 server). */
+#define GPUPORT_IDLE_WINDOW 64u
+#define GPUPORT_IDLE_COST_GUESS_NS 2000ull
+
 #endif

@@ -4,12 +4,14 @@
  * pause is (issue 15). See bench_idle.h.
  *
  * Per policy, a communicator of the pair with GPUPORT_PROXY_SLEEP_MAX_US,
- * GPUPORT_PROXY_SLEEP_HOST_MAX_US (both the cap) and GPUPORT_PROXY_SLEEP_SCALE
- * set (the last row: the library's defaults), one
+ * GPUPORT_PROXY_SLEEP_HOST_MAX_US (both the cap), GPUPORT_PROXY_SLEEP_SCALE
+ * and GPUPORT_PROXY_IDLE_CPU set (the last row: the library's defaults), one
  * channel each way, then:
  *  - long pauses (--idle-pause, default 1 s, --idle-pauses of them): the
  *    proxy's and flusher's CPU over the pauses (the larger of the two
- *    ranks'), and the first operation after each;
+ *    ranks'), the proxy's over their second halves (steady idle, after the
+ *    polling and the growing sleeps of a pause's start), and the first
+ *    operation after each;
  *  - short pauses of 20 ms (a decode step's gap), ten, the first operation
  *    after each;
  *  - busy: 21 operations back to back, the median.
@@ -34,15 +36,23 @@
 #define BUSY 21
 
 typedef struct {
-    long cap_us;  /* -1: the library's default */
+    long cap_us;  /* -1: the library's defaults (every variable unset) */
     long scale;
+    long budget;  /* GPUPORT_PROXY_IDLE_CPU, %; 0: none (sleep the cap) */
     const char *label;
 } policy_t;
 
 static const policy_t policies[] = {
-    {0, 0, "cap 0 (never sleeps)"},  {20, 0, "cap 20 us"},   {50, 0, "cap 50 us"},
-    {100, 0, "cap 100 us"},          {200, 0, "cap 200 us"}, {500, 0, "cap 500 us"},
-    {500, 1000, "idle/1000, cap 500"}, {-1, -1, "the library's defaults"},
+    {0, 0, 0, "cap 0 (never sleeps)"},
+    {20, 0, 0, "cap 20 us"},
+    {50, 0, 0, "cap 50 us"},
+    {100, 0, 0, "cap 100 us"},
+    {200, 0, 0, "cap 200 us"},
+    {500, 0, 0, "cap 500 us"},
+    {500, 1000, 0, "idle/1000, cap 500"},
+    {500, 1000, 2, "budget 2%, idle/1000"},
+    {500, 1000, 8, "budget 8%, idle/1000"},
+    {-1, -1, -1, "defaults (budget 4%)"},
 };
 #define NPOLICIES (sizeof(policies) / sizeof(policies[0]))
 
@@ -130,17 +140,21 @@ static double op_once(idle_t *x, int op)
 }
 
 typedef struct {
-    double cpu_proxy, cpu_flusher; /* % of a core */
+    double cpu_proxy, cpu_steady, cpu_flusher; /* % of a core */
     double first_med[2], first_max[2], short_med[2], short_max[2], busy[2];
 } row_t;
 
 /* after a pause of s seconds, the first operation; the peer's application
- * thread waits through it in host mode */
-static double after_pause(idle_t *x, int op, double s)
+ * thread waits through the second half in host mode. *mid: this rank's
+ * stats halfway (NULL: not wanted). */
+static double after_pause(idle_t *x, int op, double s, gpuport_comm_stats_t *mid)
 {
     MPI_Barrier(x->pair);
+    pause_s(s / 2);
+    if (mid)
+        gpuport_comm_stats(x->comm, mid);
     if (op != 0 || x->role == 0)
-        pause_s(s);
+        pause_s(s / 2);
     return op_once(x, op);
 }
 
@@ -148,18 +162,19 @@ static void measure(idle_t *x, int op, int slot, int pauses, double pause, row_t
                     double *cpu_ns)
 {
     double first[64], shrt[SHORT_PAUSES], busy[BUSY];
-    gpuport_comm_stats_t s0, s1;
+    gpuport_comm_stats_t s0, mid, s1;
 
     for (int i = 0; i < pauses; i++) {
         MPI_Barrier(x->pair);
         gpuport_comm_stats(x->comm, &s0);
-        first[i] = after_pause(x, op, pause);
+        first[i] = after_pause(x, op, pause, &mid);
         gpuport_comm_stats(x->comm, &s1);
         cpu_ns[0] += (double)(s1.proxy_cpu_ns - s0.proxy_cpu_ns);
         cpu_ns[1] += (double)(s1.flusher_cpu_ns - s0.flusher_cpu_ns);
+        cpu_ns[2] += (double)(s1.proxy_cpu_ns - mid.proxy_cpu_ns);
     }
     for (int i = 0; i < SHORT_PAUSES; i++)
-        shrt[i] = after_pause(x, op, SHORT_PAUSE_S);
+        shrt[i] = after_pause(x, op, SHORT_PAUSE_S, NULL);
     MPI_Barrier(x->pair);
     for (int i = 0; i < BUSY; i++)
         busy[i] = op_once(x, op);
@@ -178,8 +193,11 @@ static void set_policy(const policy_t *p)
         unsetenv("GPUPORT_PROXY_SLEEP_MAX_US");
         unsetenv("GPUPORT_PROXY_SLEEP_HOST_MAX_US");
         unsetenv("GPUPORT_PROXY_SLEEP_SCALE");
+        unsetenv("GPUPORT_PROXY_IDLE_CPU");
         return;
     }
+    snprintf(v, sizeof(v), "%ld", p->budget);
+    setenv("GPUPORT_PROXY_IDLE_CPU", v, 1);
     /* the cap of either mode */
     snprintf(v, sizeof(v), "%ld", p->cap_us);
     setenv("GPUPORT_PROXY_SLEEP_MAX_US", v, 1);
@@ -239,13 +257,13 @@ int bench_idle_run(MPI_Comm pair, int gpu, int pauses, double pause)
 {
     static const char *const vars[] = {"GPUPORT_PROXY_SLEEP_MAX_US",
                                        "GPUPORT_PROXY_SLEEP_HOST_MAX_US",
-                                       "GPUPORT_PROXY_SLEEP_SCALE"};
-    char *saved[3];
+                                       "GPUPORT_PROXY_SLEEP_SCALE", "GPUPORT_PROXY_IDLE_CPU"};
+    char *saved[4];
     idle_t x;
     int nops = gpu ? 2 : 1;
 
     /* the user's settings, put back afterwards */
-    for (int v = 0; v < 3; v++)
+    for (int v = 0; v < 4; v++)
         saved[v] = getenv(vars[v]) ? strdup(getenv(vars[v])) : NULL;
     if (pauses < 1)
         pauses = 1;
@@ -260,10 +278,10 @@ int bench_idle_run(MPI_Comm pair, int gpu, int pauses, double pause)
                gpu ? "GPU mode: a kernel thread's flush = one proxy hop; put 64 B + flush = "
                      "proxy and flusher"
                    : "host mode: 8 B put_with_signal answered by the peer = two proxy hops");
-        printf("  CPU: %% of a core over %d pause(s) of %.2f s, the larger of the two ranks'; "
-               "times in us\n",
+        printf("  CPU: %% of a core over %d pause(s) of %.2f s (steady: their second halves), "
+               "the larger of the two ranks'; times in us\n",
                pauses * nops, pause);
-        printf("  %-22s %6s %6s", "policy", "proxy", "flush.");
+        printf("  %-22s %6s %6s %6s", "policy", "proxy", "steady", "flush.");
         for (int op = 0; op < nops; op++)
             printf(" | %-7s %6s %6s %6s %6s %6s", gpu ? (op ? "put+fl" : "flush") : "rtt",
                    "1st", "max", "20ms", "max", "busy");
@@ -271,7 +289,7 @@ int bench_idle_run(MPI_Comm pair, int gpu, int pauses, double pause)
     }
     for (size_t i = 0; i < NPOLICIES; i++) {
         void *src = NULL, *dst = NULL;
-        double cpu[2] = {0, 0}, all[2];
+        double cpu[3] = {0, 0, 0}, all[3];
         row_t r;
 
         memset(&r, 0, sizeof(r));
@@ -280,11 +298,13 @@ int bench_idle_run(MPI_Comm pair, int gpu, int pauses, double pause)
         }
         for (int op = 0; op < nops; op++)
             measure(&x, gpu ? op + 1 : 0, op, pauses, pause, &r, cpu);
-        MPI_Allreduce(cpu, all, 2, MPI_DOUBLE, MPI_MAX, pair);
+        MPI_Allreduce(cpu, all, 3, MPI_DOUBLE, MPI_MAX, pair);
         r.cpu_proxy = 100.0 * all[0] / (pauses * nops * pause * 1e9);
         r.cpu_flusher = 100.0 * all[1] / (pauses * nops * pause * 1e9);
+        r.cpu_steady = 100.0 * all[2] / (pauses * nops * pause / 2 * 1e9);
         if (x.role == 0) {
-            printf("  %-22s %5.1f%% %5.1f%%", policies[i].label, r.cpu_proxy, r.cpu_flusher);
+            printf("  %-22s %5.1f%% %5.1f%% %5.1f%%", policies[i].label, r.cpu_proxy,
+                   r.cpu_steady, r.cpu_flusher);
             for (int op = 0; op < nops; op++)
                 printf(" | %-7s %6.1f %6.1f %6.1f %6.1f %6.1f", "", r.first_med[op],
                        r.first_max[op], r.short_med[op], r.short_max[op], r.busy[op]);
@@ -293,7 +313,7 @@ int bench_idle_run(MPI_Comm pair, int gpu, int pauses, double pause)
         }
         close_policy(&x, src, dst);
     }
-    for (int v = 0; v < 3; v++) {
+    for (int v = 0; v < 4; v++) {
         if (saved[v])
             setenv(vars[v], saved[v], 1);
         else

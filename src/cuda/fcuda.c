@@ -237,9 +237,15 @@ static gpuport_status_t issue_group(struct gpuport_fcuda *c, gpuport_flusher_t *
     if (w->kind == GPUPORT_WORK_CU_COPY) {
         /* sources belong to the application's context, destinations (peer
          * handles) to ours: a peer copy names both */
-        if (w->flags & GPUPORT_WORK_SRC_APP)
-            return CU_CALL(cuMemcpyPeerAsync, (dst, c->ctx, src, fl->gpu->app_ctx, size,
-                                               c->stream));
+        if (w->flags & GPUPORT_WORK_SRC_APP) {
+            gpuport_status_t st;
+            atomic_store_explicit(&fl->app_call_since_ns, gpuport_now_ns(),
+                                  memory_order_relaxed);
+            st = CU_CALL(cuMemcpyPeerAsync, (dst, c->ctx, src, fl->gpu->app_ctx, size,
+                                             c->stream));
+            atomic_store_explicit(&fl->app_call_since_ns, 0, memory_order_relaxed);
+            return st;
+        }
         return CU_CALL(cuMemcpyDtoDAsync, (dst, src, size, c->stream));
     }
     if (w->kind == GPUPORT_WORK_CU_TO_DEVICE)

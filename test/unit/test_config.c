@@ -260,7 +260,8 @@ static void test_defaults(void)
     CHECK(c.timeout_ms == 60000);
     CHECK(c.shm_async_min == 256 * 1024);
     CHECK(c.proxy_idle_us == 10000);
-    CHECK(c.proxy_sleep_max_us == 50);
+    CHECK(c.proxy_sleep_max_us == 500);
+    CHECK(c.proxy_idle_cpu == 4);
     CHECK(c.proxy_sleep_host_max_us == 500);
     CHECK(c.proxy_sleep_scale == 1000);
     CHECK(c.host_id == 0);

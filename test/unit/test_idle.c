@@ -10,7 +10,12 @@
  *    20 ms with probability 0.2 each time: 0.03 % for five);
  *  - control: a trigger written into the host FIFO without the poke that
  *    the host API adds waits out the sleep (at least one of three rounds
- *    takes 5 ms or more), so the wake-up test measures the poke.
+ *    takes 5 ms or more), so the wake-up test measures the poke (these two
+ *    with GPUPORT_PROXY_IDLE_CPU=0, so that the sleep is the cap);
+ *  - budget: gpuport_idle_budget_us, the cap a CPU budget and a measured
+ *    wake-up cost give (rounded up, clamped, 0 = no budget);
+ *  - measured: with the default budget, each idle proxy measures its
+ *    wake-up cost and says, once, what cap that gives (within the bound).
  * Two ranks as threads of one process, over shm.
  */
 #include <stdint.h>
@@ -20,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capture.h"
 #include "check.h"
 #include "internal.h"
 #include "local_bootstrap.h"
@@ -152,12 +158,66 @@ static int run(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     return 0;
 }
 
+static void budget(void)
+{
+    CHECK(gpuport_idle_budget_us(2000, 40, 500) == 50);   /* 2 us at 4 %: 50 us */
+    CHECK(gpuport_idle_budget_us(6000, 40, 500) == 150);
+    CHECK(gpuport_idle_budget_us(6001, 40, 500) == 151);  /* rounded up: within budget */
+    CHECK(gpuport_idle_budget_us(5000, 1000, 500) == 5);  /* 100 % */
+    CHECK(gpuport_idle_budget_us(100000, 40, 500) == 500); /* never past the bound */
+    CHECK(gpuport_idle_budget_us(0, 40, 500) == 1);       /* at least 1 us */
+    CHECK(gpuport_idle_budget_us(5000, 0, 500) == 500);   /* no budget: the bound */
+    CHECK(gpuport_idle_budget_us(5000, 40, 0) == 0);      /* bound 0 still never sleeps */
+}
+
+/* Each rank's proxy, idle for 300 ms under the default budget, measures
+ * its wake-up cost and logs the cap it gives, once. */
+static int idle_measured(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
+{
+    gpuport_comm_t comm;
+
+    (void)rank, (void)size, (void)arg;
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    CHECK(comm->config.proxy_idle_cpu == 4);
+    usleep(300000);
+    CHECK_OK(gpuport_comm_destroy(comm));
+    return 0;
+}
+
+static void measured(void)
+{
+    const char *log, *at;
+    unsigned long long cap = 0;
+    int lines;
+
+    setenv("GPUPORT_PROXY_IDLE_US", "1000", 1);
+    unsetenv("GPUPORT_PROXY_SLEEP_HOST_MAX_US");
+    unsetenv("GPUPORT_PROXY_SLEEP_SCALE");
+    unsetenv("GPUPORT_PROXY_IDLE_CPU");
+    setenv("GPUPORT_LOG_LEVEL", "info", 1);
+    capture_begin();
+    CHECK(local_run(2, idle_measured, NULL) == 0);
+    log = capture_end();
+    unsetenv("GPUPORT_LOG_LEVEL");
+    lines = count_of(log, "idle proxy: a sleep and the pass after it cost");
+    CHECK_MSG(lines == 2, "expected one wake-up cost line per rank, found %d in:\n%s", lines, log);
+    CHECK_MSG(count_of(log, "within 4% of a core (GPUPORT_PROXY_IDLE_CPU; at most 500 us)") == 2,
+              "the cost lines do not name the budget and bound:\n%s", log);
+    at = strstr(log, "us of CPU here, so sleeps of up to ");
+    CHECK(at && sscanf(at, "us of CPU here, so sleeps of up to %llu us", &cap) == 1);
+    CHECK_MSG(cap >= 1 && cap <= 500, "cap %llu us is outside 1..500", cap);
+    printf("measured: %.*s\n", (int)strcspn(strstr(log, "idle proxy:"), "\n"),
+           strstr(log, "idle proxy:"));
+}
+
 int main(void)
 {
     char cap[32];
 
     schedule();
-    printf("schedule: ok\n");
+    budget();
+    printf("schedule, budget: ok\n");
+    setenv("GPUPORT_PROXY_IDLE_CPU", "0", 1);
     snprintf(cap, sizeof(cap), "%d", CAP_US);
     setenv("GPUPORT_GPU", "off", 1);
     setenv("GPUPORT_PROXY_IDLE_US", "0", 1);
@@ -165,5 +225,6 @@ int main(void)
     setenv("GPUPORT_PROXY_SLEEP_SCALE", "0", 1);
     CHECK(local_run(2, run, NULL) == 0);
     printf("wake-up: ok\n");
+    measured();
     return 0;
 }
