@@ -405,6 +405,15 @@ err_close:
     return fdwire_status(err);
 }
 
+/* How long the acceptor waits for the connector's close: at most a second,
+ * and never past the exchange's deadline (0: none). */
+static uint64_t close_deadline(uint64_t deadline_ns)
+{
+    uint64_t soon = gpuport_deadline(1000000000ull);
+
+    return deadline_ns < soon ? deadline_ns : soon;
+}
+
 gpuport_status_t gpuport_fdsock_exchange(gpuport_fdsock_t *s, const gpuport_fdpeer_t *peer,
                                          uint64_t tag, const gpuport_fdpiece_t *mine, uint32_t n,
                                          gpuport_fdpiece_t **theirs_p, uint32_t *m_p,
@@ -454,6 +463,11 @@ gpuport_status_t gpuport_fdsock_exchange(gpuport_fdsock_t *s, const gpuport_fdpe
         st = fdwire_send_pieces(fd, peer, tag, mine, n, deadline_ns);
         if (st != GPUPORT_OK)
             goto err_free;
+        /* sent last: close only after the connector, which closes once it
+         * has read them (fdwire_await_close says why) */
+        if (fdwire_await_close(fd, close_deadline(deadline_ns)) > 0)
+            log_warn("fdpass: rank %d sent more after its pieces (tag %#llx); ignored",
+                     peer->rank, (unsigned long long)tag);
     }
     close(fd);
     *theirs_p = theirs;

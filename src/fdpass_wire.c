@@ -162,6 +162,24 @@ static void close_all(const int *fds, int n)
         close(fds[i]);
 }
 
+int fdwire_await_close(int fd, uint64_t deadline)
+{
+    int records = 0;
+
+    for (;;) {
+        int fds[PER_MSG], nfds = 0, flags = 0;
+        size_t got = 0;
+        fdwire_msg_t msg;
+        int err = recv_rec(fd, &msg, sizeof(msg), fds, &nfds, &flags, &got, deadline);
+
+        if (err)
+            return records; /* closed (ECONNRESET is recv_rec's end of stream), or the wait
+                               ran out */
+        close_all(fds, nfds);
+        records++;
+    }
+}
+
 int fdwire_send_hello(int fd, int rank, uint64_t tag, uint64_t deadline)
 {
     fdwire_hello_t h;

@@ -71,4 +71,13 @@ gpuport_status_t fdwire_recv_pieces(int fd, const gpuport_fdpeer_t *peer, uint64
                                     uint64_t deadline, gpuport_fdpiece_t **theirs_p,
                                     uint32_t *m_p);
 
+/* The last sender's goodbye: reads until the peer closes (or deadline),
+ * closing any descriptor that still arrives, so that this side closes with
+ * nothing unread. Linux resets a unix socket's peer (ECONNRESET) when the
+ * closing side had data left in its receive queue, and recvmsg reports
+ * that error before data already queued for the peer: closing early could
+ * cost the peer the pieces just sent. Returns what came after the pieces
+ * (records), for the caller to report; the wait's end is not an error. */
+int fdwire_await_close(int fd, uint64_t deadline);
+
 #endif

@@ -948,6 +948,61 @@ static void test_self(void)
     gpuport_fdsock_close(&s);
 }
 
+/* ---- the last sender's goodbye ---- */
+
+/* Linux resets a unix socket's peer when it closes with something unread,
+ * and the peer's recvmsg then reports ECONNRESET ahead of records already
+ * queued for it: an acceptor that closed at once with a stray record
+ * unread would cost the connector the pieces just sent (the rare
+ * channels_np4 failure of 2026-12-01 had that shape). On a socketpair: the
+ * connector's end holds a record the acceptor never asked for, the
+ * acceptor sends its pieces and closes, the connector reads them.
+ * drain 0 (the old close): the connector's read fails where the kernel
+ * resets (this test says which it saw); drain 1: fdwire_await_close reads
+ * the stray record first (it returns 1, and ends at its deadline since the
+ * connector has not closed yet), and the connector gets every piece. */
+static void goodbye_case(int drain)
+{
+    gpuport_fdpeer_t acc = peer_of(2, getpid()), con = peer_of(0, getpid());
+    gpuport_fdpiece_t *mine = make_pieces(2, 0x901, 3), *theirs = NULL;
+    gpuport_status_t st;
+    const char *log;
+    uint32_t m = 0;
+    int sv[2];
+
+    CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) == 0);
+    raw_hello(sv[0], 0, 0x901); /* stray: the acceptor's side never reads it itself */
+    CHECK_OK(fdwire_send_pieces(sv[1], &con, 0x901, mine, 3, gpuport_deadline(SEC)));
+    if (drain)
+        CHECK(fdwire_await_close(sv[1], gpuport_deadline(50 * MS)) == 1);
+    close(sv[1]);
+    capture_begin();
+    st = fdwire_recv_pieces(sv[0], &acc, 0x901, gpuport_deadline(SEC), &theirs, &m);
+    log = capture_end();
+    if (drain) {
+        CHECK_MSG(st == GPUPORT_OK, "after the goodbye the connector got %d:\n%s", (int)st, log);
+        check_pieces(theirs, m, 2, 0x901, 3);
+        gpuport_fdpieces_free(theirs, m);
+    } else if (st == GPUPORT_ERR_PEER) {
+        CHECK(count_of(log, "closed the descriptor connection before sending its pieces") == 1);
+        printf("goodbye: closing at once with a record unread reset the connector, which lost "
+               "the 3 pieces queued for it (the kernel's behaviour the goodbye avoids)\n");
+    } else {
+        CHECK_OK(st);
+        gpuport_fdpieces_free(theirs, m);
+        printf("goodbye: NOTE: this kernel delivered the queued pieces despite the unread "
+               "record; the control shows nothing here\n");
+    }
+    close(sv[0]);
+    free_mine(mine, 3);
+}
+
+static void test_goodbye(void)
+{
+    goodbye_case(0);
+    goodbye_case(1);
+}
+
 int main(void)
 {
     int n0 = count_fds();
@@ -965,6 +1020,7 @@ int main(void)
     test_impostor();
     test_gone();
     test_malformed();
+    test_goodbye();
     CHECK_MSG(count_fds() == n0, "%d descriptors leaked", count_fds() - n0);
     printf("test_fdpass: all passed in %.1f s\n", (double)(gpuport_now_ns() - t0) / 1e9);
     return 0;
