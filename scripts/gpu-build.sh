@@ -12,4 +12,6 @@ cd _build/gpu
 "$root/configure" --quiet --with-cuda --disable-shared
 make -j"$(nproc)"
 make -j"$(nproc)" check TESTS= # builds the test programs without running them
-echo "built $(pwd)"
+cd "$root"
+bash scripts/probes.sh build _build/gpu/probes # the driver and machine probes (scripts/probes.sh)
+echo "built $root/_build/gpu"

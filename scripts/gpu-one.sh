@@ -89,5 +89,9 @@ step bench-idle-gpu 300 env GPUPORT_TEST_TIMEOUT=280 "$build/test/mpi/mpirun.sh"
 # recorded for scripts/plot-bench.py
 step bench-records 300 env GPUPORT_TEST_TIMEOUT=280 "$build/test/mpi/mpirun.sh" 2 "$bench" \
     --max-size 64m --iters 0.25 --csv "$out/gpu-records.csv" --json "$out/gpu-records.json"
+# the probes behind docs/ARCHITECTURE.md's and docs/PERFORMANCE.md's driver facts
+if [ -d "$build/probes" ]; then
+    step probes 400 bash scripts/probes.sh run "$build/probes"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -677,9 +677,10 @@ static void test_comm_levels(void)
                   lines_with(log, ": close on channel 0, dst_off 0, src_off 0, size 0; channel "
                                   "closed") == 2,
               "log:\n%s", log);
-    /* only proxy below warn: no info line of init or channel */
+    /* only proxy below warn: no info line of init or channel (the proxy's own
+     * info line, its measured wake-up cost, appears when it slept long enough) */
     CHECK_MSG(lines_with(log, "communicator ready") == 0 && lines_with(log, "over shm") == 0 &&
-                  lines_with(log, " INFO ") == 0,
+                  lines_with(log, " INFO ") == lines_with(log, " INFO proxy.c:"),
               "log:\n%s", log);
 
     /* debug: no trigger */
