@@ -21,6 +21,7 @@
  * kernel thread's flush (one proxy hop) and, after as many more pauses, its
  * 64-byte put and flush (the proxy and the flusher).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,17 +145,33 @@ typedef struct {
     double first_med[2], first_max[2], short_med[2], short_max[2], busy[2];
 } row_t;
 
-/* after a pause of s seconds, the first operation; the peer's application
- * thread waits through the second half in host mode. *mid: this rank's
- * stats halfway (NULL: not wanted). */
+/* 0 .. 1 ms, a different one each call (the same sequence every run): the
+ * proxy's sleeps follow a fixed schedule from the start of a pause, so
+ * pauses of one length would meet it at the same point of its sleep every
+ * time, and the first operation would measure that point rather than the
+ * sleep's spread (seen on 2026-12-01: cap 200 gave 190-209 us, not 100) */
+static double jitter_s(void)
+{
+    static uint64_t state = 0x9e3779b97f4a7c15ull;
+
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(state >> 44) / (double)(1ull << 20) * 1e-3;
+}
+
+/* after a pause of s seconds (plus jitter_s on the rank that operates),
+ * the first operation; the peer's application thread waits through the
+ * second half in host mode. *mid: this rank's stats halfway (NULL: not
+ * wanted). */
 static double after_pause(idle_t *x, int op, double s, gpuport_comm_stats_t *mid)
 {
+    double j = jitter_s(); /* drawn on both ranks: their sequences stay alike */
+
     MPI_Barrier(x->pair);
     pause_s(s / 2);
     if (mid)
         gpuport_comm_stats(x->comm, mid);
     if (op != 0 || x->role == 0)
-        pause_s(s / 2);
+        pause_s(s / 2 + (x->role == 0 ? j : 0));
     return op_once(x, op);
 }
 

@@ -91,7 +91,7 @@ int main(int argc, char **argv)
         double blocked = now_ms() - t0;
         pthread_join(w, NULL); pthread_join(r, NULL);
         RK(cudaDeviceSynchronize());
-        printf("%-20s while app thread in %-48s (returned after %7.1f ms): copy call %7.2f ms, done after %7.2f ms%s\n", copy_kind == 2 ? "DtoD from app mem" : copy_kind ? "own-ctx DtoD" : "peer copy from app", modes[m], blocked, t_call, t_done, t_done > 1900 ? "  <-- held until the kernel ended" : "");
+        printf("%-20s while app thread in %-48s (returned after %7.1f ms): copy call %7.2f ms, done after %7.2f ms%s\n", copy_kind == 2 ? "DtoD from app mem" : copy_kind ? "own-ctx DtoD" : "peer copy from app", modes[m], blocked, t_call, t_done, t_done > 1800 ? "  <-- held until the kernel ended" : "");
         cudaEventDestroy(ev);
     }
     return 0;
