@@ -686,12 +686,16 @@ static void watch_peers(gpuport_comm_t comm)
 /* Says once per held call why the flusher stopped: no error can, as the
  * flusher cannot return before CUDA lets it, and a kernel waiting on the
  * copy's signal (GPUPORT_TIMEOUT_MS=0: for ever) sees only silence. */
-static void watch_flusher(gpuport_comm_t comm, uint64_t now)
+static void watch_flusher(gpuport_comm_t comm)
 {
     uint64_t since = atomic_load_explicit(&comm->proxy.flusher.app_call_since_ns,
                                           memory_order_relaxed);
+    /* read after the stamp: a call stamped after an earlier reading of the
+     * clock would look older than time itself */
+    uint64_t now = gpuport_now_ns();
 
-    if (since == 0 || since == comm->proxy.held_warned || now - since < FLUSHER_HELD_NS)
+    if (since == 0 || since == comm->proxy.held_warned || now < since ||
+        now - since < FLUSHER_HELD_NS)
         return;
     comm->proxy.held_warned = since;
     log_warn("the flusher has waited %llu ms inside CUDA for a copy from the application's "
@@ -812,7 +816,7 @@ static void *proxy_main(void *arg)
         now = gpuport_now_ns();
         if (now >= next_watch) {
             watch_peers(comm);
-            watch_flusher(comm, now);
+            watch_flusher(comm);
             next_watch = now + PEER_WATCH_NS;
         }
         if (now >= next_scan) {

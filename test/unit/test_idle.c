@@ -15,7 +15,11 @@
  *  - budget: gpuport_idle_budget_us, the cap a CPU budget and a measured
  *    wake-up cost give (rounded up, clamped, 0 = no budget);
  *  - measured: with the default budget, each idle proxy measures its
- *    wake-up cost and says, once, what cap that gives (within the bound).
+ *    wake-up cost and says, once, what cap that gives (within the bound);
+ *  - held: the proxy's watch of a flusher call held by CUDA (stamped by
+ *    the flusher, set by hand here): a stamp newer than the proxy's clock
+ *    (the flusher stamped after the proxy read it) is no warning, one 1 s
+ *    old is one warning however long it stays, and a new stamp warns again.
  * Two ranks as threads of one process, over shm.
  */
 #include <stdint.h>
@@ -210,6 +214,40 @@ static void measured(void)
            strstr(log, "idle proxy:"));
 }
 
+static int held_watch(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
+{
+    _Atomic uint64_t *since;
+    gpuport_comm_t comm;
+    const char *log;
+    const char *warning = "the flusher has waited ";
+    uint64_t t;
+
+    (void)rank, (void)size, (void)arg;
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    since = &comm->proxy.flusher.app_call_since_ns;
+    capture_begin();
+    atomic_store(since, gpuport_now_ns() + 10ull * 1000000000ull); /* after the watch's clock */
+    usleep(200000);                                                 /* four watches */
+    log = capture_end();
+    CHECK_MSG(count_of(log, warning) == 0, "a stamp in the future warned:\n%s", log);
+    capture_begin();
+    t = gpuport_now_ns() - 1000000000ull;
+    atomic_store(since, t);
+    usleep(200000);
+    log = capture_end();
+    CHECK_MSG(count_of(log, warning) == 1 && count_of(log, "synchronous cudaMemcpy") == 1,
+              "a call held 1 s: expected one warning:\n%s", log);
+    CHECK_MSG(strstr(log, "the flusher has waited 1") != NULL, "not about 1 s:\n%s", log);
+    capture_begin();
+    atomic_store(since, t + 1); /* another held call */
+    usleep(200000);
+    atomic_store(since, 0);
+    log = capture_end();
+    CHECK_MSG(count_of(log, warning) == 1, "a second held call: expected one warning:\n%s", log);
+    CHECK_OK(gpuport_comm_destroy(comm));
+    return 0;
+}
+
 int main(void)
 {
     char cap[32];
@@ -226,5 +264,7 @@ int main(void)
     CHECK(local_run(2, run, NULL) == 0);
     printf("wake-up: ok\n");
     measured();
+    CHECK(local_run(1, held_watch, NULL) == 0);
+    printf("held: ok\n");
     return 0;
 }
