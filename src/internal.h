@@ -143,8 +143,9 @@ typedef struct gpuport_proxy {
     uint32_t *sig_list;         /* channels with sig_pending or sig_listed (proxy only) */
     uint32_t nsig;
     /* host pushes, flusher completions, stop and quiet wake a sleeping
-     * proxy through it; kernels' triggers cannot, so the proxy's sleeps
-     * stay short (GPUPORT_PROXY_SLEEP_MAX_US) */
+     * proxy through it; kernels' triggers cannot, so in GPU mode the
+     * proxy's sleeps are as short as its CPU budget allows
+     * (GPUPORT_PROXY_IDLE_CPU, within GPUPORT_PROXY_SLEEP_MAX_US) */
     gpuport_waker_t waker;
     /* the CPU budget of sleeping (GPUPORT_PROXY_IDLE_CPU), proxy only: what
      * one sleep and the pass after it cost this thread (measured over

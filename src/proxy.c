@@ -548,10 +548,15 @@ static int wakeable_work(gpuport_comm_t comm)
            atomic_load_explicit(&comm->proxy.stop, memory_order_relaxed);
 }
 
-/* An idle proxy sleeps in ppoll on its eventfd (host pushes, flusher
- * completions, stop and quiet write it when it sleeps: waker.h) and on the
- * network connections' sockets, so that any of those wakes it at once;
- * kernels' triggers are seen when the sleep ends. */
+/* The longest sleep the configuration allows: without a device FIFO
+ * everything that brings work wakes the proxy (ib's completions aside), so
+ * a host-only communicator has its own bound. */
+static uint64_t sleep_bound(gpuport_comm_t comm)
+{
+    return comm->dfifo.slots ? comm->config.proxy_sleep_max_us
+                             : comm->config.proxy_sleep_host_max_us;
+}
+
 static uint64_t thread_cpu_ns(void)
 {
     struct timespec ts;
@@ -586,7 +591,7 @@ static void measure_wake_cost(gpuport_comm_t comm)
     px->wake_cost_ns = px->wake_cost_told ? (3 * px->wake_cost_ns + cost) / 4 : cost;
     if (!px->wake_cost_told) {
         const gpuport_config_t *cfg = &comm->config;
-        uint64_t max = comm->dfifo.slots ? cfg->proxy_sleep_max_us : cfg->proxy_sleep_host_max_us;
+        uint64_t max = sleep_bound(comm);
         px->wake_cost_told = 1;
         log_info("idle proxy: a sleep and the pass after it cost %.1f us of CPU here, so sleeps "
                  "of up to %llu us keep it within %llu%% of a core (GPUPORT_PROXY_IDLE_CPU; at "
@@ -597,6 +602,10 @@ static void measure_wake_cost(gpuport_comm_t comm)
     }
 }
 
+/* An idle proxy sleeps in ppoll on its eventfd (host pushes, flusher
+ * completions, stop and quiet write it when it sleeps: waker.h) and on the
+ * network connections' sockets, so that any of those wakes it at once;
+ * kernels' triggers are seen when the sleep ends. */
 static void idle_sleep(gpuport_comm_t comm, uint32_t us)
 {
     struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
@@ -758,12 +767,10 @@ static void abandon(gpuport_comm_t comm)
 static void idle_wait(gpuport_comm_t comm, uint64_t idle_since)
 {
     const gpuport_config_t *cfg = &comm->config;
-    /* without a device FIFO everything that brings work wakes the proxy
-     * (ib's completions aside): it may sleep longer */
-    uint64_t max = comm->dfifo.slots ? cfg->proxy_sleep_max_us : cfg->proxy_sleep_host_max_us;
     gpuport_idle_policy_t policy = {
         cfg->proxy_idle_us,
-        gpuport_idle_budget_us(comm->proxy.wake_cost_ns, cfg->proxy_idle_cpu * 10, max),
+        gpuport_idle_budget_us(comm->proxy.wake_cost_ns, cfg->proxy_idle_cpu * 10,
+                               sleep_bound(comm)),
         cfg->proxy_sleep_scale};
     uint32_t us;
 
