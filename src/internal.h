@@ -195,7 +195,7 @@ struct gpuport_comm {
     gpuport_proxy_t proxy;
 };
 
-/* proxy.c */
+/* proxy.c (the proxy thread's files are listed in proxy_int.h) */
 gpuport_status_t gpuport_proxy_start(struct gpuport_comm *comm);
 /* Application thread: returns once the proxy has finished the pass it was
  * in (a channel deactivated before this call is no longer looked at).
@@ -205,8 +205,8 @@ void gpuport_proxy_quiet(struct gpuport_comm *comm);
  * is left, joins both threads. */
 void gpuport_proxy_stop(struct gpuport_comm *comm);
 
-/* Fails a channel on this side; its peer learns of it (remote_status or
- * report_fail). The first error sticks. Proxy thread. */
+/* proxy_close.c: fails a channel on this side; its peer learns of it
+ * (remote_slot or report_fail). The first error sticks. Proxy thread. */
 void gpuport_pchan_fail(gpuport_pchan_t *ch, gpuport_status_t status);
 /* 1 if the put d reads only inside a source region of src_size bytes and
  * writes only inside a destination region of dst_size bytes; any 64-bit

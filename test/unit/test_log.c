@@ -667,10 +667,10 @@ static void test_comm_levels(void)
                  "channel ok", i * 64);
         CHECK_MSG(lines_with(log, want) == 1, "no \"%s\" in:\n%s", want, log);
     }
-    CHECK_MSG(lines_with(log, " r0 TRACE proxy.c:") >= o.trace_puts + 3 &&
+    CHECK_MSG(lines_with(log, " r0 TRACE proxy_exec.c:") >= o.trace_puts + 3 &&
                   lines_with(log, "put_value on channel 0, dst_off 4096, src_off 0, size 8, "
                                   "value 0x1122334455667788; channel ok") == 1 &&
-                  lines_with(log, " r0 TRACE proxy.c:") == lines_with(log, " r0 TRACE ") &&
+                  lines_with(log, " r0 TRACE proxy_exec.c:") == lines_with(log, " r0 TRACE ") &&
                   lines_with(log, "host FIFO position 6 (1 slot): signal on channel 0, dst_off "
                                   "0, src_off 0, size 0; channel ok") == 1 &&
                   lines_with(log, "host FIFO position 7 (1 slot): flush on channel 0") == 1 &&
@@ -680,16 +680,16 @@ static void test_comm_levels(void)
     /* only proxy below warn: no info line of init or channel (the proxy's own
      * info line, its measured wake-up cost, appears when it slept long enough) */
     CHECK_MSG(lines_with(log, "communicator ready") == 0 && lines_with(log, "over shm") == 0 &&
-                  lines_with(log, " INFO ") == lines_with(log, " INFO proxy.c:"),
+                  lines_with(log, " INFO ") == lines_with(log, " INFO proxy_idle.c:"),
               "log:\n%s", log);
 
     /* debug: no trigger */
     setenv("GPUPORT_LOG_LEVEL", "debug", 1);
     setenv("GPUPORT_LOG_SUBSYS", "^proxy", 1);
     log = run_comms(&o);
-    CHECK_MSG(lines_with(log, " TRACE ") == 0 && lines_with(log, "proxy.c:") == 0 &&
-                  lines_with(log, "communicator ready") == 2 && lines_with(log, "over shm") == 2 &&
-                  lines_with(log, " DEBUG ") > 0,
+    CHECK_MSG(lines_with(log, " TRACE ") == 0 && lines_with(log, " proxy.c:") == 0 &&
+                  lines_with(log, " proxy_") == 0 && lines_with(log, "communicator ready") == 2 &&
+                  lines_with(log, "over shm") == 2 && lines_with(log, " DEBUG ") > 0,
               "log:\n%s", log);
 
     /* a bad subsystem word fails creation, naming the variable */

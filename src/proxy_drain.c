@@ -1,0 +1,91 @@
+/*
+ * Stopping the proxy (proxy.c asks proxy_may_exit once gpuport_proxy_stop
+ * has set stop): it keeps passing until its FIFOs and work are drained and
+ * every network connection has said goodbye, or until the drain deadline,
+ * when what is left is failed with a message (abandon).
+ */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_PROXY
+#include "proxy_int.h"
+
+static int outstanding_work(gpuport_comm_t comm)
+{
+    return comm->proxy.flusher.outstanding > 0 || comm->proxy.async_outstanding > 0 ||
+           comm->proxy.nsig > 0;
+}
+
+/* Stopping with nothing left to send: network peers may still be sending
+ * to this rank, and only this proxy can receive it. Each connection says
+ * goodbye and waits for the peer's (quiesce() is 1 once both are done). */
+static int quiesced(gpuport_comm_t comm)
+{
+    int n = atomic_load_explicit(&comm->npconns, memory_order_acquire), all = 1;
+
+    for (int i = 0; i < n; i++) {
+        gpuport_conn_t *c = comm->pconns[i];
+        /* a connection that never carried a channel (its first channel was
+         * refused on one side) has no traffic to end: the peer may not even
+         * know it exists */
+        if (!atomic_load_explicit(&c->used, memory_order_acquire))
+            continue;
+        if (c->tl->ops->quiesce && !c->tl->ops->quiesce(c))
+            all = 0;
+    }
+    return all;
+}
+
+/* Triggers known to be queued but not consumed. The device FIFO's head is
+ * in device memory, which the proxy does not read: there, a valid slot at
+ * the consumer's position is what says work is left. */
+static uint64_t fifo_backlog(gpuport_comm_t comm)
+{
+    uint64_t left = gpuport_fifo_head(&comm->fifo) - comm->fifo.pos;
+    gpuport_trigger_t t;
+
+    if (comm->dfifo.slots && gpuport_fifo_peek(&comm->dfifo, 0, &t))
+        left++;
+    return left;
+}
+
+/* Fails what could not be drained before the deadline, so no waiter hangs
+ * and nothing is dropped without a word. */
+static void abandon(gpuport_comm_t comm)
+{
+    uint64_t left = fifo_backlog(comm);
+
+    comm->proxy.abandoned = left + comm->proxy.flusher.outstanding + comm->proxy.async_outstanding;
+    if (comm->proxy.abandoned == 0) {
+        /* all of ours is done; only network peers' goodbyes are missing */
+        log_warn("stopping after %llu ms without the goodbye of every network peer (a peer that "
+                 "has not destroyed its communicator yet); nothing of this rank's was lost",
+                 (unsigned long long)comm->config.timeout_ms);
+        return;
+    }
+    log_error("stopping with %llu trigger(s) not carried out, %u flusher item(s) and %llu network "
+              "operation(s) not completed after %llu ms; their channels are failed with 'shutting "
+              "down'",
+              (unsigned long long)left, comm->proxy.flusher.outstanding,
+              (unsigned long long)comm->proxy.async_outstanding,
+              (unsigned long long)comm->config.timeout_ms);
+    for (uint32_t i = 0; i < comm->config.max_channels; i++) {
+        gpuport_pchan_t *ch = &comm->pchans[i];
+        if (atomic_load(&ch->active) &&
+            (ch->work_done < ch->work_posted || ch->nflush > 0 || left > 0))
+            gpuport_pchan_fail(ch, GPUPORT_ERR_SHUTDOWN);
+    }
+}
+
+/* The stop's condition: nothing of this rank's is left and every network
+ * peer has said goodbye; or the drain deadline (GPUPORT_TIMEOUT_MS from the
+ * stop) has passed, and what is left is failed. */
+int proxy_may_exit(gpuport_comm_t comm)
+{
+    int drained = fifo_backlog(comm) == 0 && !outstanding_work(comm);
+
+    if (drained && quiesced(comm))
+        return 1;
+    if (gpuport_deadline_passed(comm->proxy.drain_deadline_ns)) {
+        abandon(comm);
+        return 1;
+    }
+    return 0;
+}

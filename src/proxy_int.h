@@ -1,0 +1,71 @@
+/*
+ * What the proxy thread's files share; only they include it. The proxy
+ * (one thread per communicator) is split by job:
+ *   proxy.c         the loop, and starting, quieting and stopping the thread
+ *   proxy_exec.c    triggers taken from the FIFOs, checked and carried out
+ *   proxy_signal.c  signals folded, handed to the transport as one
+ *   proxy_flush.c   work in flight counted, completions read, flushes answered
+ *   proxy_close.c   a channel's failure and close, and what the peer is told
+ *   proxy_idle.c    spinning, yielding and sleeping within the CPU budget
+ *   proxy_watch.c   same-host peers that exited, a flusher held inside CUDA
+ *   proxy_drain.c   stopping: draining, network goodbyes, abandoning the rest
+ * Everything declared here runs on the proxy thread.
+ */
+#ifndef GPUPORT_PROXY_INT_H
+#define GPUPORT_PROXY_INT_H
+
+#include <stdint.h>
+
+#include "internal.h"
+
+/* What carrying out a trigger gives: done (the FIFO moves past it), or
+ * retry (it stays at the FIFO's tail: no room now). */
+enum { EXEC_DONE, EXEC_RETRY };
+
+/* proxy_exec.c: carries out the triggers at the tail of FIFO f (fifo:
+ * GPUPORT_FIFO_HOST or GPUPORT_FIFO_DEVICE), a batch at most, and the
+ * signals they deferred; returns the number carried out. */
+int proxy_consume_fifo(gpuport_comm_t comm, gpuport_fifo_t *f, int fifo);
+
+/* proxy_signal.c: a signal taken from the FIFO and held back, to be handed
+ * over with the channel's next ones (sig_defer); the channel's held signals
+ * handed to its transport as one, 0 if there is no room now (sig_emit);
+ * every channel's (sig_emit_all, after each batch). */
+void proxy_sig_defer(gpuport_comm_t comm, gpuport_pchan_t *ch);
+int proxy_sig_emit(gpuport_comm_t comm, gpuport_pchan_t *ch);
+void proxy_sig_emit_all(gpuport_comm_t comm);
+
+/* proxy_flush.c: what the core does with a transport's answer to put,
+ * put_value or signal (rc, and the flusher work w it asks for); a flush
+ * trigger at position pos of FIFO fifo (EXEC_DONE or EXEC_RETRY); the
+ * flusher's completions, read and counted (how many). */
+void proxy_transport_result(gpuport_comm_t comm, gpuport_pchan_t *ch, int rc,
+                            const gpuport_work_t *w);
+int proxy_exec_flush(gpuport_pchan_t *ch, int fifo, uint64_t pos);
+int proxy_read_completions(gpuport_comm_t comm);
+
+/* proxy_close.c: the peer's word in this rank's slot for the channel
+ * (GPUPORT_OK, or it failed or closed its side); a close trigger
+ * (EXEC_DONE or EXEC_RETRY); this side's promise to write nothing more,
+ * made once it holds (promise_if_done); the periodic look at channels not
+ * in use whose peer closed (scan_closes). */
+int32_t proxy_peer_word(gpuport_comm_t comm, const gpuport_pchan_t *ch);
+int proxy_exec_close(gpuport_pchan_t *ch);
+void proxy_promise_if_done(gpuport_pchan_t *ch);
+void proxy_scan_closes(gpuport_comm_t comm);
+
+/* proxy_idle.c: a pass without work; spins, yields or sleeps by how long
+ * the proxy has been idle (since idle_since, gpuport_now_ns). */
+void proxy_idle_wait(gpuport_comm_t comm, uint64_t idle_since);
+
+/* proxy_watch.c: fails the channels of same-host peers that exited;
+ * warns (once per call) of a flusher call held inside CUDA. */
+void proxy_watch_peers(gpuport_comm_t comm);
+void proxy_watch_flusher(gpuport_comm_t comm);
+
+/* proxy_drain.c: once stop is asked, 1 when the proxy may exit: drained
+ * with every network goodbye said, or past the drain deadline (what is left
+ * then failed). */
+int proxy_may_exit(gpuport_comm_t comm);
+
+#endif
