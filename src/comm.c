@@ -333,11 +333,7 @@ static void comm_free(gpuport_comm_t comm)
         for (uint32_t i = 0; i < comm->config.max_channels; i++)
             free(comm->chans[i]);
     }
-    while (comm->dead_chans) {
-        struct gpuport_channel *ch = comm->dead_chans;
-        comm->dead_chans = ch->next_dead;
-        free(ch);
-    }
+    gpuport_dead_free_all(&comm->dead_chans);
     gpuport_mem_free_all(comm);
     gpuport_fdsock_close(&comm->fdsock);
     /* the flusher's context outlives its thread until peer handles are closed */

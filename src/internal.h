@@ -12,11 +12,13 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "config.h"
 #include "fifo.h"
 #include "flusher.h"
+#include "handles.h"
 #include "gpuport/gpuport.h"
 #include "log.h"
 #include "record.h"
@@ -67,18 +69,13 @@ static inline gpuport_pchan_t *gpuport_pchan_of(gpuport_tl_chan_t *tl)
     return (gpuport_pchan_t *)tl;
 }
 
-/* Handles carry a magic number that destroy clears; a destroyed handle
- * stays allocated (on its communicator's list of dead ones), so a second
- * destroy, or any use, finds the cleared magic instead of freed memory. The
- * list keeps the last GPUPORT_DEAD_KEEP handles of each kind and frees
- * older ones (all with the communicator): an application that creates and
- * destroys channels for ever must not grow without bound (the proxy fuzzer,
- * which reopens channels millions of times, ran out of memory). */
-#define GPUPORT_DEAD_KEEP 4096
+/* Handles carry a magic number that destroy clears; the handle then joins
+ * its communicator's dead ones (handles.h). */
 #define GPUPORT_MEM_MAGIC 0x4d454d47u  /* "GMEM" */
 #define GPUPORT_CHAN_MAGIC 0x4e414843u /* "CHAN" */
 
 struct gpuport_mem {
+    gpuport_dead_link_t dead; /* first: on the dead list once deregistered */
     uint32_t magic;
     int users;                       /* live channels using it (comm->lock) */
     struct gpuport_mem *next, *prev; /* the communicator's registrations */
@@ -98,8 +95,8 @@ typedef struct gpuport_alloc {
 } gpuport_alloc_t;
 
 struct gpuport_channel {
+    gpuport_dead_link_t dead; /* first: on the dead list once destroyed */
     uint32_t magic;
-    struct gpuport_channel *next_dead;
     struct gpuport_mem *src_mem, *dst_mem; /* held: not deregistered while in use */
     struct gpuport_comm *comm;
     uint32_t id;
@@ -112,6 +109,10 @@ struct gpuport_channel {
     uint64_t dst_size;         /* the peer's destination region */
     int peer_same_host;
 };
+
+/* the dead lists free a handle through its link (handles.h) */
+_Static_assert(offsetof(struct gpuport_mem, dead) == 0, "a registration's dead link comes first");
+_Static_assert(offsetof(struct gpuport_channel, dead) == 0, "a channel's dead link comes first");
 
 typedef struct gpuport_proxy {
     pthread_t thread;
@@ -183,10 +184,8 @@ struct gpuport_comm {
     gpuport_tl_comm_t tls[GPUPORT_TL_MAX_KINDS]; /* by kind; ops NULL: not built */
     gpuport_alloc_t *allocs;
     struct gpuport_mem *mems;
-    /* deregistered / destroyed handles, oldest first, at most GPUPORT_DEAD_KEEP */
-    struct gpuport_mem *dead_mems, *dead_mems_last;
-    struct gpuport_channel *dead_chans, *dead_chans_last;
-    uint32_t ndead_mems, ndead_chans;
+    gpuport_dead_list_t dead_mems;  /* deregistered registrations (handles.h) */
+    gpuport_dead_list_t dead_chans; /* destroyed channels */
     struct gpuport_comm *live_next;      /* the process's live communicators */
     struct gpuport_channel **chans; /* handles by id, freed at destroy if left open */
     gpuport_fdsock_t fdsock;        /* descriptors for same-host peers (fdpass.h) */
@@ -208,11 +207,11 @@ void gpuport_proxy_stop(struct gpuport_comm *comm);
 /* proxy_close.c: fails a channel on this side; its peer learns of it
  * (remote_slot or report_fail). The first error sticks. Proxy thread. */
 void gpuport_pchan_fail(gpuport_pchan_t *ch, gpuport_status_t status);
-/* 1 if the put d reads only inside a source region of src_size bytes and
- * writes only inside a destination region of dst_size bytes; any 64-bit
- * offsets and size (no overflow). Pure: the proxy's range check of every
- * put and (size 8, no source: src_size UINT64_MAX) every put_value, fuzzed
- * by test/fuzz/fuzz_trigger.c. */
+/* proxy_exec.c: 1 if the put d reads only inside a source region of
+ * src_size bytes and writes only inside a destination region of dst_size
+ * bytes; any 64-bit offsets and size (no overflow). Pure: the proxy's range
+ * check of every put and (size 8, no source: src_size UINT64_MAX) every
+ * put_value, fuzzed by test/fuzz/fuzz_trigger.c. */
 int gpuport_op_fits(const gpuport_op_desc_t *d, uint64_t src_size, uint64_t dst_size);
 
 /* select.c */

@@ -346,7 +346,7 @@ gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t siz
 gpuport_status_t gpuport_mem_deregister(gpuport_mem_t mem)
 {
     gpuport_comm_t comm;
-    gpuport_mem_t old = NULL;
+    void *old = NULL;
     int users;
 
     if (!mem || mem->magic != GPUPORT_MEM_MAGIC) {
@@ -367,17 +367,7 @@ gpuport_status_t gpuport_mem_deregister(gpuport_mem_t mem)
             mem->next->prev = mem->prev;
         mem->magic = 0;
         region_release(&mem->region);
-        mem->next = NULL;
-        if (comm->dead_mems_last)
-            comm->dead_mems_last->next = mem;
-        else
-            comm->dead_mems = mem;
-        comm->dead_mems_last = mem;
-        if (++comm->ndead_mems > GPUPORT_DEAD_KEEP) {
-            old = comm->dead_mems;
-            comm->dead_mems = old->next;
-            comm->ndead_mems--;
-        }
+        old = gpuport_dead_add(&comm->dead_mems, &mem->dead);
     }
     pthread_mutex_unlock(&comm->lock);
     free(old);
@@ -398,11 +388,7 @@ void gpuport_mem_free_all(gpuport_comm_t comm)
         region_release(&m->region);
         free(m);
     }
-    while (comm->dead_mems) {
-        gpuport_mem_t m = comm->dead_mems;
-        comm->dead_mems = m->next;
-        free(m);
-    }
+    gpuport_dead_free_all(&comm->dead_mems);
     while (comm->allocs) {
         gpuport_alloc_t *a = comm->allocs;
         comm->allocs = a->next;

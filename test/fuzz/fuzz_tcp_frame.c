@@ -9,7 +9,7 @@
  * the proxy would, and plays the flusher for GPU destinations (it carries
  * out the staging copies, value writes and semaphore updates in order and
  * reports them to tcp's work_done). The communicator is a fake with the
- * core's real services (tl_core.c, proxy.c) and 8 channel ids:
+ * core's real services (tl_core.c, proxy_*.c) and 8 channel ids:
  *   0  host destination of 64 B          1  host destination of 20000 B
  *   2  GPU destination of 5000 B (staged) 3  no destination
  *   4  on this connection, not receiving  5  another connection's

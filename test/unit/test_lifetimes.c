@@ -224,16 +224,16 @@ static int dead_bounded(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
         CHECK_OK(gpuport_mem_deregister(mem));
         last_mem = mem;
     }
-    for (struct gpuport_channel *d = comm->dead_chans; d; d = d->next_dead)
+    for (gpuport_dead_link_t *d = comm->dead_chans.first; d; d = d->next)
         n++;
-    CHECK_MSG(n == GPUPORT_DEAD_KEEP && comm->ndead_chans == n,
-              "%u destroyed channel handles kept (count %u), not %d", n, comm->ndead_chans,
+    CHECK_MSG(n == GPUPORT_DEAD_KEEP && comm->dead_chans.n == n,
+              "%u destroyed channel handles kept (count %u), not %d", n, comm->dead_chans.n,
               GPUPORT_DEAD_KEEP);
     n = 0;
-    for (struct gpuport_mem *d = comm->dead_mems; d; d = d->next)
+    for (gpuport_dead_link_t *d = comm->dead_mems.first; d; d = d->next)
         n++;
-    CHECK_MSG(n == GPUPORT_DEAD_KEEP && comm->ndead_mems == n,
-              "%u deregistered handles kept (count %u), not %d", n, comm->ndead_mems,
+    CHECK_MSG(n == GPUPORT_DEAD_KEEP && comm->dead_mems.n == n,
+              "%u deregistered handles kept (count %u), not %d", n, comm->dead_mems.n,
               GPUPORT_DEAD_KEEP);
     CHECK_STATUS(gpuport_channel_destroy(ch), GPUPORT_ERR_INVALID_ARG);
     CHECK_STATUS(gpuport_mem_deregister(last_mem), GPUPORT_ERR_INVALID_ARG);

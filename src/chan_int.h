@@ -1,0 +1,52 @@
+/*
+ * What the channel files share; only they include it. Port channels are
+ * split by job:
+ *   channel.c         gpuport_channel_create: the port channel's steps
+ *   chan_handshake.c  the creation handshake between the two sides, for any
+ *                     channel kind (chan_handshake.h)
+ *   chan_alloc.c      what a channel takes from its communicator: its id,
+ *                     and a reference on the connection to its peer
+ *   chan_push.c       the host's operations, their checks, the pushes
+ *   chan_wait.c       flush, wait, poll and the channel's state
+ *   chan_destroy.c    destroy, and closing every channel with the communicator
+ * The dead-handle list they use is handles.h's. Application threads.
+ */
+#ifndef GPUPORT_CHAN_INT_H
+#define GPUPORT_CHAN_INT_H
+
+#include <stdint.h>
+
+#include "internal.h"
+
+/* A handle from gpuport_channel_create not yet destroyed. */
+static inline int chan_ok(gpuport_channel_t ch)
+{
+    return ch && ch->magic == GPUPORT_CHAN_MAGIC;
+}
+
+/* GPUPORT_OK, or the channel's error as the proxy published it */
+static inline gpuport_status_t chan_state(gpuport_channel_t ch)
+{
+    return (gpuport_status_t)atomic_load_explicit(&ch->state->status, memory_order_acquire);
+}
+
+/* chan_push.c: the message for a handle that is not a live channel, given
+ * to `call`; GPUPORT_ERR_INVALID_ARG. */
+gpuport_status_t chan_stale(const char *call, gpuport_channel_t ch);
+
+/* chan_wait.c: waits until everything before host-FIFO position pos of ch
+ * is complete; GPUPORT_ERR_TIMEOUT (logged) after GPUPORT_TIMEOUT_MS. */
+gpuport_status_t chan_flushed_to(gpuport_channel_t ch, uint64_t pos);
+
+/* chan_alloc.c. A free channel id (GPUPORT_ERR_NO_RESOURCE, logged with
+ * the limit, when all GPUPORT_MAX_CHANNELS are in use), and giving it back. */
+gpuport_status_t chan_id_alloc(gpuport_comm_t comm, uint32_t *id_p);
+void chan_id_free(gpuport_comm_t comm, uint32_t id);
+/* The connection to peer over the transport tc, opened on first use, with a
+ * reference taken for the channel; chan_conn_put drops it. A connection
+ * stays open until the communicator is destroyed. */
+gpuport_status_t chan_conn_get(gpuport_comm_t comm, int peer, gpuport_tl_comm_t *tc,
+                               gpuport_conn_t **conn_p);
+void chan_conn_put(gpuport_comm_t comm, gpuport_conn_t *conn);
+
+#endif

@@ -1,0 +1,177 @@
+/*
+ * A port channel's operations from host threads: gpuport_channel_put,
+ * _signal, _put_with_signal, _put_value and _put_value_with_signal, and the
+ * pushes into the host FIFO that they, flush and destroy make
+ * (gpuport_channel_push, _push_value: internal.h). What every operation
+ * checks first is here too: a live handle, a healthy channel, a peer that
+ * has not closed its side, and the offsets; a refused operation queues
+ * nothing.
+ */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
+#include "chan_int.h"
+
+gpuport_status_t chan_stale(const char *call, gpuport_channel_t ch)
+{
+    log_error("%s: %p is not a live channel (NULL, destroyed already, or not a channel)", call,
+              (void *)ch);
+    return GPUPORT_ERR_INVALID_ARG;
+}
+
+gpuport_status_t gpuport_channel_push(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
+                                      uint64_t src_off, uint64_t size, uint64_t *pos_p)
+{
+    gpuport_comm_t comm = ch->comm;
+    gpuport_trigger_t t[2];
+    uint32_t n = 0;
+    gpuport_status_t status;
+
+    if (atomic_load_explicit(&comm->proxy.stop, memory_order_acquire))
+        return GPUPORT_ERR_SHUTDOWN;
+    if (gpuport_trigger_needs_ext(src_off, dst_off, size))
+        gpuport_trigger_encode_ext(&t[n++], ch->id, src_off, dst_off, size);
+    gpuport_trigger_encode(&t[n++], op, ch->id, src_off, dst_off, size);
+    status = gpuport_fifo_push(&comm->fifo, t, n, comm->timeout_ns ? comm->timeout_ns : UINT64_MAX,
+                               pos_p);
+    if (status == GPUPORT_OK)
+        gpuport_waker_poke(&comm->proxy.waker); /* a sleeping proxy takes it at once */
+    if (status == GPUPORT_ERR_TIMEOUT)
+        log_error("channel %u: the FIFO stayed full for %llu ms; is the proxy thread stuck?",
+                  ch->id, (unsigned long long)comm->config.timeout_ms);
+    return status;
+}
+
+gpuport_status_t gpuport_channel_push_value(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
+                                            uint64_t value, uint64_t *pos_p)
+{
+    gpuport_comm_t comm = ch->comm;
+    gpuport_trigger_t t;
+    gpuport_status_t status;
+
+    if (atomic_load_explicit(&comm->proxy.stop, memory_order_acquire))
+        return GPUPORT_ERR_SHUTDOWN;
+    gpuport_trigger_encode_value(&t, op, ch->id, dst_off, value);
+    status = gpuport_fifo_push(&comm->fifo, &t, 1,
+                               comm->timeout_ns ? comm->timeout_ns : UINT64_MAX, pos_p);
+    if (status == GPUPORT_OK)
+        gpuport_waker_poke(&comm->proxy.waker);
+    if (status == GPUPORT_ERR_TIMEOUT)
+        log_error("channel %u: the FIFO stayed full for %llu ms; is the proxy thread stuck?",
+                  ch->id, (unsigned long long)comm->config.timeout_ms);
+    return status;
+}
+
+static gpuport_status_t check_put(gpuport_channel_t ch, uint64_t dst_off, uint64_t src_off,
+                                  uint64_t size)
+{
+    if (size > GPUPORT_TRIGGER_SIZE_MAX || src_off > ch->src_size ||
+        size > ch->src_size - src_off || dst_off > ch->dst_size || size > ch->dst_size - dst_off) {
+        log_error("channel %u (to rank %d): put of %llu bytes from source offset %llu to "
+                  "destination offset %llu does not fit (source region %llu bytes, destination "
+                  "region %llu bytes); nothing was queued",
+                  ch->id, ch->peer, (unsigned long long)size, (unsigned long long)src_off,
+                  (unsigned long long)dst_off, (unsigned long long)ch->src_size,
+                  (unsigned long long)ch->dst_size);
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    }
+    return GPUPORT_OK;
+}
+
+/* The same rule as a put's (a value is an 8-byte put), plus alignment. */
+static gpuport_status_t check_value(gpuport_channel_t ch, uint64_t dst_off)
+{
+    if (dst_off % 8) {
+        log_error("channel %u (to rank %d): put_value at destination offset %llu, which is not "
+                  "a multiple of 8; nothing was queued",
+                  ch->id, ch->peer, (unsigned long long)dst_off);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    if (dst_off > GPUPORT_TRIGGER_VALUE_OFF_MAX || dst_off > ch->dst_size ||
+        ch->dst_size - dst_off < 8) {
+        log_error("channel %u (to rank %d): put_value at destination offset %llu does not fit "
+                  "(destination region %llu bytes); nothing was queued",
+                  ch->id, ch->peer, (unsigned long long)dst_off,
+                  (unsigned long long)ch->dst_size);
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    }
+    return GPUPORT_OK;
+}
+
+/* What every operation checks first: a live handle, a healthy channel, a
+ * peer that has not closed or failed its side. */
+static gpuport_status_t usable(gpuport_channel_t ch)
+{
+    gpuport_status_t status;
+
+    if (!chan_ok(ch))
+        return chan_stale("gpuport_channel_put/signal", ch);
+    status = chan_state(ch);
+    if (status)
+        return status;
+    if (atomic_load_explicit(&ch->inbound->peer_status, memory_order_acquire) != GPUPORT_OK) {
+        int32_t ok = GPUPORT_OK;
+        log_error("channel %u (to rank %d): rank %d has closed or failed its side; nothing was "
+                  "queued, and the channel is failed",
+                  ch->id, ch->peer, ch->peer);
+        /* as the proxy does with an operation it finds after the close */
+        atomic_compare_exchange_strong(&ch->state->status, &ok, GPUPORT_ERR_PEER);
+        return GPUPORT_ERR_PEER;
+    }
+    return GPUPORT_OK;
+}
+
+static gpuport_status_t push_op(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
+                                uint64_t src_off, uint64_t size)
+{
+    uint64_t pos;
+    gpuport_status_t status = usable(ch);
+
+    if (status)
+        return status;
+    if (op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_SIGNAL) {
+        status = check_put(ch, dst_off, src_off, size);
+        if (status)
+            return status;
+    }
+    return gpuport_channel_push(ch, op, dst_off, src_off, size, &pos);
+}
+
+gpuport_status_t gpuport_channel_put(gpuport_channel_t ch, uint64_t dst_off, uint64_t src_off,
+                                     uint64_t size)
+{
+    return push_op(ch, GPUPORT_OP_PUT, dst_off, src_off, size);
+}
+
+gpuport_status_t gpuport_channel_signal(gpuport_channel_t ch)
+{
+    return push_op(ch, GPUPORT_OP_SIGNAL, 0, 0, 0);
+}
+
+gpuport_status_t gpuport_channel_put_with_signal(gpuport_channel_t ch, uint64_t dst_off,
+                                                 uint64_t src_off, uint64_t size)
+{
+    return push_op(ch, GPUPORT_OP_PUT_SIGNAL, dst_off, src_off, size);
+}
+
+static gpuport_status_t push_value(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
+                                   uint64_t value)
+{
+    uint64_t pos;
+    gpuport_status_t status = usable(ch);
+
+    if (!status)
+        status = check_value(ch, dst_off);
+    if (status)
+        return status;
+    return gpuport_channel_push_value(ch, op, dst_off, value, &pos);
+}
+
+gpuport_status_t gpuport_channel_put_value(gpuport_channel_t ch, uint64_t dst_off, uint64_t value)
+{
+    return push_value(ch, GPUPORT_OP_PUT_VALUE, dst_off, value);
+}
+
+gpuport_status_t gpuport_channel_put_value_with_signal(gpuport_channel_t ch, uint64_t dst_off,
+                                                       uint64_t value)
+{
+    return push_value(ch, GPUPORT_OP_PUT_VALUE_SIGNAL, dst_off, value);
+}

@@ -1,0 +1,153 @@
+/*
+ * A port channel's waits on what the proxy and the peer publish, from host
+ * threads: gpuport_channel_flush (the proxy's flush progress),
+ * gpuport_channel_wait and _poll (the peer's signals in this rank's
+ * semaphore slot), and the channel's state (gpuport_channel_status,
+ * _transport). Every wait is bounded by GPUPORT_TIMEOUT_MS and stops early
+ * when the peer's side failed or, on this host, its process exited.
+ */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
+#include "chan_int.h"
+
+/* how often a long wait checks that a same-host peer still exists */
+#define PEER_CHECK_NS (20 * 1000 * 1000ull)
+
+static gpuport_status_t timed_out(gpuport_channel_t ch, const char *what)
+{
+    log_error("channel %u (to rank %d): %s did not complete within GPUPORT_TIMEOUT_MS=%llu", ch->id,
+              ch->peer, what, (unsigned long long)ch->comm->config.timeout_ms);
+    return GPUPORT_ERR_TIMEOUT;
+}
+
+/* Waits until everything before FIFO position pos of ch is complete. */
+gpuport_status_t chan_flushed_to(gpuport_channel_t ch, uint64_t pos)
+{
+    uint64_t deadline;
+    uint32_t iter = 0, polls = 0;
+
+    deadline = gpuport_deadline(ch->comm->timeout_ns);
+    while ((atomic_load_explicit(&ch->state->flushed[GPUPORT_FIFO_HOST], memory_order_acquire) &
+            ~GPUPORT_FLUSHED_FAILED) <= pos) {
+        if ((iter > GPUPORT_SPIN_POLLS || (++polls & 1023) == 0) &&
+            gpuport_deadline_passed(deadline))
+            return timed_out(ch, "flush");
+        gpuport_wait_backoff(&iter);
+    }
+    return GPUPORT_OK;
+}
+
+gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
+{
+    uint64_t pos;
+    gpuport_status_t status;
+
+    if (!chan_ok(ch))
+        return chan_stale("gpuport_channel_flush", ch);
+    status = chan_state(ch);
+    if (status)
+        return status;
+    status = gpuport_channel_push(ch, GPUPORT_OP_FLUSH, 0, 0, 0, &pos);
+    if (!status)
+        status = chan_flushed_to(ch, pos);
+    return status ? status : chan_state(ch);
+}
+
+/* Takes one signal if one is there: 1 taken, 0 none, <0 error. */
+static int take_one(gpuport_channel_t ch)
+{
+    uint64_t consumed = atomic_load_explicit(&ch->consumed, memory_order_relaxed);
+
+    while (atomic_load_explicit(&ch->inbound->value, memory_order_acquire) > consumed) {
+        if (atomic_compare_exchange_weak_explicit(&ch->consumed, &consumed, consumed + 1,
+                                                  memory_order_acq_rel, memory_order_relaxed))
+            return 1;
+    }
+    return 0;
+}
+
+static int take_signal(gpuport_channel_t ch)
+{
+    int32_t peer_status;
+
+    if (take_one(ch))
+        return 1;
+    peer_status = atomic_load_explicit(&ch->inbound->peer_status, memory_order_acquire);
+    /* the peer's word comes after its last signal: one that arrived since
+     * the look above is still this wait's */
+    if (peer_status && take_one(ch))
+        return 1;
+    if (peer_status) {
+        log_error("channel %u: rank %d's side of the channel failed (%s); no more signals will "
+                  "come",
+                  ch->id, ch->peer, gpuport_status_string((gpuport_status_t)peer_status));
+        return GPUPORT_ERR_PEER;
+    }
+    return 0;
+}
+
+gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p)
+{
+    int rc;
+
+    if (!chan_ok(ch))
+        return chan_stale("gpuport_channel_poll", ch);
+    if (!ready_p) {
+        log_error("gpuport_channel_poll: ready_p is NULL");
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    rc = take_signal(ch);
+    if (rc < 0)
+        return (gpuport_status_t)rc;
+    *ready_p = rc;
+    return GPUPORT_OK;
+}
+
+gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
+{
+    uint64_t next_check, deadline;
+    uint32_t iter = 0, polls = 0;
+    int rc;
+
+    if (!chan_ok(ch))
+        return chan_stale("gpuport_channel_wait", ch);
+    rc = take_signal(ch);
+    if (rc)
+        return rc > 0 ? GPUPORT_OK : (gpuport_status_t)rc;
+    deadline = gpuport_deadline(ch->comm->timeout_ns);
+    next_check = gpuport_now_ns() + PEER_CHECK_NS;
+    for (;;) {
+        rc = take_signal(ch);
+        if (rc)
+            return rc > 0 ? GPUPORT_OK : (gpuport_status_t)rc;
+        if (iter > GPUPORT_SPIN_POLLS || (++polls & 1023) == 0) {
+            uint64_t now = gpuport_now_ns();
+            if (deadline != UINT64_MAX && now > deadline)
+                return timed_out(ch, "wait for the peer's signal");
+            if (now > next_check) {
+                next_check = now + PEER_CHECK_NS;
+                int pid = ch->comm->procs[ch->peer].pid;
+                if (ch->peer_same_host && !gpuport_pid_alive(pid)) {
+                    int32_t ok = GPUPORT_OK;
+                    log_error("channel %u: rank %d (pid %d) exited while this rank waited for "
+                              "its signal; the channel is failed",
+                              ch->id, ch->peer, pid);
+                    /* the channel itself, not only this wait: its puts and
+                     * flushes must not report delivery to a dead process */
+                    atomic_compare_exchange_strong(&ch->state->status, &ok, GPUPORT_ERR_PEER);
+                    return GPUPORT_ERR_PEER;
+                }
+            }
+        }
+        gpuport_wait_backoff(&iter);
+    }
+}
+
+gpuport_status_t gpuport_channel_status(gpuport_channel_t ch)
+{
+    return chan_ok(ch) ? chan_state(ch) : chan_stale("gpuport_channel_status", ch);
+}
+
+const char *gpuport_channel_transport(gpuport_channel_t ch)
+{
+    return chan_ok(ch) && ch->pchan->ops ? ch->pchan->ops->name : "none";
+}
