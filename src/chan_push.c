@@ -4,8 +4,8 @@
  * pushes into the host FIFO that they, flush and destroy make
  * (gpuport_channel_push, _push_value: internal.h). What every operation
  * checks first is here too: a live handle, a healthy channel, a peer that
- * has not closed its side, and the offsets; a refused operation queues
- * nothing.
+ * has not closed its side, and the offsets by the one range rule of
+ * gpuport_trigger.h; a refused operation queues nothing.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
 #include "chan_int.h"
@@ -63,8 +63,7 @@ gpuport_status_t gpuport_channel_push_value(gpuport_channel_t ch, uint32_t op, u
 static gpuport_status_t check_put(gpuport_channel_t ch, uint64_t dst_off, uint64_t src_off,
                                   uint64_t size)
 {
-    if (size > GPUPORT_TRIGGER_SIZE_MAX || src_off > ch->src_size ||
-        size > ch->src_size - src_off || dst_off > ch->dst_size || size > ch->dst_size - dst_off) {
+    if (!gpuport_put_fits(dst_off, src_off, size, ch->src_size, ch->dst_size)) {
         log_error("channel %u (to rank %d): put of %llu bytes from source offset %llu to "
                   "destination offset %llu does not fit (source region %llu bytes, destination "
                   "region %llu bytes); nothing was queued",
@@ -79,21 +78,18 @@ static gpuport_status_t check_put(gpuport_channel_t ch, uint64_t dst_off, uint64
 /* The same rule as a put's (a value is an 8-byte put), plus alignment. */
 static gpuport_status_t check_value(gpuport_channel_t ch, uint64_t dst_off)
 {
-    if (dst_off % 8) {
+    if (gpuport_value_fits(dst_off, ch->dst_size))
+        return GPUPORT_OK;
+    if (!gpuport_value_aligned(dst_off)) {
         log_error("channel %u (to rank %d): put_value at destination offset %llu, which is not "
                   "a multiple of 8; nothing was queued",
                   ch->id, ch->peer, (unsigned long long)dst_off);
         return GPUPORT_ERR_INVALID_ARG;
     }
-    if (dst_off > GPUPORT_TRIGGER_VALUE_OFF_MAX || dst_off > ch->dst_size ||
-        ch->dst_size - dst_off < 8) {
-        log_error("channel %u (to rank %d): put_value at destination offset %llu does not fit "
-                  "(destination region %llu bytes); nothing was queued",
-                  ch->id, ch->peer, (unsigned long long)dst_off,
-                  (unsigned long long)ch->dst_size);
-        return GPUPORT_ERR_OUT_OF_RANGE;
-    }
-    return GPUPORT_OK;
+    log_error("channel %u (to rank %d): put_value at destination offset %llu does not fit "
+              "(destination region %llu bytes); nothing was queued",
+              ch->id, ch->peer, (unsigned long long)dst_off, (unsigned long long)ch->dst_size);
+    return GPUPORT_ERR_OUT_OF_RANGE;
 }
 
 /* What every operation checks first: a live handle, a healthy channel, a

@@ -207,11 +207,11 @@ void gpuport_proxy_stop(struct gpuport_comm *comm);
 /* proxy_close.c: fails a channel on this side; its peer learns of it
  * (remote_slot or report_fail). The first error sticks. Proxy thread. */
 void gpuport_pchan_fail(gpuport_pchan_t *ch, gpuport_status_t status);
-/* proxy_exec.c: 1 if the put d reads only inside a source region of
- * src_size bytes and writes only inside a destination region of dst_size
- * bytes; any 64-bit offsets and size (no overflow). Pure: the proxy's range
- * check of every put and (size 8, no source: src_size UINT64_MAX) every
- * put_value, fuzzed by test/fuzz/fuzz_trigger.c. */
+/* proxy_exec.c: 1 if the decoded put d reads only inside a source region
+ * of src_size bytes and writes only inside a destination region of
+ * dst_size bytes: gpuport_put_fits (gpuport_trigger.h) on d's fields, the
+ * proxy's check of every put. Pure, fuzzed by test/fuzz/fuzz_trigger.c
+ * (also as a put_value's check: size 8, no source, src_size UINT64_MAX). */
 int gpuport_op_fits(const gpuport_op_desc_t *d, uint64_t src_size, uint64_t dst_size);
 
 /* select.c */

@@ -16,14 +16,9 @@
 /* triggers consumed per pass before completions are read again */
 #define BATCH 64
 
-static int range_ok(uint64_t off, uint64_t size, uint64_t region)
-{
-    return off <= region && size <= region - off;
-}
-
 int gpuport_op_fits(const gpuport_op_desc_t *d, uint64_t src_size, uint64_t dst_size)
 {
-    return range_ok(d->src_off, d->size, src_size) && range_ok(d->dst_off, d->size, dst_size);
+    return gpuport_put_fits(d->dst_off, d->src_off, d->size, src_size, dst_size);
 }
 
 static int exec_put(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_op_desc_t *d)
@@ -58,9 +53,9 @@ static int exec_put(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_op_d
 static int exec_put_value(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_op_desc_t *d)
 {
     gpuport_work_t w;
-    int rc, aligned = d->dst_off % 8 == 0;
+    int rc, aligned = gpuport_value_aligned(d->dst_off);
 
-    if (!aligned || !gpuport_op_fits(d, UINT64_MAX, ch->tl.dst.rec.size)) {
+    if (!gpuport_value_fits(d->dst_off, ch->tl.dst.rec.size)) {
         log_error("channel %u (to rank %d): put_value at destination offset %llu is %s "
                   "(destination %llu bytes); the channel is now in error",
                   ch->tl.id, ch->tl.peer, (unsigned long long)d->dst_off,

@@ -195,8 +195,7 @@ GPUPORT_DEV int gpuport_dev_push_op(const gpuport_port_channel_dev_t *ch, uint32
 GPUPORT_DEV int gpuport_dev_put_fits(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                                      uint64_t src_off, uint64_t size)
 {
-    return src_off <= ch->src_size && size <= ch->src_size - src_off && dst_off <= ch->dst_size &&
-           size <= ch->dst_size - dst_off;
+    return gpuport_put_fits(dst_off, src_off, size, ch->src_size, ch->dst_size);
 }
 
 GPUPORT_DEV int gpuport_put(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
@@ -229,12 +228,9 @@ GPUPORT_DEV int gpuport_put_with_signal(const gpuport_port_channel_dev_t *ch, ui
  * GPUPORT_ERR_OUT_OF_RANGE; one trigger, no source. */
 GPUPORT_DEV int gpuport_dev_value_check(const gpuport_port_channel_dev_t *ch, uint64_t dst_off)
 {
-    if (dst_off % 8)
-        return GPUPORT_ERR_INVALID_ARG;
-    if (dst_off > GPUPORT_TRIGGER_VALUE_OFF_MAX || dst_off > ch->dst_size ||
-        ch->dst_size - dst_off < 8)
-        return GPUPORT_ERR_OUT_OF_RANGE;
-    return GPUPORT_OK;
+    if (gpuport_value_fits(dst_off, ch->dst_size))
+        return GPUPORT_OK;
+    return gpuport_value_aligned(dst_off) ? GPUPORT_ERR_OUT_OF_RANGE : GPUPORT_ERR_INVALID_ARG;
 }
 
 GPUPORT_DEV int gpuport_dev_push_value(const gpuport_port_channel_dev_t *ch, uint32_t op,

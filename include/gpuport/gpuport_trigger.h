@@ -188,4 +188,44 @@ GPUPORT_HD void gpuport_trigger_decode(const gpuport_trigger_t *t, const gpuport
     }
 }
 
+/* ---- The range rule: one check for the host API, the proxy and kernels ----
+ * Offsets and sizes may be any 64-bit values: nothing is added, so no
+ * off + size wraps around into a range that looks inside. */
+
+/* 1 if the bytes [off, off + size) lie within a region of region_size
+ * bytes; size 0 fits at any offset up to region_size. */
+GPUPORT_HD int gpuport_range_fits(uint64_t off, uint64_t size, uint64_t region_size)
+{
+    return off <= region_size && size <= region_size - off;
+}
+
+/* 1 if a put of size bytes from src_off of a source of src_size bytes to
+ * dst_off of a destination of dst_size bytes is within both regions and
+ * its size can be encoded. A put that is not is refused with
+ * GPUPORT_ERR_OUT_OF_RANGE (host and device calls, nothing queued) or
+ * fails its channel with it (the proxy). */
+GPUPORT_HD int gpuport_put_fits(uint64_t dst_off, uint64_t src_off, uint64_t size,
+                                uint64_t src_size, uint64_t dst_size)
+{
+    return size <= GPUPORT_TRIGGER_SIZE_MAX && gpuport_range_fits(src_off, size, src_size) &&
+           gpuport_range_fits(dst_off, size, dst_size);
+}
+
+/* A put_value's offset: a multiple of 8 (else GPUPORT_ERR_INVALID_ARG). */
+GPUPORT_HD int gpuport_value_aligned(uint64_t dst_off)
+{
+    return dst_off % 8 == 0;
+}
+
+/* 1 if a put_value's 8 bytes may be written at dst_off of a destination of
+ * dst_size bytes: aligned, within the region (no source is read) and within
+ * what a value trigger carries. When not, gpuport_value_aligned tells the
+ * two refusals apart: GPUPORT_ERR_INVALID_ARG if it is not aligned, else
+ * GPUPORT_ERR_OUT_OF_RANGE. */
+GPUPORT_HD int gpuport_value_fits(uint64_t dst_off, uint64_t dst_size)
+{
+    return gpuport_value_aligned(dst_off) && dst_off <= GPUPORT_TRIGGER_VALUE_OFF_MAX &&
+           gpuport_range_fits(dst_off, 8, dst_size);
+}
+
 #endif

@@ -1,7 +1,7 @@
 /*
  * fuzz_trigger: the trigger decoder (gpuport_trigger.h, EXT pairs
  * included) and the proxy's range check of a decoded put against a
- * channel's regions (gpuport_op_fits, proxy.c), as pure functions: fast.
+ * channel's regions (gpuport_op_fits, proxy_exec.c), as pure functions: fast.
  * fuzz_proxy drives the same triggers through a running proxy.
  *
  * Input: two 16-byte slots as the proxy reads them from its FIFO (the first
