@@ -1,11 +1,13 @@
 /*
- * What a channel takes from its communicator at creation and gives back at
- * destroy (channel.c and chan_destroy.c call it; a second channel kind
- * would too): a channel id, which names its semaphore slot, its proxy entry
- * and its triggers, of GPUPORT_MAX_CHANNELS; and a reference on the
- * connection to its peer, which the transport opens at the first channel
- * to that peer and which stays open, cached by peer, until the communicator
- * goes. Application threads, under the communicator's lock.
+ * What a channel takes from its communicator at creation and gives back
+ * when it goes (channel.c, chan_destroy.c; a second channel kind would take
+ * its ids here too): one of GPUPORT_MAX_CHANNELS ids, which names the
+ * channel's semaphore slot, its proxy entry and its triggers; and a
+ * reference on the connection to its peer, which the transport opens at
+ * the first channel to that peer and which stays cached, by peer, until the
+ * communicator goes. Application threads; the _locked calls are made with
+ * the communicator's lock held, so that destroy gives these back together
+ * with the rest of the handle.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
 #include <stdlib.h>
@@ -32,11 +34,9 @@ gpuport_status_t chan_id_alloc(gpuport_comm_t comm, uint32_t *id_p)
     return status;
 }
 
-void chan_id_free(gpuport_comm_t comm, uint32_t id)
+void chan_id_free_locked(gpuport_comm_t comm, uint32_t id)
 {
-    pthread_mutex_lock(&comm->lock);
     comm->id_used[id] = 0;
-    pthread_mutex_unlock(&comm->lock);
 }
 
 gpuport_status_t chan_conn_get(gpuport_comm_t comm, int peer, gpuport_tl_comm_t *tc,
@@ -83,9 +83,7 @@ gpuport_status_t chan_conn_get(gpuport_comm_t comm, int peer, gpuport_tl_comm_t 
     return status;
 }
 
-void chan_conn_put(gpuport_comm_t comm, gpuport_conn_t *conn)
+void chan_conn_put_locked(gpuport_conn_t *conn)
 {
-    pthread_mutex_lock(&comm->lock);
     conn->refs--;
-    pthread_mutex_unlock(&comm->lock);
 }

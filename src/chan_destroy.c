@@ -57,13 +57,13 @@ static void release(gpuport_channel_t ch)
     ch->pchan->ops->chan_disconnect(&ch->pchan->tl);
     ch->pchan->ops = NULL;
     pthread_mutex_lock(&comm->lock);
-    ch->pchan->tl.conn->refs--;
+    chan_conn_put_locked(ch->pchan->tl.conn);
     if (ch->src_mem)
         ch->src_mem->users--;
     if (ch->dst_mem)
         ch->dst_mem->users--;
     comm->chans[ch->id] = NULL;
-    comm->id_used[ch->id] = 0;
+    chan_id_free_locked(comm, ch->id);
     ch->magic = 0;
     old = gpuport_dead_add(&comm->dead_chans, &ch->dead);
     pthread_mutex_unlock(&comm->lock);

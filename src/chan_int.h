@@ -39,14 +39,15 @@ gpuport_status_t chan_stale(const char *call, gpuport_channel_t ch);
 gpuport_status_t chan_flushed_to(gpuport_channel_t ch, uint64_t pos);
 
 /* chan_alloc.c. A free channel id (GPUPORT_ERR_NO_RESOURCE, logged with
- * the limit, when all GPUPORT_MAX_CHANNELS are in use), and giving it back. */
+ * the limit, when all GPUPORT_MAX_CHANNELS are in use), and giving it back
+ * (the caller holds comm->lock). */
 gpuport_status_t chan_id_alloc(gpuport_comm_t comm, uint32_t *id_p);
-void chan_id_free(gpuport_comm_t comm, uint32_t id);
+void chan_id_free_locked(gpuport_comm_t comm, uint32_t id);
 /* The connection to peer over the transport tc, opened on first use, with a
- * reference taken for the channel; chan_conn_put drops it. A connection
- * stays open until the communicator is destroyed. */
+ * reference taken for the channel, and dropping it (the caller holds
+ * comm->lock). A connection stays open until the communicator goes. */
 gpuport_status_t chan_conn_get(gpuport_comm_t comm, int peer, gpuport_tl_comm_t *tc,
                                gpuport_conn_t **conn_p);
-void chan_conn_put(gpuport_comm_t comm, gpuport_conn_t *conn);
+void chan_conn_put_locked(gpuport_conn_t *conn);
 
 #endif

@@ -232,10 +232,12 @@ static void publish(port_new_t *c)
 static void unprepare(port_new_t *c)
 {
     free(c->ch);
+    pthread_mutex_lock(&c->comm->lock);
     if (c->conn)
-        chan_conn_put(c->comm, c->conn);
+        chan_conn_put_locked(c->conn);
     if (c->have_id)
-        chan_id_free(c->comm, c->id);
+        chan_id_free_locked(c->comm, c->id);
+    pthread_mutex_unlock(&c->comm->lock);
 }
 
 gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_mem_t src,
