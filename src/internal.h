@@ -221,7 +221,9 @@ int gpuport_op_fits(const gpuport_op_desc_t *d, uint64_t src_size, uint64_t dst_
 gpuport_status_t gpuport_transport_select(struct gpuport_comm *comm, int peer, int device_regions,
                                           gpuport_tl_comm_t **tc_p, char *why, size_t len);
 
-/* channel.c */
+/* chan_push.c (the channel files are listed in chan_int.h): one trigger
+ * (an EXT slot in front where needed) into the host FIFO, and a sleeping
+ * proxy woken; *pos_p is its position. No checks: callers check first. */
 gpuport_status_t gpuport_channel_push(struct gpuport_channel *ch, uint32_t op, uint64_t dst_off,
                                       uint64_t src_off, uint64_t size, uint64_t *pos_p);
 /* The same for a value trigger (gpuport_trigger_encode_value: dst_off must be
@@ -273,7 +275,7 @@ int gpuport_comm_live(struct gpuport_comm *comm);
 void gpuport_comm_live_add(struct gpuport_comm *comm);
 int gpuport_comm_live_remove(struct gpuport_comm *comm);
 
-/* channel.c, at communicator destruction: tells every open channel's peer
+/* chan_destroy.c, at communicator destruction: tells every open channel's peer
  * that this side is closing (queued behind earlier operations) */
 void gpuport_channels_close_all(struct gpuport_comm *comm);
 /* ... and, once the proxy has stopped, promises the same-host peers that
