@@ -75,7 +75,7 @@ static gpuport_status_t check_put(gpuport_channel_t ch, uint64_t dst_off, uint64
     return GPUPORT_OK;
 }
 
-/* The same rule as a put's (a value is an 8-byte put), plus alignment. */
+/* gpuport_value_fits, and when it refuses, which of its rules did. */
 static gpuport_status_t check_value(gpuport_channel_t ch, uint64_t dst_off)
 {
     if (gpuport_value_fits(dst_off, ch->dst_size))
