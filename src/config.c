@@ -141,6 +141,14 @@ const void *gpuport_config_tl_settings(const gpuport_config_t *config, int kind)
     return config->tl + tl_base(kind);
 }
 
+/* The row's words as "a|b|c" at buf + used; returns the new used. */
+static size_t words_text(const gpuport_config_var_t *var, char *buf, size_t used, size_t len)
+{
+    for (size_t i = 0; var->words[i] && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "|" : "", var->words[i]);
+    return used;
+}
+
 void gpuport_config_describe(const gpuport_config_var_t *var, char *buf, size_t len)
 {
     size_t used = 0;
@@ -148,9 +156,7 @@ void gpuport_config_describe(const gpuport_config_var_t *var, char *buf, size_t 
     buf[0] = '\0';
     switch (var->type) {
     case GPUPORT_CFG_ENUM:
-        for (size_t i = 0; var->words[i] && used < len; i++)
-            used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "|" : "",
-                                     var->words[i]);
+        words_text(var, buf, 0, len);
         break;
     case GPUPORT_CFG_POW2:
         snprintf(buf, len, "a power of two, %llu..%llu", (unsigned long long)var->min,
@@ -172,10 +178,8 @@ void gpuport_config_describe(const gpuport_config_var_t *var, char *buf, size_t 
                  (unsigned long long)var->max);
         break;
     case GPUPORT_CFG_WORDSET:
-        used = (size_t)snprintf(buf, len, "words separated by commas from ");
-        for (size_t i = 0; var->words[i] && used < len; i++)
-            used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "|" : "",
-                                     var->words[i]);
+        used = words_text(var, buf, (size_t)snprintf(buf, len, "words separated by commas from "),
+                          len);
         if (used < len)
             snprintf(buf + used, len - used, " (^ first: all but those; at most %llu "
                      "characters), or empty for all",
@@ -265,13 +269,13 @@ static int parse_wordset(const char *s, const char *const *words, uint64_t *mask
     return 0;
 }
 
-/* A GPUPORT_LOG_FILE-like name: its %-sequences known, no blanks around
- * it; the length of what it expands to is checked when it is opened. */
-static int parse_path(const char *s, size_t field_size, char *problem, size_t len)
+/* A GPUPORT_LOG_FILE-like name (its length checked before): its
+ * %-sequences known, no blanks around it; the length of what it expands to
+ * is checked when it is opened. */
+static int parse_path(const char *s, char *problem, size_t len)
 {
     char out[PATH_MAX];
 
-    (void)field_size;
     if (s[0] && (isspace((unsigned char)s[0]) || isspace((unsigned char)s[strlen(s) - 1]))) {
         snprintf(problem, len, "blanks around the value");
         return -1;
@@ -358,7 +362,7 @@ static int parse_value(const gpuport_config_var_t *var, const char *value, parse
         return gpuport_cpulist_parse(value, NULL, GPUPORT_CPULIST_MAX, problem, len) >= 0 ? 0 : -1;
     case GPUPORT_CFG_AUTO_UINT: return parse_auto_uint(var, value, &out->v);
     case GPUPORT_CFG_WORDSET: return parse_wordset(value, var->words, &out->v, problem, len);
-    case GPUPORT_CFG_PATH: return parse_path(value, var->field_size, problem, len);
+    case GPUPORT_CFG_PATH: return parse_path(value, problem, len);
     case GPUPORT_CFG_CUSTOM:
         if (var->field_size > sizeof(out->field))
             return -1;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "build_config.h"
+#include "config.h"
 #include "log.h"
 #include "transport/transport.h"
 
@@ -51,8 +52,8 @@ const char *gpuport_transport_words[GPUPORT_TL_MAX_KINDS + 1] = {"auto", TRANSPO
 const char *gpuport_log_subsys_words[GPUPORT_SUBSYS_TRANSPORTS + GPUPORT_TL_MAX_KINDS] = {
     GPUPORT_LOG_CORE_SUBSYS_WORDS, TRANSPORT_NAMES, NULL};
 _Static_assert(GPUPORT_TL_MAX_KINDS - 1 <= GPUPORT_LOG_TL_SLOTS, "a log subsystem per transport");
-_Static_assert(GPUPORT_TL_KIND_SHM == 1 && GPUPORT_TL_KIND_CUDA_IPC == 2 && GPUPORT_TL_KIND_IB == 3 &&
-                   GPUPORT_TL_KIND_TCP == 4,
+_Static_assert(GPUPORT_TL_KIND_SHM == 1 && GPUPORT_TL_KIND_CUDA_IPC == 2 &&
+                   GPUPORT_TL_KIND_IB == 3 && GPUPORT_TL_KIND_TCP == 4,
                "transport.h's kinds follow the list");
 
 /* by kind: the ops where built, else why not */
@@ -67,6 +68,8 @@ static const char *const missing[NLISTED] = {
     "the libibverbs headers were not found (configure --with-ibverbs)", NULL,
 };
 _Static_assert(NLISTED <= GPUPORT_TL_MAX_KINDS, "rank records have room for every transport");
+_Static_assert(GPUPORT_TL_MAX_KINDS <= GPUPORT_CONFIG_TL_KINDS,
+               "the configuration places every transport's settings");
 /* written only by gpuport_transport_register, before any communicator */
 static int nkinds = NLISTED;
 

@@ -35,7 +35,7 @@
 #include "fdpass.h"           /* types: gpuport_fdpiece_t */
 #include "flusher.h"          /* types: gpuport_work_t */
 #include "gpuport/gpuport.h"  /* service: the public API (gpuport_status_string) */
-#include "log.h"              /* service: the log_* macros, which take GPUPORT_LOG_SUBSYS_ID */
+#include "log.h"              /* service: the log_* macros (its set-up calls are the core's) */
 #include "record.h"           /* types: the records and their header */
 #include "util.h"             /* service: the clock, deadlines, back-off */
 

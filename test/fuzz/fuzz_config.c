@@ -128,12 +128,50 @@ static int reference_wordset(const char *s, const char *const *words, uint64_t *
     return 0;
 }
 
+/* The CUSTOM rows: ib's device list and tcp's interface list, each entry
+ * well-formed, and the list formatting back to the text given. */
+static void check_list(const gpuport_config_var_t *var, const char *value, const char *field)
+{
+    char text[IB_HCA_TEXT_MAX + TCP_IF_TEXT_MAX + 2];
+
+    if (strcmp(var->name, "GPUPORT_IB_HCA") == 0) {
+        const ib_hca_list_t *l = (const ib_hca_list_t *)field;
+        FUZZ_CHECK(l->n >= 0 && l->n <= IB_HCA_MAX, "%s: %d entries", var->name, l->n);
+        for (int i = 0; i < l->n; i++) {
+            const char *d = l->entry[i].dev;
+            FUZZ_CHECK(nul_within(d, sizeof(l->entry[i].dev)) && d[0] &&
+                           strspn(d, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                     "0123456789_-.") == strlen(d),
+                       "%s: entry %d", var->name, i);
+        }
+        var->custom->format(l, text, sizeof(text));
+        FUZZ_CHECK(strcmp(text, value) == 0, "%s: \"%s\" formats back as \"%s\"", var->name,
+                   value, text);
+    } else {
+        const tcp_if_list_t *l = (const tcp_if_list_t *)field;
+        FUZZ_CHECK(strcmp(var->name, "GPUPORT_SOCKET_IFNAME") == 0,
+                   "%s: no checks for its syntax", var->name);
+        FUZZ_CHECK(l->n >= 0 && l->n <= TCP_IF_MAX && (l->exclude == 0 || l->exclude == 1),
+                   "%s: %d entries, exclude %d", var->name, l->n, l->exclude);
+        FUZZ_CHECK(l->n > 0 || !l->exclude, "%s: \"%s\" excludes nothing", var->name, value);
+        for (int i = 0; i < l->n; i++) {
+            const char *p = l->prefix[i];
+            FUZZ_CHECK(nul_within(p, sizeof(l->prefix[i])) && p[0] &&
+                           strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                     "0123456789._-@:") == strlen(p),
+                       "%s: entry %d", var->name, i);
+        }
+        var->custom->format(l, text, sizeof(text));
+        FUZZ_CHECK(strcmp(text, value) == 0, "%s: \"%s\" formats back as \"%s\"", var->name,
+                   value, text);
+    }
+}
+
 static void check_stored(const gpuport_config_var_t *var, const char *value,
                          const gpuport_config_t *cfg)
 {
     const char *field = field_of(var, cfg);
     uint64_t v = field_value(var, cfg), ref = 0;
-    char text[IB_HCA_TEXT_MAX + TCP_IF_TEXT_MAX + 2];
 
     switch (var->type) {
     case GPUPORT_CFG_ENUM: {
@@ -190,39 +228,7 @@ static void check_stored(const gpuport_config_var_t *var, const char *value,
                    "%s: \"%s\" stored as %d", var->name, value, i);
         break;
     }
-    case GPUPORT_CFG_CUSTOM:
-        if (strcmp(var->name, "GPUPORT_IB_HCA") == 0) {
-            const ib_hca_list_t *l = (const ib_hca_list_t *)field;
-            FUZZ_CHECK(l->n >= 0 && l->n <= IB_HCA_MAX, "%s: %d entries", var->name, l->n);
-            for (int i = 0; i < l->n; i++) {
-                const char *d = l->entry[i].dev;
-                FUZZ_CHECK(nul_within(d, sizeof(l->entry[i].dev)) && d[0] &&
-                               strspn(d, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                         "0123456789_-.") == strlen(d),
-                           "%s: entry %d", var->name, i);
-            }
-            var->custom->format(l, text, sizeof(text));
-            FUZZ_CHECK(strcmp(text, value) == 0, "%s: \"%s\" formats back as \"%s\"", var->name,
-                       value, text);
-        } else {
-            const tcp_if_list_t *l = (const tcp_if_list_t *)field;
-            FUZZ_CHECK(strcmp(var->name, "GPUPORT_SOCKET_IFNAME") == 0,
-                       "%s: no checks for its syntax", var->name);
-            FUZZ_CHECK(l->n >= 0 && l->n <= TCP_IF_MAX && (l->exclude == 0 || l->exclude == 1),
-                       "%s: %d entries, exclude %d", var->name, l->n, l->exclude);
-            FUZZ_CHECK(l->n > 0 || !l->exclude, "%s: \"%s\" excludes nothing", var->name, value);
-            for (int i = 0; i < l->n; i++) {
-                const char *p = l->prefix[i];
-                FUZZ_CHECK(nul_within(p, sizeof(l->prefix[i])) && p[0] &&
-                               strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                         "0123456789._-@:") == strlen(p),
-                           "%s: entry %d", var->name, i);
-            }
-            var->custom->format(l, text, sizeof(text));
-            FUZZ_CHECK(strcmp(text, value) == 0, "%s: \"%s\" formats back as \"%s\"", var->name,
-                       value, text);
-        }
-        break;
+    case GPUPORT_CFG_CUSTOM: check_list(var, value, field); break;
     case GPUPORT_CFG_WORDSET:
         FUZZ_CHECK(strlen(value) <= var->max && reference_wordset(value, var->words, &ref) == 0 &&
                        ref == v,

@@ -604,7 +604,8 @@ static void test_hcalist_row(const gpuport_config_var_t *var)
     CHECK(ib_of(&c)->hca.n == 3);
     CHECK(strcmp(ib_of(&c)->hca.entry[0].dev, "mlx5_0") == 0 && ib_of(&c)->hca.entry[0].port == 0);
     CHECK(strcmp(ib_of(&c)->hca.entry[1].dev, "mlx5_1") == 0 && ib_of(&c)->hca.entry[1].port == 2);
-    CHECK(strcmp(ib_of(&c)->hca.entry[2].dev, "bnxt_re0") == 0 && ib_of(&c)->hca.entry[2].port == 255);
+    CHECK(strcmp(ib_of(&c)->hca.entry[2].dev, "bnxt_re0") == 0 &&
+          ib_of(&c)->hca.entry[2].port == 255);
     load_accepted(var, LIST33, &c);
     CHECK(ib_of(&c)->hca.n == 33 && strcmp(ib_of(&c)->hca.entry[32].dev, "d32") == 0);
     load_accepted(var, NAME63, &c);

@@ -153,7 +153,8 @@ gpuport_status_t tcp_comm_open(gpuport_tl_comm_t *tl, void *blob)
     memset(me, 0, sizeof(*me));
     if (getrandom(&t->cookie, sizeof(t->cookie), 0) != sizeof(t->cookie))
         t->cookie = gpuport_now_ns() ^ ((uint64_t)getpid() << 32);
-    status = pick_address(gpuport_tl_settings(tl->comm, GPUPORT_TL_KIND_TCP), me, t->why, sizeof(t->why));
+    status = pick_address(gpuport_tl_settings(tl->comm, GPUPORT_TL_KIND_TCP), me, t->why,
+                          sizeof(t->why));
     if (status == GPUPORT_OK) {
         sl = tcp_sockaddr_of(me, &ss); /* port 0: any */
         t->listen_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
