@@ -1,4 +1,5 @@
-/* The GPUPORT_* configuration table and its parser; see config.h. */
+/* The GPUPORT_* configuration: the core's rows, the gathering of the
+ * transports' rows (through the registry) and the one parser; see config.h. */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_INIT
 #include "config.h"
 
@@ -12,6 +13,7 @@
 #include "fifo.h"
 #include "log.h"
 #include "topology.h"
+#include "transport/transport.h"
 
 extern char **environ;
 
@@ -19,83 +21,133 @@ static const char *const log_words[] = {"none", "error", "warn", "info", "debug"
 static const char *const gpu_words[] = {"auto", "off", "on", NULL};
 static const char *const bind_words[] = {"0", "1", NULL};
 
-#define FIELD(f) offsetof(gpuport_config_t, f), sizeof(((gpuport_config_t *)0)->f)
+#define FIELD(f) GPUPORT_CFG_FIELD(gpuport_config_t, f)
 
-const gpuport_config_var_t gpuport_config_vars[] = {
+/* The core's rows; each transport's follow them (ops->settings). */
+static const gpuport_config_var_t core_vars[] = {
     {"GPUPORT_LOG_LEVEL", "warn", GPUPORT_CFG_ENUM, FIELD(log_level), 0, 0, log_words,
      "messages printed, each line with the time, host, pid, thread and rank; info adds the "
-     "version and each channel's transport, trace every trigger"},
-    {"GPUPORT_LOG_SUBSYS", "", GPUPORT_CFG_WORDSET, FIELD(log_subsys), 0, GPUPORT_LIST_TEXT_MAX,
+     "version and each channel's transport, trace every trigger", NULL},
+    {"GPUPORT_LOG_SUBSYS", "", GPUPORT_CFG_WORDSET, FIELD(log_subsys), 0, 255,
      gpuport_log_subsys_words,
      "subsystems whose messages below warn are shown (e.g. init,channel, or ^proxy,tcp for all "
-     "others); empty shows all; errors and warnings always show"},
+     "others); empty shows all; errors and warnings always show", NULL},
     {"GPUPORT_LOG_FILE", "", GPUPORT_CFG_PATH, FIELD(log_file), 0, 0, NULL,
      "file the log is appended to instead of stderr, %h the host and %p the pid in its name "
-     "(e.g. /tmp/gpuport.%h.%p.log); also stderr or stdout"},
+     "(e.g. /tmp/gpuport.%h.%p.log); also stderr or stdout", NULL},
     {"GPUPORT_TRANSPORT", "auto", GPUPORT_CFG_ENUM, FIELD(transport), 0, 0, gpuport_transport_words,
      "transport for every channel; auto picks per peer, a forced one that cannot reach a peer "
-     "fails at channel creation"},
+     "fails at channel creation", NULL},
     {"GPUPORT_FIFO_SIZE", "1024", GPUPORT_CFG_POW2, FIELD(fifo_size), GPUPORT_FIFO_MIN_SIZE,
-     GPUPORT_FIFO_MAX_SIZE, NULL, "triggers the communicator's FIFO holds"},
+     GPUPORT_FIFO_MAX_SIZE, NULL, "triggers the communicator's FIFO holds", NULL},
     {"GPUPORT_MAX_CHANNELS", "1024", GPUPORT_CFG_UINT, FIELD(max_channels), 1, 32768, NULL,
-     "port channels one communicator can hold at once"},
+     "port channels one communicator can hold at once", NULL},
     {"GPUPORT_TIMEOUT_MS", "60000", GPUPORT_CFG_UINT, FIELD(timeout_ms), 0, 86400000ull, NULL,
      "limit for every blocking call (wait, flush, a full FIFO, draining at destroy); 0 waits "
-     "forever"},
-    {"GPUPORT_SHM_ASYNC_MIN", "256k", GPUPORT_CFG_UINT, FIELD(shm_async_min), 0,
-     (1ull << 52), NULL,
-     "shm puts of at least this many bytes are copied by the flusher thread, not the proxy"},
+     "forever", NULL},
     {"GPUPORT_PROXY_IDLE_US", "10000", GPUPORT_CFG_UINT, FIELD(proxy_idle_us), 0, 10000000ull,
-     NULL, "microseconds without work after which the proxy stops polling and sleeps"},
+     NULL, "microseconds without work after which the proxy stops polling and sleeps", NULL},
     {"GPUPORT_PROXY_IDLE_CPU", "4", GPUPORT_CFG_UINT, FIELD(proxy_idle_cpu), 0, 100, NULL,
      "percent of a core a sleeping proxy may use: it measures what a wake-up costs and "
      "sleeps no longer than that budget needs (at most the caps below), so it sees a "
-     "kernel's first trigger after a pause as soon as the budget allows; 0: sleep the caps"},
+     "kernel's first trigger after a pause as soon as the budget allows; 0: sleep the caps", NULL},
     {"GPUPORT_PROXY_SLEEP_MAX_US", "500", GPUPORT_CFG_UINT, FIELD(proxy_sleep_max_us), 0,
      100000ull, NULL,
      "longest sleep of an idle proxy in GPU mode: bounds how late it sees a kernel's first "
-     "trigger after a pause (host pushes wake it at once); 0 never sleeps"},
+     "trigger after a pause (host pushes wake it at once); 0 never sleeps", NULL},
     {"GPUPORT_PROXY_SLEEP_HOST_MAX_US", "500", GPUPORT_CFG_UINT, FIELD(proxy_sleep_host_max_us),
      0, 100000ull, NULL,
      "the same for a host-only communicator (no kernels' triggers to look for: host pushes, "
-     "flusher completions and tcp sockets wake it at once); 0 never sleeps"},
+     "flusher completions and tcp sockets wake it at once); 0 never sleeps", NULL},
     {"GPUPORT_PROXY_SLEEP_SCALE", "1000", GPUPORT_CFG_UINT, FIELD(proxy_sleep_scale), 0,
      1000000000ull, NULL,
      "an idle proxy sleeps its idle time divided by this (at least 1 us, at most what "
      "GPUPORT_PROXY_IDLE_CPU allows): prompt after short pauses, cheap in long ones; 0 sleeps "
-     "the maximum at once"},
+     "the maximum at once", NULL},
     {"GPUPORT_HOST_ID", "0", GPUPORT_CFG_HEX64, FIELD(host_id), 0, 0, NULL,
-     "host identity in hex; ranks with equal ids share a host; 0 derives it from the host"},
+     "host identity in hex; ranks with equal ids share a host; 0 derives it from the host", NULL},
     {"GPUPORT_GPU", "auto", GPUPORT_CFG_ENUM, FIELD(gpu), 0, 0, gpu_words,
-     "GPU mode: auto uses the current CUDA device if there is one; on fails without one"},
+     "GPU mode: auto uses the current CUDA device if there is one; on fails without one", NULL},
     {"GPUPORT_BIND", "1", GPUPORT_CFG_ENUM, FIELD(bind), 0, 0, bind_words,
      "bind the proxy and flusher threads to cores near the GPU (and NIC); 0 leaves them where "
-     "the OS puts them"},
+     "the OS puts them", NULL},
     {"GPUPORT_PROXY_CPUS", "", GPUPORT_CFG_CPULIST, FIELD(proxy_cpus), 0, 0, NULL,
      "cores for the proxy threads, one per local rank in local-rank order (cpu list, e.g. "
-     "0,8,16,24); empty decides"},
+     "0,8,16,24); empty decides", NULL},
     {"GPUPORT_FLUSHER_CPUS", "", GPUPORT_CFG_CPULIST, FIELD(flusher_cpus), 0, 0, NULL,
      "cores for the flusher threads, one per local rank in local-rank order (cpu list, e.g. "
-     "0,8,16,24); empty decides"},
-    {"GPUPORT_IB_GID_INDEX", "auto", GPUPORT_CFG_AUTO_UINT, FIELD(ib_gid_index), 0, 255, NULL,
-     "RoCE GID index for the ib transport; auto prefers RoCE v2 with an IPv4 address"},
-    {"GPUPORT_IB_HCA", "", GPUPORT_CFG_HCALIST, FIELD(ib_hca), 0, GPUPORT_LIST_TEXT_MAX, NULL,
-     "RDMA devices and ports for the ib transport (e.g. mlx5_0:1,mlx5_1:1); empty picks the "
-     "one nearest the GPU"},
-    {"GPUPORT_SOCKET_IFNAME", "", GPUPORT_CFG_IFLIST, FIELD(socket_ifname), 0,
-     GPUPORT_LIST_TEXT_MAX, NULL,
-     "network interfaces for the tcp transport, by name prefix (eth0,ib or ^docker to exclude); "
-     "empty takes the first one up that is not loopback"},
-    {"GPUPORT_SOCKET_TIMEOUT_MS", "10000", GPUPORT_CFG_UINT, FIELD(socket_timeout_ms), 1000,
-     3600000ull, NULL,
-     "a tcp connection whose data or keepalive probes go unanswered this long is broken: its "
-     "channels fail on both sides"},
-    {"GPUPORT_SOCKET_QUEUE", "4096", GPUPORT_CFG_POW2, FIELD(socket_queue), 128, 1048576ull, NULL,
-     "tcp send queue per connection; all but 64 entries may hold operations sent and not yet "
-     "acknowledged by the peer"},
+     "0,8,16,24); empty decides", NULL},
 };
 
-const size_t gpuport_config_nvars = sizeof(gpuport_config_vars) / sizeof(gpuport_config_vars[0]);
+#define NCORE (sizeof(core_vars) / sizeof(core_vars[0]))
+
+/* ---- the rows: the core's, then the transports' ---- */
+
+/* Where transport kind's settings start in the tl area: after every lower
+ * kind's, 8-aligned. The same in every build of one source, so ranks agree. */
+static size_t tl_base(int kind)
+{
+    size_t base = 0;
+
+    for (int k = 1; k < kind; k++) {
+        const gpuport_settings_table_t *t = gpuport_transport_settings(k);
+        if (t)
+            base += (t->size + 7) & ~(size_t)7;
+    }
+    return base;
+}
+
+size_t gpuport_config_nvars(void)
+{
+    size_t n = NCORE;
+
+    for (int k = 1; k < gpuport_transport_nkinds(); k++) {
+        const gpuport_settings_table_t *t = gpuport_transport_settings(k);
+        n += t ? (size_t)t->nrows : 0;
+    }
+    return n;
+}
+
+const gpuport_config_var_t *gpuport_config_var(size_t i)
+{
+    if (i < NCORE)
+        return &core_vars[i];
+    i -= NCORE;
+    for (int k = 1; k < gpuport_transport_nkinds(); k++) {
+        const gpuport_settings_table_t *t = gpuport_transport_settings(k);
+        if (t && i < (size_t)t->nrows)
+            return &t->rows[i];
+        i -= t ? (size_t)t->nrows : 0;
+    }
+    return NULL;
+}
+
+void *gpuport_config_field(gpuport_config_t *config, const gpuport_config_var_t *var)
+{
+    for (size_t i = 0; i < NCORE; i++)
+        if (var == &core_vars[i])
+            return (char *)config + var->offset;
+    for (int k = 1; k < gpuport_transport_nkinds(); k++) {
+        const gpuport_settings_table_t *t = gpuport_transport_settings(k);
+        for (int j = 0; t && j < t->nrows; j++)
+            if (var == &t->rows[j])
+                return config->tl + tl_base(k) + var->offset;
+    }
+    return NULL;
+}
+
+const void *gpuport_config_tl_settings(const gpuport_config_t *config, int kind)
+{
+    return config->tl + tl_base(kind);
+}
+
+/* The row's words as "a|b|c" at buf + used; returns the new used. */
+static size_t words_text(const gpuport_config_var_t *var, char *buf, size_t used, size_t len)
+{
+    for (size_t i = 0; var->words[i] && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "|" : "", var->words[i]);
+    return used;
+}
 
 void gpuport_config_describe(const gpuport_config_var_t *var, char *buf, size_t len)
 {
@@ -104,9 +156,7 @@ void gpuport_config_describe(const gpuport_config_var_t *var, char *buf, size_t 
     buf[0] = '\0';
     switch (var->type) {
     case GPUPORT_CFG_ENUM:
-        for (size_t i = 0; var->words[i] && used < len; i++)
-            used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "|" : "",
-                                     var->words[i]);
+        words_text(var, buf, 0, len);
         break;
     case GPUPORT_CFG_POW2:
         snprintf(buf, len, "a power of two, %llu..%llu", (unsigned long long)var->min,
@@ -127,17 +177,9 @@ void gpuport_config_describe(const gpuport_config_var_t *var, char *buf, size_t 
         snprintf(buf, len, "auto or an integer %llu..%llu", (unsigned long long)var->min,
                  (unsigned long long)var->max);
         break;
-    case GPUPORT_CFG_IFLIST:
-        snprintf(buf, len, "interface name prefixes separated by commas such as eth0,ib or "
-                 "^docker,lo (^ first excludes them; letters, digits, . _ - @ :, each at most 15, "
-                 "at most %llu characters), or empty",
-                 (unsigned long long)var->max);
-        break;
     case GPUPORT_CFG_WORDSET:
-        used = (size_t)snprintf(buf, len, "words separated by commas from ");
-        for (size_t i = 0; var->words[i] && used < len; i++)
-            used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "|" : "",
-                                     var->words[i]);
+        used = words_text(var, buf, (size_t)snprintf(buf, len, "words separated by commas from "),
+                          len);
         if (used < len)
             snprintf(buf + used, len - used, " (^ first: all but those; at most %llu "
                      "characters), or empty for all",
@@ -148,11 +190,8 @@ void gpuport_config_describe(const gpuport_config_var_t *var, char *buf, size_t 
                  "stderr, stdout, or empty",
                  var->field_size - 1);
         break;
-    case GPUPORT_CFG_HCALIST:
-        snprintf(buf, len, "device[:port] names separated by commas such as mlx5_0:1,mlx5_1 "
-                 "(names of at most 63 characters, port 1..255, no spaces, at most %llu "
-                 "characters), or empty",
-                 (unsigned long long)var->max);
+    case GPUPORT_CFG_CUSTOM:
+        var->custom->describe(var, buf, len);
         break;
     }
 }
@@ -188,87 +227,6 @@ static int parse_uint(const char *s, uint64_t *v_p)
         return -1;
     *v_p = v * mult;
     return 0;
-}
-
-/* "name[:port],...": names of letters, digits, '_', '-', '.' (at most 63);
- * ports 1..255, decimal without leading zeros */
-static int parse_hcalist(const char *s, gpuport_hca_list_t *out, char *problem, size_t len)
-{
-    memset(out, 0, sizeof(*out));
-    while (*s) {
-        size_t name = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.");
-        gpuport_hca_entry_t *e = &out->entry[out->n];
-        if (name == 0) {
-            snprintf(problem, len, "a device name is missing or has a bad character at \"%s\"", s);
-            return -1;
-        }
-        if (name >= sizeof(e->dev)) {
-            snprintf(problem, len, "a device name of %zu characters (at most %zu)", name,
-                     sizeof(e->dev) - 1);
-            return -1;
-        }
-        if (out->n == GPUPORT_LIST_MAX) {
-            snprintf(problem, len, "more than %d devices", GPUPORT_LIST_MAX);
-            return -1;
-        }
-        memcpy(e->dev, s, name);
-        s += name;
-        if (*s == ':') {
-            unsigned long port = 0;
-            size_t digits = strspn(++s, "0123456789");
-            if (digits == 0 || digits > 3 || s[0] == '0' ||
-                (port = strtoul(s, NULL, 10)) < 1 || port > 255) {
-                snprintf(problem, len, "bad port at \"%s\"", s);
-                return -1;
-            }
-            e->port = (uint8_t)port;
-            s += digits;
-        }
-        out->n++;
-        if (*s == ',' && s[1] != '\0')
-            s++;
-        else if (*s) {
-            snprintf(problem, len, "unexpected \"%s\"", s);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* "" or [^]prefix[,prefix...]: no empty entries, interface-name characters */
-static int parse_iflist(const char *s, gpuport_if_list_t *out, char *problem, size_t len)
-{
-    memset(out, 0, sizeof(*out));
-    if (*s == '^') {
-        out->exclude = 1;
-        s++;
-    } else if (*s == '\0') {
-        return 0;
-    }
-    for (;;) {
-        size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-@:");
-        if (n == 0) {
-            snprintf(problem, len, *s ? "unexpected \"%s\"" : "an empty name", s);
-            return -1;
-        }
-        if (n >= sizeof(out->prefix[0])) {
-            snprintf(problem, len, "\"%.*s\" is longer than an interface name (15)", (int)n, s);
-            return -1;
-        }
-        if (out->n == GPUPORT_LIST_MAX) {
-            snprintf(problem, len, "more than %d names", GPUPORT_LIST_MAX);
-            return -1;
-        }
-        memcpy(out->prefix[out->n++], s, n);
-        s += n;
-        if (*s == '\0')
-            return 0;
-        if (*s != ',') {
-            snprintf(problem, len, "unexpected \"%s\"", s);
-            return -1;
-        }
-        s++;
-    }
 }
 
 /* "" (all), or [^]word[,word...] of words, in any case: bits by word */
@@ -311,16 +269,13 @@ static int parse_wordset(const char *s, const char *const *words, uint64_t *mask
     return 0;
 }
 
-/* A GPUPORT_LOG_FILE-like name: its %-sequences known, no blanks around
- * it; the length of what it expands to is checked when it is opened. */
-static int parse_path(const char *s, size_t field_size, char *problem, size_t len)
+/* A GPUPORT_LOG_FILE-like name (its length checked before): its
+ * %-sequences known, no blanks around it; the length of what it expands to
+ * is checked when it is opened. */
+static int parse_path(const char *s, char *problem, size_t len)
 {
     char out[PATH_MAX];
 
-    if (strlen(s) >= field_size) {
-        snprintf(problem, len, "%zu characters", strlen(s));
-        return -1;
-    }
     if (s[0] && (isspace((unsigned char)s[0]) || isspace((unsigned char)s[strlen(s) - 1]))) {
         snprintf(problem, len, "blanks around the value");
         return -1;
@@ -328,143 +283,202 @@ static int parse_path(const char *s, size_t field_size, char *problem, size_t le
     return gpuport_log_path_expand(s, "host", 1, out, sizeof(out), problem, len);
 }
 
-/* list: a parsed HCALIST or IFLIST value, else NULL */
-static void store(const gpuport_config_var_t *var, gpuport_config_t *config, uint64_t v,
-                  const char *text, const void *list)
+static int parse_hex64(const char *value, uint64_t *v_p)
 {
-    char *field = (char *)config + var->offset;
-    if (list)
-        memcpy(field, list, var->field_size);
+    const char *s = value;
+    char *end;
+
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+        s += 2;
+    errno = 0;
+    *v_p = strtoull(s, &end, 16);
+    return *s && strspn(s, "0123456789abcdefABCDEF") == strlen(s) && *end == '\0' &&
+                   errno == 0 && strlen(s) <= 16
+               ? 0
+               : -1;
+}
+
+/* "auto" (-1) or a decimal min..max: an index, not a size */
+static int parse_auto_uint(const gpuport_config_var_t *var, const char *value, uint64_t *v_p)
+{
+    char *end;
+
+    if (strcasecmp(value, "auto") == 0) {
+        *v_p = (uint32_t)-1;
+        return 0;
+    }
+    if (!isdigit((unsigned char)value[0]))
+        return -1;
+    errno = 0;
+    *v_p = strtoull(value, &end, 10);
+    return *end == '\0' && errno == 0 && *v_p >= var->min && *v_p <= var->max ? 0 : -1;
+}
+
+static int parse_enum(const gpuport_config_var_t *var, const char *value, uint64_t *v_p)
+{
+    for (uint64_t i = 0; var->words[i]; i++) {
+        if (strcasecmp(value, var->words[i]) == 0) {
+            *v_p = i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* The longest text a row takes, or 0 where its parser decides: text kept
+ * as written fills its field (with the NUL), a list is at most max. */
+static size_t text_max(const gpuport_config_var_t *var)
+{
+    switch (var->type) {
+    case GPUPORT_CFG_CPULIST:
+    case GPUPORT_CFG_PATH: return var->field_size - 1;
+    case GPUPORT_CFG_WORDSET:
+    case GPUPORT_CFG_CUSTOM: return (size_t)var->max;
+    default: return 0;
+    }
+}
+
+/* A parsed value, before it is stored: a number, or a CUSTOM row's field. */
+typedef struct parsed {
+    uint64_t v;
+    _Alignas(8) unsigned char field[GPUPORT_CFG_CUSTOM_MAX];
+} parsed_t;
+
+/* Parses value by var's type into *out; 0, or -1 with what is wrong in
+ * problem where the parser knows more than "not valid". */
+static int parse_value(const gpuport_config_var_t *var, const char *value, parsed_t *out,
+                       char *problem, size_t len)
+{
+    switch (var->type) {
+    case GPUPORT_CFG_ENUM: return parse_enum(var, value, &out->v);
+    case GPUPORT_CFG_UINT:
+    case GPUPORT_CFG_POW2:
+        return parse_uint(value, &out->v) == 0 && out->v >= var->min && out->v <= var->max &&
+                       (var->type != GPUPORT_CFG_POW2 || (out->v & (out->v - 1)) == 0)
+                   ? 0
+                   : -1;
+    case GPUPORT_CFG_HEX64: return parse_hex64(value, &out->v);
+    case GPUPORT_CFG_CPULIST:
+        return gpuport_cpulist_parse(value, NULL, GPUPORT_CPULIST_MAX, problem, len) >= 0 ? 0 : -1;
+    case GPUPORT_CFG_AUTO_UINT: return parse_auto_uint(var, value, &out->v);
+    case GPUPORT_CFG_WORDSET: return parse_wordset(value, var->words, &out->v, problem, len);
+    case GPUPORT_CFG_PATH: return parse_path(value, problem, len);
+    case GPUPORT_CFG_CUSTOM:
+        if (var->field_size > sizeof(out->field))
+            return -1;
+        memset(out->field, 0, var->field_size);
+        return var->custom->parse(value, out->field, problem, len);
+    }
+    return -1;
+}
+
+static void store(const gpuport_config_var_t *var, void *field, const parsed_t *p,
+                  const char *text)
+{
+    if (var->type == GPUPORT_CFG_CUSTOM)
+        memcpy(field, p->field, var->field_size);
     else if (var->type == GPUPORT_CFG_CPULIST || var->type == GPUPORT_CFG_PATH)
         snprintf(field, var->field_size, "%s", text);
     else if (var->field_size == sizeof(uint64_t))
-        memcpy(field, &v, sizeof(uint64_t));
+        memcpy(field, &p->v, sizeof(uint64_t));
     else {
-        uint32_t v32 = (uint32_t)v;
+        uint32_t v32 = (uint32_t)p->v;
         memcpy(field, &v32, sizeof(uint32_t));
     }
+}
+
+/* The one message of a rejected value: the variable, the value, what is
+ * wrong where known, and what the row accepts. */
+static void reject(const gpuport_config_var_t *var, const char *value, const char *problem)
+{
+    char accepted[256];
+
+    if (!problem[0] && value[0] &&
+        (isspace((unsigned char)value[0]) || isspace((unsigned char)value[strlen(value) - 1])))
+        problem = "blanks around the value";
+    gpuport_config_describe(var, accepted, sizeof(accepted));
+    log_error("%s=\"%s\" is not valid%s%s: expected %s", var->name, value, problem[0] ? ", " : "",
+              problem, accepted);
 }
 
 gpuport_status_t gpuport_config_parse_var(const gpuport_config_var_t *var, const char *value,
                                           gpuport_config_t *config)
 {
-    char accepted[256], problem[128] = "";
-    gpuport_hca_list_t hca;
-    gpuport_if_list_t ifl;
-    const void *list = NULL;
-    uint64_t v = 0;
-    int ok = 0;
+    parsed_t parsed;
+    char problem[128] = "";
+    size_t max = text_max(var);
+    void *field = gpuport_config_field(config, var);
 
-    switch (var->type) {
-    case GPUPORT_CFG_ENUM:
-        for (uint64_t i = 0; var->words[i]; i++) {
-            if (strcasecmp(value, var->words[i]) == 0) {
-                v = i;
-                ok = 1;
-                break;
-            }
-        }
-        break;
-    case GPUPORT_CFG_UINT:
-    case GPUPORT_CFG_POW2:
-        ok = parse_uint(value, &v) == 0 && v >= var->min && v <= var->max &&
-             (var->type != GPUPORT_CFG_POW2 || (v & (v - 1)) == 0);
-        break;
-    case GPUPORT_CFG_HEX64: {
-        char *end;
-        const char *s = value;
-        if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
-            s += 2;
-        errno = 0;
-        v = strtoull(s, &end, 16);
-        ok = *s && strspn(s, "0123456789abcdefABCDEF") == strlen(s) && *end == '\0' &&
-             errno == 0 && strlen(s) <= 16;
-        break;
+    if (!field) {
+        log_error("%s: not a row of the configuration table", var->name);
+        return GPUPORT_ERR_INTERNAL;
     }
-    case GPUPORT_CFG_CPULIST:
-        if (strlen(value) >= var->field_size)
-            snprintf(problem, sizeof(problem), "%zu characters", strlen(value));
-        else
-            ok = gpuport_cpulist_parse(value, NULL, GPUPORT_CPULIST_MAX, problem,
-                                       sizeof(problem)) >= 0;
-        break;
-    case GPUPORT_CFG_AUTO_UINT:
-        /* decimal only: an index, not a size */
-        if (strcasecmp(value, "auto") == 0) {
-            v = (uint32_t)-1;
-            ok = 1;
-        } else {
-            char *end;
-            errno = 0;
-            v = isdigit((unsigned char)value[0]) ? strtoull(value, &end, 10) : 0;
-            ok = isdigit((unsigned char)value[0]) && *end == '\0' && errno == 0 &&
-                 v >= var->min && v <= var->max;
-        }
-        break;
-    case GPUPORT_CFG_IFLIST:
-        if (strlen(value) > var->max)
-            snprintf(problem, sizeof(problem), "%zu characters", strlen(value));
-        else
-            ok = parse_iflist(value, &ifl, problem, sizeof(problem)) == 0;
-        list = &ifl;
-        break;
-    case GPUPORT_CFG_HCALIST:
-        if (strlen(value) > var->max)
-            snprintf(problem, sizeof(problem), "%zu characters", strlen(value));
-        else
-            ok = parse_hcalist(value, &hca, problem, sizeof(problem)) == 0;
-        list = &hca;
-        break;
-    case GPUPORT_CFG_WORDSET:
-        if (strlen(value) > var->max)
-            snprintf(problem, sizeof(problem), "%zu characters", strlen(value));
-        else
-            ok = parse_wordset(value, var->words, &v, problem, sizeof(problem)) == 0;
-        break;
-    case GPUPORT_CFG_PATH:
-        ok = parse_path(value, var->field_size, problem, sizeof(problem)) == 0;
-        break;
-    }
-    if (!ok && !problem[0] && value[0] && (isspace((unsigned char)value[0]) ||
-                                             isspace((unsigned char)value[strlen(value) - 1])))
-        snprintf(problem, sizeof(problem), "blanks around the value");
-    if (!ok) {
-        gpuport_config_describe(var, accepted, sizeof(accepted));
-        log_error("%s=\"%s\" is not valid%s%s: expected %s", var->name, value,
-                  problem[0] ? ", " : "", problem, accepted);
+    if (max && strlen(value) > max)
+        snprintf(problem, sizeof(problem), "%zu characters", strlen(value));
+    if (problem[0] || parse_value(var, value, &parsed, problem, sizeof(problem)) != 0) {
+        reject(var, value, problem);
         return GPUPORT_ERR_INVALID_CONFIG;
     }
-    store(var, config, v, value, list);
+    store(var, field, &parsed, value);
     return GPUPORT_OK;
+}
+
+/* Each transport's settings in its place, and every row at its default. */
+static gpuport_status_t load_defaults(gpuport_config_t *config)
+{
+    size_t n = gpuport_config_nvars();
+
+    memset(config, 0, sizeof(*config));
+    for (int k = 1; k < gpuport_transport_nkinds() && k < GPUPORT_CONFIG_TL_KINDS; k++) {
+        const gpuport_settings_table_t *t = gpuport_transport_settings(k);
+        config->tl_base[k] = (uint32_t)tl_base(k);
+        if (t && tl_base(k) + t->size > sizeof(config->tl)) {
+            log_error("transport %s's settings (%zu bytes) do not fit the configuration's %zu "
+                      "bytes for transports", gpuport_transport_name(k), t->size,
+                      sizeof(config->tl) - tl_base(k));
+            return GPUPORT_ERR_INTERNAL;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        const gpuport_config_var_t *var = gpuport_config_var(i);
+        if (gpuport_config_parse_var(var, var->default_value, config) != GPUPORT_OK)
+            return GPUPORT_ERR_INTERNAL;
+    }
+    return GPUPORT_OK;
+}
+
+static int is_known(const char *entry, size_t len)
+{
+    size_t n = gpuport_config_nvars();
+
+    for (size_t i = 0; i < n; i++) {
+        const char *name = gpuport_config_var(i)->name;
+        if (strlen(name) == len && strncmp(name, entry, len) == 0)
+            return 1;
+    }
+    return 0;
 }
 
 gpuport_status_t gpuport_config_load(gpuport_config_t *config_p)
 {
     gpuport_config_t config;
-    gpuport_status_t status = GPUPORT_OK;
+    gpuport_status_t status = load_defaults(&config);
+    size_t n = gpuport_config_nvars();
 
-    memset(&config, 0, sizeof(config));
-    for (size_t i = 0; i < gpuport_config_nvars; i++) {
-        if (gpuport_config_parse_var(&gpuport_config_vars[i],
-                                     gpuport_config_vars[i].default_value, &config) != GPUPORT_OK)
-            return GPUPORT_ERR_INTERNAL;
-    }
+    if (status != GPUPORT_OK)
+        return status;
     /* Every bad variable is reported, not only the first. */
-    for (size_t i = 0; i < gpuport_config_nvars; i++) {
-        const char *value = getenv(gpuport_config_vars[i].name);
-        if (value && gpuport_config_parse_var(&gpuport_config_vars[i], value, &config))
+    for (size_t i = 0; i < n; i++) {
+        const gpuport_config_var_t *var = gpuport_config_var(i);
+        const char *value = getenv(var->name);
+        if (value && gpuport_config_parse_var(var, value, &config))
             status = GPUPORT_ERR_INVALID_CONFIG;
     }
     for (char **e = environ; e && *e; e++) {
-        size_t known = 0, len;
-        if (strncmp(*e, "GPUPORT_", 8) != 0)
-            continue;
-        len = strcspn(*e, "=");
-        for (size_t i = 0; i < gpuport_config_nvars && !known; i++)
-            known = strlen(gpuport_config_vars[i].name) == len &&
-                    strncmp(gpuport_config_vars[i].name, *e, len) == 0;
+        size_t len = strcspn(*e, "=");
         /* GPUPORT_TEST_* belongs to the test suite, not the library */
-        if (!known && strncmp(*e, "GPUPORT_TEST_", 13) != 0)
+        if (strncmp(*e, "GPUPORT_", 8) == 0 && strncmp(*e, "GPUPORT_TEST_", 13) != 0 &&
+            !is_known(*e, len))
             log_warn("%.*s is not a gpuport variable and is ignored (gpuport_info -c lists them)",
                      (int)len, *e);
     }

@@ -62,7 +62,7 @@ typedef enum {
 
 /* NULL-terminated, by gpuport_log_subsys_t; as many transports as built
  * kinds (fewer words than GPUPORT_LOG_NSUBSYS) */
-extern const char *const gpuport_log_subsys_words[];
+extern const char *gpuport_log_subsys_words[];
 #define GPUPORT_LOG_SUBSYS_ALL ((1u << GPUPORT_LOG_NSUBSYS) - 1)
 
 /* Per subsystem, the highest level shown: GPUPORT_LOG_LEVEL, or at most

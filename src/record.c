@@ -18,6 +18,12 @@ void gpuport_record_header_init(gpuport_rec_header_t *hdr, uint16_t type, uint16
 gpuport_status_t gpuport_record_check(const gpuport_rec_header_t *hdr, uint16_t type,
                                       uint16_t size, int peer)
 {
+    return gpuport_record_check_named(hdr, type, size, NULL, peer);
+}
+
+gpuport_status_t gpuport_record_check_named(const gpuport_rec_header_t *hdr, uint16_t type,
+                                            uint16_t size, const char *name, int peer)
+{
     if (hdr->magic != GPUPORT_RECORD_MAGIC) {
         log_error("rank %d sent a record that is not gpuport's (magic 0x%08x, expected 0x%08x): "
                   "is every rank running a gpuport program?",
@@ -35,9 +41,10 @@ gpuport_status_t gpuport_record_check(const gpuport_rec_header_t *hdr, uint16_t 
         return GPUPORT_ERR_VERSION;
     }
     if (hdr->type != type || hdr->size != size) {
-        log_error("rank %d sent record type %u of %u bytes where type %u of %u bytes was "
+        log_error("rank %d sent record type %u of %u bytes where type %u of %u bytes%s%s%s was "
                   "expected: the ranks are out of step in setting up gpuport",
-                  peer, hdr->type, hdr->size, type, size);
+                  peer, hdr->type, hdr->size, type, size, name ? " (" : "", name ? name : "",
+                  name ? ")" : "");
         return GPUPORT_ERR_VERSION;
     }
     return GPUPORT_OK;

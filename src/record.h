@@ -13,16 +13,21 @@
 
 #define GPUPORT_RECORD_MAGIC 0x54505047u /* "GPPT" */
 /* Bumped whenever any record's layout changes. */
-#define GPUPORT_RECORD_LAYOUT 5
+#define GPUPORT_RECORD_LAYOUT 6
 
+/* The core's record types. 3 was ib's QP record, before transports
+ * declared their own. */
 typedef enum {
     GPUPORT_REC_PROC = 1,    /* one per rank at communicator creation */
     GPUPORT_REC_CHANNEL = 2, /* one per side at channel creation */
-    GPUPORT_REC_IB_QP = 3,   /* one per side of an ib connection */
     /* in place of a rank record's header: this rank could not set up its
      * side of the communicator; `size` holds the negated gpuport_status_t */
     GPUPORT_REC_PROC_FAILED = 4
 } gpuport_rec_type_t;
+/* The type of record `id` (1..255) of transport kind (1..): each
+ * transport numbers its own records (tl_core.h, ops->records) in a range
+ * of its kind's, above the core's. */
+#define GPUPORT_REC_TL_TYPE(kind, id) ((uint16_t)(0x100u * (unsigned)(kind) + (id)))
 
 typedef struct gpuport_rec_header {
     uint32_t magic;
@@ -107,5 +112,9 @@ void gpuport_record_header_init(gpuport_rec_header_t *hdr, uint16_t type, uint16
 /* GPUPORT_OK, or GPUPORT_ERR_VERSION (logged, naming versions and peer). */
 gpuport_status_t gpuport_record_check(const gpuport_rec_header_t *hdr, uint16_t type,
                                       uint16_t size, int peer);
+/* The same, naming the record expected ("ib QP record") when the type or
+ * size differs; name NULL: none. */
+gpuport_status_t gpuport_record_check_named(const gpuport_rec_header_t *hdr, uint16_t type,
+                                            uint16_t size, const char *name, int peer);
 
 #endif

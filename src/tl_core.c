@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bootstrap.h"
 #include "internal.h"
 
 int gpuport_tl_rank(gpuport_comm_t comm)
@@ -15,9 +16,28 @@ int gpuport_tl_size(gpuport_comm_t comm)
     return comm->size;
 }
 
-const gpuport_config_t *gpuport_tl_config(gpuport_comm_t comm)
+uint32_t gpuport_tl_max_channels(gpuport_comm_t comm)
 {
-    return &comm->config;
+    return comm->config.max_channels;
+}
+
+const void *gpuport_tl_settings(gpuport_comm_t comm, int kind)
+{
+    if (kind <= 0 || kind >= GPUPORT_CONFIG_TL_KINDS)
+        return NULL;
+    return comm->config.tl + comm->config.tl_base[kind];
+}
+
+void gpuport_tl_record_init(int kind, const gpuport_tl_record_type_t *t, gpuport_rec_header_t *rec)
+{
+    gpuport_record_header_init(rec, GPUPORT_REC_TL_TYPE(kind, t->id), t->size);
+}
+
+gpuport_status_t gpuport_tl_record_check(int kind, const gpuport_tl_record_type_t *t,
+                                         const gpuport_rec_header_t *hdr, int peer)
+{
+    return gpuport_record_check_named(hdr, GPUPORT_REC_TL_TYPE(kind, t->id), t->size, t->name,
+                                      peer);
 }
 
 uint64_t gpuport_tl_timeout_ns(gpuport_comm_t comm)
@@ -189,6 +209,11 @@ void gpuport_tl_sem_fail(gpuport_comm_t comm, uint32_t id, gpuport_status_t stat
 int gpuport_tl_flusher_room(gpuport_comm_t comm, uint32_t n)
 {
     return gpuport_flusher_has_room(&comm->proxy.flusher, n);
+}
+
+gpuport_status_t gpuport_tl_work_execute(const gpuport_work_t *w)
+{
+    return gpuport_work_execute(w);
 }
 
 int gpuport_tl_stopping(gpuport_comm_t comm)

@@ -224,7 +224,7 @@ static void gather_transports(report_t *r)
             snprintf(f->detail, sizeof(f->detail),
                      "not usable: a GPUPORT_* value is invalid (see the error)");
         else if (t->describe)
-            t->describe(&r->cfg, f->detail, sizeof(f->detail));
+            t->describe(gpuport_config_tl_settings(&r->cfg, k), f->detail, sizeof(f->detail));
         else
             snprintf(f->detail, sizeof(f->detail), "built");
     }

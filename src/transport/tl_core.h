@@ -1,13 +1,24 @@
 /*
- * What the core offers transports: the only core header a transport
- * includes (with the ops table of transport.h, which includes it). A
- * transport sees its communicator, connections and channels through the
- * types below and reaches the rest of the core only through these services:
- * facts about the communicator and its ranks, the bootstrap, the control
- * segment's semaphores, failing and completing channels, flusher work and
- * whether the communicator is stopping. It keeps its own state behind the
- * `priv` pointers of its gpuport_tl_comm_t, gpuport_conn_t and
- * gpuport_tl_chan_t.
+ * What the core offers transports: the whole of it. A transport includes
+ * this (with the ops table of transport.h, which includes it) and its own
+ * folder's headers, nothing else of the core's but the service headers
+ * named below. It sees its communicator, connections and channels through
+ * the types below and reaches the rest of the core only through these
+ * services: facts about the communicator and its ranks, its settings, its
+ * records, the bootstrap, the control segment's semaphores, failing and
+ * completing channels, flusher work and whether the communicator is
+ * stopping. It keeps its own state behind the `priv` pointers of its
+ * gpuport_tl_comm_t, gpuport_conn_t and gpuport_tl_chan_t.
+ *
+ * The core headers included here are marked: "service" headers are part of
+ * this interface, functions and all (the public API, logging, the clock);
+ * "types" headers lend their types only, and their functions are the
+ * core's. One service is not included here, since only a transport of GPU
+ * memory needs it, and only in builds with CUDA (cuda_ipc includes it):
+ *   service header: cuda/cudrv.h (the CUDA driver's entry points, gpuport_cu)
+ * test/tools/link_graph.sh holds every transport object to this: each
+ * symbol it takes from the core must be named in this file, transport.h or
+ * a service header.
  *
  * Threads: set-up services (facts, exchange, lookups) run on application
  * threads; the "proxy thread" ones only from put/signal/progress and the
@@ -20,14 +31,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bootstrap.h"
-#include "config.h"
-#include "fdpass.h"
-#include "flusher.h"
-#include "gpuport/gpuport.h"
-#include "log.h"
-#include "record.h"
-#include "util.h"
+#include "config_var.h"       /* types: the rows of ops->settings */
+#include "fdpass.h"           /* types: gpuport_fdpiece_t */
+#include "flusher.h"          /* types: gpuport_work_t */
+#include "gpuport/gpuport.h"  /* service: the public API (gpuport_status_string) */
+#include "log.h"              /* service: the log_* macros (its set-up calls are the core's) */
+#include "record.h"           /* types: the records and their header */
+#include "util.h"             /* service: the clock, deadlines, back-off */
 
 struct gpuport_transport_ops;
 
@@ -129,7 +139,8 @@ typedef struct gpuport_sem_slot {
 /* ---- facts (any thread; constant for the communicator's life) ---- */
 int gpuport_tl_rank(gpuport_comm_t comm);
 int gpuport_tl_size(gpuport_comm_t comm);
-const gpuport_config_t *gpuport_tl_config(gpuport_comm_t comm);
+/* GPUPORT_MAX_CHANNELS: channel ids are below it */
+uint32_t gpuport_tl_max_channels(gpuport_comm_t comm);
 /* GPUPORT_TIMEOUT_MS in nanoseconds, 0: none */
 uint64_t gpuport_tl_timeout_ns(gpuport_comm_t comm);
 const gpuport_proc_rec_t *gpuport_tl_proc(gpuport_comm_t comm, int rank);
@@ -146,6 +157,27 @@ int gpuport_tl_gpu_bus_id(gpuport_comm_t comm, char *buf, size_t len);
  * (why says) without a GPU, a readable topology or a device found there. */
 int gpuport_tl_nearest_device(gpuport_comm_t comm, const char *const *names, int n, char *why,
                               size_t len);
+
+/* ---- what the transport owns (its ops table declares them) ---- */
+/* The settings structure of transport kind (the caller's own), its rows
+ * parsed for this communicator: constant for the communicator's life. */
+const void *gpuport_tl_settings(gpuport_comm_t comm, int kind);
+
+/* A record type of the transport's own (ops->records): `id` (1..255) is
+ * the transport's number for it; on the wire its type is
+ * GPUPORT_REC_TL_TYPE(kind, id) (record.h), so no two transports' records,
+ * nor the core's, share a type. size: the whole record, header first. */
+typedef struct gpuport_tl_record_type {
+    uint8_t id;
+    uint16_t size;
+    const char *name; /* for messages: "ib QP record" */
+} gpuport_tl_record_type_t;
+/* Writes the header of a record of type t of transport kind at rec. */
+void gpuport_tl_record_init(int kind, const gpuport_tl_record_type_t *t, gpuport_rec_header_t *rec);
+/* GPUPORT_OK if hdr, from peer, heads a record of type t of this release,
+ * else GPUPORT_ERR_VERSION, logged naming both sides and the record. */
+gpuport_status_t gpuport_tl_record_check(int kind, const gpuport_tl_record_type_t *t,
+                                         const gpuport_rec_header_t *hdr, int peer);
 
 /* ---- the rank record's per-transport part ---- */
 /* comm_open writes its part (at most GPUPORT_TL_BLOB_MAX bytes, record.h)
@@ -197,6 +229,9 @@ void gpuport_tl_sem_add(gpuport_comm_t comm, uint32_t id, uint64_t n);
 void gpuport_tl_sem_fail(gpuport_comm_t comm, uint32_t id, gpuport_status_t status);
 
 /* ---- flusher (proxy thread) ---- */
+/* Executes w now, on this thread, as the flusher would: for work a
+ * transport finishes inline (a short copy, a receive's store). */
+gpuport_status_t gpuport_tl_work_execute(const gpuport_work_t *w);
 /* room for n more items now */
 int gpuport_tl_flusher_room(gpuport_comm_t comm, uint32_t n);
 /* Queues flusher work of the connection's own (staging copies, ordered

@@ -13,6 +13,11 @@
  * A channel's operations complete in the order they were issued, whichever
  * way they complete; a transport uses either flusher work or its own
  * completions for a channel, never both (the core counts them together).
+ *
+ * A transport owns its GPUPORT_* settings and its record types: it declares
+ * them here, in its table, and the core gathers them through the registry
+ * (the configuration's rows, gpuport_info, the man page and the README
+ * list every transport's rows after the core's).
  */
 #ifndef GPUPORT_TRANSPORT_H
 #define GPUPORT_TRANSPORT_H
@@ -28,6 +33,18 @@
 
 typedef struct gpuport_transport_ops {
     const char *name; /* as GPUPORT_TRANSPORT spells it, and as registry.c lists it */
+
+    /* ---- what it owns ---- */
+    /* Its GPUPORT_* variables (config_var.h), parsed with the core's rows
+     * (once per communicator, on the creating thread; a bad value fails the
+     * communicator's creation) into its settings structure, which it reads
+     * with gpuport_tl_settings. NULL: none. */
+    const gpuport_settings_table_t *settings;
+    /* The records it exchanges through the bootstrap, each with the
+     * gpuport_rec_header_t that gpuport_tl_record_init writes and
+     * gpuport_tl_record_check checks. */
+    const gpuport_tl_record_type_t *records;
+    int nrecords;
 
     /* ---- the communicator ---- */
     /* Optional, at creation before the rank records are exchanged: sets up
@@ -46,9 +63,10 @@ typedef struct gpuport_transport_ops {
     int (*poll_fds)(gpuport_tl_comm_t *tc, struct pollfd *fds, int max);
 
     /* Optional, any thread, no communicator needed (gpuport_info): one line
-     * on whether and how this transport would work here under cfg, starting
-     * "available: ..." or "built, not usable here: ...". */
-    void (*describe)(const gpuport_config_t *cfg, char *buf, size_t len);
+     * on whether and how this transport would work here under its settings
+     * (its settings structure, parsed), starting "available: ..." or
+     * "built, not usable here: ...". */
+    void (*describe)(const void *settings, char *buf, size_t len);
 
     /* Optional, at creation after comm_open: the OS name of the network
      * device ("mlx5_0") this transport will use for the communicator, when
@@ -125,8 +143,8 @@ typedef struct gpuport_transport_ops {
 
 /* ---- the transport list (registry.c) ---- */
 /* gpuport_transport_words (config.h): "auto", then every transport gpuport
- * knows, built or not; a transport's kind is its index there (channel
- * records carry it). */
+ * knows, built or not, then the registered ones; a transport's kind is its
+ * index there (channel records carry it). */
 /* The kinds, by their place in registry.c's list (it checks); a
  * transport's files log as GPUPORT_SUBSYS_TL(their kind). */
 enum {
@@ -145,5 +163,22 @@ const char *gpuport_transport_name(int kind);
 void gpuport_transport_built(char *buf, size_t len);
 /* Why kind is not built ("this gpuport was built without CUDA"), or NULL. */
 const char *gpuport_transport_missing(int kind);
+
+/* The GPUPORT_* rows of kind, built or not (the registry names the
+ * tables of the library's transports that are not built), or NULL. */
+const gpuport_settings_table_t *gpuport_transport_settings(int kind);
+
+/* Adds a transport built outside the library (a test's): it takes the next
+ * kind after the library's, with its name as its GPUPORT_TRANSPORT and log
+ * word. Only before any communicator exists, on one thread: from a
+ * constructor, as GPUPORT_TRANSPORT_REGISTER does. Returns the kind, or -1
+ * (logged) when the name is taken or the list is full. */
+int gpuport_transport_register(const gpuport_transport_ops_t *ops);
+/* Registers ops at program start; its kind lands in the int kind_var. */
+#define GPUPORT_TRANSPORT_REGISTER(ops, kind_var)                                               \
+    __attribute__((constructor)) static void gpuport_register_##kind_var(void)                 \
+    {                                                                                           \
+        kind_var = gpuport_transport_register(&(ops));                                          \
+    }
 
 #endif

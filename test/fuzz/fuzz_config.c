@@ -1,6 +1,7 @@
 /*
  * fuzz_config: gpuport_config_parse_var (src/config.c) on arbitrary values
- * for every row of gpuport_config_vars. Input: byte 0 picks the row (one
+ * for every row of the configuration (the core's and each transport's,
+ * gpuport_config_var). Input: byte 0 picks the row (one
  * past the last: every row), byte 1 the size of gpuport_config_describe's
  * buffer; the rest is the value (NUL-terminated here; an embedded NUL ends
  * it). Invariants:
@@ -10,8 +11,9 @@
  *     the text (checked by an independent parser) within min..max, a power of
  *     two for POW2; HEX64 at most 16 hex digits; CPULIST the text itself,
  *     NUL-terminated, a well-formed list; AUTO_UINT -1 for auto or a decimal
- *     min..max; HCALIST and IFLIST entries that are well-formed and that
- *     format back to exactly the text given (one spelling per list); WORDSET
+ *     min..max; the CUSTOM lists (GPUPORT_IB_HCA, GPUPORT_SOCKET_IFNAME)
+ *     entries that are well-formed and that format back to exactly the text
+ *     given (one spelling per list); WORDSET
  *     the bits of the words given (all for "", their complement after "^");
  *     PATH the text itself, every % followed by h, p or %;
  *   - describe writes a NUL-terminated text within its buffer.
@@ -22,6 +24,8 @@
 #include "config.h"
 #include "fuzz.h"
 #include "topology.h"
+#include "transport/ib/ib_settings.h"
+#include "transport/tcp/tcp_settings.h"
 
 #define FILL 0x5a
 
@@ -68,9 +72,14 @@ static int reference_uint(const char *s, uint64_t *v_p)
     return 0;
 }
 
+static const char *field_of(const gpuport_config_var_t *var, const gpuport_config_t *cfg)
+{
+    return gpuport_config_field((gpuport_config_t *)cfg, var);
+}
+
 static uint64_t field_value(const gpuport_config_var_t *var, const gpuport_config_t *cfg)
 {
-    const char *f = (const char *)cfg + var->offset;
+    const char *f = field_of(var, cfg);
     uint32_t v32;
     uint64_t v64;
 
@@ -119,12 +128,50 @@ static int reference_wordset(const char *s, const char *const *words, uint64_t *
     return 0;
 }
 
+/* The CUSTOM rows: ib's device list and tcp's interface list, each entry
+ * well-formed, and the list formatting back to the text given. */
+static void check_list(const gpuport_config_var_t *var, const char *value, const char *field)
+{
+    char text[IB_HCA_TEXT_MAX + TCP_IF_TEXT_MAX + 2];
+
+    if (strcmp(var->name, "GPUPORT_IB_HCA") == 0) {
+        const ib_hca_list_t *l = (const ib_hca_list_t *)field;
+        FUZZ_CHECK(l->n >= 0 && l->n <= IB_HCA_MAX, "%s: %d entries", var->name, l->n);
+        for (int i = 0; i < l->n; i++) {
+            const char *d = l->entry[i].dev;
+            FUZZ_CHECK(nul_within(d, sizeof(l->entry[i].dev)) && d[0] &&
+                           strspn(d, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                     "0123456789_-.") == strlen(d),
+                       "%s: entry %d", var->name, i);
+        }
+        var->custom->format(l, text, sizeof(text));
+        FUZZ_CHECK(strcmp(text, value) == 0, "%s: \"%s\" formats back as \"%s\"", var->name,
+                   value, text);
+    } else {
+        const tcp_if_list_t *l = (const tcp_if_list_t *)field;
+        FUZZ_CHECK(strcmp(var->name, "GPUPORT_SOCKET_IFNAME") == 0,
+                   "%s: no checks for its syntax", var->name);
+        FUZZ_CHECK(l->n >= 0 && l->n <= TCP_IF_MAX && (l->exclude == 0 || l->exclude == 1),
+                   "%s: %d entries, exclude %d", var->name, l->n, l->exclude);
+        FUZZ_CHECK(l->n > 0 || !l->exclude, "%s: \"%s\" excludes nothing", var->name, value);
+        for (int i = 0; i < l->n; i++) {
+            const char *p = l->prefix[i];
+            FUZZ_CHECK(nul_within(p, sizeof(l->prefix[i])) && p[0] &&
+                           strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                     "0123456789._-@:") == strlen(p),
+                       "%s: entry %d", var->name, i);
+        }
+        var->custom->format(l, text, sizeof(text));
+        FUZZ_CHECK(strcmp(text, value) == 0, "%s: \"%s\" formats back as \"%s\"", var->name,
+                   value, text);
+    }
+}
+
 static void check_stored(const gpuport_config_var_t *var, const char *value,
                          const gpuport_config_t *cfg)
 {
-    const char *field = (const char *)cfg + var->offset;
+    const char *field = field_of(var, cfg);
     uint64_t v = field_value(var, cfg), ref = 0;
-    char text[GPUPORT_LIST_TEXT_MAX + 2];
 
     switch (var->type) {
     case GPUPORT_CFG_ENUM: {
@@ -181,38 +228,7 @@ static void check_stored(const gpuport_config_var_t *var, const char *value,
                    "%s: \"%s\" stored as %d", var->name, value, i);
         break;
     }
-    case GPUPORT_CFG_HCALIST: {
-        const gpuport_hca_list_t *l = (const gpuport_hca_list_t *)field;
-        FUZZ_CHECK(l->n >= 0 && l->n <= GPUPORT_LIST_MAX, "%s: %d entries", var->name, l->n);
-        for (int i = 0; i < l->n; i++) {
-            const char *d = l->entry[i].dev;
-            FUZZ_CHECK(nul_within(d, sizeof(l->entry[i].dev)) && d[0] &&
-                           strspn(d, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                     "0123456789_-.") == strlen(d),
-                       "%s: entry %d", var->name, i);
-        }
-        gpuport_hca_list_format(l, text, sizeof(text));
-        FUZZ_CHECK(strcmp(text, value) == 0, "%s: \"%s\" formats back as \"%s\"", var->name,
-                   value, text);
-        break;
-    }
-    case GPUPORT_CFG_IFLIST: {
-        const gpuport_if_list_t *l = (const gpuport_if_list_t *)field;
-        FUZZ_CHECK(l->n >= 0 && l->n <= GPUPORT_LIST_MAX && (l->exclude == 0 || l->exclude == 1),
-                   "%s: %d entries, exclude %d", var->name, l->n, l->exclude);
-        FUZZ_CHECK(l->n > 0 || !l->exclude, "%s: \"%s\" excludes nothing", var->name, value);
-        for (int i = 0; i < l->n; i++) {
-            const char *p = l->prefix[i];
-            FUZZ_CHECK(nul_within(p, sizeof(l->prefix[i])) && p[0] &&
-                           strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                     "0123456789._-@:") == strlen(p),
-                       "%s: entry %d", var->name, i);
-        }
-        gpuport_if_list_format(l, text, sizeof(text));
-        FUZZ_CHECK(strcmp(text, value) == 0, "%s: \"%s\" formats back as \"%s\"", var->name,
-                   value, text);
-        break;
-    }
+    case GPUPORT_CFG_CUSTOM: check_list(var, value, field); break;
     case GPUPORT_CFG_WORDSET:
         FUZZ_CHECK(strlen(value) <= var->max && reference_wordset(value, var->words, &ref) == 0 &&
                        ref == v,
@@ -244,8 +260,8 @@ static void one(const gpuport_config_var_t *var, const char *value, size_t descr
                    var->name, value);
     } else {
         const char *a = (const char *)&cfg, *b = (const char *)&before;
-        size_t end = var->offset + var->field_size;
-        FUZZ_CHECK(memcmp(a, b, var->offset) == 0 &&
+        size_t start = (size_t)(field_of(var, &cfg) - a), end = start + var->field_size;
+        FUZZ_CHECK(memcmp(a, b, start) == 0 &&
                        memcmp(a + end, b + end, sizeof(cfg) - end) == 0,
                    "%s: \"%s\" wrote outside its field", var->name, value);
         check_stored(var, value, &cfg);
@@ -264,12 +280,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     /* the table itself: fields inside the structure, 32-bit fields that can
      * hold their maximum, defaults that parse */
-    for (size_t i = 0; i < gpuport_config_nvars; i++) {
-        const gpuport_config_var_t *var = &gpuport_config_vars[i];
-        FUZZ_CHECK(var->offset + var->field_size <= sizeof(gpuport_config_t), "%s", var->name);
+    static gpuport_config_t cfg;
+
+    for (size_t i = 0; i < gpuport_config_nvars(); i++) {
+        const gpuport_config_var_t *var = gpuport_config_var(i);
+        FUZZ_CHECK(field_of(var, &cfg) &&
+                       field_of(var, &cfg) + var->field_size <= (const char *)&cfg + sizeof(cfg),
+                   "%s", var->name);
         FUZZ_CHECK(var->field_size == sizeof(uint64_t) || var->max <= UINT32_MAX ||
-                       var->type == GPUPORT_CFG_HCALIST || var->type == GPUPORT_CFG_IFLIST ||
-                       var->type == GPUPORT_CFG_WORDSET,
+                       var->type == GPUPORT_CFG_CUSTOM || var->type == GPUPORT_CFG_WORDSET,
                    "%s: max %llu in a 32-bit field", var->name, (unsigned long long)var->max);
         one(var, var->default_value, 256);
     }
@@ -283,16 +302,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 
     if (len < 2)
         return 0;
-    row = data[0] % (gpuport_config_nvars + 1);
+    row = data[0] % (gpuport_config_nvars() + 1);
     describe_len = (size_t)data[1] + 1;
     value = malloc(len - 1);
     memcpy(value, data + 2, len - 2);
     value[len - 2] = '\0';
-    if (row == gpuport_config_nvars) {
-        for (size_t i = 0; i < gpuport_config_nvars; i++)
-            one(&gpuport_config_vars[i], value, describe_len);
+    if (row == gpuport_config_nvars()) {
+        for (size_t i = 0; i < gpuport_config_nvars(); i++)
+            one(gpuport_config_var(i), value, describe_len);
     } else {
-        one(&gpuport_config_vars[row], value, describe_len);
+        one(gpuport_config_var(row), value, describe_len);
     }
     free(value);
     return 0;

@@ -56,8 +56,8 @@ static void record_check(fuzz_in_t *in)
         {GPUPORT_REC_PROC, sizeof(gpuport_proc_rec_t)},
         {GPUPORT_REC_CHANNEL, sizeof(gpuport_channel_rec_t)},
 #if GPUPORT_HAVE_IBVERBS
-        {GPUPORT_REC_IB_QP, sizeof(ib_qp_rec_t)},
-        {IB_REC_REACH, sizeof(ib_reach_rec_t)},
+        {GPUPORT_REC_TL_TYPE(GPUPORT_TL_KIND_IB, 1), sizeof(ib_qp_rec_t)},
+        {GPUPORT_REC_TL_TYPE(GPUPORT_TL_KIND_IB, 2), sizeof(ib_reach_rec_t)},
 #endif
     };
     gpuport_rec_header_t *h = copy_of(in, sizeof(*h));
@@ -83,7 +83,7 @@ static void qp_rec(fuzz_in_t *in)
     memset(&out, 0xee, sizeof(out));
     before = out;
     st = ib_qp_rec_unpack(buf, len, PEER, &out);
-    valid = len == sizeof(out) && header_valid(buf, GPUPORT_REC_IB_QP, sizeof(out));
+    valid = len == sizeof(out) && header_valid(buf, GPUPORT_REC_TL_TYPE(GPUPORT_TL_KIND_IB, 1), sizeof(out));
     FUZZ_CHECK((st == GPUPORT_OK) == valid, "ib QP record of %zu bytes: status %d", len, st);
     if (st == GPUPORT_OK)
         FUZZ_CHECK(memcmp(&out, buf, sizeof(out)) == 0, "ib QP record not copied");
@@ -158,11 +158,11 @@ static void reach(fuzz_in_t *in)
     len = in->left;
     theirs = copy_of(in, 0);
     if (len == sizeof(*theirs) && (usable & 2))
-        gpuport_record_header_init(&theirs->hdr, IB_REC_REACH, sizeof(*theirs));
+        gpuport_tl_record_init(GPUPORT_TL_KIND_IB, &ib_records[IB_REC_REACH], &theirs->hdr);
     why = malloc((size_t)why_len + 1);
     memset(why, 'x', (size_t)why_len + 1);
     ok = ib_reach_agree(&mine, theirs, len, PEER, why, (size_t)why_len + 1);
-    want = len == sizeof(*theirs) && header_valid(&theirs->hdr, IB_REC_REACH, sizeof(*theirs)) &&
+    want = len == sizeof(*theirs) && header_valid(&theirs->hdr, GPUPORT_REC_TL_TYPE(GPUPORT_TL_KIND_IB, 2), sizeof(*theirs)) &&
            mine.usable && theirs->usable && mine.link_layer == theirs->link_layer;
     FUZZ_CHECK(ok == want, "ib reachability: %d, the rules say %d", ok, want);
     FUZZ_CHECK(memchr(why, '\0', (size_t)why_len + 1) != NULL, "why not terminated");

@@ -111,8 +111,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     g_comm.rank = 0;
     g_comm.size = 2;
+    gpuport_config_load(&g_comm.config); /* the transports' settings in place */
     g_comm.config.max_channels = NCH;
-    g_comm.config.socket_queue = Q;
+    ((tcp_settings_t *)gpuport_config_tl_settings(&g_comm.config, GPUPORT_TL_KIND_TCP))->queue = Q;
     g_comm.procs = calloc(2, sizeof(*g_comm.procs));
     snprintf(g_comm.procs[PEER].hostname, sizeof(g_comm.procs[PEER].hostname), "peer");
     g_comm.ctrl = aligned_alloc(64, NCH * sizeof(*g_comm.ctrl));

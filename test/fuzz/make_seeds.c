@@ -431,7 +431,7 @@ static void config_seed(const char *name, const char *var, uint8_t describe, con
     buf_t b = {.n = 0};
     size_t row = 0;
 
-    while (row < gpuport_config_nvars && strcmp(gpuport_config_vars[row].name, var) != 0)
+    while (row < gpuport_config_nvars() && strcmp(gpuport_config_var(row)->name, var) != 0)
         row++;
     add_u8(&b, (uint8_t)row); /* not found: every row */
     add_u8(&b, describe);
@@ -441,10 +441,11 @@ static void config_seed(const char *name, const char *var, uint8_t describe, con
 
 static void config(void)
 {
-    for (size_t i = 0; i < gpuport_config_nvars; i++) {
+    for (size_t i = 0; i < gpuport_config_nvars(); i++) {
+        const gpuport_config_var_t *v = gpuport_config_var(i);
         char name[64];
-        snprintf(name, sizeof(name), "default-%s", gpuport_config_vars[i].name + 8);
-        config_seed(name, gpuport_config_vars[i].name, 255, gpuport_config_vars[i].default_value);
+        snprintf(name, sizeof(name), "default-%s", v->name + 8);
+        config_seed(name, v->name, 255, v->default_value);
     }
     config_seed("fifo-hex-k", "GPUPORT_FIFO_SIZE", 10, " 0x1k ");
     config_seed("timeout-max", "GPUPORT_TIMEOUT_MS", 3, "86400000");

@@ -103,8 +103,9 @@ ib_cflags=$(mkvar IBVERBS_CFLAGS)
 # with coverage instrumentation; src/log.c is replaced by fuzz_log.c.
 cd "$root"
 srcs=$(ls src/*.c src/transport/registry.c src/transport/sm/*.c src/transport/shm/*.c \
-       src/transport/tcp/*.c | grep -v '^src/log\.c$')
-[ "$have_ib" = 1 ] && srcs="$srcs $(ls src/transport/ib/*.c)"
+       src/transport/tcp/*.c src/transport/ib/ib_settings.c | grep -v '^src/log\.c$')
+# ib's settings are in every build (the registry names them); the rest with verbs
+[ "$have_ib" = 1 ] && srcs="$srcs $(ls src/transport/ib/*.c | grep -v '/ib_settings\.c$')"
 mk=$work/Makefile.new
 # obj OBJECT SOURCE [FLAGS]: a compile rule (objects follow the Makefile too:
 # a change of flags rebuilds them)

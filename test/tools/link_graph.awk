@@ -1,5 +1,6 @@
 # The link graph of libgpuport_core's objects; see link_graph.sh, which feeds
-# it "object symbol nm-type" lines sorted by object, then symbol. An edge
+# it "ALLOW name" lines (the names the transport interface's headers use),
+# then "object symbol nm-type" lines sorted by object, then symbol. An edge
 # A -> B: A has an undefined symbol that B defines. POSIX awk (mawk, gawk).
 #
 # Classes: src/transport/<X>/... is transport X; src/transport/transport.*
@@ -8,12 +9,18 @@
 
 BEGIN {
     # Shared transport folders and the transports that may use them
-    # (DESIGN.md, Layout: "src/transport/sm/: what shm and cuda_ipc share").
+    # (src/transport/sm/: what shm and cuda_ipc share).
     shared["sm"] = " shm cuda_ipc "
     nobj = 0
     nund = 0
     nedge = 0
     bad = 0
+}
+
+$1 == "ALLOW" && NF == 2 {
+    allow[$2] = 1
+    nallow++
+    next
 }
 
 {
@@ -153,6 +160,24 @@ END {
         }
     }
 
+    # transport -> core: only what the transport interface names
+    ntl = 0
+    nundecl = 0
+    for (i = 1; i <= nobj; i++)
+        if (cls(obj[i]) !~ /^\(/)
+            ntl++
+    for (i = 1; i <= nund; i++) {
+        a = und_o[i]
+        s = und_s[i]
+        if (cls(a) ~ /^\(/ || !(s in def) || cls(def[s]) !~ /^\(/ || (s in allow))
+            continue
+        if (nundecl++ == 0)
+            print "Transport uses of the core that src/transport/tl_core.h does not declare " \
+                "(a transport reaches the core only through tl_core.h, transport.h and the " \
+                "service headers tl_core.h names; declare a service there, or use one):"
+        print "  " what(a) " -> " what(def[s]) ": " s
+    }
+
     # boundary: who may use a transport's symbols
     nbound = 0
     for (i = 1; i <= nobj; i++) {
@@ -166,11 +191,11 @@ END {
                 continue
             syms = esyms[a, b]
             if (ca == "(registry)") {
-                # the ops table, and nothing else
+                # the ops table and the settings table, nothing else
                 m = split(syms, list, " ")
                 syms = ""
                 for (x = 1; x <= m; x++)
-                    if (list[x] != "gpuport_transport_" cb)
+                    if (list[x] != "gpuport_transport_" cb && list[x] != "gpuport_" cb "_settings")
                         syms = syms (syms == "" ? "" : " ") list[x]
                 if (syms == "")
                     continue
@@ -229,9 +254,14 @@ END {
         }
     }
 
-    print nobj " objects, " nedge " edges: " nbound " boundary violations, " ncomp \
-        " sets of objects in cycles (" ncycle " cycles shown)"
-    if (nbound || ncycle) {
+    print nobj " objects (" ntl " of transports), " nedge " edges, " nallow \
+        " names in the transport interface: " nbound " boundary violations, " nundecl \
+        " undeclared transport uses of the core, " ncomp " sets of objects in cycles (" \
+        ncycle " cycles shown)"
+    if (ntl == 0 || nallow == 0)
+        print "no " (ntl == 0 ? "transport objects" : "names of the transport interface") \
+            " found: nothing was checked"
+    if (nbound || ncycle || nundecl || ntl == 0 || nallow == 0) {
         print "FAIL link graph"
         exit 1
     }

@@ -6,13 +6,22 @@
 #     enough cycles to show every edge that lies on one);
 #   - a core object using a symbol of a transport object (src/transport/<X>/);
 #   - the registry (src/transport/transport.c, registry.c) using anything of a
-#     transport but its ops table, gpuport_transport_<X>;
+#     transport but its ops table, gpuport_transport_<X>, and its settings
+#     table, gpuport_<X>_settings;
 #   - a transport using another transport's symbols, except the shared
-#     folders DESIGN.md's Layout names (sm: what shm and cuda_ipc share).
+#     folders the layout names (sm: what shm and cuda_ipc share);
+#   - a transport using a symbol of the core (or the registry) that the
+#     transport interface does not name: src/transport/tl_core.h,
+#     src/transport/transport.h and the service headers tl_core.h marks
+#     (an include with a "/* service:" comment, or a "service header: X"
+#     line). The allowed names are read from those headers' code, comments
+#     stripped, so the header is the list;
+#   - finding no objects, or no transport objects: a check that sees
+#     nothing must not pass.
 # The graph and the rules are in link_graph.awk; this script finds the
 # objects (the list make links into the library, so stale objects of
-# renamed files do not count) and feeds it nm's view of them.
-# Skips (77) without nm or without objects.
+# renamed files do not count), the interface's names, and feeds it both.
+# Skips (77) only without nm.
 build=${top_builddir:-.}
 src=${top_srcdir:-.}
 here=$(dirname "$0")
@@ -58,9 +67,36 @@ for lo in $lobjs; do
     n=$((n + 1))
 done
 if test "$n" -eq 0; then
-    echo "SKIP: no objects of libgpuport_core found under $build (build the library first)"
-    exit 77
+    echo "FAIL: no objects of libgpuport_core found under $build (build the library first)"
+    exit 1
 fi
 
-echo "link graph of $n objects of libgpuport_core"
-LC_ALL=C sort -k1,1 -k2,2 "$tmp.nm" | awk -f "$awkprog"
+# The transport interface's names: every identifier in the code of
+# tl_core.h, transport.h and the service headers tl_core.h names.
+tlcore=$src/src/transport/tl_core.h
+headers="$tlcore $src/src/transport/transport.h"
+for h in $(sed -n 's/^#include "\([^"]*\)".*\/\* service:.*/\1/p
+                  s/.*service header: \([A-Za-z0-9_/.]*\.h\).*/\1/p' "$tlcore"); do
+    if test -f "$src/src/$h"; then
+        headers="$headers $src/src/$h"
+    elif test -f "$src/include/$h"; then
+        headers="$headers $src/include/$h"
+    else
+        echo "FAIL: $tlcore names service header $h, which is in neither src/ nor include/"
+        exit 1
+    fi
+done
+for h in $headers; do
+    awk '{ text = text $0 "\n" }
+        END {
+            gsub(/\/\*([^*]|\*+[^*\/])*\*+\//, " ", text)
+            gsub(/\/\/[^\n]*/, " ", text)
+            while (match(text, /[A-Za-z_][A-Za-z0-9_]*/)) {
+                print "ALLOW", substr(text, RSTART, RLENGTH)
+                text = substr(text, RSTART + RLENGTH)
+            }
+        }' "$h"
+done | LC_ALL=C sort -u >"$tmp.allow"
+echo "link graph of $n objects of libgpuport_core; the transport interface:" \
+    "$(echo $headers | sed "s|$src/||g")"
+LC_ALL=C sort -k1,1 -k2,2 "$tmp.nm" | awk -f "$awkprog" "$tmp.allow" -

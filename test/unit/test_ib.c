@@ -70,7 +70,8 @@ static void test_record(void)
     unsigned char big[sizeof(r) + 8];
 
     pack_sample(&r);
-    CHECK(r.hdr.type == GPUPORT_REC_IB_QP && r.hdr.size == sizeof(r));
+    CHECK(r.hdr.type == GPUPORT_REC_TL_TYPE(GPUPORT_TL_KIND_IB, ib_records[IB_REC_QP].id) &&
+          r.hdr.size == sizeof(r));
     CHECK(sizeof(r) == 52);
     CHECK(r.atomic_cap == 0 && r.rd_atom == 0 && r.status == 0);
     r.atomic_cap = IBV_ATOMIC_HCA;
@@ -269,28 +270,28 @@ static void test_qp_attr(void)
 
 /* GPUPORT_IB_HCA=text through the configuration's parser, the only one;
  * the log of a rejected value in *log_p. */
-static gpuport_status_t hca_parse(const char *text, gpuport_hca_list_t *out, const char **log_p)
+static gpuport_status_t hca_parse(const char *text, ib_hca_list_t *out, const char **log_p)
 {
     const gpuport_config_var_t *var = NULL;
     gpuport_config_t c;
     gpuport_status_t st;
 
-    for (size_t i = 0; i < gpuport_config_nvars; i++)
-        if (strcmp(gpuport_config_vars[i].name, "GPUPORT_IB_HCA") == 0)
-            var = &gpuport_config_vars[i];
+    for (size_t i = 0; i < gpuport_config_nvars(); i++)
+        if (strcmp(gpuport_config_var(i)->name, "GPUPORT_IB_HCA") == 0)
+            var = gpuport_config_var(i);
     CHECK(var);
     memset(&c, 0, sizeof(c));
     capture_begin();
     st = gpuport_config_parse_var(var, text, &c);
     *log_p = capture_end();
     if (st == GPUPORT_OK)
-        *out = c.ib_hca;
+        *out = ((const ib_settings_t *)gpuport_config_tl_settings(&c, GPUPORT_TL_KIND_IB))->hca;
     return st;
 }
 
 static void test_hca_parse(void)
 {
-    gpuport_hca_list_t e;
+    ib_hca_list_t e;
     const char *log;
     char list[512];
     static const char *const bad[] = {"mlx5_0:",  "mlx5_0:0", "mlx5_0:256", ",mlx5_0",
@@ -324,14 +325,14 @@ static void test_hca_parse(void)
         snprintf(list + strlen(list), sizeof(list) - strlen(list), "%sd%d", i ? "," : "", i);
     CHECK_OK(hca_parse(list, &e, &log));
     CHECK(e.n == 33 && strcmp(e.entry[32].dev, "d32") == 0);
-    /* the most a list of GPUPORT_LIST_TEXT_MAX characters holds, and one
+    /* the most a list of IB_HCA_TEXT_MAX characters holds, and one
      * character more */
     list[0] = '\0';
-    for (int i = 0; i < GPUPORT_LIST_MAX; i++)
+    for (int i = 0; i < IB_HCA_MAX; i++)
         strcat(list, i ? ",a" : "a");
-    CHECK(strlen(list) == GPUPORT_LIST_TEXT_MAX);
+    CHECK(strlen(list) == IB_HCA_TEXT_MAX);
     CHECK_OK(hca_parse(list, &e, &log));
-    CHECK(e.n == GPUPORT_LIST_MAX);
+    CHECK(e.n == IB_HCA_MAX);
     strcat(list, "a");
     CHECK(hca_parse(list, &e, &log) == GPUPORT_ERR_INVALID_CONFIG);
 }
@@ -376,7 +377,7 @@ static void expect_port(const ib_port_row_t *rows, int n, const char *hca, const
                         int want, const char *why_has, const char *why_has2)
 {
     char why[768] = "";
-    gpuport_hca_list_t list;
+    ib_hca_list_t list;
     const char *log;
     int got;
 
@@ -421,7 +422,7 @@ static void test_port_select(void)
     expect_port(rails, 0, "", gpu2, -1, "no usable RDMA port", "ports here: none");
     /* a malformed list stops at the configuration: no port is chosen over it */
     {
-        gpuport_hca_list_t list;
+        ib_hca_list_t list;
         const char *log;
         CHECK(hca_parse("mlx5_0:1,:", &list, &log) == GPUPORT_ERR_INVALID_CONFIG &&
               strstr(log, "GPUPORT_IB_HCA="));
@@ -487,7 +488,8 @@ static void test_reach(void)
     const char *log;
 
     ib_reach_pack(&a, 1, IB_LINK_LAYER_IB, "mlx5_0:1 (InfiniBand, MTU 4096)");
-    CHECK(a.hdr.type == IB_REC_REACH && a.hdr.size == sizeof(a) && sizeof(a) == 136);
+    CHECK(a.hdr.type == GPUPORT_REC_TL_TYPE(GPUPORT_TL_KIND_IB, ib_records[IB_REC_REACH].id) &&
+          a.hdr.size == sizeof(a) && sizeof(a) == 136);
     ib_reach_pack(&b, 1, IB_LINK_LAYER_IB, "mlx5_1:1");
     CHECK(ib_reach_agree(&a, &b, sizeof(b), 3, why, sizeof(why)) == 1);
     CHECK(strstr(why, "mlx5_0:1"));
@@ -518,12 +520,12 @@ static void test_reach(void)
     log = capture_end();
     CHECK(count_of(log, "ERROR") == 1 && strstr(log, "rank 5") && strstr(why, "this version"));
     b.hdr.version_minor--;
-    b.hdr.type = GPUPORT_REC_IB_QP;
+    b.hdr.type = GPUPORT_REC_TL_TYPE(GPUPORT_TL_KIND_IB, ib_records[IB_REC_QP].id);
     capture_begin();
     CHECK(ib_reach_agree(&a, &b, sizeof(b), 5, why, sizeof(why)) == 0);
     log = capture_end();
     CHECK(count_of(log, "ERROR") == 1 && strstr(log, "out of step"));
-    b.hdr.type = IB_REC_REACH;
+    b.hdr.type = GPUPORT_REC_TL_TYPE(GPUPORT_TL_KIND_IB, ib_records[IB_REC_REACH].id);
     capture_begin();
     CHECK(ib_reach_agree(&a, &b, sizeof(b) - 1, 5, why, sizeof(why)) == 0);
     log = capture_end();
@@ -1464,6 +1466,7 @@ static gpuport_status_t select_for(int transport, int device_regions, const char
     gpuport_status_t st;
 
     memset(&comm, 0, sizeof(comm));
+    CHECK_OK(gpuport_config_load(&comm.config)); /* the transports' settings in place */
     for (int k = 1; k < gpuport_transport_nkinds(); k++) {
         comm.tls[k].comm = &comm;
         comm.tls[k].kind = k;
@@ -1474,7 +1477,6 @@ static gpuport_status_t select_for(int transport, int device_regions, const char
     procs[1].rank = 1;
     procs[0].host_id = procs[1].host_id = 0x42;
     comm.config.transport = transport;
-    comm.config.ib_gid_index = -1;
     comm.rank = 0;
     comm.size = 2;
     comm.procs = procs;

@@ -1,7 +1,8 @@
 /*
  * The README's table of GPUPORT_* variables must say what the library's
- * configuration table says: every variable, its default and its one-line
- * doc, and no variable the library does not know.
+ * configuration table says (the core's rows and every transport's): every
+ * variable, its default and its one-line doc, and no variable the library
+ * does not know.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@ int main(void)
     int found[64] = {0}, rows = 0;
     FILE *f;
 
-    CHECK(gpuport_config_nvars <= 64);
+    CHECK(gpuport_config_nvars() <= 64);
     snprintf(path, sizeof(path), "%s/README.md", top ? top : ".");
     f = fopen(path, "r");
     if (!f)
@@ -28,8 +29,8 @@ int main(void)
             continue;
         rows++;
         line[strcspn(line, "\n")] = '\0';
-        for (i = 0; i < gpuport_config_nvars; i++) {
-            const gpuport_config_var_t *v = &gpuport_config_vars[i];
+        for (i = 0; i < gpuport_config_nvars(); i++) {
+            const gpuport_config_var_t *v = gpuport_config_var(i);
             snprintf(expect, sizeof(expect), "| `%s` |", v->name);
             if (strncmp(line, expect, strlen(expect)) != 0)
                 continue;
@@ -40,13 +41,13 @@ int main(void)
             found[i]++;
             break;
         }
-        CHECK_MSG(i < gpuport_config_nvars, "README documents a variable the library lacks: %s",
+        CHECK_MSG(i < gpuport_config_nvars(), "README documents a variable the library lacks: %s",
                   line);
     }
     fclose(f);
-    for (size_t i = 0; i < gpuport_config_nvars; i++)
+    for (size_t i = 0; i < gpuport_config_nvars(); i++)
         CHECK_MSG(found[i] == 1, "%s is documented %d times in README.md (expected once)",
-                  gpuport_config_vars[i].name, found[i]);
+                  gpuport_config_var(i)->name, found[i]);
     printf("README documents all %d variables as the library defines them\n", rows);
     return 0;
 }

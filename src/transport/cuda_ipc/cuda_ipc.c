@@ -45,11 +45,11 @@ static int cipc_auto_rank(int device_regions)
     return device_regions ? 30 : 0;
 }
 
-static void cipc_describe(const gpuport_config_t *cfg, char *buf, size_t len)
+static void cipc_describe(const void *settings, char *buf, size_t len)
 {
     char why[256];
 
-    (void)cfg;
+    (void)settings;
     if (gpuport_cudrv_load(why, sizeof(why)) == GPUPORT_OK)
         snprintf(buf, len, "available: ranks on one host, GPU memory at both ends, copy engine "
                  "from the flusher's own CUDA context");

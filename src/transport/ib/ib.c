@@ -727,11 +727,11 @@ static int ib_near_device(gpuport_tl_comm_t *tl, char *name, size_t len)
     return gpuport_tl_forced(tl) && ib_dev_name(tl->comm, name, len);
 }
 
-static void ib_describe(const gpuport_config_t *cfg, char *buf, size_t len)
+static void ib_describe(const void *settings, char *buf, size_t len)
 {
     char why[192];
 
-    (void)cfg;
+    (void)settings;
     if (!ib_devices_present(why, sizeof(why)))
         snprintf(buf, len, "built, not usable here: %s", why);
     else
@@ -741,6 +741,9 @@ static void ib_describe(const gpuport_config_t *cfg, char *buf, size_t len)
 
 const gpuport_transport_ops_t gpuport_transport_ib = {
     .name = "ib",
+    .settings = &gpuport_ib_settings,
+    .records = ib_records,
+    .nrecords = IB_NRECORDS,
     .describe = ib_describe,
     .near_device = ib_near_device,
     .reachable = ib_reachable,

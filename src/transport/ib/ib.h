@@ -19,8 +19,8 @@
 
 #include <infiniband/verbs.h>
 
-#include "config.h"
-#include "record.h"
+#include "transport/ib/ib_settings.h"
+#include "transport/tl_core.h"
 
 #define IB_GID_LEN 16
 
@@ -33,9 +33,11 @@
 #define IB_TAG_QP 0x4901
 #define IB_TAG_QP_ACK 0x4902
 
-/* The reachability record's type: the core's gpuport_rec_type_t has no
- * entry for it, so it takes a number of the transport's tag range. */
-#define IB_REC_REACH 0x4900
+/* The transport's records (ops->records), by index: the QP record and the
+ * reachability record. Their types on the wire are
+ * GPUPORT_REC_TL_TYPE(GPUPORT_TL_KIND_IB, id). */
+enum { IB_REC_QP, IB_REC_REACH, IB_NRECORDS };
+extern const gpuport_tl_record_type_t ib_records[IB_NRECORDS];
 
 /* One side's QP, exchanged at connection set-up. Fixed width. */
 typedef struct ib_qp_rec {
@@ -128,13 +130,13 @@ typedef struct ib_port_row {
 int ib_pci_affinity(const char *a, const char *b);
 
 /* The row to use, or -1; why says what was chosen and why, or why none
- * fits (every row's reason). hca: GPUPORT_IB_HCA as config.c parsed it
+ * fits (every row's reason). hca: GPUPORT_IB_HCA as ib_settings.c parsed it
  * (no entries: every port);
  * gpu_pci: the GPU's sysfs PCI path, "" when it is unknown, NULL when the
  * communicator has no GPU. Among usable ports (ACTIVE, a known link layer
  * and MTU, a LID on InfiniBand, not iWARP) the one nearest the GPU wins;
  * ties go to the GPUPORT_IB_HCA order, then the device order. */
-int ib_port_select(const ib_port_row_t *rows, int n, const gpuport_hca_list_t *hca,
+int ib_port_select(const ib_port_row_t *rows, int n, const ib_hca_list_t *hca,
                    const char *gpu_pci, char *why, size_t len);
 
 /* Largest RDMA WRITE one work request carries: the port's max_msg_sz, at

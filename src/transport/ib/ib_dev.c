@@ -175,7 +175,7 @@ static gpuport_status_t pick_gid(ib_dev_t *dev, int forced, int tbl_len, char *w
 }
 
 /* Opens the device and port for (hca, gid index, GPU). g_lock held. */
-static gpuport_status_t dev_open(const gpuport_hca_list_t *hca, int gid_index, const char *gpu_bus,
+static gpuport_status_t dev_open(const ib_hca_list_t *hca, int gid_index, const char *gpu_bus,
                                  ib_dev_t **dev_p, char *why, size_t len)
 {
     struct ibv_device **list;
@@ -256,7 +256,7 @@ static gpuport_status_t dev_open(const gpuport_hca_list_t *hca, int gid_index, c
         snprintf(why, len, "%s:%u: %s", dev->name, dev->port, gid_why);
         goto out;
     }
-    gpuport_hca_list_format(hca, dev->key_hca, sizeof(dev->key_hca));
+    ib_hca_list_format(hca, dev->key_hca, sizeof(dev->key_hca));
     dev->key_gid_index = gid_index;
     snprintf(dev->key_gpu, sizeof(dev->key_gpu), "%s", gpu_bus);
     snprintf(dev->why, sizeof(dev->why), "%s; %s; atomics %s, max message %llu bytes", sel,
@@ -284,8 +284,8 @@ out:
  * held. Failures are not cached: a port may come up later. */
 static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why, size_t len)
 {
-    const gpuport_config_t *cfg = gpuport_tl_config(comm);
-    char gpu[32], hca[GPUPORT_LIST_TEXT_MAX + 1];
+    const ib_settings_t *cfg = gpuport_tl_settings(comm, GPUPORT_TL_KIND_IB);
+    char gpu[32], hca[IB_HCA_TEXT_MAX + 1];
     ib_dev_t *d;
     gpuport_status_t status;
 
@@ -295,9 +295,9 @@ static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why
         return status;
     if (gpuport_tl_gpu_bus_id(comm, gpu, sizeof(gpu)) != 0)
         gpu[0] = '\0';
-    gpuport_hca_list_format(&cfg->ib_hca, hca, sizeof(hca));
+    ib_hca_list_format(&cfg->hca, hca, sizeof(hca));
     for (d = g_devs; d; d = d->next) {
-        if (strcmp(d->key_hca, hca) == 0 && d->key_gid_index == cfg->ib_gid_index &&
+        if (strcmp(d->key_hca, hca) == 0 && d->key_gid_index == cfg->gid_index &&
             strcmp(d->key_gpu, gpu) == 0) {
             *dev_p = d;
             return GPUPORT_OK;
@@ -306,7 +306,7 @@ static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why
     status = GPUPORT_ERR_NOT_SUPPORTED;
     /* No GPUPORT_IB_HCA: the device the topology module finds nearest the
      * GPU first; if none of its ports will do, the choice by PCI path below. */
-    if (cfg->ib_hca.n == 0 && gpu[0]) {
+    if (cfg->hca.n == 0 && gpu[0]) {
         char near[64] = "", near_why[256];
         int ndev = 0;
         struct ibv_device **list = IBV(ibv_get_device_list)(&ndev);
@@ -328,11 +328,11 @@ static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why
         if (list)
             IBV(ibv_free_device_list)(list);
         if (near[0]) {
-            gpuport_hca_list_t one; /* GPUPORT_IB_HCA=<near> */
+            ib_hca_list_t one; /* GPUPORT_IB_HCA=<near> */
             memset(&one, 0, sizeof(one));
             snprintf(one.entry[0].dev, sizeof(one.entry[0].dev), "%s", near);
             one.n = 1;
-            status = dev_open(&one, cfg->ib_gid_index, gpu, &d, why, len);
+            status = dev_open(&one, cfg->gid_index, gpu, &d, why, len);
             if (status)
                 log_info("ib: %s, nearest GPU %s, cannot be used (%s); choosing by PCI path", near,
                          gpu, why);
@@ -341,7 +341,7 @@ static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why
         }
     }
     if (status)
-        status = dev_open(&cfg->ib_hca, cfg->ib_gid_index, gpu, &d, why, len);
+        status = dev_open(&cfg->hca, cfg->gid_index, gpu, &d, why, len);
     if (status)
         return status;
     d->next = g_devs;
@@ -415,7 +415,7 @@ static void comm_free(ib_comm_t *ic)
 gpuport_status_t ib_comm_acquire(gpuport_tl_comm_t *tl, ib_comm_t **ic_p)
 {
     gpuport_comm_t comm = tl->comm;
-    uint32_t nchan = gpuport_tl_config(comm)->max_channels;
+    uint32_t nchan = gpuport_tl_max_channels(comm);
     ib_comm_t *ic;
     char why[512], what[160];
     gpuport_status_t status = GPUPORT_OK;

@@ -233,7 +233,7 @@ void ib_mr_release_all(ib_comm_t *ic)
 {
     pthread_mutex_lock(&ic->lock);
     if (ic->chans)
-        memset(ic->chans, 0, gpuport_tl_config(ic->comm)->max_channels * sizeof(*ic->chans));
+        memset(ic->chans, 0, gpuport_tl_max_channels(ic->comm) * sizeof(*ic->chans));
     while (ic->mrs) {
         ib_mr_t *m = ic->mrs;
         ic->mrs = m->next;

@@ -9,10 +9,10 @@
 /* ---- GPUPORT_IB_HCA ---- */
 
 /* Position (1-based) of the first entry naming row, 0 if none does. */
-static int hca_rank(const gpuport_hca_list_t *hca, const ib_port_row_t *row)
+static int hca_rank(const ib_hca_list_t *hca, const ib_port_row_t *row)
 {
     for (int i = 0; i < hca->n; i++) {
-        const gpuport_hca_entry_t *e = &hca->entry[i];
+        const ib_hca_entry_t *e = &hca->entry[i];
         if (strcmp(e->dev, row->dev) == 0 && (e->port == 0 || e->port == row->port))
             return i + 1;
     }
@@ -91,10 +91,10 @@ static int mtu_bytes(int mtu)
     return mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 ? 128 << mtu : 0;
 }
 
-int ib_port_select(const ib_port_row_t *rows, int n, const gpuport_hca_list_t *hca,
+int ib_port_select(const ib_port_row_t *rows, int n, const ib_hca_list_t *hca,
                    const char *gpu_pci, char *why, size_t len)
 {
-    const gpuport_hca_entry_t *list = hca->entry;
+    const ib_hca_entry_t *list = hca->entry;
     char notes[512] = "";
     size_t used = 0;
     int nlist = hca->n, best = -1, best_aff = -1, best_rank = 0, min_aff = -1;
@@ -135,12 +135,12 @@ int ib_port_select(const ib_port_row_t *rows, int n, const gpuport_hca_list_t *h
                                      list[k].port);
     }
     if (best < 0) {
-        char devs[256] = "", text[GPUPORT_LIST_TEXT_MAX + 1];
+        char devs[256] = "", text[IB_HCA_TEXT_MAX + 1];
         size_t dl = 0;
         for (int i = 0; i < n && dl < sizeof(devs); i++)
             dl += (size_t)snprintf(devs + dl, sizeof(devs) - dl, "%s%s:%u", i ? ", " : "",
                                    rows[i].dev, rows[i].port);
-        gpuport_hca_list_format(hca, text, sizeof(text));
+        ib_hca_list_format(hca, text, sizeof(text));
         snprintf(why, len, "no usable RDMA port%s%s (ports here: %s)%s%s",
                  nlist ? " among GPUPORT_IB_HCA=" : "", text, n ? devs : "none",
                  notes[0] ? ": " : "", notes);

@@ -14,12 +14,17 @@
 _Static_assert(sizeof(ib_qp_rec_t) == sizeof(gpuport_rec_header_t) + 36,
                "ib_qp_rec_t must have no padding: it crosses the wire");
 
+const gpuport_tl_record_type_t ib_records[IB_NRECORDS] = {
+    [IB_REC_QP] = {1, sizeof(ib_qp_rec_t), "ib QP record"},
+    [IB_REC_REACH] = {2, sizeof(ib_reach_rec_t), "ib reachability record"},
+};
+
 void ib_qp_rec_pack(ib_qp_rec_t *rec, uint16_t lid, const uint8_t gid[IB_GID_LEN], uint32_t qpn,
                     uint32_t psn, enum ibv_mtu mtu, uint8_t port, uint8_t gid_index,
                     uint8_t link_layer)
 {
     memset(rec, 0, sizeof(*rec));
-    gpuport_record_header_init(&rec->hdr, GPUPORT_REC_IB_QP, sizeof(*rec));
+    gpuport_tl_record_init(GPUPORT_TL_KIND_IB, &ib_records[IB_REC_QP], &rec->hdr);
     rec->qpn = qpn;
     rec->psn = psn & 0xffffff;
     rec->lid = lid;
@@ -41,7 +46,7 @@ gpuport_status_t ib_qp_rec_unpack(const void *buf, size_t len, int peer, ib_qp_r
         return GPUPORT_ERR_VERSION;
     }
     memcpy(&hdr, buf, sizeof(hdr));
-    status = gpuport_record_check(&hdr, GPUPORT_REC_IB_QP, sizeof(*out), peer);
+    status = gpuport_tl_record_check(GPUPORT_TL_KIND_IB, &ib_records[IB_REC_QP], &hdr, peer);
     if (status)
         return status;
     if (len != sizeof(*out)) {
@@ -290,7 +295,7 @@ int ib_devices_present(char *why, size_t len)
 void ib_reach_pack(ib_reach_rec_t *rec, int usable, int link_layer, const char *why)
 {
     memset(rec, 0, sizeof(*rec));
-    gpuport_record_header_init(&rec->hdr, IB_REC_REACH, sizeof(*rec));
+    gpuport_tl_record_init(GPUPORT_TL_KIND_IB, &ib_records[IB_REC_REACH], &rec->hdr);
     rec->usable = usable ? 1 : 0;
     rec->link_layer = (uint8_t)link_layer;
     snprintf(rec->why, sizeof(rec->why), "%s", why);
@@ -313,7 +318,7 @@ int ib_reach_agree(const ib_reach_rec_t *mine, const void *theirs_buf, size_t le
         return 0;
     }
     memcpy(&theirs, theirs_buf, sizeof(theirs));
-    if (gpuport_record_check(&theirs.hdr, IB_REC_REACH, sizeof(theirs), peer)) {
+    if (gpuport_tl_record_check(GPUPORT_TL_KIND_IB, &ib_records[IB_REC_REACH], &theirs.hdr, peer)) {
         snprintf(why, why_len, "rank %d sent no ib reachability record of this version", peer);
         return 0;
     }

@@ -17,6 +17,21 @@
 
 #include "transport/sm/sm.h"
 
+/* GPUPORT_SHM_ASYNC_MIN: puts this large go to the flusher */
+typedef struct shm_settings {
+    uint64_t async_min;
+} shm_settings_t;
+
+static const gpuport_config_var_t shm_rows[] = {
+    {"GPUPORT_SHM_ASYNC_MIN", "256k", GPUPORT_CFG_UINT,
+     GPUPORT_CFG_FIELD(shm_settings_t, async_min), 0, (1ull << 52), NULL,
+     "shm puts of at least this many bytes are copied by the flusher thread, not the proxy", NULL},
+};
+
+/* compiled in every build, as every transport's settings (config_var.h) */
+const gpuport_settings_table_t gpuport_shm_settings = {
+    shm_rows, sizeof(shm_rows) / sizeof(shm_rows[0]), sizeof(shm_settings_t)};
+
 typedef struct shm_conn {
     sm_ctrl_t ctrl; /* the peer's control segment */
 } shm_conn_t;
@@ -37,9 +52,9 @@ static int shm_auto_rank(int device_regions)
     return device_regions ? 0 : 20;
 }
 
-static void shm_describe(const gpuport_config_t *cfg, char *buf, size_t len)
+static void shm_describe(const void *settings, char *buf, size_t len)
 {
-    (void)cfg;
+    (void)settings;
     snprintf(buf, len, "available: ranks on one host, host memory (shared mapping or cross-memory "
              "attach)");
 }
@@ -144,6 +159,7 @@ static int shm_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, ui
                    int behind_work, gpuport_work_t *w)
 {
     const char *src = (const char *)ch->src.ptr + src_off;
+    const shm_settings_t *set = gpuport_tl_settings(ch->comm, GPUPORT_TL_KIND_SHM);
 
     w->src = src;
     w->size = size;
@@ -155,9 +171,9 @@ static int shm_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, ui
         w->dst = (void *)(uintptr_t)(ch->dst.rec.addr + dst_off);
         w->pid = peer_pid(ch);
     }
-    if (behind_work || size >= gpuport_tl_config(ch->comm)->shm_async_min)
+    if (behind_work || size >= set->async_min)
         return GPUPORT_TRANSPORT_QUEUE;
-    return (int)gpuport_work_execute(w);
+    return (int)gpuport_tl_work_execute(w);
 }
 
 /* One 8-byte store into a mapped destination (release: a reader that sees
@@ -179,7 +195,7 @@ static int shm_put_value(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t value
     }
     if (behind_work)
         return GPUPORT_TRANSPORT_QUEUE;
-    return (int)gpuport_work_execute(w);
+    return (int)gpuport_tl_work_execute(w);
 }
 
 static int shm_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *w)
@@ -196,6 +212,7 @@ static int shm_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpupor
 
 const gpuport_transport_ops_t gpuport_transport_shm = {
     .name = "shm",
+    .settings = &gpuport_shm_settings,
     .pass_fds = 1,
     .describe = shm_describe,
     .reachable = shm_reachable,

@@ -276,6 +276,7 @@ const gpuport_transport_ops_t gpuport_transport_tcp = {
     .comm_close = tcp_comm_close,
     .comm_progress = tcp_comm_progress,
     .poll_fds = tcp_poll_fds,
+    .settings = &gpuport_tcp_settings,
     .describe = tcp_describe,
     .reachable = tcp_reachable,
     .auto_rank = tcp_auto_rank,

@@ -48,7 +48,7 @@ void tcp_addr_text(const tcp_rec_t *p, char *buf, size_t len)
 }
 
 /* Does interface name match the GPUPORT_SOCKET_IFNAME list? */
-static int if_selected(const gpuport_if_list_t *list, const char *name)
+static int if_selected(const tcp_if_list_t *list, const char *name)
 {
     for (int i = 0; i < list->n; i++)
         if (strncmp(name, list->prefix[i], strlen(list->prefix[i])) == 0)
@@ -64,12 +64,12 @@ static int usable_v6(const struct sockaddr_in6 *a)
 /* Picks the interface and address to listen on: the first listed (or, with
  * no list, the first up and not loopback) with an IPv4 address, else with a
  * global IPv6 one; loopback when there is nothing else. */
-static gpuport_status_t pick_address(const gpuport_config_t *cfg, tcp_rec_t *me,
+static gpuport_status_t pick_address(const tcp_settings_t *cfg, tcp_rec_t *me,
                                      char *why, size_t len)
 {
     struct ifaddrs *ifs, *i, *best = NULL;
-    const gpuport_if_list_t *list = &cfg->socket_ifname;
-    char seen[256] = "", text[GPUPORT_LIST_TEXT_MAX + 1];
+    const tcp_if_list_t *list = &cfg->ifname;
+    char seen[256] = "", text[TCP_IF_TEXT_MAX + 1];
     size_t used = 0;
 
     if (getifaddrs(&ifs) != 0) {
@@ -100,7 +100,7 @@ static gpuport_status_t pick_address(const gpuport_config_t *cfg, tcp_rec_t *me,
     if (!best) {
         freeifaddrs(ifs);
         if (list->n) {
-            gpuport_if_list_format(list, text, sizeof(text));
+            tcp_if_list_format(list, text, sizeof(text));
             snprintf(why, len, "GPUPORT_SOCKET_IFNAME=%.64s matches no interface that is up with "
                      "an address (interfaces up here: %.96s)", text, seen[0] ? seen : "none");
             return GPUPORT_ERR_INVALID_CONFIG;
@@ -153,7 +153,8 @@ gpuport_status_t tcp_comm_open(gpuport_tl_comm_t *tl, void *blob)
     memset(me, 0, sizeof(*me));
     if (getrandom(&t->cookie, sizeof(t->cookie), 0) != sizeof(t->cookie))
         t->cookie = gpuport_now_ns() ^ ((uint64_t)getpid() << 32);
-    status = pick_address(gpuport_tl_config(tl->comm), me, t->why, sizeof(t->why));
+    status = pick_address(gpuport_tl_settings(tl->comm, GPUPORT_TL_KIND_TCP), me, t->why,
+                          sizeof(t->why));
     if (status == GPUPORT_OK) {
         sl = tcp_sockaddr_of(me, &ss); /* port 0: any */
         t->listen_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -232,8 +233,9 @@ int tcp_reachable(gpuport_tl_comm_t *tl, int peer, char *why, size_t len)
 }
 
 /* For gpuport_info: where a communicator created now would listen. */
-void tcp_describe(const gpuport_config_t *cfg, char *buf, size_t len)
+void tcp_describe(const void *settings, char *buf, size_t len)
 {
+    const tcp_settings_t *cfg = settings;
     tcp_rec_t me;
     char why[256], host[INET6_ADDRSTRLEN] = "?";
 
@@ -246,5 +248,5 @@ void tcp_describe(const gpuport_config_t *cfg, char *buf, size_t len)
     snprintf(buf, len, "available: ranks on other hosts, host memory%s, sockets on interface %s, "
              "address %s%s",
              GPUPORT_HAVE_CUDA ? " and GPU memory from gpuport_mem_alloc_device" : "",
-             me.tcp_ifname, host, cfg->socket_ifname.n ? " (GPUPORT_SOCKET_IFNAME)" : "");
+             me.tcp_ifname, host, cfg->ifname.n ? " (GPUPORT_SOCKET_IFNAME)" : "");
 }

@@ -67,12 +67,12 @@ static void set_nonblock(int fd)
 
 /* Keepalive and TCP_USER_TIMEOUT bound how long a dead link goes unnoticed,
  * whether or not data is in flight. */
-static void tune(int fd, const gpuport_config_t *cfg)
+static void tune(int fd, const tcp_settings_t *cfg)
 {
     int one = 1;
-    int idle = (int)(cfg->socket_timeout_ms / 3000) > 0 ? (int)(cfg->socket_timeout_ms / 3000) : 1;
-    int intvl = 1, cnt = (int)(cfg->socket_timeout_ms / 1000);
-    unsigned int user_timeout = (unsigned int)cfg->socket_timeout_ms;
+    int idle = (int)(cfg->timeout_ms / 3000) > 0 ? (int)(cfg->timeout_ms / 3000) : 1;
+    int intvl = 1, cnt = (int)(cfg->timeout_ms / 1000);
+    unsigned int user_timeout = (unsigned int)cfg->timeout_ms;
 
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
@@ -169,7 +169,7 @@ static int accept_from(gpuport_tl_comm_t *tl, int peer, uint64_t deadline)
         wait = ms_left(deadline);
         if (wait == 0) {
             log_error("tcp: rank %d did not connect within GPUPORT_TIMEOUT_MS=%llu", peer,
-                      (unsigned long long)gpuport_tl_config(tl->comm)->timeout_ms);
+                      (unsigned long long)(gpuport_tl_timeout_ns(tl->comm) / 1000000));
             return -1;
         }
         if (poll(&pf, 1, wait) <= 0)
@@ -221,7 +221,7 @@ static void conn_free(tcp_conn_t *tc)
 gpuport_status_t tcp_conn_open(gpuport_conn_t *conn)
 {
     gpuport_comm_t comm = conn->comm;
-    const gpuport_config_t *cfg = gpuport_tl_config(comm);
+    const tcp_settings_t *cfg = gpuport_tl_settings(comm, GPUPORT_TL_KIND_TCP);
     struct gpuport_tcp_comm *t = conn->tl->priv;
     uint64_t deadline = gpuport_deadline(gpuport_tl_timeout_ns(comm));
     tcp_conn_t *tc = calloc(1, sizeof(*tc));
@@ -235,12 +235,12 @@ gpuport_status_t tcp_conn_open(gpuport_conn_t *conn)
     tc->fd_tx = tc->fd_rx = -1;
     /* Powers of two, so that ring positions stay consistent when the 32-bit
      * counters wrap; CONTROL_SPARE entries of tx are for ACK, FAIL, BYE. */
-    tc->q = (uint32_t)cfg->socket_queue;
+    tc->q = (uint32_t)cfg->queue;
     tc->tx_cap = tc->q;
     tc->tx = calloc(tc->tx_cap, sizeof(*tc->tx));
     tc->inflight = calloc(tc->q, sizeof(*tc->inflight));
     tc->rxbuf = malloc(RXBUF);
-    tc->rx_ok = calloc(cfg->max_channels, 1);
+    tc->rx_ok = calloc(gpuport_tl_max_channels(comm), 1);
     if (!tc->tx || !tc->inflight || !tc->rxbuf || !tc->rx_ok) {
         conn_free(tc);
         return GPUPORT_ERR_NO_MEMORY;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "transport/tcp/tcp_settings.h"
 #include "transport/transport.h"
 
 #define RXBUF 65536
@@ -179,7 +180,7 @@ void tcp_addr_text(const tcp_rec_t *p, char *buf, size_t len);
 gpuport_status_t tcp_comm_open(gpuport_tl_comm_t *tl, void *blob);
 void tcp_comm_close(gpuport_tl_comm_t *tl);
 int tcp_reachable(gpuport_tl_comm_t *tl, int peer, char *why, size_t len);
-void tcp_describe(const gpuport_config_t *cfg, char *buf, size_t len);
+void tcp_describe(const void *settings, char *buf, size_t len);
 
 /* tcp_cm.c */
 gpuport_status_t tcp_conn_open(gpuport_conn_t *conn);

@@ -22,7 +22,7 @@ static void rx_op_done(tcp_conn_t *tc)
 
 static gpuport_tl_chan_t *rx_channel(tcp_conn_t *tc, uint32_t id)
 {
-    if (id >= gpuport_tl_config(tc->comm)->max_channels ||
+    if (id >= gpuport_tl_max_channels(tc->comm) ||
         !atomic_load_explicit(&tc->rx_ok[id], memory_order_acquire))
         return NULL;
     return gpuport_tl_chan_find(tc->conn, id);
@@ -105,7 +105,7 @@ static void on_value(tcp_conn_t *tc, const tcp_msg_t *m)
         return;
     }
     w.kind = GPUPORT_WORK_STORE64; /* as shm stores a value, on this thread */
-    gpuport_work_execute(&w);
+    gpuport_tl_work_execute(&w);
     rx_op_done(tc);
 }
 
