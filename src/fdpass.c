@@ -81,7 +81,7 @@ gpuport_status_t gpuport_fdsock_open(gpuport_fdsock_t *s, uint64_t host_id, int 
         goto err_close;
     }
     s->lfd = fd;
-    log_debug("fdpass: rank %d listens on @%s", rank, name);
+    log_debug("rank %d listens on @%s", rank, name);
     return GPUPORT_OK;
 
 err_close:
@@ -90,7 +90,7 @@ err_close:
     errno = err;
 err_why:
     snprintf(s->why, sizeof(s->why), "%s(@%s) failed: %s", call, name, strerror(errno));
-    log_debug("fdpass: rank %d has no descriptor socket: %s", rank, s->why);
+    log_debug("rank %d has no descriptor socket: %s", rank, s->why);
     return GPUPORT_OK;
 }
 
@@ -138,7 +138,7 @@ static gpuport_status_t connect_peer(const gpuport_fdpeer_t *peer, int my_rank, 
         fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0) {
             err = errno;
-            log_error("fdpass: socket(AF_UNIX, SOCK_SEQPACKET) failed: %s (connecting to rank %d)",
+            log_error("socket(AF_UNIX, SOCK_SEQPACKET) failed: %s (connecting to rank %d)",
                       strerror(err), peer->rank);
             return fdwire_status(err);
         }
@@ -168,18 +168,18 @@ static gpuport_status_t connect_peer(const gpuport_fdpeer_t *peer, int my_rank, 
             err = ETIMEDOUT;
         }
         if (err == ETIMEDOUT) {
-            log_error("fdpass: rank %d's descriptor socket @%s did not take a connection before "
+            log_error("rank %d's descriptor socket @%s did not take a connection before "
                       "the deadline (tag %#llx)",
                       peer->rank, name, (unsigned long long)tag);
             return GPUPORT_ERR_TIMEOUT;
         }
         if (err == ECONNREFUSED || err == ENOENT) {
-            log_error("fdpass: rank %d (pid %d) has no descriptor socket @%s: %s (it exited, or "
+            log_error("rank %d (pid %d) has no descriptor socket @%s: %s (it exited, or "
                       "could not open one; tag %#llx)",
                       peer->rank, peer->pid, name, strerror(err), (unsigned long long)tag);
             return GPUPORT_ERR_PEER;
         }
-        log_error("fdpass: connect to rank %d's descriptor socket @%s failed: %s (tag %#llx)",
+        log_error("connect to rank %d's descriptor socket @%s failed: %s (tag %#llx)",
                   peer->rank, name, strerror(err), (unsigned long long)tag);
         return fdwire_status(err);
     }
@@ -189,7 +189,7 @@ static gpuport_status_t connect_peer(const gpuport_fdpeer_t *peer, int my_rank, 
      * No descriptor leaves before the check. */
     err = fdwire_send_hello(fd, my_rank, tag, deadline);
     if (err) {
-        log_error("fdpass: connected to rank %d at @%s, but sending the greeting failed: %s "
+        log_error("connected to rank %d at @%s, but sending the greeting failed: %s "
                   "(tag %#llx)",
                   peer->rank, name, strerror(err), (unsigned long long)tag);
         st = fdwire_status(err);
@@ -197,13 +197,13 @@ static gpuport_status_t connect_peer(const gpuport_fdpeer_t *peer, int my_rank, 
     }
     err = peer_cred(fd, &uc);
     if (err) {
-        log_error("fdpass: SO_PEERCRED on the connection to rank %d failed: %s", peer->rank,
+        log_error("SO_PEERCRED on the connection to rank %d failed: %s", peer->rank,
                   strerror(err));
         st = GPUPORT_ERR_TRANSPORT;
         goto err_close;
     }
     if (!cred_matches(&uc, peer)) {
-        log_error("fdpass: the descriptor socket @%s of rank %d belongs to pid %d uid %u, "
+        log_error("the descriptor socket @%s of rank %d belongs to pid %d uid %u, "
                   "expected pid %d uid %u (this process's uid %u): not sending descriptors",
                   name, peer->rank, (int)uc.pid, (unsigned)uc.uid, peer->pid, peer->uid,
                   (unsigned)getuid());
@@ -251,7 +251,7 @@ static void refuse(int fd, const gpuport_fdpeer_t *peer, char *last, size_t len,
     va_end(ap);
     close(fd);
     ++*nrefused;
-    log_warn("fdpass: refused a descriptor connection while waiting for rank %d: %s", peer->rank,
+    log_warn("refused a descriptor connection while waiting for rank %d: %s", peer->rank,
              last);
 }
 
@@ -289,7 +289,7 @@ static gpuport_status_t accept_peer(gpuport_fdsock_t *s, const gpuport_fdpeer_t 
         if (err == ETIMEDOUT)
             goto err_timeout;
         if (err) {
-            log_error("fdpass: poll on the descriptor socket failed: %s (waiting for rank %d)",
+            log_error("poll on the descriptor socket failed: %s (waiting for rank %d)",
                       strerror(err), peer->rank);
             return GPUPORT_ERR_TRANSPORT;
         }
@@ -298,7 +298,7 @@ static gpuport_status_t accept_peer(gpuport_fdsock_t *s, const gpuport_fdpeer_t 
             err = errno;
             if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR || err == ECONNABORTED)
                 continue;
-            log_error("fdpass: accept on the descriptor socket failed: %s (waiting for rank %d)",
+            log_error("accept on the descriptor socket failed: %s (waiting for rank %d)",
                       strerror(err), peer->rank);
             return fdwire_status(err);
         }
@@ -349,23 +349,23 @@ static gpuport_status_t accept_peer(gpuport_fdsock_t *s, const gpuport_fdpeer_t 
             return GPUPORT_OK;
         }
         if (stash_put(s, fd, h.rank, h.tag) != GPUPORT_OK) {
-            log_error("fdpass: no memory to keep rank %d's connection (tag %#llx) while waiting "
+            log_error("no memory to keep rank %d's connection (tag %#llx) while waiting "
                       "for rank %d",
                       h.rank, (unsigned long long)h.tag, peer->rank);
             close(fd);
             return GPUPORT_ERR_NO_MEMORY;
         }
-        log_debug("fdpass: kept rank %d's connection (tag %#llx) while waiting for rank %d",
+        log_debug("kept rank %d's connection (tag %#llx) while waiting for rank %d",
                   h.rank, (unsigned long long)h.tag, peer->rank);
     }
 
 err_timeout:
     if (nrefused)
-        log_error("fdpass: rank %d (pid %d) did not connect for the descriptor exchange (tag "
+        log_error("rank %d (pid %d) did not connect for the descriptor exchange (tag "
                   "%#llx) before the deadline; refused %u connection(s), the last: %s",
                   peer->rank, peer->pid, (unsigned long long)tag, nrefused, last);
     else
-        log_error("fdpass: rank %d (pid %d) did not connect for the descriptor exchange (tag "
+        log_error("rank %d (pid %d) did not connect for the descriptor exchange (tag "
                   "%#llx) before the deadline",
                   peer->rank, peer->pid, (unsigned long long)tag);
     return GPUPORT_ERR_TIMEOUT;
@@ -381,7 +381,7 @@ static gpuport_status_t dup_pieces(const gpuport_fdpiece_t *mine, uint32_t n,
     int err;
 
     if (n > 0 && !(p = calloc(n, sizeof(*p)))) {
-        log_error("fdpass: no memory for %u pieces", n);
+        log_error("no memory for %u pieces", n);
         return GPUPORT_ERR_NO_MEMORY;
     }
     for (i = 0; i < n; i++) {
@@ -390,7 +390,7 @@ static gpuport_status_t dup_pieces(const gpuport_fdpiece_t *mine, uint32_t n,
         p[i].fd = fcntl(mine[i].fd, F_DUPFD_CLOEXEC, 0);
         if (p[i].fd < 0) {
             err = errno;
-            log_error("fdpass: duplicating piece %u's descriptor %d failed: %s (exchange with "
+            log_error("duplicating piece %u's descriptor %d failed: %s (exchange with "
                       "this rank itself)",
                       i, mine[i].fd, strerror(err));
             goto err_close;
@@ -425,11 +425,11 @@ gpuport_status_t gpuport_fdsock_exchange(gpuport_fdsock_t *s, const gpuport_fdpe
     int fd = -1;
 
     if (!s || !peer || (n > 0 && !mine) || !theirs_p || !m_p) {
-        log_error("fdpass: exchange called with a NULL argument");
+        log_error("exchange called with a NULL argument");
         return GPUPORT_ERR_INVALID_ARG;
     }
     if (n > GPUPORT_FDPASS_MAX_PIECES) {
-        log_error("fdpass: %u pieces for rank %d, more than GPUPORT_FDPASS_MAX_PIECES (%u)", n,
+        log_error("%u pieces for rank %d, more than GPUPORT_FDPASS_MAX_PIECES (%u)", n,
                   peer->rank, GPUPORT_FDPASS_MAX_PIECES);
         return GPUPORT_ERR_INVALID_ARG;
     }
@@ -449,7 +449,7 @@ gpuport_status_t gpuport_fdsock_exchange(gpuport_fdsock_t *s, const gpuport_fdpe
             goto err_close;
     } else {
         if (s->lfd < 0) {
-            log_error("fdpass: rank %d cannot take rank %d's descriptors: it has no descriptor "
+            log_error("rank %d cannot take rank %d's descriptors: it has no descriptor "
                       "socket (%s)",
                       s->rank, peer->rank, s->why);
             return GPUPORT_ERR_NOT_SUPPORTED;
@@ -466,7 +466,7 @@ gpuport_status_t gpuport_fdsock_exchange(gpuport_fdsock_t *s, const gpuport_fdpe
         /* sent last: close only after the connector, which closes once it
          * has read them (fdwire_await_close says why) */
         if (fdwire_await_close(fd, close_deadline(deadline_ns)) > 0)
-            log_warn("fdpass: rank %d sent more after its pieces (tag %#llx); ignored",
+            log_warn("rank %d sent more after its pieces (tag %#llx); ignored",
                      peer->rank, (unsigned long long)tag);
     }
     close(fd);

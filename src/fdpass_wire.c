@@ -259,18 +259,18 @@ gpuport_status_t fdwire_send_pieces(int fd, const gpuport_fdpeer_t *peer, uint64
 
 err_log:
     if (err == ECONNRESET || err == EPIPE)
-        log_error("fdpass: rank %d closed the descriptor connection before receiving this "
+        log_error("rank %d closed the descriptor connection before receiving this "
                   "rank's pieces (tag %#llx, %u of %u sent)",
                   peer->rank, (unsigned long long)tag, i, n);
     else if (err == ETIMEDOUT)
-        log_error("fdpass: rank %d did not take this rank's pieces before the deadline (tag "
+        log_error("rank %d did not take this rank's pieces before the deadline (tag "
                   "%#llx, %u of %u sent)",
                   peer->rank, (unsigned long long)tag, i, n);
     else if (err == EBADF)
-        log_error("fdpass: a descriptor among pieces %u..%u for rank %d is not open (tag %#llx)",
+        log_error("a descriptor among pieces %u..%u for rank %d is not open (tag %#llx)",
                   i, i + c - 1, peer->rank, (unsigned long long)tag);
     else
-        log_error("fdpass: sending pieces to rank %d failed: %s (tag %#llx, %u of %u sent)",
+        log_error("sending pieces to rank %d failed: %s (tag %#llx, %u of %u sent)",
                   peer->rank, strerror(err), (unsigned long long)tag, i, n);
     return fdwire_status(err);
 }
@@ -321,15 +321,15 @@ gpuport_status_t fdwire_recv_pieces(int fd, const gpuport_fdpeer_t *peer, uint64
             if (!first)
                 snprintf(so_far, sizeof(so_far), ", %u of its %u received", have, total);
             if (err == ECONNRESET)
-                log_error("fdpass: rank %d closed the descriptor connection before sending its "
+                log_error("rank %d closed the descriptor connection before sending its "
                           "pieces (tag %#llx%s)",
                           peer->rank, (unsigned long long)tag, so_far);
             else if (err == ETIMEDOUT)
-                log_error("fdpass: rank %d did not send its pieces before the deadline (tag "
+                log_error("rank %d did not send its pieces before the deadline (tag "
                           "%#llx%s)",
                           peer->rank, (unsigned long long)tag, so_far);
             else
-                log_error("fdpass: receiving pieces from rank %d failed: %s (tag %#llx%s)",
+                log_error("receiving pieces from rank %d failed: %s (tag %#llx%s)",
                           peer->rank, strerror(err), (unsigned long long)tag, so_far);
             st = fdwire_status(err);
             goto err_free;
@@ -341,7 +341,7 @@ gpuport_status_t fdwire_recv_pieces(int fd, const gpuport_fdpeer_t *peer, uint64
             struct rlimit rl = {0, 0};
 
             getrlimit(RLIMIT_NOFILE, &rl);
-            log_error("fdpass: descriptors from rank %d were cut off (%d of %u arrived; this "
+            log_error("descriptors from rank %d were cut off (%d of %u arrived; this "
                       "process may be at its open-file limit, RLIMIT_NOFILE %llu; tag %#llx)",
                       peer->rank, nfds, msg.h.count, (unsigned long long)rl.rlim_cur,
                       (unsigned long long)tag);
@@ -352,7 +352,7 @@ gpuport_status_t fdwire_recv_pieces(int fd, const gpuport_fdpeer_t *peer, uint64
         if (!bad && ((flags & MSG_CTRUNC) || (uint32_t)nfds != msg.h.count))
             bad = "a descriptor count that does not match its piece count";
         if (bad) {
-            log_error("fdpass: rank %d sent a malformed pieces message: %s (tag %#llx, %zu "
+            log_error("rank %d sent a malformed pieces message: %s (tag %#llx, %zu "
                       "bytes, %d descriptors, after %u of its pieces)",
                       peer->rank, bad, (unsigned long long)tag, got, nfds, have);
             close_all(fds, nfds);
@@ -363,7 +363,7 @@ gpuport_status_t fdwire_recv_pieces(int fd, const gpuport_fdpeer_t *peer, uint64
             first = 0;
             total = msg.h.total;
             if (total > 0 && !(p = calloc(total, sizeof(*p)))) {
-                log_error("fdpass: no memory for %u pieces from rank %d", total, peer->rank);
+                log_error("no memory for %u pieces from rank %d", total, peer->rank);
                 close_all(fds, nfds);
                 st = GPUPORT_ERR_NO_MEMORY;
                 goto err_free;

@@ -3,11 +3,12 @@
  * error logs it; callers propagate the status without logging again.
  *
  * A line reads
- *   [2026-12-01T13:45:07.123456Z] host:pid:tid gpuport r3 INFO comm.c:344 message
+ *   [2026-12-01T13:45:07.123456Z] host:pid:tid gpuport r3 INFO init comm.c:344 message
  * time in UTC with microseconds (fixed width, so lines of every rank and
  * host sort and merge as text), the short host name, the process and the
  * thread (gettid), the thread's gpuport rank ("-" before one is set), the
- * level, and where it was logged. Each line is one write(2): lines of
+ * level, the subsystem's GPUPORT_LOG_SUBSYS word, and where it was logged.
+ * The word is the line's: messages do not start with it again. Each line is one write(2): lines of
  * threads, and of processes sharing a file, do not interleave.
  *
  * Level from GPUPORT_LOG_LEVEL; lines go to stderr, or to GPUPORT_LOG_FILE.
@@ -100,12 +101,18 @@ const char *gpuport_log_host(void);
 int gpuport_log_path_expand(const char *spec, const char *host, long pid, char *out, size_t len,
                             char *problem, size_t plen);
 
+/* A subsystem's word (gpuport_log_subsys_words), "?" for a number that
+ * has none. */
+const char *gpuport_log_subsys_word(int subsys);
+
 /* The line's prefix up to and including the space before the message, for
  * a time in seconds and microseconds since the epoch; rank < 0 is "-", a
- * level out of range reads ERROR, file is cut to its last component.
- * Returns the length written: at most len - 1, the prefix cut to fit. */
+ * level out of range reads ERROR, subsys is the subsystem's word, file is
+ * cut to its last component. Returns the length written: at most len - 1,
+ * the prefix cut to fit. */
 size_t gpuport_log_prefix(char *buf, size_t len, int64_t sec, long usec, const char *host,
-                          long pid, long tid, int rank, int level, const char *file, int line);
+                          long pid, long tid, int rank, int level, const char *subsys,
+                          const char *file, int line);
 
 #define GPUPORT_LOG_ON_AT(subsys, level)                                                        \
     __builtin_expect((level) <= atomic_load_explicit(&gpuport_log_levels[(subsys)],            \

@@ -129,11 +129,11 @@ static void conn_free(ib_conn_t *c)
     int rc;
 
     if (c->qp && (rc = IBV(ibv_destroy_qp)(c->qp)) != 0)
-        log_warn("ib: ibv_destroy_qp(qpn 0x%x) failed: %s", c->qp->qp_num, strerror(ib_err(rc)));
+        log_warn("ibv_destroy_qp(qpn 0x%x) failed: %s", c->qp->qp_num, strerror(ib_err(rc)));
     if (c->cq && (rc = IBV(ibv_destroy_cq)(c->cq)) != 0)
-        log_warn("ib: ibv_destroy_cq failed: %s", strerror(ib_err(rc)));
+        log_warn("ibv_destroy_cq failed: %s", strerror(ib_err(rc)));
     if (c->scratch_mr && (rc = IBV(ibv_dereg_mr)(c->scratch_mr)) != 0)
-        log_warn("ib: ibv_dereg_mr(scratch) failed: %s", strerror(ib_err(rc)));
+        log_warn("ibv_dereg_mr(scratch) failed: %s", strerror(ib_err(rc)));
     free(c->scratch);
     ib_sendq_fini(&c->q);
     if (c->ic)
@@ -163,7 +163,7 @@ static gpuport_status_t qp_make(ib_conn_t *c, gpuport_tl_comm_t *tl)
     dev = c->ic->dev;
     depth = min_int(SQ_DEPTH, min_int(dev->max_qp_wr, dev->max_cqe));
     if (depth < 2) {
-        log_error("ib: %s allows %d work requests per QP and %d CQ entries; gpuport needs 2",
+        log_error("%s allows %d work requests per QP and %d CQ entries; gpuport needs 2",
                   dev->name, dev->max_qp_wr, dev->max_cqe);
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
@@ -195,7 +195,7 @@ static gpuport_status_t qp_make(ib_conn_t *c, gpuport_tl_comm_t *tl)
         errno = 0;
         c->qp = IBV(ibv_create_qp)(c->ic->pd, &ia);
         if (c->qp)
-            log_info("ib: %s takes no inline data in an RC QP: put_value writes from a "
+            log_info("%s takes no inline data in an RC QP: put_value writes from a "
                      "registered buffer", dev->name);
     }
     if (!c->qp) {
@@ -206,7 +206,7 @@ static gpuport_status_t qp_make(ib_conn_t *c, gpuport_tl_comm_t *tl)
     }
     c->scratch = aligned_alloc(64, (size_t)depth * sizeof(uint64_t));
     if (!c->scratch || ib_sendq_init(&c->q, OPS, (uint32_t)depth, dev->piece_max)) {
-        log_error("ib: out of memory for a connection's queues");
+        log_error("out of memory for a connection's queues");
         return GPUPORT_ERR_NO_MEMORY;
     }
     memset(c->scratch, 0, (size_t)depth * sizeof(uint64_t));
@@ -245,7 +245,7 @@ static gpuport_status_t qp_connect(ib_conn_t *c)
     int mask, rc, eth = dev->link_layer == IB_LINK_LAYER_ETH;
 
     if (r->link_layer != dev->link_layer) {
-        log_error("ib: rank %d's port is %s and this rank's (%s:%u) is %s: they cannot connect",
+        log_error("rank %d's port is %s and this rank's (%s:%u) is %s: they cannot connect",
                   c->peer, r->link_layer == IB_LINK_LAYER_ETH ? "RoCE" : "InfiniBand", dev->name,
                   dev->port, eth ? "RoCE" : "InfiniBand");
         return GPUPORT_ERR_NOT_SUPPORTED;
@@ -270,7 +270,7 @@ static gpuport_status_t qp_connect(ib_conn_t *c)
         return ib_status(ib_err(rc), "ibv_modify_qp(RTS)", what);
     }
     c->signal = ib_signal_choose(dev->atomic_cap, r->atomic_cap, init, sig, sizeof(sig));
-    log_info("ib: connected to rank %d (%s)%s: qpn 0x%x -> 0x%x on %s:%u, %s", c->peer,
+    log_info("connected to rank %d (%s)%s: qpn 0x%x -> 0x%x on %s:%u, %s", c->peer,
              gpuport_tl_proc(c->comm, c->peer)->hostname,
              c->peer == gpuport_tl_rank(c->comm) ? " itself, a QP connected to itself" : "", c->qp->qp_num,
              r->qpn, dev->name, dev->port, sig);
@@ -292,7 +292,7 @@ static gpuport_status_t ib_conn_open(gpuport_conn_t *conn)
         c->conn = conn;
         status = qp_make(c, conn->tl);
     } else {
-        log_error("ib: out of memory for a connection");
+        log_error("out of memory for a connection");
         status = GPUPORT_ERR_NO_MEMORY;
     }
     /* Both sides always reach both exchanges, so that a failure on one
@@ -313,7 +313,7 @@ static gpuport_status_t ib_conn_open(gpuport_conn_t *conn)
     if (!status)
         status = ib_qp_rec_unpack(&theirs, sizeof(theirs), peer, &c->remote);
     if (!status && c->remote.status) {
-        log_error("ib: rank %d could not make its side of the connection (%s)", peer,
+        log_error("rank %d could not make its side of the connection (%s)", peer,
                   gpuport_status_string((gpuport_status_t)c->remote.status));
         status = GPUPORT_ERR_PEER;
     }
@@ -324,7 +324,7 @@ static gpuport_status_t ib_conn_open(gpuport_conn_t *conn)
     if (!status && ex)
         status = ex;
     if (!status && peer_ack) {
-        log_error("ib: rank %d could not connect its side of the connection (%s)", peer,
+        log_error("rank %d could not connect its side of the connection (%s)", peer,
                   gpuport_status_string((gpuport_status_t)peer_ack));
         status = GPUPORT_ERR_PEER;
     }
@@ -460,14 +460,14 @@ static void conn_break(ib_conn_t *c, gpuport_status_t status, const char *what)
     a.qp_state = IBV_QPS_ERR;
     rc = IBV(ibv_modify_qp)(c->qp, &a, IBV_QP_STATE);
     if (rc)
-        log_warn("ib: ibv_modify_qp(ERR) failed: %s (qpn 0x%x)", strerror(ib_err(rc)),
+        log_warn("ibv_modify_qp(ERR) failed: %s (qpn 0x%x)", strerror(ib_err(rc)),
                  c->qp->qp_num);
     failed = gpuport_tl_conn_fail(c->conn, status);
     lost = c->q.tail - c->q.head;
     /* while the communicator is stopping, a peer that has already gone
      * takes this side's close notice with it: worth a word, not an error */
     GPUPORT_LOG(gpuport_tl_stopping(c->comm) ? GPUPORT_LOG_WARN : GPUPORT_LOG_ERROR,
-                "ib: connection to rank %d (%s): %s; %d channel(s) failed, %llu operation(s) "
+                "connection to rank %d (%s): %s; %d channel(s) failed, %llu operation(s) "
                 "lost in flight",
                 c->peer, gpuport_tl_proc(c->comm, c->peer)->hostname, what, failed,
                 (unsigned long long)lost);

@@ -262,7 +262,7 @@ static gpuport_status_t dev_open(const gpuport_hca_list_t *hca, int gid_index, c
     snprintf(dev->why, sizeof(dev->why), "%s; %s; atomics %s, max message %llu bytes", sel,
              gid_why, dev->atomic_cap == IBV_ATOMIC_NONE ? "none" : "yes",
              (unsigned long long)dev->piece_max);
-    log_info("ib: using %s", dev->why);
+    log_info("using %s", dev->why);
     *dev_p = dev;
     dev = NULL;
     ctxs[keep] = NULL;
@@ -319,9 +319,9 @@ static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why
                 i = gpuport_tl_nearest_device(comm, names, ndev, near_why, sizeof(near_why));
             if (i >= 0) {
                 snprintf(near, sizeof(near), "%s", names[i]);
-                log_info("ib: %s", near_why);
+                log_info("%s", near_why);
             } else {
-                log_debug("ib: the topology names no device near GPU %s: %s", gpu, near_why);
+                log_debug("the topology names no device near GPU %s: %s", gpu, near_why);
             }
             free(names);
         }
@@ -334,7 +334,7 @@ static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why
             one.n = 1;
             status = dev_open(&one, cfg->ib_gid_index, gpu, &d, why, len);
             if (status)
-                log_info("ib: %s, nearest GPU %s, cannot be used (%s); choosing by PCI path", near,
+                log_info("%s, nearest GPU %s, cannot be used (%s); choosing by PCI path", near,
                          gpu, why);
             else /* cached under the configuration it answers */
                 d->key_hca[0] = '\0';
@@ -401,9 +401,9 @@ static void comm_free(ib_comm_t *ic)
 
     ib_mr_release_all(ic);
     if (ic->ctrl_mr && (rc = IBV(ibv_dereg_mr)(ic->ctrl_mr)) != 0)
-        log_warn("ib: ibv_dereg_mr(control segment) failed: %s", strerror(ib_err(rc)));
+        log_warn("ibv_dereg_mr(control segment) failed: %s", strerror(ib_err(rc)));
     if (ic->pd && (rc = IBV(ibv_dealloc_pd)(ic->pd)) != 0)
-        log_warn("ib: ibv_dealloc_pd failed: %s (a registration or QP is still open)",
+        log_warn("ibv_dealloc_pd failed: %s (a registration or QP is still open)",
                  strerror(ib_err(rc)));
     if (ic->dev)
         dev_put(ic->dev);
@@ -435,7 +435,7 @@ gpuport_status_t ib_comm_acquire(gpuport_tl_comm_t *tl, ib_comm_t **ic_p)
     if (!ic || !(ic->chans = calloc(nchan, sizeof(*ic->chans)))) {
         free(ic);
         pthread_mutex_unlock(&g_lock);
-        log_error("ib: out of memory for the communicator's state (%u channels)", nchan);
+        log_error("out of memory for the communicator's state (%u channels)", nchan);
         return GPUPORT_ERR_NO_MEMORY;
     }
     pthread_mutex_init(&ic->lock, NULL);
@@ -443,7 +443,7 @@ gpuport_status_t ib_comm_acquire(gpuport_tl_comm_t *tl, ib_comm_t **ic_p)
     ic->comm = comm;
     status = dev_get(comm, &ic->dev, why, sizeof(why));
     if (status) {
-        log_error("ib: %s", why);
+        log_error("%s", why);
         goto err;
     }
     ic->dev->refs++;

@@ -64,13 +64,13 @@ static void on_value(tcp_conn_t *tc, const tcp_msg_t *m)
     char *dst;
 
     if (!ch) {
-        log_error("tcp: rank %d put a value on channel %u, which is not open here; dropped",
+        log_error("rank %d put a value on channel %u, which is not open here; dropped",
                   tc->peer, m->channel);
         rx_op_done(tc);
         return;
     }
     if (m->a % 8 || m->a > ch->local_dst.size || ch->local_dst.size - m->a < 8) {
-        log_error("tcp: rank %d put a value at offset %llu on channel %u, %s its %llu-byte "
+        log_error("rank %d put a value at offset %llu on channel %u, %s its %llu-byte "
                   "destination; discarded, the channel is failed",
                   tc->peer, (unsigned long long)m->a, m->channel,
                   m->a % 8 ? "not 8-byte aligned in" : "outside",
@@ -85,7 +85,7 @@ static void on_value(tcp_conn_t *tc, const tcp_msg_t *m)
     w.value = m->value;
     if (gpuport_region_is_device(ch->local_dst.kind)) {
         if ((uintptr_t)dst & 7) {
-            log_error("tcp: rank %d put a value on channel %u, whose GPU destination starts at "
+            log_error("rank %d put a value on channel %u, whose GPU destination starts at "
                       "an address that is not 8-byte aligned (a GPU write of a value needs "
                       "one); discarded, the channel is failed",
                       tc->peer, m->channel);
@@ -136,11 +136,11 @@ static void on_header(tcp_conn_t *tc)
         tc->payload_dst = NULL;
         tc->dev_payload = 0;
         if (!ch) {
-            log_error("tcp: rank %d put %llu bytes on channel %u, which is not open here; "
+            log_error("rank %d put %llu bytes on channel %u, which is not open here; "
                       "discarded",
                       tc->peer, (unsigned long long)m->size, m->channel);
         } else if (m->a > ch->local_dst.size || m->size > ch->local_dst.size - m->a) {
-            log_error("tcp: rank %d put %llu bytes at offset %llu on channel %u, outside its "
+            log_error("rank %d put %llu bytes at offset %llu on channel %u, outside its "
                       "%llu-byte destination; discarded, the channel is failed",
                       tc->peer, (unsigned long long)m->size, (unsigned long long)m->a, m->channel,
                       (unsigned long long)ch->local_dst.size);
@@ -164,7 +164,7 @@ static void on_header(tcp_conn_t *tc)
             return;
         }
         if (!ch) {
-            log_error("tcp: rank %d signalled channel %u, which is not open here; dropped",
+            log_error("rank %d signalled channel %u, which is not open here; dropped",
                       tc->peer, m->channel);
             rx_op_done(tc);
         } else if (tc->rx_pending) {
@@ -195,7 +195,7 @@ static void on_header(tcp_conn_t *tc)
         if (rx_channel(tc, m->channel))
             gpuport_tl_sem_fail(comm, m->channel, (gpuport_status_t)(int64_t)m->a);
         else
-            log_error("tcp: rank %d reported a failure of channel %u, which is not open here; "
+            log_error("rank %d reported a failure of channel %u, which is not open here; "
                       "dropped",
                       tc->peer, m->channel);
         return;
