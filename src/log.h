@@ -38,9 +38,9 @@ typedef enum {
 
 /* Subsystems, in the order of gpuport_log_subsys_words (GPUPORT_LOG_SUBSYS's
  * words): the core's, then one per transport, by kind, named by its
- * GPUPORT_TRANSPORT word. The core names no transport: the registry
- * (src/transport/registry.c) holds the words, and a transport's source
- * files log as GPUPORT_SUBSYS_TL(their kind). */
+ * GPUPORT_TRANSPORT word. The core names no transport: the transport list
+ * (transport.h's GPUPORT_TL_NAMES) gives the words, and a transport's
+ * source files log as GPUPORT_SUBSYS_TL(their kind). */
 typedef enum {
     GPUPORT_SUBSYS_INIT = 0,  /* communicator creation and destruction, configuration */
     GPUPORT_SUBSYS_BOOTSTRAP, /* exchanges between ranks through the bootstrap */
@@ -61,8 +61,9 @@ typedef enum {
 #define GPUPORT_LOG_CORE_SUBSYS_WORDS                                                           \
     "init", "bootstrap", "topo", "cuda", "mem", "channel", "proxy", "flusher", "fdpass"
 
-/* NULL-terminated, by gpuport_log_subsys_t; as many transports as built
- * kinds (fewer words than GPUPORT_LOG_NSUBSYS) */
+/* NULL-terminated, by gpuport_log_subsys_t (log_format.c); a word for
+ * every transport kind, built or not, and fewer words than
+ * GPUPORT_LOG_NSUBSYS */
 extern const char *const gpuport_log_subsys_words[];
 #define GPUPORT_LOG_SUBSYS_ALL ((1u << GPUPORT_LOG_NSUBSYS) - 1)
 

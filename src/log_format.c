@@ -7,8 +7,18 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "transport/transport.h"
 
 _Static_assert(GPUPORT_LOG_NSUBSYS <= 32, "subsystems are bits of a uint32_t");
+
+/* The core's subsystems, then each transport's by kind (GPUPORT_SUBSYS_TL):
+ * here, not in the registry, because every file logs and the registry
+ * reaches every transport (the link graph stays free of cycles). */
+const char *const gpuport_log_subsys_words[] = {GPUPORT_LOG_CORE_SUBSYS_WORDS, GPUPORT_TL_NAMES,
+                                                NULL};
+_Static_assert(sizeof(gpuport_log_subsys_words) / sizeof(gpuport_log_subsys_words[0]) - 1 <=
+                   GPUPORT_LOG_NSUBSYS,
+               "a log subsystem for every transport");
 
 static const char *const level_names[] = {"NONE", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
 

@@ -26,18 +26,10 @@ extern const gpuport_transport_ops_t gpuport_transport_ib;
 extern const gpuport_transport_ops_t gpuport_transport_shm;
 extern const gpuport_transport_ops_t gpuport_transport_tcp;
 
-/* The transports' names, by kind from 1 (transport.h's GPUPORT_TL_KIND_*). */
-#define TRANSPORT_NAMES "shm", "cuda_ipc", "ib", "tcp"
-/* GPUPORT_TRANSPORT's words; a transport's kind is its index. */
-const char *const gpuport_transport_words[] = {"auto", TRANSPORT_NAMES, NULL};
+/* GPUPORT_TRANSPORT's words: "auto", then the transports' names
+ * (transport.h's GPUPORT_TL_NAMES); a transport's kind is its index. */
+const char *const gpuport_transport_words[] = {"auto", GPUPORT_TL_NAMES, NULL};
 #define NKINDS ((int)(sizeof(gpuport_transport_words) / sizeof(gpuport_transport_words[0])) - 1)
-/* GPUPORT_LOG_SUBSYS's words: the core's subsystems (log.h), then each
- * transport's, by kind (GPUPORT_SUBSYS_TL(kind)) */
-const char *const gpuport_log_subsys_words[] = {GPUPORT_LOG_CORE_SUBSYS_WORDS, TRANSPORT_NAMES,
-                                                NULL};
-_Static_assert(sizeof(gpuport_log_subsys_words) / sizeof(gpuport_log_subsys_words[0]) ==
-                   GPUPORT_SUBSYS_TRANSPORTS + NKINDS,
-               "a log word per core subsystem and per transport");
 _Static_assert(NKINDS - 1 <= GPUPORT_LOG_TL_SLOTS, "a log subsystem for every transport");
 _Static_assert(GPUPORT_TL_KIND_SHM == 1 && GPUPORT_TL_KIND_CUDA_IPC == 2 && GPUPORT_TL_KIND_IB == 3 &&
                    GPUPORT_TL_KIND_TCP == 4 && NKINDS == 5,
