@@ -299,6 +299,62 @@ static const char *malformed(const fdwire_msg_t *msg, size_t got, int flags, int
     return NULL;
 }
 
+/* A pieces message that did not arrive, logged with how far the receiver
+ * got. */
+static gpuport_status_t recv_failed(const gpuport_fdpeer_t *peer, uint64_t tag, int err, int first,
+                                    uint32_t have, uint32_t total)
+{
+    char so_far[64] = "";
+
+    if (!first)
+        snprintf(so_far, sizeof(so_far), ", %u of its %u received", have, total);
+    if (err == ECONNRESET)
+        log_error("rank %d closed the descriptor connection before sending its "
+                  "pieces (tag %#llx%s)",
+                  peer->rank, (unsigned long long)tag, so_far);
+    else if (err == ETIMEDOUT)
+        log_error("rank %d did not send its pieces before the deadline (tag "
+                  "%#llx%s)",
+                  peer->rank, (unsigned long long)tag, so_far);
+    else
+        log_error("receiving pieces from rank %d failed: %s (tag %#llx%s)", peer->rank,
+                  strerror(err), (unsigned long long)tag, so_far);
+    return fdwire_status(err);
+}
+
+/* A received pieces message checked, its descriptors included; on failure
+ * they are closed and the failure logged. */
+static gpuport_status_t msg_check(const gpuport_fdpeer_t *peer, uint64_t tag,
+                                  const fdwire_msg_t *msg, size_t got, int flags, int *fds,
+                                  int nfds, int first, uint32_t total, uint32_t have)
+{
+    const char *bad = malformed(msg, got, flags, first, total, have);
+
+    if (!bad && (flags & MSG_CTRUNC) && (uint32_t)nfds < msg->h.count) {
+        /* Room was there for PER_MSG: fewer arrived because installing
+         * them failed here. */
+        struct rlimit rl = {0, 0};
+
+        getrlimit(RLIMIT_NOFILE, &rl);
+        log_error("descriptors from rank %d were cut off (%d of %u arrived; this "
+                  "process may be at its open-file limit, RLIMIT_NOFILE %llu; tag %#llx)",
+                  peer->rank, nfds, msg->h.count, (unsigned long long)rl.rlim_cur,
+                  (unsigned long long)tag);
+        close_all(fds, nfds);
+        return GPUPORT_ERR_NO_RESOURCE;
+    }
+    if (!bad && ((flags & MSG_CTRUNC) || (uint32_t)nfds != msg->h.count))
+        bad = "a descriptor count that does not match its piece count";
+    if (bad) {
+        log_error("rank %d sent a malformed pieces message: %s (tag %#llx, %zu "
+                  "bytes, %d descriptors, after %u of its pieces)",
+                  peer->rank, bad, (unsigned long long)tag, got, nfds, have);
+        close_all(fds, nfds);
+        return GPUPORT_ERR_PEER;
+    }
+    return GPUPORT_OK;
+}
+
 gpuport_status_t fdwire_recv_pieces(int fd, const gpuport_fdpeer_t *peer, uint64_t tag,
                                     uint64_t deadline, gpuport_fdpiece_t **theirs_p,
                                     uint32_t *m_p)
@@ -311,54 +367,16 @@ gpuport_status_t fdwire_recv_pieces(int fd, const gpuport_fdpeer_t *peer, uint64
 
     do {
         int nfds = 0, flags = 0, err;
-        const char *bad;
         size_t got = 0;
 
         err = recv_rec(fd, &msg, sizeof(msg), fds, &nfds, &flags, &got, deadline);
         if (err) {
-            char so_far[64] = "";
-
-            if (!first)
-                snprintf(so_far, sizeof(so_far), ", %u of its %u received", have, total);
-            if (err == ECONNRESET)
-                log_error("rank %d closed the descriptor connection before sending its "
-                          "pieces (tag %#llx%s)",
-                          peer->rank, (unsigned long long)tag, so_far);
-            else if (err == ETIMEDOUT)
-                log_error("rank %d did not send its pieces before the deadline (tag "
-                          "%#llx%s)",
-                          peer->rank, (unsigned long long)tag, so_far);
-            else
-                log_error("receiving pieces from rank %d failed: %s (tag %#llx%s)",
-                          peer->rank, strerror(err), (unsigned long long)tag, so_far);
-            st = fdwire_status(err);
+            st = recv_failed(peer, tag, err, first, have, total);
             goto err_free;
         }
-        bad = malformed(&msg, got, flags, first, total, have);
-        if (!bad && (flags & MSG_CTRUNC) && (uint32_t)nfds < msg.h.count) {
-            /* Room was there for PER_MSG: fewer arrived because installing
-             * them failed here. */
-            struct rlimit rl = {0, 0};
-
-            getrlimit(RLIMIT_NOFILE, &rl);
-            log_error("descriptors from rank %d were cut off (%d of %u arrived; this "
-                      "process may be at its open-file limit, RLIMIT_NOFILE %llu; tag %#llx)",
-                      peer->rank, nfds, msg.h.count, (unsigned long long)rl.rlim_cur,
-                      (unsigned long long)tag);
-            close_all(fds, nfds);
-            st = GPUPORT_ERR_NO_RESOURCE;
+        st = msg_check(peer, tag, &msg, got, flags, fds, nfds, first, total, have);
+        if (st != GPUPORT_OK)
             goto err_free;
-        }
-        if (!bad && ((flags & MSG_CTRUNC) || (uint32_t)nfds != msg.h.count))
-            bad = "a descriptor count that does not match its piece count";
-        if (bad) {
-            log_error("rank %d sent a malformed pieces message: %s (tag %#llx, %zu "
-                      "bytes, %d descriptors, after %u of its pieces)",
-                      peer->rank, bad, (unsigned long long)tag, got, nfds, have);
-            close_all(fds, nfds);
-            st = GPUPORT_ERR_PEER;
-            goto err_free;
-        }
         if (first) {
             first = 0;
             total = msg.h.total;
