@@ -146,15 +146,98 @@ static int min_int(int a, int b)
     return a < b ? a : b;
 }
 
-/* Makes the QP and takes it to INIT; fills c->mine. */
-static gpuport_status_t qp_make(ib_conn_t *c, gpuport_tl_comm_t *tl)
+/* The RC QP on c->cq. put_value's 8 bytes go inline, in the request itself;
+ * a provider that refuses inline data gets a QP without, and the value goes
+ * from the scratch slot instead. */
+static gpuport_status_t qp_create(ib_conn_t *c, const ib_dev_t *dev, int depth)
 {
     struct ibv_qp_init_attr ia;
+    char what[200];
+
+    memset(&ia, 0, sizeof(ia));
+    ia.send_cq = c->cq;
+    ia.recv_cq = c->cq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.sq_sig_all = 0;
+    ia.cap.max_send_wr = (uint32_t)depth;
+    ia.cap.max_recv_wr = 1; /* nothing is received: RDMA writes use no receive */
+    ia.cap.max_send_sge = 1;
+    ia.cap.max_recv_sge = 1;
+    ia.cap.max_inline_data = 8;
+    errno = 0;
+    c->qp = IBV(ibv_create_qp)(c->ic->pd, &ia);
+    c->inline_ok = c->qp != NULL;
+    if (!c->qp) {
+        ia.cap.max_inline_data = 0;
+        errno = 0;
+        c->qp = IBV(ibv_create_qp)(c->ic->pd, &ia);
+        if (c->qp)
+            log_info("%s takes no inline data in an RC QP: put_value writes from a "
+                     "registered buffer", dev->name);
+    }
+    if (!c->qp) {
+        int err = ib_err(0);
+        snprintf(what, sizeof(what), "RC, %d send work requests, on %s port %u", depth,
+                 dev->name, dev->port);
+        return ib_status(err, "ibv_create_qp", what);
+    }
+    return GPUPORT_OK;
+}
+
+/* The send queue's bookkeeping and the registered scratch slots (one a
+ * work request) that values go from without inline data. */
+static gpuport_status_t scratch_make(ib_conn_t *c, const ib_dev_t *dev, int depth)
+{
+    size_t bytes = (size_t)depth * sizeof(uint64_t);
+    char what[200];
+
+    c->scratch = aligned_alloc(64, bytes);
+    if (!c->scratch || ib_sendq_init(&c->q, OPS, (uint32_t)depth, dev->piece_max)) {
+        log_error("out of memory for a connection's queues");
+        return GPUPORT_ERR_NO_MEMORY;
+    }
+    memset(c->scratch, 0, bytes);
+    errno = 0;
+    c->scratch_mr = IBV(ibv_reg_mr)(c->ic->pd, c->scratch, bytes, IBV_ACCESS_LOCAL_WRITE);
+    if (!c->scratch_mr) {
+        int err = ib_err(0);
+        snprintf(what, sizeof(what), "scratch %p, %zu bytes, on %s", (void *)c->scratch, bytes,
+                 dev->name);
+        return ib_status(err, "ibv_reg_mr", what);
+    }
+    return GPUPORT_OK;
+}
+
+/* The QP to INIT, and what the peer needs of it into c->mine. */
+static gpuport_status_t qp_init(ib_conn_t *c, const ib_dev_t *dev)
+{
     struct ibv_qp_attr a;
-    const ib_dev_t *dev;
     char what[200];
     uint32_t psn;
-    int depth, mask, rc;
+    int mask, rc;
+
+    ib_qp_attr_init(&a, &mask, dev->port, dev->atomic_cap != IBV_ATOMIC_NONE);
+    rc = IBV(ibv_modify_qp)(c->qp, &a, mask);
+    if (rc) {
+        snprintf(what, sizeof(what), "qpn 0x%x, port %u", c->qp->qp_num, dev->port);
+        return ib_status(ib_err(rc), "ibv_modify_qp(INIT)", what);
+    }
+    if (getrandom(&psn, sizeof(psn), 0) != (ssize_t)sizeof(psn))
+        psn = (uint32_t)gpuport_now_ns();
+    ib_qp_rec_pack(&c->mine, dev->lid, dev->gid.raw, c->qp->qp_num, psn, dev->active_mtu,
+                   dev->port, (uint8_t)dev->gid_index, (uint8_t)dev->link_layer);
+    c->mine.atomic_cap = (uint8_t)dev->atomic_cap;
+    c->mine.rd_atom = ib_rd_atom_resp(dev->atomic_cap, dev->max_qp_rd_atom);
+    return GPUPORT_OK;
+}
+
+/* Makes the CQ, the QP and its scratch buffer and takes the QP to INIT;
+ * fills c->mine. What is made stays in c for conn_free on failure. */
+static gpuport_status_t qp_make(ib_conn_t *c, gpuport_tl_comm_t *tl)
+{
+    const ib_dev_t *dev;
+    char what[200];
+    int depth;
     gpuport_status_t status;
 
     status = ib_comm_acquire(tl, &c->ic);
@@ -174,64 +257,13 @@ static gpuport_status_t qp_make(ib_conn_t *c, gpuport_tl_comm_t *tl)
         snprintf(what, sizeof(what), "%d entries on %s", depth, dev->name);
         return ib_status(err, "ibv_create_cq", what);
     }
-    memset(&ia, 0, sizeof(ia));
-    ia.send_cq = c->cq;
-    ia.recv_cq = c->cq;
-    ia.qp_type = IBV_QPT_RC;
-    ia.sq_sig_all = 0;
-    ia.cap.max_send_wr = (uint32_t)depth;
-    ia.cap.max_recv_wr = 1; /* nothing is received: RDMA writes use no receive */
-    ia.cap.max_send_sge = 1;
-    ia.cap.max_recv_sge = 1;
-    /* put_value's 8 bytes go inline, in the request itself; a provider that
-     * refuses inline data gets a QP without, and the value goes from the
-     * scratch slot instead */
-    ia.cap.max_inline_data = 8;
-    errno = 0;
-    c->qp = IBV(ibv_create_qp)(c->ic->pd, &ia);
-    c->inline_ok = c->qp != NULL;
-    if (!c->qp) {
-        ia.cap.max_inline_data = 0;
-        errno = 0;
-        c->qp = IBV(ibv_create_qp)(c->ic->pd, &ia);
-        if (c->qp)
-            log_info("%s takes no inline data in an RC QP: put_value writes from a "
-                     "registered buffer", dev->name);
-    }
-    if (!c->qp) {
-        int err = ib_err(0);
-        snprintf(what, sizeof(what), "RC, %d send work requests, on %s port %u", depth,
-                 dev->name, dev->port);
-        return ib_status(err, "ibv_create_qp", what);
-    }
-    c->scratch = aligned_alloc(64, (size_t)depth * sizeof(uint64_t));
-    if (!c->scratch || ib_sendq_init(&c->q, OPS, (uint32_t)depth, dev->piece_max)) {
-        log_error("out of memory for a connection's queues");
-        return GPUPORT_ERR_NO_MEMORY;
-    }
-    memset(c->scratch, 0, (size_t)depth * sizeof(uint64_t));
-    errno = 0;
-    c->scratch_mr = IBV(ibv_reg_mr)(c->ic->pd, c->scratch, (size_t)depth * sizeof(uint64_t),
-                                    IBV_ACCESS_LOCAL_WRITE);
-    if (!c->scratch_mr) {
-        int err = ib_err(0);
-        snprintf(what, sizeof(what), "scratch %p, %zu bytes, on %s", (void *)c->scratch,
-                 (size_t)depth * sizeof(uint64_t), dev->name);
-        return ib_status(err, "ibv_reg_mr", what);
-    }
-    ib_qp_attr_init(&a, &mask, dev->port, dev->atomic_cap != IBV_ATOMIC_NONE);
-    rc = IBV(ibv_modify_qp)(c->qp, &a, mask);
-    if (rc) {
-        snprintf(what, sizeof(what), "qpn 0x%x, port %u", c->qp->qp_num, dev->port);
-        return ib_status(ib_err(rc), "ibv_modify_qp(INIT)", what);
-    }
-    if (getrandom(&psn, sizeof(psn), 0) != (ssize_t)sizeof(psn))
-        psn = (uint32_t)gpuport_now_ns();
-    ib_qp_rec_pack(&c->mine, dev->lid, dev->gid.raw, c->qp->qp_num, psn, dev->active_mtu,
-                   dev->port, (uint8_t)dev->gid_index, (uint8_t)dev->link_layer);
-    c->mine.atomic_cap = (uint8_t)dev->atomic_cap;
-    c->mine.rd_atom = ib_rd_atom_resp(dev->atomic_cap, dev->max_qp_rd_atom);
-    return GPUPORT_OK;
+    status = qp_create(c, dev, depth);
+    if (status)
+        return status;
+    status = scratch_make(c, dev, depth);
+    if (status)
+        return status;
+    return qp_init(c, dev);
 }
 
 /* INIT -> RTR -> RTS towards the peer's QP (this rank's own for itself). */
@@ -483,45 +515,44 @@ static int ib_has_room(gpuport_tl_chan_t *ch, uint32_t nops)
     return c->broken || ib_sendq_room(&c->q, nops + NOTIFY_SPARE);
 }
 
-static int ib_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
-                  int behind_work, gpuport_work_t *work)
+/* One write into the channel's destination at dst_off: len bytes of its
+ * source at laddr (IB_OP_PUT), or the 8 bytes of value (IB_OP_PUT_VALUE). */
+static int dst_write(gpuport_tl_chan_t *ch, uint32_t kind, uint64_t dst_off, uint64_t laddr,
+                     uint64_t len, uint64_t value)
 {
     ib_conn_t *c = ch->conn->priv;
     const ib_chan_t *cs = &c->ic->chans[ch->id];
     ib_op_t *op;
 
-    (void)behind_work, (void)work;
     if (c->broken)
         return c->broken;
     op = ib_sendq_push(&c->q);
     op->chan = ch->id;
-    op->kind = IB_OP_PUT;
-    op->laddr = (uint64_t)(uintptr_t)ch->src.ptr + src_off;
-    op->lkey = cs->src_lkey;
+    op->kind = kind;
+    if (kind == IB_OP_PUT) {
+        op->laddr = laddr;
+        op->lkey = cs->src_lkey;
+    }
     op->raddr = cs->dst_raddr + dst_off;
     op->rkey = cs->dst_rkey;
-    op->len = size;
+    op->len = len;
+    op->value = value;
     return GPUPORT_TRANSPORT_ASYNC;
+}
+
+static int ib_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
+                  int behind_work, gpuport_work_t *work)
+{
+    (void)behind_work, (void)work;
+    return dst_write(ch, IB_OP_PUT, dst_off, (uint64_t)(uintptr_t)ch->src.ptr + src_off, size,
+                     0);
 }
 
 static int ib_put_value(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t value,
                         int behind_work, gpuport_work_t *work)
 {
-    ib_conn_t *c = ch->conn->priv;
-    const ib_chan_t *cs = &c->ic->chans[ch->id];
-    ib_op_t *op;
-
     (void)behind_work, (void)work;
-    if (c->broken)
-        return c->broken;
-    op = ib_sendq_push(&c->q);
-    op->chan = ch->id;
-    op->kind = IB_OP_PUT_VALUE;
-    op->raddr = cs->dst_raddr + dst_off;
-    op->rkey = cs->dst_rkey;
-    op->len = 8;
-    op->value = value;
-    return GPUPORT_TRANSPORT_ASYNC;
+    return dst_write(ch, IB_OP_PUT_VALUE, dst_off, 0, 8, value);
 }
 
 static int ib_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *work)
