@@ -77,6 +77,18 @@ void gpuport_fdpieces_free(gpuport_fdpiece_t *p, uint32_t n)
     free(p);
 }
 
+/* After a send or receive on the non-blocking fd failed with errno: 0 to
+ * try again (interrupted, or fd ready for events now), else the errno to
+ * give up with (ETIMEDOUT at the deadline). */
+static int io_again(int fd, short events, uint64_t deadline)
+{
+    if (errno == EINTR)
+        return 0;
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+        return errno;
+    return fdwire_wait(fd, events, deadline);
+}
+
 /* A seqpacket record goes whole or not at all: no partial send to resume. */
 static int send_rec(int fd, const struct msghdr *mh, uint64_t deadline)
 {
@@ -85,11 +97,7 @@ static int send_rec(int fd, const struct msghdr *mh, uint64_t deadline)
 
         if (sendmsg(fd, mh, MSG_NOSIGNAL) >= 0)
             return 0;
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return errno;
-        err = fdwire_wait(fd, POLLOUT, deadline);
+        err = io_again(fd, POLLOUT, deadline);
         if (err)
             return err;
     }
@@ -120,11 +128,7 @@ static int recv_rec(int fd, void *buf, size_t len, int *fds, int *nfds_p, int *f
         n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
         if (n >= 0)
             break;
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return errno;
-        err = fdwire_wait(fd, POLLIN, deadline);
+        err = io_again(fd, POLLIN, deadline);
         if (err)
             return err;
     }
