@@ -9,16 +9,17 @@
  *           largest message (2^31 at most);
  *   put_value an RDMA WRITE of the 8 bytes, inline in the request (from a
  *           registered scratch slot where the provider takes no inline data);
- *   signal  atomic FETCH_AND_ADD of 1 on the peer's semaphore (its
- *           control segment's slot), or, where either device has no
- *           atomics, an RDMA WRITE of the channel's new signal count;
+ *   signal  atomic FETCH_AND_ADD of n (the signals the proxy folded into
+ *           one) on the peer's semaphore (its control segment's slot), or,
+ *           where either device has no atomics, an RDMA WRITE of the
+ *           channel's new signal count;
  *   flush   the core's counters: an operation completes when its last
  *           work request completes (every one is signaled);
  *   receive nothing: the peer's NIC writes this rank's memory.
  *
- * Order. put and signal only queue the operation (ib_sendq); progress()
- * posts them in issue order, as many as the send queue holds, and reads
- * the CQ with ibv_poll_cq. A signal needs no IBV_SEND_FENCE after the
+ * Order. put, put_value and signal only queue the operation (ib_sendq);
+ * progress() posts them in issue order, as many as the send queue holds,
+ * and reads the CQ with ibv_poll_cq. A signal needs no IBV_SEND_FENCE after the
  * writes before it: an RC QP's requests are executed at the responder in
  * the order they were posted (InfiniBand Architecture Specification vol. 1,
  * 9.5 "Transaction ordering"), so the atomic or the write of the count is
