@@ -837,6 +837,30 @@ static int failures(int rc)
     return rc < 0 ? 1 : rc;
 }
 
+/* What the run is on: the transport, the memory, the GPUs; printed and in
+ * the records. */
+static int run_header(state_t *st)
+{
+    cudaDeviceProp prop;
+    char gpu[320];
+
+    printf("\nGPU mode: transport %s, memory %s%s, ", gpuport_channel_transport(st->k[0].ch),
+           st->k[0].name, st->nkinds == 2 ? " and VMM (bandwidth only)" : "");
+    if (st->shared)
+        printf("ranks share GPU %d (time-sliced)\n", st->gpu);
+    else
+        printf("GPU %d, peer on GPU %d\n", st->gpu, st->peer_gpu);
+    CK(cudaGetDeviceProperties(&prop, st->gpu));
+    if (st->shared)
+        snprintf(gpu, sizeof(gpu), "%s (GPU %d; the pair shares it)", prop.name, st->gpu);
+    else
+        snprintf(gpu, sizeof(gpu), "%s (GPU %d; peer on GPU %d)", prop.name, st->gpu,
+                 st->peer_gpu);
+    bench_out_context("gpu", gpu, st->env->nranks);
+    bench_out_channel(gpuport_channel_transport(st->k[0].ch), st->k[0].name);
+    return 0;
+}
+
 extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
 {
     state_t st;
@@ -876,24 +900,8 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
         if (!st.shared && cudaDeviceEnablePeerAccess(st.peer_gpu, 0) != cudaSuccess)
             cudaGetLastError(); /* already enabled, or copies go through the host */
     }
-    if (env->report) {
-        cudaDeviceProp prop;
-        char gpu[320];
-        printf("\nGPU mode: transport %s, memory %s%s, ", gpuport_channel_transport(st.k[0].ch),
-               st.k[0].name, st.nkinds == 2 ? " and VMM (bandwidth only)" : "");
-        if (st.shared)
-            printf("ranks share GPU %d (time-sliced)\n", st.gpu);
-        else
-            printf("GPU %d, peer on GPU %d\n", st.gpu, st.peer_gpu);
-        CK(cudaGetDeviceProperties(&prop, st.gpu));
-        if (st.shared)
-            snprintf(gpu, sizeof(gpu), "%s (GPU %d; the pair shares it)", prop.name, st.gpu);
-        else
-            snprintf(gpu, sizeof(gpu), "%s (GPU %d; peer on GPU %d)", prop.name, st.gpu,
-                     st.peer_gpu);
-        bench_out_context("gpu", gpu, env->nranks);
-        bench_out_channel(gpuport_channel_transport(st.k[0].ch), st.k[0].name);
-    }
+    if (env->report && run_header(&st))
+        return -1;
     if (!env->small_only) {
         fails += failures(fifo_latency(&st));
         fails += failures(fifo_throughput(&st));
