@@ -13,6 +13,7 @@
 #include "cuda/fcuda.h"
 #include "hostid.h"
 #include "internal.h"
+#include "memfd.h"
 
 /* Cross-memory attach into this process is allowed for same-user peers
  * unless Yama restricts ptrace; under scope 1 we name any process as an
@@ -131,30 +132,15 @@ static void log_build(gpuport_comm_t comm)
 
 static gpuport_status_t ctrl_create(gpuport_comm_t comm)
 {
+    void *ctrl;
+    gpuport_status_t st;
+
     /* whole pages: the segment is registered with CUDA in GPU mode */
     comm->ctrl_size = page_round((size_t)comm->config.max_channels * sizeof(gpuport_sem_slot_t));
-    comm->ctrl_fd = memfd_create("gpuport-ctrl", MFD_CLOEXEC);
-    if (comm->ctrl_fd < 0) {
-        log_error("memfd_create(gpuport-ctrl) failed: %s", strerror(errno));
-        return GPUPORT_ERR_NO_RESOURCE;
-    }
-    if (ftruncate(comm->ctrl_fd, (off_t)comm->ctrl_size) != 0) {
-        log_error("ftruncate(control segment, %zu bytes) failed: %s", comm->ctrl_size,
-                  strerror(errno));
-        goto err_close;
-    }
-    comm->ctrl = mmap(NULL, comm->ctrl_size, PROT_READ | PROT_WRITE, MAP_SHARED, comm->ctrl_fd, 0);
-    if (comm->ctrl == MAP_FAILED) {
-        log_error("mmap(control segment, %zu bytes) failed: %s", comm->ctrl_size, strerror(errno));
-        comm->ctrl = NULL;
-        goto err_close;
-    }
-    return GPUPORT_OK;
-
-err_close:
-    close(comm->ctrl_fd);
-    comm->ctrl_fd = -1;
-    return GPUPORT_ERR_NO_RESOURCE;
+    st = gpuport_memfd_map("gpuport-ctrl", comm->ctrl_size, &comm->ctrl_fd, &ctrl);
+    if (st == GPUPORT_OK)
+        comm->ctrl = ctrl;
+    return st;
 }
 
 static void ctrl_destroy(gpuport_comm_t comm)

@@ -81,7 +81,7 @@ gpuport_status_t gpuport_fdsock_open(gpuport_fdsock_t *s, uint64_t host_id, int 
         goto err_close;
     }
     s->lfd = fd;
-    log_debug("fdpass: rank %d listens on @%s", rank, name);
+    log_debug("rank %d listens on @%s", rank, name);
     return GPUPORT_OK;
 
 err_close:
@@ -90,7 +90,7 @@ err_close:
     errno = err;
 err_why:
     snprintf(s->why, sizeof(s->why), "%s(@%s) failed: %s", call, name, strerror(errno));
-    log_debug("fdpass: rank %d has no descriptor socket: %s", rank, s->why);
+    log_debug("rank %d has no descriptor socket: %s", rank, s->why);
     return GPUPORT_OK;
 }
 
@@ -122,37 +122,66 @@ static int cred_matches(const struct ucred *uc, const gpuport_fdpeer_t *peer)
     return uc->uid == getuid() && uc->uid == peer->uid && uc->pid == peer->pid;
 }
 
-static gpuport_status_t connect_peer(const gpuport_fdpeer_t *peer, int my_rank, uint64_t tag,
-                                     uint64_t deadline, int *fd_p)
+/* One connect() of fd to the name: 0, or the errno of its failure. */
+static int try_connect(int fd, const struct sockaddr_un *sa, socklen_t sl, uint64_t deadline)
 {
-    char name[NAME_LEN];
+    socklen_t el;
+    int err;
+
+    if (connect(fd, (const struct sockaddr *)sa, sl) == 0)
+        return 0;
+    err = errno;
+    if (err != EINPROGRESS)
+        return err;
+    el = sizeof(err);
+    err = fdwire_wait(fd, POLLOUT, deadline);
+    if (!err && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+        err = errno;
+    return err;
+}
+
+/* A connection that could not be made, logged with what it means. */
+static gpuport_status_t connect_failed(const gpuport_fdpeer_t *peer, const char *name, int err,
+                                       uint64_t tag)
+{
+    if (err == ETIMEDOUT) {
+        log_error("rank %d's descriptor socket @%s did not take a connection before "
+                  "the deadline (tag %#llx)",
+                  peer->rank, name, (unsigned long long)tag);
+        return GPUPORT_ERR_TIMEOUT;
+    }
+    if (err == ECONNREFUSED || err == ENOENT) {
+        log_error("rank %d (pid %d) has no descriptor socket @%s: %s (it exited, or "
+                  "could not open one; tag %#llx)",
+                  peer->rank, peer->pid, name, strerror(err), (unsigned long long)tag);
+        return GPUPORT_ERR_PEER;
+    }
+    log_error("connect to rank %d's descriptor socket @%s failed: %s (tag %#llx)", peer->rank,
+              name, strerror(err), (unsigned long long)tag);
+    return fdwire_status(err);
+}
+
+/* A connected socket to the peer's name, trying again while its backlog is
+ * full. */
+static gpuport_status_t dial(const gpuport_fdpeer_t *peer, const char *name, uint64_t tag,
+                             uint64_t deadline, int *fd_p)
+{
     struct sockaddr_un sa;
-    struct ucred uc;
-    gpuport_status_t st;
-    socklen_t sl;
+    socklen_t sl = sock_addr(&sa, name);
     int fd, err;
 
-    gpuport_fdsock_name(name, sizeof(name), peer->host_id, peer->pid, peer->serial, peer->rank);
-    sl = sock_addr(&sa, name);
     for (;;) {
         fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0) {
             err = errno;
-            log_error("fdpass: socket(AF_UNIX, SOCK_SEQPACKET) failed: %s (connecting to rank %d)",
+            log_error("socket(AF_UNIX, SOCK_SEQPACKET) failed: %s (connecting to rank %d)",
                       strerror(err), peer->rank);
             return fdwire_status(err);
         }
-        if (connect(fd, (struct sockaddr *)&sa, sl) == 0)
-            break;
-        err = errno;
-        if (err == EINPROGRESS) {
-            socklen_t el = sizeof(err);
-
-            err = fdwire_wait(fd, POLLOUT, deadline);
-            if (!err && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
-                err = errno;
-            if (!err)
-                break;
+        err = try_connect(fd, &sa, sl, deadline);
+        if (!err) {
+            *fd_p = fd;
+            return GPUPORT_OK;
         }
         close(fd);
         if (err == EAGAIN) {
@@ -167,55 +196,61 @@ static gpuport_status_t connect_peer(const gpuport_fdpeer_t *peer, int my_rank, 
             }
             err = ETIMEDOUT;
         }
-        if (err == ETIMEDOUT) {
-            log_error("fdpass: rank %d's descriptor socket @%s did not take a connection before "
-                      "the deadline (tag %#llx)",
-                      peer->rank, name, (unsigned long long)tag);
-            return GPUPORT_ERR_TIMEOUT;
-        }
-        if (err == ECONNREFUSED || err == ENOENT) {
-            log_error("fdpass: rank %d (pid %d) has no descriptor socket @%s: %s (it exited, or "
-                      "could not open one; tag %#llx)",
-                      peer->rank, peer->pid, name, strerror(err), (unsigned long long)tag);
-            return GPUPORT_ERR_PEER;
-        }
-        log_error("fdpass: connect to rank %d's descriptor socket @%s failed: %s (tag %#llx)",
+        return connect_failed(peer, name, err, tag);
+    }
+}
+
+/* The greeting goes before the check of the listener's credentials: it
+ * holds nothing but ranks and the tag, and an acceptor whose peer then
+ * refuses it sees that peer close instead of waiting for its deadline. No
+ * descriptor leaves before the check. */
+static gpuport_status_t greet_listener(int fd, const gpuport_fdpeer_t *peer, const char *name,
+                                       int my_rank, uint64_t tag, uint64_t deadline)
+{
+    struct ucred uc;
+    int err;
+
+    err = fdwire_send_hello(fd, my_rank, tag, deadline);
+    if (err) {
+        log_error("connected to rank %d at @%s, but sending the greeting failed: %s "
+                  "(tag %#llx)",
                   peer->rank, name, strerror(err), (unsigned long long)tag);
         return fdwire_status(err);
     }
-    /* The greeting goes before the check of the listener's credentials: it
-     * holds nothing but ranks and the tag, and an acceptor whose peer then
-     * refuses it sees that peer close instead of waiting for its deadline.
-     * No descriptor leaves before the check. */
-    err = fdwire_send_hello(fd, my_rank, tag, deadline);
-    if (err) {
-        log_error("fdpass: connected to rank %d at @%s, but sending the greeting failed: %s "
-                  "(tag %#llx)",
-                  peer->rank, name, strerror(err), (unsigned long long)tag);
-        st = fdwire_status(err);
-        goto err_close;
-    }
     err = peer_cred(fd, &uc);
     if (err) {
-        log_error("fdpass: SO_PEERCRED on the connection to rank %d failed: %s", peer->rank,
+        log_error("SO_PEERCRED on the connection to rank %d failed: %s", peer->rank,
                   strerror(err));
-        st = GPUPORT_ERR_TRANSPORT;
-        goto err_close;
+        return GPUPORT_ERR_TRANSPORT;
     }
     if (!cred_matches(&uc, peer)) {
-        log_error("fdpass: the descriptor socket @%s of rank %d belongs to pid %d uid %u, "
+        log_error("the descriptor socket @%s of rank %d belongs to pid %d uid %u, "
                   "expected pid %d uid %u (this process's uid %u): not sending descriptors",
                   name, peer->rank, (int)uc.pid, (unsigned)uc.uid, peer->pid, peer->uid,
                   (unsigned)getuid());
-        st = GPUPORT_ERR_PEER;
-        goto err_close;
+        return GPUPORT_ERR_PEER;
+    }
+    return GPUPORT_OK;
+}
+
+static gpuport_status_t connect_peer(const gpuport_fdpeer_t *peer, int my_rank, uint64_t tag,
+                                     uint64_t deadline, int *fd_p)
+{
+    char name[NAME_LEN];
+    gpuport_status_t st;
+    int fd = -1;
+
+    gpuport_fdsock_name(name, sizeof(name), peer->host_id, peer->pid, peer->serial, peer->rank);
+    st = dial(peer, name, tag, deadline, &fd);
+    if (st != GPUPORT_OK)
+        return st;
+    st = greet_listener(fd, peer, name, my_rank, tag, deadline);
+    if (st != GPUPORT_OK) {
+        close(fd);
+        return st;
     }
     *fd_p = fd;
     return GPUPORT_OK;
-
-err_close:
-    close(fd);
-    return st;
 }
 
 static gpuport_status_t stash_put(gpuport_fdsock_t *s, int fd, int rank, uint64_t tag)
@@ -236,30 +271,36 @@ static gpuport_status_t stash_put(gpuport_fdsock_t *s, int fd, int rank, uint64_
     return GPUPORT_OK;
 }
 
+/* The connections an acceptor refused while it waited: the count and the
+ * last reason, for the timeout's message. */
+typedef struct {
+    char last[192];
+    unsigned n;
+} refusals_t;
+
 /* A refused connection is closed and the acceptor waits on for the right
- * one: anyone may connect to an abstract name. The last reason goes into
- * the timeout's message. */
-static void refuse(int fd, const gpuport_fdpeer_t *peer, char *last, size_t len,
-                   unsigned *nrefused, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static void refuse(int fd, const gpuport_fdpeer_t *peer, char *last, size_t len,
-                   unsigned *nrefused, const char *fmt, ...)
+ * one: anyone may connect to an abstract name. */
+static void refuse(int fd, const gpuport_fdpeer_t *peer, refusals_t *r, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void refuse(int fd, const gpuport_fdpeer_t *peer, refusals_t *r, const char *fmt, ...)
 {
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(last, len, fmt, ap);
+    vsnprintf(r->last, sizeof(r->last), fmt, ap);
     va_end(ap);
     close(fd);
-    ++*nrefused;
-    log_warn("fdpass: refused a descriptor connection while waiting for rank %d: %s", peer->rank,
-             last);
+    r->n++;
+    log_warn("refused a descriptor connection while waiting for rank %d: %s", peer->rank,
+             r->last);
 }
 
-static gpuport_status_t accept_peer(gpuport_fdsock_t *s, const gpuport_fdpeer_t *peer,
-                                    uint64_t tag, uint64_t deadline, int *fd_p)
+/* The peer's connection for tag if an earlier wait kept it: 1 and *fd_p,
+ * else 0. Kept ones of the peer whose credentials do not match are
+ * refused. */
+static int stash_take(gpuport_fdsock_t *s, const gpuport_fdpeer_t *peer, uint64_t tag,
+                      refusals_t *r, int *fd_p)
 {
-    char last[192] = "";
-    unsigned nrefused = 0;
     struct ucred uc;
     int fd, err;
 
@@ -271,104 +312,148 @@ static gpuport_status_t accept_peer(gpuport_fdsock_t *s, const gpuport_fdpeer_t 
         fd = s->stash[i].fd;
         s->stash[i] = s->stash[--s->nstash];
         if ((err = peer_cred(fd, &uc)) != 0)
-            refuse(fd, peer, last, sizeof(last), &nrefused, "SO_PEERCRED failed: %s",
-                   strerror(err));
+            refuse(fd, peer, r, "SO_PEERCRED failed: %s", strerror(err));
         else if (!cred_matches(&uc, peer))
-            refuse(fd, peer, last, sizeof(last), &nrefused,
+            refuse(fd, peer, r,
                    "one kept from earlier came from pid %d uid %u, expected pid %d uid %u",
                    (int)uc.pid, (unsigned)uc.uid, peer->pid, peer->uid);
         else {
             *fd_p = fd;
-            return GPUPORT_OK;
+            return 1;
         }
     }
-    for (;;) {
-        fdwire_hello_t h;
+    return 0;
+}
 
-        err = fdwire_wait(s->lfd, POLLIN, deadline);
+/* The next connection on the listening socket; GPUPORT_ERR_TIMEOUT, not
+ * logged, at the deadline. */
+static gpuport_status_t accept_next(gpuport_fdsock_t *s, const gpuport_fdpeer_t *peer,
+                                    uint64_t deadline, int *fd_p)
+{
+    for (;;) {
+        int fd, err = fdwire_wait(s->lfd, POLLIN, deadline);
+
         if (err == ETIMEDOUT)
-            goto err_timeout;
+            return GPUPORT_ERR_TIMEOUT;
         if (err) {
-            log_error("fdpass: poll on the descriptor socket failed: %s (waiting for rank %d)",
+            log_error("poll on the descriptor socket failed: %s (waiting for rank %d)",
                       strerror(err), peer->rank);
             return GPUPORT_ERR_TRANSPORT;
         }
         fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) {
-            err = errno;
-            if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR || err == ECONNABORTED)
-                continue;
-            log_error("fdpass: accept on the descriptor socket failed: %s (waiting for rank %d)",
-                      strerror(err), peer->rank);
-            return fdwire_status(err);
+        if (fd >= 0) {
+            *fd_p = fd;
+            return GPUPORT_OK;
         }
-        /* Its uid now, before reading anything; its pid once the greeting
-         * says whose it is. */
-        if ((err = peer_cred(fd, &uc)) != 0) {
-            refuse(fd, peer, last, sizeof(last), &nrefused, "SO_PEERCRED failed: %s",
-                   strerror(err));
+        err = errno;
+        if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR || err == ECONNABORTED)
             continue;
-        }
-        if (uc.uid != getuid()) {
-            refuse(fd, peer, last, sizeof(last), &nrefused,
-                   "it came from pid %d uid %u, expected uid %u", (int)uc.pid, (unsigned)uc.uid,
-                   (unsigned)getuid());
+        log_error("accept on the descriptor socket failed: %s (waiting for rank %d)",
+                  strerror(err), peer->rank);
+        return fdwire_status(err);
+    }
+}
+
+/* A new connection's greeting, from a process of this user that says it is
+ * a rank that connects to this one: 0 with *h and *uc; else fd is closed and
+ * the result is ETIMEDOUT (the deadline passed) or -1 (refused). */
+static int greeting_of(const gpuport_fdsock_t *s, const gpuport_fdpeer_t *peer, int fd,
+                       uint64_t deadline, refusals_t *r, fdwire_hello_t *h, struct ucred *uc)
+{
+    int err;
+
+    /* Its uid now, before reading anything; its pid once the greeting says
+     * whose it is. */
+    if ((err = peer_cred(fd, uc)) != 0) {
+        refuse(fd, peer, r, "SO_PEERCRED failed: %s", strerror(err));
+        return -1;
+    }
+    if (uc->uid != getuid()) {
+        refuse(fd, peer, r, "it came from pid %d uid %u, expected uid %u", (int)uc->pid,
+               (unsigned)uc->uid, (unsigned)getuid());
+        return -1;
+    }
+    err = fdwire_recv_hello(fd, h, deadline);
+    if (err == ETIMEDOUT) {
+        close(fd);
+        return ETIMEDOUT;
+    }
+    if (err == EPROTO) {
+        refuse(fd, peer, r, "pid %d sent no descriptor-exchange greeting of version %u",
+               (int)uc->pid, FDWIRE_VERSION);
+        return -1;
+    }
+    if (err) {
+        refuse(fd, peer, r, "pid %d closed it before its greeting (%s)", (int)uc->pid,
+               err == ECONNRESET ? "end of file" : strerror(err));
+        return -1;
+    }
+    if (h->rank < 0 || h->rank >= s->rank) {
+        refuse(fd, peer, r, "pid %d says it is rank %d, which does not connect to rank %d",
+               (int)uc->pid, h->rank, s->rank);
+        return -1;
+    }
+    return 0;
+}
+
+static gpuport_status_t accept_timeout(const gpuport_fdpeer_t *peer, uint64_t tag,
+                                       const refusals_t *r)
+{
+    if (r->n)
+        log_error("rank %d (pid %d) did not connect for the descriptor exchange (tag "
+                  "%#llx) before the deadline; refused %u connection(s), the last: %s",
+                  peer->rank, peer->pid, (unsigned long long)tag, r->n, r->last);
+    else
+        log_error("rank %d (pid %d) did not connect for the descriptor exchange (tag "
+                  "%#llx) before the deadline",
+                  peer->rank, peer->pid, (unsigned long long)tag);
+    return GPUPORT_ERR_TIMEOUT;
+}
+
+/* The peer's connection for tag. Connections of other ranks of this host
+ * (their exchanges with this rank come later) are kept for those. */
+static gpuport_status_t accept_peer(gpuport_fdsock_t *s, const gpuport_fdpeer_t *peer,
+                                    uint64_t tag, uint64_t deadline, int *fd_p)
+{
+    refusals_t r = {"", 0};
+    gpuport_status_t st;
+    int fd = -1, err;
+
+    if (stash_take(s, peer, tag, &r, fd_p))
+        return GPUPORT_OK;
+    for (;;) {
+        fdwire_hello_t h;
+        struct ucred uc;
+
+        st = accept_next(s, peer, deadline, &fd);
+        if (st == GPUPORT_ERR_TIMEOUT)
+            return accept_timeout(peer, tag, &r);
+        if (st != GPUPORT_OK)
+            return st;
+        err = greeting_of(s, peer, fd, deadline, &r, &h, &uc);
+        if (err == ETIMEDOUT)
+            return accept_timeout(peer, tag, &r);
+        if (err)
             continue;
-        }
-        err = fdwire_recv_hello(fd, &h, deadline);
-        if (err == ETIMEDOUT) {
-            close(fd);
-            goto err_timeout;
-        }
-        if (err == EPROTO) {
-            refuse(fd, peer, last, sizeof(last), &nrefused,
-                   "pid %d sent no descriptor-exchange greeting of version %u", (int)uc.pid,
-                   FDWIRE_VERSION);
-            continue;
-        }
-        if (err) {
-            refuse(fd, peer, last, sizeof(last), &nrefused,
-                   "pid %d closed it before its greeting (%s)", (int)uc.pid,
-                   err == ECONNRESET ? "end of file" : strerror(err));
-            continue;
-        }
-        if (h.rank < 0 || h.rank >= s->rank) {
-            refuse(fd, peer, last, sizeof(last), &nrefused,
-                   "pid %d says it is rank %d, which does not connect to rank %d", (int)uc.pid,
-                   h.rank, s->rank);
-            continue;
-        }
         if (h.rank == peer->rank && h.tag == tag) {
             if (!cred_matches(&uc, peer)) {
-                refuse(fd, peer, last, sizeof(last), &nrefused,
-                       "it came from pid %d uid %u, expected pid %d uid %u", (int)uc.pid,
-                       (unsigned)uc.uid, peer->pid, peer->uid);
+                refuse(fd, peer, &r, "it came from pid %d uid %u, expected pid %d uid %u",
+                       (int)uc.pid, (unsigned)uc.uid, peer->pid, peer->uid);
                 continue;
             }
             *fd_p = fd;
             return GPUPORT_OK;
         }
         if (stash_put(s, fd, h.rank, h.tag) != GPUPORT_OK) {
-            log_error("fdpass: no memory to keep rank %d's connection (tag %#llx) while waiting "
+            log_error("no memory to keep rank %d's connection (tag %#llx) while waiting "
                       "for rank %d",
                       h.rank, (unsigned long long)h.tag, peer->rank);
             close(fd);
             return GPUPORT_ERR_NO_MEMORY;
         }
-        log_debug("fdpass: kept rank %d's connection (tag %#llx) while waiting for rank %d",
-                  h.rank, (unsigned long long)h.tag, peer->rank);
+        log_debug("kept rank %d's connection (tag %#llx) while waiting for rank %d", h.rank,
+                  (unsigned long long)h.tag, peer->rank);
     }
-
-err_timeout:
-    if (nrefused)
-        log_error("fdpass: rank %d (pid %d) did not connect for the descriptor exchange (tag "
-                  "%#llx) before the deadline; refused %u connection(s), the last: %s",
-                  peer->rank, peer->pid, (unsigned long long)tag, nrefused, last);
-    else
-        log_error("fdpass: rank %d (pid %d) did not connect for the descriptor exchange (tag "
-                  "%#llx) before the deadline",
-                  peer->rank, peer->pid, (unsigned long long)tag);
-    return GPUPORT_ERR_TIMEOUT;
 }
 
 /* With this rank itself: the same descriptors under new numbers, so that
@@ -381,7 +466,7 @@ static gpuport_status_t dup_pieces(const gpuport_fdpiece_t *mine, uint32_t n,
     int err;
 
     if (n > 0 && !(p = calloc(n, sizeof(*p)))) {
-        log_error("fdpass: no memory for %u pieces", n);
+        log_error("no memory for %u pieces", n);
         return GPUPORT_ERR_NO_MEMORY;
     }
     for (i = 0; i < n; i++) {
@@ -390,7 +475,7 @@ static gpuport_status_t dup_pieces(const gpuport_fdpiece_t *mine, uint32_t n,
         p[i].fd = fcntl(mine[i].fd, F_DUPFD_CLOEXEC, 0);
         if (p[i].fd < 0) {
             err = errno;
-            log_error("fdpass: duplicating piece %u's descriptor %d failed: %s (exchange with "
+            log_error("duplicating piece %u's descriptor %d failed: %s (exchange with "
                       "this rank itself)",
                       i, mine[i].fd, strerror(err));
             goto err_close;
@@ -425,11 +510,11 @@ gpuport_status_t gpuport_fdsock_exchange(gpuport_fdsock_t *s, const gpuport_fdpe
     int fd = -1;
 
     if (!s || !peer || (n > 0 && !mine) || !theirs_p || !m_p) {
-        log_error("fdpass: exchange called with a NULL argument");
+        log_error("exchange called with a NULL argument");
         return GPUPORT_ERR_INVALID_ARG;
     }
     if (n > GPUPORT_FDPASS_MAX_PIECES) {
-        log_error("fdpass: %u pieces for rank %d, more than GPUPORT_FDPASS_MAX_PIECES (%u)", n,
+        log_error("%u pieces for rank %d, more than GPUPORT_FDPASS_MAX_PIECES (%u)", n,
                   peer->rank, GPUPORT_FDPASS_MAX_PIECES);
         return GPUPORT_ERR_INVALID_ARG;
     }
@@ -449,7 +534,7 @@ gpuport_status_t gpuport_fdsock_exchange(gpuport_fdsock_t *s, const gpuport_fdpe
             goto err_close;
     } else {
         if (s->lfd < 0) {
-            log_error("fdpass: rank %d cannot take rank %d's descriptors: it has no descriptor "
+            log_error("rank %d cannot take rank %d's descriptors: it has no descriptor "
                       "socket (%s)",
                       s->rank, peer->rank, s->why);
             return GPUPORT_ERR_NOT_SUPPORTED;
@@ -466,7 +551,7 @@ gpuport_status_t gpuport_fdsock_exchange(gpuport_fdsock_t *s, const gpuport_fdpe
         /* sent last: close only after the connector, which closes once it
          * has read them (fdwire_await_close says why) */
         if (fdwire_await_close(fd, close_deadline(deadline_ns)) > 0)
-            log_warn("fdpass: rank %d sent more after its pieces (tag %#llx); ignored",
+            log_warn("rank %d sent more after its pieces (tag %#llx); ignored",
                      peer->rank, (unsigned long long)tag);
     }
     close(fd);

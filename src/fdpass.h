@@ -7,8 +7,8 @@
  * pieces' sizes and offsets. SCM_RIGHTS needs nothing but a socket: unlike
  * pidfd_getfd or /proc/PID/fd, which container seccomp profiles and
  * ptrace_scope refuse, it works wherever the two processes share a network
- * namespace. The connecting side's credentials (SO_PEERCRED) must be the
- * peer's: same uid as this process, and the pid its rank record names.
+ * namespace. Each side checks the other's credentials (SO_PEERCRED): the
+ * same uid as this process, and the pid the peer's rank record names.
  *
  * Called on the application thread at channel creation only (never by the
  * proxy). Each call is bounded by the deadline it is given.
@@ -65,11 +65,11 @@ void gpuport_fdsock_name(char *buf, size_t len, uint64_t host_id, int pid, uint3
                          int rank);
 
 /* Binds and listens. On failure s->lfd is -1 and s->why says why (also
- * logged at debug): the communicator still works, and an exchange that needs
- * the socket fails naming that reason. Always returns GPUPORT_OK unless
- * memory runs out. The kernel records the credentials of the process that
- * listens, and connectors check them against `pid`: the process `pid`
- * opens its socket itself (not a parent before fork). */
+ * logged at debug): the communicator still works, and an exchange that
+ * needs the socket fails naming that reason. Always returns GPUPORT_OK.
+ * The kernel records the credentials of the process that listens, and
+ * connectors check them against `pid`: the process `pid` opens its socket
+ * itself (not a parent before fork). */
 gpuport_status_t gpuport_fdsock_open(gpuport_fdsock_t *s, uint64_t host_id, int pid,
                                      uint32_t serial, int rank);
 void gpuport_fdsock_close(gpuport_fdsock_t *s);

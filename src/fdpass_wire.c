@@ -77,6 +77,18 @@ void gpuport_fdpieces_free(gpuport_fdpiece_t *p, uint32_t n)
     free(p);
 }
 
+/* After a send or receive on the non-blocking fd failed with errno: 0 to
+ * try again (interrupted, or fd ready for events now), else the errno to
+ * give up with (ETIMEDOUT at the deadline). */
+static int io_again(int fd, short events, uint64_t deadline)
+{
+    if (errno == EINTR)
+        return 0;
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+        return errno;
+    return fdwire_wait(fd, events, deadline);
+}
+
 /* A seqpacket record goes whole or not at all: no partial send to resume. */
 static int send_rec(int fd, const struct msghdr *mh, uint64_t deadline)
 {
@@ -85,11 +97,7 @@ static int send_rec(int fd, const struct msghdr *mh, uint64_t deadline)
 
         if (sendmsg(fd, mh, MSG_NOSIGNAL) >= 0)
             return 0;
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return errno;
-        err = fdwire_wait(fd, POLLOUT, deadline);
+        err = io_again(fd, POLLOUT, deadline);
         if (err)
             return err;
     }
@@ -120,11 +128,7 @@ static int recv_rec(int fd, void *buf, size_t len, int *fds, int *nfds_p, int *f
         n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
         if (n >= 0)
             break;
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return errno;
-        err = fdwire_wait(fd, POLLIN, deadline);
+        err = io_again(fd, POLLIN, deadline);
         if (err)
             return err;
     }
@@ -259,18 +263,18 @@ gpuport_status_t fdwire_send_pieces(int fd, const gpuport_fdpeer_t *peer, uint64
 
 err_log:
     if (err == ECONNRESET || err == EPIPE)
-        log_error("fdpass: rank %d closed the descriptor connection before receiving this "
+        log_error("rank %d closed the descriptor connection before receiving this "
                   "rank's pieces (tag %#llx, %u of %u sent)",
                   peer->rank, (unsigned long long)tag, i, n);
     else if (err == ETIMEDOUT)
-        log_error("fdpass: rank %d did not take this rank's pieces before the deadline (tag "
+        log_error("rank %d did not take this rank's pieces before the deadline (tag "
                   "%#llx, %u of %u sent)",
                   peer->rank, (unsigned long long)tag, i, n);
     else if (err == EBADF)
-        log_error("fdpass: a descriptor among pieces %u..%u for rank %d is not open (tag %#llx)",
+        log_error("a descriptor among pieces %u..%u for rank %d is not open (tag %#llx)",
                   i, i + c - 1, peer->rank, (unsigned long long)tag);
     else
-        log_error("fdpass: sending pieces to rank %d failed: %s (tag %#llx, %u of %u sent)",
+        log_error("sending pieces to rank %d failed: %s (tag %#llx, %u of %u sent)",
                   peer->rank, strerror(err), (unsigned long long)tag, i, n);
     return fdwire_status(err);
 }
@@ -299,6 +303,62 @@ static const char *malformed(const fdwire_msg_t *msg, size_t got, int flags, int
     return NULL;
 }
 
+/* A pieces message that did not arrive, logged with how far the receiver
+ * got. */
+static gpuport_status_t recv_failed(const gpuport_fdpeer_t *peer, uint64_t tag, int err, int first,
+                                    uint32_t have, uint32_t total)
+{
+    char so_far[64] = "";
+
+    if (!first)
+        snprintf(so_far, sizeof(so_far), ", %u of its %u received", have, total);
+    if (err == ECONNRESET)
+        log_error("rank %d closed the descriptor connection before sending its "
+                  "pieces (tag %#llx%s)",
+                  peer->rank, (unsigned long long)tag, so_far);
+    else if (err == ETIMEDOUT)
+        log_error("rank %d did not send its pieces before the deadline (tag "
+                  "%#llx%s)",
+                  peer->rank, (unsigned long long)tag, so_far);
+    else
+        log_error("receiving pieces from rank %d failed: %s (tag %#llx%s)", peer->rank,
+                  strerror(err), (unsigned long long)tag, so_far);
+    return fdwire_status(err);
+}
+
+/* A received pieces message checked, its descriptors included; on failure
+ * they are closed and the failure logged. */
+static gpuport_status_t msg_check(const gpuport_fdpeer_t *peer, uint64_t tag,
+                                  const fdwire_msg_t *msg, size_t got, int flags, int *fds,
+                                  int nfds, int first, uint32_t total, uint32_t have)
+{
+    const char *bad = malformed(msg, got, flags, first, total, have);
+
+    if (!bad && (flags & MSG_CTRUNC) && (uint32_t)nfds < msg->h.count) {
+        /* Room was there for PER_MSG: fewer arrived because installing
+         * them failed here. */
+        struct rlimit rl = {0, 0};
+
+        getrlimit(RLIMIT_NOFILE, &rl);
+        log_error("descriptors from rank %d were cut off (%d of %u arrived; this "
+                  "process may be at its open-file limit, RLIMIT_NOFILE %llu; tag %#llx)",
+                  peer->rank, nfds, msg->h.count, (unsigned long long)rl.rlim_cur,
+                  (unsigned long long)tag);
+        close_all(fds, nfds);
+        return GPUPORT_ERR_NO_RESOURCE;
+    }
+    if (!bad && ((flags & MSG_CTRUNC) || (uint32_t)nfds != msg->h.count))
+        bad = "a descriptor count that does not match its piece count";
+    if (bad) {
+        log_error("rank %d sent a malformed pieces message: %s (tag %#llx, %zu "
+                  "bytes, %d descriptors, after %u of its pieces)",
+                  peer->rank, bad, (unsigned long long)tag, got, nfds, have);
+        close_all(fds, nfds);
+        return GPUPORT_ERR_PEER;
+    }
+    return GPUPORT_OK;
+}
+
 gpuport_status_t fdwire_recv_pieces(int fd, const gpuport_fdpeer_t *peer, uint64_t tag,
                                     uint64_t deadline, gpuport_fdpiece_t **theirs_p,
                                     uint32_t *m_p)
@@ -311,59 +371,21 @@ gpuport_status_t fdwire_recv_pieces(int fd, const gpuport_fdpeer_t *peer, uint64
 
     do {
         int nfds = 0, flags = 0, err;
-        const char *bad;
         size_t got = 0;
 
         err = recv_rec(fd, &msg, sizeof(msg), fds, &nfds, &flags, &got, deadline);
         if (err) {
-            char so_far[64] = "";
-
-            if (!first)
-                snprintf(so_far, sizeof(so_far), ", %u of its %u received", have, total);
-            if (err == ECONNRESET)
-                log_error("fdpass: rank %d closed the descriptor connection before sending its "
-                          "pieces (tag %#llx%s)",
-                          peer->rank, (unsigned long long)tag, so_far);
-            else if (err == ETIMEDOUT)
-                log_error("fdpass: rank %d did not send its pieces before the deadline (tag "
-                          "%#llx%s)",
-                          peer->rank, (unsigned long long)tag, so_far);
-            else
-                log_error("fdpass: receiving pieces from rank %d failed: %s (tag %#llx%s)",
-                          peer->rank, strerror(err), (unsigned long long)tag, so_far);
-            st = fdwire_status(err);
+            st = recv_failed(peer, tag, err, first, have, total);
             goto err_free;
         }
-        bad = malformed(&msg, got, flags, first, total, have);
-        if (!bad && (flags & MSG_CTRUNC) && (uint32_t)nfds < msg.h.count) {
-            /* Room was there for PER_MSG: fewer arrived because installing
-             * them failed here. */
-            struct rlimit rl = {0, 0};
-
-            getrlimit(RLIMIT_NOFILE, &rl);
-            log_error("fdpass: descriptors from rank %d were cut off (%d of %u arrived; this "
-                      "process may be at its open-file limit, RLIMIT_NOFILE %llu; tag %#llx)",
-                      peer->rank, nfds, msg.h.count, (unsigned long long)rl.rlim_cur,
-                      (unsigned long long)tag);
-            close_all(fds, nfds);
-            st = GPUPORT_ERR_NO_RESOURCE;
+        st = msg_check(peer, tag, &msg, got, flags, fds, nfds, first, total, have);
+        if (st != GPUPORT_OK)
             goto err_free;
-        }
-        if (!bad && ((flags & MSG_CTRUNC) || (uint32_t)nfds != msg.h.count))
-            bad = "a descriptor count that does not match its piece count";
-        if (bad) {
-            log_error("fdpass: rank %d sent a malformed pieces message: %s (tag %#llx, %zu "
-                      "bytes, %d descriptors, after %u of its pieces)",
-                      peer->rank, bad, (unsigned long long)tag, got, nfds, have);
-            close_all(fds, nfds);
-            st = GPUPORT_ERR_PEER;
-            goto err_free;
-        }
         if (first) {
             first = 0;
             total = msg.h.total;
             if (total > 0 && !(p = calloc(total, sizeof(*p)))) {
-                log_error("fdpass: no memory for %u pieces from rank %d", total, peer->rank);
+                log_error("no memory for %u pieces from rank %d", total, peer->rank);
                 close_all(fds, nfds);
                 st = GPUPORT_ERR_NO_MEMORY;
                 goto err_free;

@@ -24,10 +24,12 @@ static gpuport_status_t cma_write(int pid, void *dst, const void *src, uint64_t 
         size_t n = size > CMA_CHUNK ? CMA_CHUNK : (size_t)size;
         struct iovec local = {(void *)src, n}, remote = {dst, n};
         ssize_t done = process_vm_writev(pid, &local, 1, &remote, 1, 0);
+        /* no errno without a failure: a write of nothing leaves an old one */
+        int err = done < 0 ? errno : 0;
         if (done <= 0) {
             log_error("process_vm_writev(pid %d, %p, %zu bytes) failed: %s", pid, dst, n,
-                      done < 0 ? strerror(errno) : "no progress");
-            return errno == ESRCH ? GPUPORT_ERR_PEER : GPUPORT_ERR_TRANSPORT;
+                      err ? strerror(err) : "no progress");
+            return err == ESRCH ? GPUPORT_ERR_PEER : GPUPORT_ERR_TRANSPORT;
         }
         dst = (char *)dst + done;
         src = (const char *)src + done;

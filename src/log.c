@@ -103,11 +103,10 @@ void gpuport_log_write(int subsys, int level, const char *file, int line, const 
     size_t n;
     int msg, saved_errno = errno;
 
-    (void)subsys; /* filtered by the caller's macro */
     clock_gettime(CLOCK_REALTIME, &now);
     n = gpuport_log_prefix(buf, sizeof(buf) - 1, (int64_t)now.tv_sec, now.tv_nsec / 1000,
                            gpuport_log_host(), (long)getpid(), (long)syscall(SYS_gettid),
-                           log_rank, level, file, line);
+                           log_rank, level, gpuport_log_subsys_word(subsys), file, line);
     va_start(ap, fmt);
     msg = vsnprintf(buf + n, sizeof(buf) - 1 - n, fmt, ap);
     va_end(ap);

@@ -3,11 +3,12 @@
  * error logs it; callers propagate the status without logging again.
  *
  * A line reads
- *   [2026-12-01T13:45:07.123456Z] host:pid:tid gpuport r3 INFO comm.c:344 message
+ *   [2026-12-01T13:45:07.123456Z] host:pid:tid gpuport r3 INFO init comm.c:344 message
  * time in UTC with microseconds (fixed width, so lines of every rank and
  * host sort and merge as text), the short host name, the process and the
  * thread (gettid), the thread's gpuport rank ("-" before one is set), the
- * level, and where it was logged. Each line is one write(2): lines of
+ * level, the subsystem's GPUPORT_LOG_SUBSYS word, and where it was logged.
+ * The word is the line's: messages do not start with it again. Each line is one write(2): lines of
  * threads, and of processes sharing a file, do not interleave.
  *
  * Level from GPUPORT_LOG_LEVEL; lines go to stderr, or to GPUPORT_LOG_FILE.
@@ -37,9 +38,9 @@ typedef enum {
 
 /* Subsystems, in the order of gpuport_log_subsys_words (GPUPORT_LOG_SUBSYS's
  * words): the core's, then one per transport, by kind, named by its
- * GPUPORT_TRANSPORT word. The core names no transport: the registry
- * (src/transport/registry.c) holds the words, and a transport's source
- * files log as GPUPORT_SUBSYS_TL(their kind). */
+ * GPUPORT_TRANSPORT word. The core names no transport: the transport list
+ * (transport.h's GPUPORT_TL_NAMES) gives the words, and a transport's
+ * source files log as GPUPORT_SUBSYS_TL(their kind). */
 typedef enum {
     GPUPORT_SUBSYS_INIT = 0,  /* communicator creation and destruction, configuration */
     GPUPORT_SUBSYS_BOOTSTRAP, /* exchanges between ranks through the bootstrap */
@@ -60,8 +61,10 @@ typedef enum {
 #define GPUPORT_LOG_CORE_SUBSYS_WORDS                                                           \
     "init", "bootstrap", "topo", "cuda", "mem", "channel", "proxy", "flusher", "fdpass"
 
-/* NULL-terminated, by gpuport_log_subsys_t; as many transports as built
- * kinds (fewer words than GPUPORT_LOG_NSUBSYS) */
+/* NULL-terminated, by gpuport_log_subsys_t (log_format.c): the core's
+ * words, then a word for every transport kind, built or not, and for each
+ * one registered at run time (gpuport_transport_register writes its word);
+ * fewer words than GPUPORT_LOG_NSUBSYS */
 extern const char *gpuport_log_subsys_words[];
 #define GPUPORT_LOG_SUBSYS_ALL ((1u << GPUPORT_LOG_NSUBSYS) - 1)
 
@@ -100,12 +103,18 @@ const char *gpuport_log_host(void);
 int gpuport_log_path_expand(const char *spec, const char *host, long pid, char *out, size_t len,
                             char *problem, size_t plen);
 
+/* A subsystem's word (gpuport_log_subsys_words), "?" for a number that
+ * has none. */
+const char *gpuport_log_subsys_word(int subsys);
+
 /* The line's prefix up to and including the space before the message, for
  * a time in seconds and microseconds since the epoch; rank < 0 is "-", a
- * level out of range reads ERROR, file is cut to its last component.
- * Returns the length written: at most len - 1, the prefix cut to fit. */
+ * level out of range reads ERROR, subsys is the subsystem's word, file is
+ * cut to its last component. Returns the length written: at most len - 1,
+ * the prefix cut to fit. */
 size_t gpuport_log_prefix(char *buf, size_t len, int64_t sec, long usec, const char *host,
-                          long pid, long tid, int rank, int level, const char *file, int line);
+                          long pid, long tid, int rank, int level, const char *subsys,
+                          const char *file, int line);
 
 #define GPUPORT_LOG_ON_AT(subsys, level)                                                        \
     __builtin_expect((level) <= atomic_load_explicit(&gpuport_log_levels[(subsys)],            \

@@ -14,10 +14,13 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "memfd.h"
 
 gpuport_status_t gpuport_mem_alloc(gpuport_comm_t comm, size_t size, void **ptr_p)
 {
     gpuport_alloc_t *a;
+    gpuport_status_t st;
+    void *ptr;
     long page = sysconf(_SC_PAGESIZE);
 
     if (!gpuport_comm_live(comm) || !ptr_p || size == 0) {
@@ -35,32 +38,18 @@ gpuport_status_t gpuport_mem_alloc(gpuport_comm_t comm, size_t size, void **ptr_
         return GPUPORT_ERR_NO_MEMORY;
     a->size = size;
     a->map_len = (size + (size_t)page - 1) & ~((size_t)page - 1);
-    a->fd = memfd_create("gpuport-mem", MFD_CLOEXEC);
-    if (a->fd < 0) {
-        log_error("memfd_create(gpuport-mem) failed: %s", strerror(errno));
-        goto err_free;
+    st = gpuport_memfd_map("gpuport-mem", a->map_len, &a->fd, &ptr);
+    if (st != GPUPORT_OK) {
+        free(a);
+        return st;
     }
-    if (ftruncate(a->fd, (off_t)a->map_len) != 0) {
-        log_error("ftruncate(gpuport-mem, %zu bytes) failed: %s", a->map_len, strerror(errno));
-        goto err_close;
-    }
-    a->ptr = mmap(NULL, a->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
-    if (a->ptr == MAP_FAILED) {
-        log_error("mmap(gpuport-mem, %zu bytes) failed: %s", a->map_len, strerror(errno));
-        goto err_close;
-    }
+    a->ptr = ptr;
     pthread_mutex_lock(&comm->lock);
     a->next = comm->allocs;
     comm->allocs = a;
     pthread_mutex_unlock(&comm->lock);
     *ptr_p = a->ptr;
     return GPUPORT_OK;
-
-err_close:
-    close(a->fd);
-err_free:
-    free(a);
-    return GPUPORT_ERR_NO_MEMORY;
 }
 
 gpuport_status_t gpuport_mem_alloc_device(gpuport_comm_t comm, size_t size, void **ptr_p)

@@ -51,13 +51,6 @@ extern "C" int bench_gpu_select(int dev)
     return 0;
 }
 
-__device__ static uint64_t gtime(void)
-{
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-
 /* ---- FIFO latency ---- */
 
 /* mode RT_RAW: a release store of the flag, then polling for the answer;
@@ -75,7 +68,7 @@ enum { RT_RAW, RT_PUSH, RT_PUSH_SERIAL, RT_PUSH_CLOCK, RT_MODES };
 __device__ static inline void sample(uint64_t *samples, int i, uint64_t *prev)
 {
     if (samples) {
-        uint64_t t = gtime();
+        uint64_t t = gpuport_dev_now_ns();
         samples[i] = t - *prev;
         *prev = t;
     }
@@ -85,7 +78,7 @@ __global__ void k_roundtrip(volatile uint64_t *ping, volatile uint64_t *pong, in
                             unsigned long long *head, unsigned long long *tail_cache, uint64_t *ns,
                             uint64_t *samples)
 {
-    uint64_t t0 = gtime(), room = 0, prev = t0;
+    uint64_t t0 = gpuport_dev_now_ns(), room = 0, prev = t0;
     for (int i = 1; i <= iters; i++) {
         if (mode == RT_RAW) {
             asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(ping), "l"((uint64_t)i)
@@ -105,10 +98,10 @@ __global__ void k_roundtrip(volatile uint64_t *ping, volatile uint64_t *pong, in
         }
         while (gpuport_dev_load_sys(pong) != (uint64_t)i)
             if (mode == RT_PUSH_CLOCK)
-                room += gtime() == 0;
+                room += gpuport_dev_now_ns() == 0;
         sample(samples, i - 1, &prev);
     }
-    *ns = gtime() - t0;
+    *ns = gpuport_dev_now_ns() - t0;
     if (room == 1) /* never: keeps the loads */
         *ns = 0;
 }
@@ -116,14 +109,13 @@ __global__ void k_roundtrip(volatile uint64_t *ping, volatile uint64_t *pong, in
 __global__ void k_push_sync(gpuport_port_channel_dev_t ch, int iters, uint64_t *ns, int *rc,
                             uint64_t *samples)
 {
-    uint64_t t0 = gtime(), prev = t0;
+    uint64_t t0 = gpuport_dev_now_ns(), prev = t0;
     int st = 0;
     for (int i = 0; i < iters && !st; i++) {
         st = gpuport_flush(&ch);
         sample(samples, i, &prev);
     }
-    *ns = gtime() - t0;
-    *rc = st;
+    bench_dev_done(t0, st, ns, rc);
 }
 
 /* The flush of commit 6dd63b6 (before 2026-12-01's change): the tail's
@@ -153,12 +145,11 @@ __device__ static int flush_serial(const gpuport_port_channel_dev_t *ch)
 
 __global__ void k_push_sync_serial(gpuport_port_channel_dev_t ch, int iters, uint64_t *ns, int *rc)
 {
-    uint64_t t0 = gtime();
+    uint64_t t0 = gpuport_dev_now_ns();
     int st = 0;
     for (int i = 0; i < iters && !st; i++)
         st = flush_serial(&ch);
-    *ns = gtime() - t0;
-    *rc = st;
+    bench_dev_done(t0, st, ns, rc);
 }
 
 typedef struct echo {
@@ -185,23 +176,11 @@ __global__ void k_throughput(gpuport_port_channel_dev_t ch, int per_thread,
 {
     uint64_t pos;
     int st = 0;
-    atomicMin(t_start, (unsigned long long)gtime());
+    atomicMin(t_start, (unsigned long long)gpuport_dev_now_ns());
     for (int i = 0; i < per_thread && !st; i++)
         st = gpuport_dev_push_op(&ch, GPUPORT_OP_FLUSH, 0, 0, 0, &pos);
-    if (st)
-        atomicExch(rc, st);
-    __syncwarp();
-    __threadfence();
-    if ((threadIdx.x & 31) == 0) {
-        unsigned int nwarps = gridDim.x * (blockDim.x / 32);
-        if (atomicAdd(warps_done, 1u) == nwarps - 1) {
-            /* the last pusher waits until the proxy has consumed everything */
-            st = gpuport_flush(&ch);
-            if (st)
-                atomicExch(rc, st);
-            *t_end = gtime();
-        }
-    }
+    /* the last pusher waits until the proxy has consumed everything */
+    bench_dev_warps_done(&ch, st, warps_done, t_end, rc);
 }
 
 /* ---- IPC ---- */
@@ -209,7 +188,7 @@ __global__ void k_throughput(gpuport_port_channel_dev_t ch, int per_thread,
 __global__ void k_pingpong(gpuport_port_channel_dev_t ch, int first, int iters, uint64_t *ns,
                            int *rc, uint64_t *samples)
 {
-    uint64_t t0 = gtime(), prev = t0;
+    uint64_t t0 = gpuport_dev_now_ns(), prev = t0;
     int st = 0;
     for (int i = 0; i < iters && !st; i++) {
         if (first) {
@@ -223,8 +202,7 @@ __global__ void k_pingpong(gpuport_port_channel_dev_t ch, int first, int iters, 
         }
         sample(samples, i, &prev);
     }
-    *ns = gtime() - t0;
-    *rc = st;
+    bench_dev_done(t0, st, ns, rc);
 }
 
 __global__ void k_puts(gpuport_port_channel_dev_t ch, uint64_t size, int reps, int *rc)
@@ -242,16 +220,6 @@ __global__ void k_fill(unsigned char *p, uint64_t n)
     for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
          i += (uint64_t)gridDim.x * blockDim.x)
         p[i] = bpat(i);
-}
-
-__global__ void k_check(const unsigned char *p, uint64_t n, unsigned long long *bad)
-{
-    unsigned long long b = 0;
-    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
-         i += (uint64_t)gridDim.x * blockDim.x)
-        b += p[i] != bpat(i);
-    if (b)
-        atomicAdd(bad, b);
 }
 
 int bench_samples_room(state_t *st, int n)
@@ -313,27 +281,25 @@ int bench_fifo_measure(state_t *st)
         /* the raw round trip per iteration; the other modes' totals */
         k_roundtrip<<<1, 1, 0, st->s>>>(dping, dpong, iters, mode, dhead, dhead + 8, st->d_ns,
                                         mode == RT_RAW ? st->d_samples : NULL);
-        CK(cudaStreamSynchronize(st->s));
+        if (bench_wait(st->s, st->d_ns, &ns_rt[mode], NULL, NULL))
+            return -1;
         pthread_join(thr, NULL);
-        CK(cudaMemcpy(&ns_rt[mode], st->d_ns, 8, cudaMemcpyDeviceToHost));
         if (mode == RT_RAW && bench_samples_stats(st, iters, &st->fifo_rt_st))
             return -1;
     }
     cudaFree(dhead);
     k_push_sync<<<1, 1, 0, st->s>>>(st->k[0].dev, 100, st->d_ns, st->d_rc, NULL); /* warm */
     k_push_sync<<<1, 1, 0, st->s>>>(st->k[0].dev, iters, st->d_ns, st->d_rc, st->d_samples);
-    CK(cudaStreamSynchronize(st->s));
-    CK(cudaMemcpy(&ns_ps, st->d_ns, 8, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
+    if (bench_wait(st->s, st->d_ns, &ns_ps, st->d_rc, &rc))
+        return -1;
     /* a failed flush ends the loop early: only the iterations that ran */
     memset(&st->fifo_ps_st, 0, sizeof(st->fifo_ps_st));
     if (!rc && bench_samples_stats(st, iters, &st->fifo_ps_st))
         return -1;
     if (!rc) {
         k_push_sync_serial<<<1, 1, 0, st->s>>>(st->k[0].dev, iters, st->d_ns, st->d_rc);
-        CK(cudaStreamSynchronize(st->s));
-        CK(cudaMemcpy(&st->fifo_ps_serial_ns, st->d_ns, 8, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
+        if (bench_wait(st->s, st->d_ns, &st->fifo_ps_serial_ns, st->d_rc, &rc))
+            return -1;
     }
     cudaFreeHost(ping);
     st->fifo_iters = iters;
@@ -433,10 +399,9 @@ static int fifo_throughput(state_t *st)
         CK(cudaMemset(d_done, 0, 4));
         CK(cudaMemset(st->d_rc, 0, sizeof(int)));
         k_throughput<<<w, 32, 0, st->s>>>(st->k[0].dev, per, d_start, d_done, d_end, st->d_rc);
-        CK(cudaStreamSynchronize(st->s));
+        if (bench_wait(st->s, d_end, &end, st->d_rc, &rc))
+            return -1;
         CK(cudaMemcpy(&start, d_start, 8, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(&end, d_end, 8, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
         fails += rc != 0;
         if (env->report) {
             double rate = (double)w * 32 * per / ((end - start) / 1e9) / 1e6;
@@ -469,9 +434,8 @@ int bench_pingpong_measure(state_t *st)
     env->barrier(env->ctx);
     k_pingpong<<<1, 1, 0, st->s>>>(st->k[0].dev, env->rank < env->peer, iters, st->d_ns, st->d_rc,
                                    st->d_samples);
-    CK(cudaStreamSynchronize(st->s));
-    CK(cudaMemcpy(&ns, st->d_ns, 8, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
+    if (bench_wait(st->s, st->d_ns, &ns, st->d_rc, &rc))
+        return -1;
     st->pingpong_iters = iters;
     st->pingpong_rc = rc;
     st->pingpong_us = ns / 1e3 / iters;
@@ -554,9 +518,8 @@ static int idle_proxy(state_t *st)
     secs = (host_ns() - t0) / 1e9;
     k_pingpong<<<1, 1, 0, st->s>>>(st->k[0].dev, env->rank < env->peer, 1, st->d_ns, st->d_rc,
                                    NULL);
-    CK(cudaStreamSynchronize(st->s));
-    CK(cudaMemcpy(&ns, st->d_ns, 8, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
+    if (bench_wait(st->s, st->d_ns, &ns, st->d_rc, &rc))
+        return -1;
     if (env->report) {
         double proxy = 100.0 * (double)(s1.proxy_cpu_ns - s0.proxy_cpu_ns) / (secs * 1e9);
         double flusher = 100.0 * (double)(s1.flusher_cpu_ns - s0.flusher_cpu_ns) / (secs * 1e9);
@@ -874,6 +837,30 @@ static int failures(int rc)
     return rc < 0 ? 1 : rc;
 }
 
+/* What the run is on: the transport, the memory, the GPUs; printed and in
+ * the records. */
+static int run_header(state_t *st)
+{
+    cudaDeviceProp prop;
+    char gpu[320];
+
+    printf("\nGPU mode: transport %s, memory %s%s, ", gpuport_channel_transport(st->k[0].ch),
+           st->k[0].name, st->nkinds == 2 ? " and VMM (bandwidth only)" : "");
+    if (st->shared)
+        printf("ranks share GPU %d (time-sliced)\n", st->gpu);
+    else
+        printf("GPU %d, peer on GPU %d\n", st->gpu, st->peer_gpu);
+    CK(cudaGetDeviceProperties(&prop, st->gpu));
+    if (st->shared)
+        snprintf(gpu, sizeof(gpu), "%s (GPU %d; the pair shares it)", prop.name, st->gpu);
+    else
+        snprintf(gpu, sizeof(gpu), "%s (GPU %d; peer on GPU %d)", prop.name, st->gpu,
+                 st->peer_gpu);
+    bench_out_context("gpu", gpu, st->env->nranks);
+    bench_out_channel(gpuport_channel_transport(st->k[0].ch), st->k[0].name);
+    return 0;
+}
+
 extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
 {
     state_t st;
@@ -913,24 +900,8 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
         if (!st.shared && cudaDeviceEnablePeerAccess(st.peer_gpu, 0) != cudaSuccess)
             cudaGetLastError(); /* already enabled, or copies go through the host */
     }
-    if (env->report) {
-        cudaDeviceProp prop;
-        char gpu[320];
-        printf("\nGPU mode: transport %s, memory %s%s, ", gpuport_channel_transport(st.k[0].ch),
-               st.k[0].name, st.nkinds == 2 ? " and VMM (bandwidth only)" : "");
-        if (st.shared)
-            printf("ranks share GPU %d (time-sliced)\n", st.gpu);
-        else
-            printf("GPU %d, peer on GPU %d\n", st.gpu, st.peer_gpu);
-        CK(cudaGetDeviceProperties(&prop, st.gpu));
-        if (st.shared)
-            snprintf(gpu, sizeof(gpu), "%s (GPU %d; the pair shares it)", prop.name, st.gpu);
-        else
-            snprintf(gpu, sizeof(gpu), "%s (GPU %d; peer on GPU %d)", prop.name, st.gpu,
-                     st.peer_gpu);
-        bench_out_context("gpu", gpu, env->nranks);
-        bench_out_channel(gpuport_channel_transport(st.k[0].ch), st.k[0].name);
-    }
+    if (env->report && run_header(&st))
+        return -1;
     if (!env->small_only) {
         fails += failures(fifo_latency(&st));
         fails += failures(fifo_throughput(&st));

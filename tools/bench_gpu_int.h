@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "bench_gpu.h"
+#include "bench_gpu_tail.h"
 #include "bench_out.h"
 #include "gpuport/gpuport_device.h"
 #include <cuda_runtime.h>
@@ -78,6 +79,18 @@ typedef struct state {
 __host__ __device__ static inline unsigned char bpat(uint64_t i)
 {
     return (unsigned char)((i * 2654435761u) >> 13);
+}
+
+/* Adds to *bad the bytes of p[0, n) that are not bpat(i), over any grid:
+ * the receiver's check of what arrived. */
+static __global__ void k_check(const unsigned char *p, uint64_t n, unsigned long long *bad)
+{
+    unsigned long long b = 0;
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x)
+        b += p[i] != bpat(i);
+    if (b)
+        atomicAdd(bad, b);
 }
 
 static inline int scaled(const bench_gpu_env_t *env, int n)

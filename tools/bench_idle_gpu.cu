@@ -1,6 +1,7 @@
 /* GPU operations of gpuport_bench --idle; see bench_idle.h. */
 #include <cuda_runtime.h>
 
+#include "bench_gpu_tail.h"
 #include "bench_idle.h"
 
 __global__ static void k_timed(gpuport_port_channel_dev_t ch, int put, uint64_t *ns, int *rc)
@@ -10,8 +11,7 @@ __global__ static void k_timed(gpuport_port_channel_dev_t ch, int put, uint64_t 
 
     if (!st)
         st = gpuport_flush(&ch);
-    *ns = gpuport_dev_now_ns() - t0;
-    *rc = st;
+    bench_dev_done(t0, st, ns, rc);
 }
 
 static int timed(const gpuport_port_channel_dev_t *ch, int put, double *us)
@@ -24,9 +24,7 @@ static int timed(const gpuport_port_channel_dev_t *ch, int put, double *us)
     if (!d_ns && (cudaMalloc(&d_ns, 8) != cudaSuccess || cudaMalloc(&d_rc, sizeof(int)) != cudaSuccess))
         return -1;
     k_timed<<<1, 1>>>(*ch, put, d_ns, d_rc);
-    if (cudaDeviceSynchronize() != cudaSuccess ||
-        cudaMemcpy(&ns, d_ns, 8, cudaMemcpyDeviceToHost) != cudaSuccess ||
-        cudaMemcpy(&rc, d_rc, sizeof(int), cudaMemcpyDeviceToHost) != cudaSuccess)
+    if (bench_wait(0, d_ns, &ns, d_rc, &rc))
         return -1;
     *us = ns / 1e3;
     return rc;

@@ -72,20 +72,7 @@ static __global__ void k_small(gpuport_port_channel_dev_t ch, int op, int per,
         else
             st = gpuport_put_value(&ch, slot * 8, pv_value(slot));
     }
-    if (st)
-        atomicExch(rc, st);
-    __syncwarp();
-    __threadfence();
-    if ((threadIdx.x & 31) == 0) {
-        unsigned int nwarps = gridDim.x * (blockDim.x / 32);
-        if (atomicAdd(warps_done, 1u) == nwarps - 1) {
-            /* every other warp's pushes came before this flush */
-            st = gpuport_flush(&ch);
-            if (st)
-                atomicExch(rc, st);
-            *t_end = gpuport_dev_now_ns();
-        }
-    }
+    bench_dev_warps_done(&ch, st, warps_done, t_end, rc);
 }
 
 /* Takes every signal that has arrived. Run once all were delivered: a
@@ -100,16 +87,6 @@ static __global__ void k_take_all(gpuport_port_channel_dev_t ch, unsigned long l
     if (r < 0)
         atomicExch(rc, r);
     atomicAdd(taken, n);
-}
-
-static __global__ void k_check_bytes(const unsigned char *p, uint64_t n, unsigned long long *bad)
-{
-    unsigned long long b = 0;
-    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
-         i += (uint64_t)gridDim.x * blockDim.x)
-        b += p[i] != bpat(i);
-    if (b)
-        atomicAdd(bad, b);
 }
 
 static __global__ void k_check_values(const uint64_t *p, uint64_t n, unsigned long long *bad)
@@ -169,7 +146,7 @@ static int rx_verify(small_t *sm, int op, uint64_t ops, int warps, int *bad_p)
     if (op == OP_SIGNAL)
         k_take_all<<<8, 32>>>(st->k[0].dev, sm->d_taken, st->d_rc);
     else if (op == OP_PUT64)
-        k_check_bytes<<<1024, 256>>>(st->k[0].dst, ops * 64, st->d_bad);
+        k_check<<<1024, 256>>>(st->k[0].dst, ops * 64, st->d_bad);
     else
         k_check_values<<<1024, 256>>>((const uint64_t *)st->k[0].dst, ops, st->d_bad);
     CK(cudaGetLastError());
@@ -215,11 +192,9 @@ static int small_run(small_t *sm, int op, int warps, int per, double *rate_p, in
         CK(cudaMemsetAsync(st->d_rc, 0, sizeof(int), st->s));
         k_small<<<warps, 32, 0, st->s>>>(st->k[0].dev, op, per, sm->d_start, sm->d_done, sm->d_end,
                                          st->d_rc);
-        CK(cudaGetLastError());
-        CK(cudaStreamSynchronize(st->s));
+        if (bench_wait(st->s, sm->d_end, &end, st->d_rc, &rc))
+            return -1;
         CK(cudaMemcpy(&start, sm->d_start, sizeof(start), cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(&end, sm->d_end, sizeof(end), cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(&rc, st->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
         if (rc)
             fprintf(stderr, "gpuport_bench: rank %d: %d warps of %s: %s\n", env->rank, warps,
                     op_name(op), gpuport_status_string((gpuport_status_t)rc));
@@ -237,31 +212,29 @@ static int small_run(small_t *sm, int op, int warps, int per, double *rate_p, in
 
 /* ---- the table ---- */
 
-static const char *rate_text(char *buf, size_t len, double ops_s)
+/* A figure in its unit, "-" where there is none (0 or less). */
+static const char *fig_text(char *buf, size_t len, const char *unit, int decimals, double v)
 {
-    if (ops_s > 0)
-        snprintf(buf, len, "%.2f M/s", ops_s / 1e6);
+    if (v > 0)
+        snprintf(buf, len, "%.*f %s", decimals, v, unit);
     else
         snprintf(buf, len, "-");
     return buf;
+}
+
+static const char *rate_text(char *buf, size_t len, double ops_s)
+{
+    return fig_text(buf, len, "M/s", 2, ops_s / 1e6);
 }
 
 static const char *gbs_text(char *buf, size_t len, double gbs)
 {
-    if (gbs > 0)
-        snprintf(buf, len, "%.1f GB/s", gbs);
-    else
-        snprintf(buf, len, "-");
-    return buf;
+    return fig_text(buf, len, "GB/s", 1, gbs);
 }
 
 static const char *us_text(char *buf, size_t len, double us)
 {
-    if (us > 0)
-        snprintf(buf, len, "%.2f us", us);
-    else
-        snprintf(buf, len, "-");
-    return buf;
+    return fig_text(buf, len, "us", 2, us);
 }
 
 /* a over b: "85%" for rates (pct), "1.15x" for times */

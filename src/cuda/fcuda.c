@@ -138,7 +138,7 @@ gpuport_status_t gpuport_fcuda_start(gpuport_flusher_t *fl)
     if (st)
         goto err_ctx;
     fl->cuda = c;
-    log_debug("flusher: private CUDA context on device %d ready", fl->cuda_device);
+    log_debug("private CUDA context on device %d ready", fl->cuda_device);
     return GPUPORT_OK;
 
 err_ctx:

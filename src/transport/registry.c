@@ -39,18 +39,11 @@ extern const gpuport_transport_ops_t gpuport_transport_ib;
 extern const gpuport_transport_ops_t gpuport_transport_shm;
 extern const gpuport_transport_ops_t gpuport_transport_tcp;
 
-/* The library's transports' names, by kind from 1 (transport.h's
- * GPUPORT_TL_KIND_*). */
-#define TRANSPORT_NAMES "shm", "cuda_ipc", "ib", "tcp"
 #define NLISTED 5 /* "auto" and the names above */
 
 /* GPUPORT_TRANSPORT's words; a transport's kind is its index. Room for the
  * registered ones, NULL-terminated. */
-const char *gpuport_transport_words[GPUPORT_TL_MAX_KINDS + 1] = {"auto", TRANSPORT_NAMES, NULL};
-/* GPUPORT_LOG_SUBSYS's words: the core's subsystems (log.h), then each
- * transport's, by kind (GPUPORT_SUBSYS_TL(kind)) */
-const char *gpuport_log_subsys_words[GPUPORT_SUBSYS_TRANSPORTS + GPUPORT_TL_MAX_KINDS] = {
-    GPUPORT_LOG_CORE_SUBSYS_WORDS, TRANSPORT_NAMES, NULL};
+const char *gpuport_transport_words[GPUPORT_TL_MAX_KINDS + 1] = {"auto", GPUPORT_TL_NAMES, NULL};
 _Static_assert(GPUPORT_TL_MAX_KINDS - 1 <= GPUPORT_LOG_TL_SLOTS, "a log subsystem per transport");
 _Static_assert(GPUPORT_TL_KIND_SHM == 1 && GPUPORT_TL_KIND_CUDA_IPC == 2 &&
                    GPUPORT_TL_KIND_IB == 3 && GPUPORT_TL_KIND_TCP == 4,

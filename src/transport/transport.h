@@ -145,7 +145,11 @@ typedef struct gpuport_transport_ops {
 /* gpuport_transport_words (config.h): "auto", then every transport gpuport
  * knows, built or not, then the registered ones; a transport's kind is its
  * index there (channel records carry it). */
-/* The kinds, by their place in registry.c's list (it checks); a
+/* The library's transports' names, by kind from 1: the one list.
+ * GPUPORT_TRANSPORT's words (registry.c) and GPUPORT_LOG_SUBSYS's transport
+ * words (log_format.c) are made of it; rows are only ever appended. */
+#define GPUPORT_TL_NAMES "shm", "cuda_ipc", "ib", "tcp"
+/* The kinds, by their place in the list (registry.c checks); a
  * transport's files log as GPUPORT_SUBSYS_TL(their kind). */
 enum {
     GPUPORT_TL_KIND_SHM = 1,

@@ -8,15 +8,23 @@
  * smallest rings full for 200,000 items, with other threads competing for
  * the cores so that the flusher is preempted where it would hurt, and every
  * item must be carried out, completed once, in order.
+ *
+ * And a cross-memory write's failure says who failed: a peer that is gone
+ * is GPUPORT_ERR_PEER, an address it does not have GPUPORT_ERR_TRANSPORT,
+ * whatever errno an earlier call left.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "capture.h"
 #include "check.h"
 #include "flusher.h"
 
@@ -75,11 +83,67 @@ static void run(uint32_t capacity)
     printf("capacity %u: %u items posted, carried out and completed in order\n", capacity, ITEMS);
 }
 
+static gpuport_status_t cma(int pid, void *dst, const void *src, uint64_t size, uint32_t flags,
+                             uint64_t value)
+{
+    gpuport_work_t w;
+
+    memset(&w, 0, sizeof(w));
+    w.kind = GPUPORT_WORK_CMA_WRITE;
+    w.pid = pid;
+    w.dst = dst;
+    w.src = src;
+    w.size = size;
+    w.flags = flags;
+    w.value = value;
+    return gpuport_work_execute(&w);
+}
+
+static void cma_statuses(void)
+{
+    unsigned char src[4096], dst[4096];
+    uint64_t word = 0;
+    const char *log;
+    void *hole;
+    pid_t gone;
+    int st;
+
+    for (size_t i = 0; i < sizeof(src); i++)
+        src[i] = (unsigned char)(i * 7 + 1);
+    memset(dst, 0, sizeof(dst));
+    CHECK_OK(cma((int)getpid(), dst, src, sizeof(src), 0, 0));
+    CHECK(memcmp(dst, src, sizeof(src)) == 0);
+    CHECK_OK(cma((int)getpid(), &word, NULL, 8, GPUPORT_WORK_SRC_VALUE, 0x1122334455667788ull));
+    CHECK(word == 0x1122334455667788ull);
+
+    /* a pid that no longer exists */
+    gone = fork();
+    CHECK(gone >= 0);
+    if (gone == 0)
+        _exit(0);
+    CHECK(waitpid(gone, &st, 0) == gone);
+    capture_begin();
+    errno = EFAULT;
+    CHECK_STATUS(cma((int)gone, dst, src, 64, 0, 0), GPUPORT_ERR_PEER);
+    log = capture_end();
+    CHECK_MSG(count_of(log, "\n") == 1 && strstr(log, "No such process"), "log: %s", log);
+
+    /* an unmapped destination in a live process, with ESRCH left over */
+    hole = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(hole != MAP_FAILED && munmap(hole, 4096) == 0);
+    capture_begin();
+    errno = ESRCH;
+    CHECK_STATUS(cma((int)getpid(), hole, src, 64, 0, 0), GPUPORT_ERR_TRANSPORT);
+    log = capture_end();
+    CHECK_MSG(count_of(log, "\n") == 1 && strstr(log, "Bad address"), "log: %s", log);
+}
+
 int main(void)
 {
     pthread_t spinners[SPINNERS];
 
     setvbuf(stdout, NULL, _IONBF, 0);
+    cma_statuses();
     for (int i = 0; i < SPINNERS; i++)
         CHECK(pthread_create(&spinners[i], NULL, spin, NULL) == 0);
     run(2);

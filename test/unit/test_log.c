@@ -1,7 +1,7 @@
 /*
  * The log as a 64-rank job's reader needs it: every line carries a time
- * that sorts, the host, pid and thread, the rank, the level and the place,
- * and is written whole (threads and processes appending to one file do not
+ * that sorts, the host, pid and thread, the rank, the level, the
+ * subsystem's word and the place, and is written whole (threads and processes appending to one file do not
  * cut each other's lines); GPUPORT_LOG_FILE's %h/%p expansion and its
  * errors; GPUPORT_LOG_SUBSYS keeps and hides subsystems but never errors or
  * warnings; info says the version once per job and each channel's
@@ -37,6 +37,7 @@ typedef struct {
     long pid, tid;
     int rank; /* -1: "-" */
     char level[8];
+    char subsys[16];
     char file[64];
     int line;
     char msg[1400];
@@ -46,22 +47,22 @@ static regex_t line_re;
 
 static void re_init(void)
 {
-    /* time, host:pid:tid, rank, level, file:line, message */
+    /* time, host:pid:tid, rank, level, subsystem, file:line, message */
     static const char *const re =
         "^\\[([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})\\.([0-9]{6})Z\\] "
         "([^ :]+):([0-9]+):([0-9]+) gpuport r([0-9]+|-) (ERROR|WARN|INFO|DEBUG|TRACE) "
-        "([^ :]+):([0-9]+) (.*)$";
+        "([a-z_]+) ([^ :]+):([0-9]+) (.*)$";
     CHECK(regcomp(&line_re, re, REG_EXTENDED) == 0);
 }
 
 static int parse_line(const char *line, parsed_t *p)
 {
-    regmatch_t m[16];
-    char f[16][1400];
+    regmatch_t m[17];
+    char f[17][1400];
 
-    if (regexec(&line_re, line, 16, m, 0) != 0)
+    if (regexec(&line_re, line, 17, m, 0) != 0)
         return -1;
-    for (int i = 1; i < 16; i++) {
+    for (int i = 1; i < 17; i++) {
         int n = m[i].rm_eo - m[i].rm_so;
         CHECK(n >= 0 && n < (int)sizeof(f[i]));
         memcpy(f[i], line + m[i].rm_so, (size_t)n);
@@ -80,10 +81,37 @@ static int parse_line(const char *line, parsed_t *p)
     p->tid = atol(f[10]);
     p->rank = strcmp(f[11], "-") == 0 ? -1 : atoi(f[11]);
     snprintf(p->level, sizeof(p->level), "%.*s", (int)sizeof(p->level) - 1, f[12]);
-    snprintf(p->file, sizeof(p->file), "%.*s", (int)sizeof(p->file) - 1, f[13]);
-    p->line = atoi(f[14]);
-    snprintf(p->msg, sizeof(p->msg), "%s", f[15]);
+    snprintf(p->subsys, sizeof(p->subsys), "%.*s", (int)sizeof(p->subsys) - 1, f[13]);
+    snprintf(p->file, sizeof(p->file), "%.*s", (int)sizeof(p->file) - 1, f[14]);
+    p->line = atoi(f[15]);
+    snprintf(p->msg, sizeof(p->msg), "%s", f[16]);
     return 0;
+}
+
+/* Every line names its subsystem once: a word of gpuport_log_subsys_words,
+ * the word of the file's name where a file is named for one (tcp_cm.c,
+ * proxy.c, cuda_ipc.c), and not again at the message's start. */
+static void check_subsys(const parsed_t *p, const char *line)
+{
+    const char *named = NULL;
+    size_t base = strcspn(p->file, ".");
+    int known = 0;
+
+    for (int s = 0; gpuport_log_subsys_words[s]; s++) {
+        const char *w = gpuport_log_subsys_words[s];
+        size_t wl = strlen(w);
+        if (strcmp(p->subsys, w) == 0)
+            known = 1;
+        if (strncmp(p->file, w, wl) == 0 && (wl == base || p->file[wl] == '_') &&
+            (!named || wl > strlen(named)))
+            named = w;
+    }
+    CHECK_MSG(known, "subsystem \"%s\" is not a word of the list: %s", p->subsys, line);
+    CHECK_MSG(!named || strcmp(named, p->subsys) == 0, "%s logs as %s, not %s: %s", p->file,
+              p->subsys, named, line);
+    CHECK_MSG(strncmp(p->msg, p->subsys, strlen(p->subsys)) != 0 ||
+                  p->msg[strlen(p->subsys)] != ':',
+              "the subsystem twice: %s", line);
 }
 
 /* microseconds since the epoch of a parsed line */
@@ -143,28 +171,28 @@ static void test_prefix(void)
 
     /* 2026-12-01T13:45:07Z */
     n = gpuport_log_prefix(buf, sizeof(buf), 1796132707, 123, "node17", 4242, 4243, 3,
-                           GPUPORT_LOG_INFO, "../../src/comm.c", 344);
-    CHECK_MSG(strcmp(buf, "[2026-12-01T13:45:07.000123Z] node17:4242:4243 gpuport r3 INFO "
+                           GPUPORT_LOG_INFO, "init", "../../src/comm.c", 344);
+    CHECK_MSG(strcmp(buf, "[2026-12-01T13:45:07.000123Z] node17:4242:4243 gpuport r3 INFO init "
                           "comm.c:344 ") == 0,
               "prefix: \"%s\"", buf);
     CHECK(n == strlen(buf));
-    n = gpuport_log_prefix(buf, sizeof(buf), 0, 999999, "h", 1, 1, -1, GPUPORT_LOG_TRACE, "x.c",
-                           1);
-    CHECK_MSG(strcmp(buf, "[1970-01-01T00:00:00.999999Z] h:1:1 gpuport r- TRACE x.c:1 ") == 0,
+    n = gpuport_log_prefix(buf, sizeof(buf), 0, 999999, "h", 1, 1, -1, GPUPORT_LOG_TRACE, "tcp",
+                           "x.c", 1);
+    CHECK_MSG(strcmp(buf, "[1970-01-01T00:00:00.999999Z] h:1:1 gpuport r- TRACE tcp x.c:1 ") == 0,
               "prefix: \"%s\"", buf);
     /* a level out of range reads as an error rather than out of the table */
-    gpuport_log_prefix(buf, sizeof(buf), 0, 0, "h", 1, 1, 0, 99, "x.c", 1);
-    CHECK_MSG(strstr(buf, " r0 ERROR x.c:1 "), "prefix: \"%s\"", buf);
+    gpuport_log_prefix(buf, sizeof(buf), 0, 0, "h", 1, 1, 0, 99, "ib", "x.c", 1);
+    CHECK_MSG(strstr(buf, " r0 ERROR ib x.c:1 "), "prefix: \"%s\"", buf);
     /* fixed width: later times sort later as text */
     {
         char a[256], b[256];
-        gpuport_log_prefix(a, sizeof(a), 1796132707, 999999, "zz", 9, 9, 9, 1, "a.c", 1);
-        gpuport_log_prefix(b, sizeof(b), 1796132708, 0, "aa", 1, 1, 0, 1, "a.c", 1);
+        gpuport_log_prefix(a, sizeof(a), 1796132707, 999999, "zz", 9, 9, 9, 1, "tcp", "a.c", 1);
+        gpuport_log_prefix(b, sizeof(b), 1796132708, 0, "aa", 1, 1, 0, 1, "ib", "a.c", 1);
         CHECK(strcmp(a, b) < 0);
     }
     /* a short buffer is cut, never overrun */
     memset(buf, 'x', sizeof(buf));
-    n = gpuport_log_prefix(buf, 20, 0, 0, "h", 1, 1, 0, 1, "x.c", 1);
+    n = gpuport_log_prefix(buf, 20, 0, 0, "h", 1, 1, 0, 1, "init", "x.c", 1);
     CHECK(n == 19 && buf[19] == '\0' && buf[20] == 'x');
 }
 
@@ -260,7 +288,7 @@ static void test_line(void)
                   "host \"%s\", expected \"%s\"", p.host, host);
     }
     CHECK(p.pid == (long)getpid() && p.tid == my_tid() && p.tid == (long)getpid());
-    CHECK(p.rank == 5 && strcmp(p.level, "INFO") == 0);
+    CHECK(p.rank == 5 && strcmp(p.level, "INFO") == 0 && strcmp(p.subsys, "channel") == 0);
     CHECK_MSG(strcmp(p.file, "test_log.c") == 0 && p.line == here, "%s:%d", p.file, p.line);
     CHECK_MSG(strcmp(p.msg, "the message, 42 and text") == 0, "msg \"%s\"", p.msg);
 
@@ -281,7 +309,7 @@ static void test_line(void)
     gpuport_log_set_rank(-1);
     log_error("no rank yet");
     log = capture_end();
-    CHECK_MSG(strstr(log, " gpuport r- ERROR test_log.c:"), "log: %s", log);
+    CHECK_MSG(strstr(log, " gpuport r- ERROR channel test_log.c:"), "log: %s", log);
 
     /* a message too long for a line is cut, said so, and still one line */
     memset(long_msg, 'm', sizeof(long_msg) - 1);
@@ -600,13 +628,13 @@ static void test_comm_file(void)
         const char *v = strstr(text, version), *start = v;
         while (start > text && start[-1] != '\n')
             start--;
-        CHECK_MSG(strstr(start, " gpuport r0 INFO comm.c:") < v &&
-                      strstr(start, " gpuport r0 INFO comm.c:") != NULL,
+        CHECK_MSG(strstr(start, " gpuport r0 INFO init comm.c:") < v &&
+                      strstr(start, " gpuport r0 INFO init comm.c:") != NULL,
                   "the version line is not rank 0's:\n%s", text);
     }
     CHECK_MSG(lines_with(text, "communicator ready") == 2 &&
-                  lines_with(text, " r0 INFO channel.c:") == 1 &&
-                  lines_with(text, " r1 INFO channel.c:") == 1 &&
+                  lines_with(text, " r0 INFO channel channel.c:") == 1 &&
+                  lines_with(text, " r1 INFO channel channel.c:") == 1 &&
                   lines_with(text, "(its channel 0) over shm: source host-shared, 65536 bytes; "
                                    "destination host-shared, 65536 bytes") == 2,
               "file:\n%s", text);
@@ -623,6 +651,7 @@ static void test_comm_file(void)
         CHECK_MSG(parse_line(line, &l) == 0 && l.pid == (long)getpid() && l.rank >= 0 &&
                       l.rank <= 1,
                   "line \"%s\"", line);
+        check_subsys(&l, line);
         p += len + (p[len] == '\n');
     }
     unlink(path);
@@ -667,10 +696,10 @@ static void test_comm_levels(void)
                  "channel ok", i * 64);
         CHECK_MSG(lines_with(log, want) == 1, "no \"%s\" in:\n%s", want, log);
     }
-    CHECK_MSG(lines_with(log, " r0 TRACE proxy_exec.c:") >= o.trace_puts + 3 &&
+    CHECK_MSG(lines_with(log, " r0 TRACE proxy proxy_exec.c:") >= o.trace_puts + 3 &&
                   lines_with(log, "put_value on channel 0, dst_off 4096, src_off 0, size 8, "
                                   "value 0x1122334455667788; channel ok") == 1 &&
-                  lines_with(log, " r0 TRACE proxy_exec.c:") == lines_with(log, " r0 TRACE ") &&
+                  lines_with(log, " r0 TRACE proxy proxy_exec.c:") == lines_with(log, " r0 TRACE ") &&
                   lines_with(log, "host FIFO position 6 (1 slot): signal on channel 0, dst_off "
                                   "0, src_off 0, size 0; channel ok") == 1 &&
                   lines_with(log, "host FIFO position 7 (1 slot): flush on channel 0") == 1 &&
@@ -680,7 +709,7 @@ static void test_comm_levels(void)
     /* only proxy below warn: no info line of init or channel (the proxy's own
      * info line, its measured wake-up cost, appears when it slept long enough) */
     CHECK_MSG(lines_with(log, "communicator ready") == 0 && lines_with(log, "over shm") == 0 &&
-                  lines_with(log, " INFO ") == lines_with(log, " INFO proxy_idle.c:"),
+                  lines_with(log, " INFO ") == lines_with(log, " INFO proxy proxy_idle.c:"),
               "log:\n%s", log);
 
     /* debug: no trigger */
@@ -703,6 +732,73 @@ static void test_comm_levels(void)
     unsetenv("GPUPORT_LOG_LEVEL");
 }
 
+/* ---- every line names its subsystem ---- */
+
+static void test_words(void)
+{
+    int nwords = 0;
+
+    gpuport_log_set_level(GPUPORT_LOG_WARN);
+    gpuport_log_set_subsys(GPUPORT_LOG_SUBSYS_ALL);
+    for (int s = 0; gpuport_log_subsys_words[s]; s++, nwords++) {
+        const char *log;
+        char line[1500];
+        parsed_t p;
+
+        CHECK(gpuport_log_subsys_word(s) == gpuport_log_subsys_words[s]);
+        capture_begin();
+        GPUPORT_LOG_AT(s, GPUPORT_LOG_WARN, "subsystem %d", s);
+        log = capture_end();
+        snprintf(line, sizeof(line), "%.*s", (int)strcspn(log, "\n"), log);
+        CHECK_MSG(count_of(log, "\n") == 1 && parse_line(line, &p) == 0, "log: %s", log);
+        CHECK_MSG(strcmp(p.subsys, gpuport_log_subsys_words[s]) == 0, "subsystem %d: %s", s,
+                  line);
+    }
+    /* the core's, and one per transport kind */
+    CHECK(nwords == GPUPORT_SUBSYS_TRANSPORTS + gpuport_transport_nkinds() - 1);
+    CHECK(strcmp(gpuport_log_subsys_word(GPUPORT_SUBSYS_FDPASS), "fdpass") == 0 &&
+          strcmp(gpuport_log_subsys_word(GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_TCP)), "tcp") == 0 &&
+          strcmp(gpuport_log_subsys_word(GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_IB)), "ib") == 0);
+    /* a number without a word reads "?", never past the list */
+    CHECK(strcmp(gpuport_log_subsys_word(-1), "?") == 0 &&
+          strcmp(gpuport_log_subsys_word(nwords), "?") == 0 &&
+          strcmp(gpuport_log_subsys_word(GPUPORT_LOG_NSUBSYS - 1), "?") == 0 &&
+          strcmp(gpuport_log_subsys_word(GPUPORT_LOG_NSUBSYS), "?") == 0);
+}
+
+/* tcp at debug: its connection lines name tcp once, and every other line
+ * of the run its own subsystem */
+static void test_comm_words(void)
+{
+    comm_opts_t o = {.trace_puts = 2};
+    const char *log;
+    int ntcp = 0, nlines = 0;
+
+    setenv("GPUPORT_TRANSPORT", "tcp", 1);
+    setenv("GPUPORT_LOG_LEVEL", "debug", 1);
+    log = run_comms(&o);
+    unsetenv("GPUPORT_TRANSPORT");
+    unsetenv("GPUPORT_LOG_LEVEL");
+    CHECK_MSG(o.result[0] == GPUPORT_OK && o.result[1] == GPUPORT_OK, "%s", log);
+    CHECK(strcmp(o.transport[0], "tcp") == 0 && strcmp(o.transport[1], "tcp") == 0);
+    for (const char *p = log; *p;) {
+        size_t len = strcspn(p, "\n");
+        char line[1500];
+        parsed_t l;
+        CHECK(len < sizeof(line));
+        memcpy(line, p, len);
+        line[len] = '\0';
+        CHECK_MSG(parse_line(line, &l) == 0, "line \"%s\"", line);
+        check_subsys(&l, line);
+        ntcp += strcmp(l.subsys, "tcp") == 0;
+        nlines++;
+        p += len + (p[len] == '\n');
+    }
+    CHECK_MSG(ntcp >= 4 && lines_with(log, " DEBUG tcp tcp_cm.c:") >= 2 &&
+                  lines_with(log, " DEBUG tcp tcp_addr.c:") >= 2,
+              "%d tcp lines of %d:\n%s", ntcp, nlines, log);
+}
+
 int main(void)
 {
     testenv_clear_gpuport();
@@ -713,9 +809,11 @@ int main(void)
     test_expand();
     test_line();
     test_subsys();
+    test_words();
     test_file();
     test_comm_file();
     test_comm_levels();
+    test_comm_words();
     CHECK(rmdir(tmpdir) == 0);
     regfree(&line_re);
     printf("log: all checks passed\n");

@@ -5,16 +5,20 @@
  * sub-range of one (its memfd is what same-host peers receive, one piece
  * that covers exactly the region), and registrations' serials (the key by
  * which a peer maps a region once). GPU kinds are classified by the GPU
- * suite (test/gpu/test_gpu_vmm.cu).
+ * suite (test/gpu/test_gpu_vmm.cu). A block that cannot be made says what
+ * ran out: descriptors are GPUPORT_ERR_NO_RESOURCE, memory (address space)
+ * GPUPORT_ERR_NO_MEMORY, as for the control segment (memfd.c).
  */
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "capture.h"
 #include "check.h"
 #include "internal.h"
 #include "local_bootstrap.h"
@@ -28,6 +32,42 @@ static void same_file(int a, int b)
 
     CHECK(fstat(a, &sa) == 0 && fstat(b, &sb) == 0);
     CHECK_MSG(sa.st_ino == sb.st_ino && sa.st_dev == sb.st_dev, "fd %d and fd %d differ", a, b);
+}
+
+/* No descriptor left: memfd_create fails with EMFILE. No address space for
+ * 128 TiB: mmap fails with ENOMEM. Each is logged once, naming the call,
+ * and ptr_p is left alone. */
+static void alloc_failures(gpuport_comm_t comm)
+{
+    void *p = &p;
+    struct rlimit old, low;
+    const char *log;
+    gpuport_status_t st;
+    int lowest;
+
+    capture_begin();
+    CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+    lowest = dup(0);
+    CHECK(lowest >= 0 && close(lowest) == 0);
+    low = old;
+    low.rlim_cur = (rlim_t)lowest;
+    CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+    st = gpuport_mem_alloc(comm, 4096, &p);
+    CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0);
+    log = capture_end();
+    CHECK_STATUS(st, GPUPORT_ERR_NO_RESOURCE);
+    CHECK_MSG(p == &p && count_of(log, "\n") == 1 &&
+                  strstr(log, "memfd_create(gpuport-mem) failed: Too many open files"),
+              "log: %s", log);
+
+    capture_begin();
+    st = gpuport_mem_alloc(comm, (size_t)1 << 47, &p);
+    log = capture_end();
+    CHECK_STATUS(st, GPUPORT_ERR_NO_MEMORY);
+    CHECK_MSG(p == &p && count_of(log, "\n") == 1 &&
+                  strstr(log, "mmap(gpuport-mem, 140737488355328 bytes) failed: Cannot allocate "
+                              "memory"),
+              "log: %s", log);
 }
 
 static int kinds(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
@@ -77,6 +117,8 @@ static int kinds(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     CHECK(fcntl(a->fd, F_GETFD) >= 0);
     CHECK_OK(gpuport_mem_deregister(priv));
     CHECK_OK(gpuport_mem_free(comm, blk));
+    alloc_failures(comm);
+    CHECK(comm->allocs == NULL);
     CHECK_OK(gpuport_comm_destroy(comm));
     free(heap);
     return 0;

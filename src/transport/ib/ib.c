@@ -9,16 +9,17 @@
  *           largest message (2^31 at most);
  *   put_value an RDMA WRITE of the 8 bytes, inline in the request (from a
  *           registered scratch slot where the provider takes no inline data);
- *   signal  atomic FETCH_AND_ADD of 1 on the peer's semaphore (its
- *           control segment's slot), or, where either device has no
- *           atomics, an RDMA WRITE of the channel's new signal count;
+ *   signal  atomic FETCH_AND_ADD of n (the signals the proxy folded into
+ *           one) on the peer's semaphore (its control segment's slot), or,
+ *           where either device has no atomics, an RDMA WRITE of the
+ *           channel's new signal count;
  *   flush   the core's counters: an operation completes when its last
  *           work request completes (every one is signaled);
  *   receive nothing: the peer's NIC writes this rank's memory.
  *
- * Order. put and signal only queue the operation (ib_sendq); progress()
- * posts them in issue order, as many as the send queue holds, and reads
- * the CQ with ibv_poll_cq. A signal needs no IBV_SEND_FENCE after the
+ * Order. put, put_value and signal only queue the operation (ib_sendq);
+ * progress() posts them in issue order, as many as the send queue holds,
+ * and reads the CQ with ibv_poll_cq. A signal needs no IBV_SEND_FENCE after the
  * writes before it: an RC QP's requests are executed at the responder in
  * the order they were posted (InfiniBand Architecture Specification vol. 1,
  * 9.5 "Transaction ordering"), so the atomic or the write of the count is
@@ -129,11 +130,11 @@ static void conn_free(ib_conn_t *c)
     int rc;
 
     if (c->qp && (rc = IBV(ibv_destroy_qp)(c->qp)) != 0)
-        log_warn("ib: ibv_destroy_qp(qpn 0x%x) failed: %s", c->qp->qp_num, strerror(ib_err(rc)));
+        log_warn("ibv_destroy_qp(qpn 0x%x) failed: %s", c->qp->qp_num, strerror(ib_err(rc)));
     if (c->cq && (rc = IBV(ibv_destroy_cq)(c->cq)) != 0)
-        log_warn("ib: ibv_destroy_cq failed: %s", strerror(ib_err(rc)));
+        log_warn("ibv_destroy_cq failed: %s", strerror(ib_err(rc)));
     if (c->scratch_mr && (rc = IBV(ibv_dereg_mr)(c->scratch_mr)) != 0)
-        log_warn("ib: ibv_dereg_mr(scratch) failed: %s", strerror(ib_err(rc)));
+        log_warn("ibv_dereg_mr(scratch) failed: %s", strerror(ib_err(rc)));
     free(c->scratch);
     ib_sendq_fini(&c->q);
     if (c->ic)
@@ -146,34 +147,14 @@ static int min_int(int a, int b)
     return a < b ? a : b;
 }
 
-/* Makes the QP and takes it to INIT; fills c->mine. */
-static gpuport_status_t qp_make(ib_conn_t *c, gpuport_tl_comm_t *tl)
+/* The RC QP on c->cq. put_value's 8 bytes go inline, in the request itself;
+ * a provider that refuses inline data gets a QP without, and the value goes
+ * from the scratch slot instead. */
+static gpuport_status_t qp_create(ib_conn_t *c, const ib_dev_t *dev, int depth)
 {
     struct ibv_qp_init_attr ia;
-    struct ibv_qp_attr a;
-    const ib_dev_t *dev;
     char what[200];
-    uint32_t psn;
-    int depth, mask, rc;
-    gpuport_status_t status;
 
-    status = ib_comm_acquire(tl, &c->ic);
-    if (status)
-        return status;
-    dev = c->ic->dev;
-    depth = min_int(SQ_DEPTH, min_int(dev->max_qp_wr, dev->max_cqe));
-    if (depth < 2) {
-        log_error("ib: %s allows %d work requests per QP and %d CQ entries; gpuport needs 2",
-                  dev->name, dev->max_qp_wr, dev->max_cqe);
-        return GPUPORT_ERR_NOT_SUPPORTED;
-    }
-    errno = 0;
-    c->cq = IBV(ibv_create_cq)(dev->ctx, depth, NULL, NULL, 0);
-    if (!c->cq) {
-        int err = ib_err(0);
-        snprintf(what, sizeof(what), "%d entries on %s", depth, dev->name);
-        return ib_status(err, "ibv_create_cq", what);
-    }
     memset(&ia, 0, sizeof(ia));
     ia.send_cq = c->cq;
     ia.recv_cq = c->cq;
@@ -183,9 +164,6 @@ static gpuport_status_t qp_make(ib_conn_t *c, gpuport_tl_comm_t *tl)
     ia.cap.max_recv_wr = 1; /* nothing is received: RDMA writes use no receive */
     ia.cap.max_send_sge = 1;
     ia.cap.max_recv_sge = 1;
-    /* put_value's 8 bytes go inline, in the request itself; a provider that
-     * refuses inline data gets a QP without, and the value goes from the
-     * scratch slot instead */
     ia.cap.max_inline_data = 8;
     errno = 0;
     c->qp = IBV(ibv_create_qp)(c->ic->pd, &ia);
@@ -195,7 +173,7 @@ static gpuport_status_t qp_make(ib_conn_t *c, gpuport_tl_comm_t *tl)
         errno = 0;
         c->qp = IBV(ibv_create_qp)(c->ic->pd, &ia);
         if (c->qp)
-            log_info("ib: %s takes no inline data in an RC QP: put_value writes from a "
+            log_info("%s takes no inline data in an RC QP: put_value writes from a "
                      "registered buffer", dev->name);
     }
     if (!c->qp) {
@@ -204,21 +182,41 @@ static gpuport_status_t qp_make(ib_conn_t *c, gpuport_tl_comm_t *tl)
                  dev->name, dev->port);
         return ib_status(err, "ibv_create_qp", what);
     }
-    c->scratch = aligned_alloc(64, (size_t)depth * sizeof(uint64_t));
+    return GPUPORT_OK;
+}
+
+/* The send queue's bookkeeping and the registered scratch slots (one a
+ * work request) that values go from without inline data. */
+static gpuport_status_t scratch_make(ib_conn_t *c, const ib_dev_t *dev, int depth)
+{
+    size_t bytes = (size_t)depth * sizeof(uint64_t);
+    char what[200];
+
+    c->scratch = aligned_alloc(64, bytes);
     if (!c->scratch || ib_sendq_init(&c->q, OPS, (uint32_t)depth, dev->piece_max)) {
-        log_error("ib: out of memory for a connection's queues");
+        log_error("out of memory for a connection's queues");
         return GPUPORT_ERR_NO_MEMORY;
     }
-    memset(c->scratch, 0, (size_t)depth * sizeof(uint64_t));
+    memset(c->scratch, 0, bytes);
     errno = 0;
-    c->scratch_mr = IBV(ibv_reg_mr)(c->ic->pd, c->scratch, (size_t)depth * sizeof(uint64_t),
-                                    IBV_ACCESS_LOCAL_WRITE);
+    c->scratch_mr = IBV(ibv_reg_mr)(c->ic->pd, c->scratch, bytes, IBV_ACCESS_LOCAL_WRITE);
     if (!c->scratch_mr) {
         int err = ib_err(0);
-        snprintf(what, sizeof(what), "scratch %p, %zu bytes, on %s", (void *)c->scratch,
-                 (size_t)depth * sizeof(uint64_t), dev->name);
+        snprintf(what, sizeof(what), "scratch %p, %zu bytes, on %s", (void *)c->scratch, bytes,
+                 dev->name);
         return ib_status(err, "ibv_reg_mr", what);
     }
+    return GPUPORT_OK;
+}
+
+/* The QP to INIT, and what the peer needs of it into c->mine. */
+static gpuport_status_t qp_init(ib_conn_t *c, const ib_dev_t *dev)
+{
+    struct ibv_qp_attr a;
+    char what[200];
+    uint32_t psn;
+    int mask, rc;
+
     ib_qp_attr_init(&a, &mask, dev->port, dev->atomic_cap != IBV_ATOMIC_NONE);
     rc = IBV(ibv_modify_qp)(c->qp, &a, mask);
     if (rc) {
@@ -234,6 +232,41 @@ static gpuport_status_t qp_make(ib_conn_t *c, gpuport_tl_comm_t *tl)
     return GPUPORT_OK;
 }
 
+/* Makes the CQ, the QP and its scratch buffer and takes the QP to INIT;
+ * fills c->mine. What is made stays in c for conn_free on failure. */
+static gpuport_status_t qp_make(ib_conn_t *c, gpuport_tl_comm_t *tl)
+{
+    const ib_dev_t *dev;
+    char what[200];
+    int depth;
+    gpuport_status_t status;
+
+    status = ib_comm_acquire(tl, &c->ic);
+    if (status)
+        return status;
+    dev = c->ic->dev;
+    depth = min_int(SQ_DEPTH, min_int(dev->max_qp_wr, dev->max_cqe));
+    if (depth < 2) {
+        log_error("%s allows %d work requests per QP and %d CQ entries; gpuport needs 2",
+                  dev->name, dev->max_qp_wr, dev->max_cqe);
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    errno = 0;
+    c->cq = IBV(ibv_create_cq)(dev->ctx, depth, NULL, NULL, 0);
+    if (!c->cq) {
+        int err = ib_err(0);
+        snprintf(what, sizeof(what), "%d entries on %s", depth, dev->name);
+        return ib_status(err, "ibv_create_cq", what);
+    }
+    status = qp_create(c, dev, depth);
+    if (status)
+        return status;
+    status = scratch_make(c, dev, depth);
+    if (status)
+        return status;
+    return qp_init(c, dev);
+}
+
 /* INIT -> RTR -> RTS towards the peer's QP (this rank's own for itself). */
 static gpuport_status_t qp_connect(ib_conn_t *c)
 {
@@ -245,7 +278,7 @@ static gpuport_status_t qp_connect(ib_conn_t *c)
     int mask, rc, eth = dev->link_layer == IB_LINK_LAYER_ETH;
 
     if (r->link_layer != dev->link_layer) {
-        log_error("ib: rank %d's port is %s and this rank's (%s:%u) is %s: they cannot connect",
+        log_error("rank %d's port is %s and this rank's (%s:%u) is %s: they cannot connect",
                   c->peer, r->link_layer == IB_LINK_LAYER_ETH ? "RoCE" : "InfiniBand", dev->name,
                   dev->port, eth ? "RoCE" : "InfiniBand");
         return GPUPORT_ERR_NOT_SUPPORTED;
@@ -270,7 +303,7 @@ static gpuport_status_t qp_connect(ib_conn_t *c)
         return ib_status(ib_err(rc), "ibv_modify_qp(RTS)", what);
     }
     c->signal = ib_signal_choose(dev->atomic_cap, r->atomic_cap, init, sig, sizeof(sig));
-    log_info("ib: connected to rank %d (%s)%s: qpn 0x%x -> 0x%x on %s:%u, %s", c->peer,
+    log_info("connected to rank %d (%s)%s: qpn 0x%x -> 0x%x on %s:%u, %s", c->peer,
              gpuport_tl_proc(c->comm, c->peer)->hostname,
              c->peer == gpuport_tl_rank(c->comm) ? " itself, a QP connected to itself" : "", c->qp->qp_num,
              r->qpn, dev->name, dev->port, sig);
@@ -292,7 +325,7 @@ static gpuport_status_t ib_conn_open(gpuport_conn_t *conn)
         c->conn = conn;
         status = qp_make(c, conn->tl);
     } else {
-        log_error("ib: out of memory for a connection");
+        log_error("out of memory for a connection");
         status = GPUPORT_ERR_NO_MEMORY;
     }
     /* Both sides always reach both exchanges, so that a failure on one
@@ -313,7 +346,7 @@ static gpuport_status_t ib_conn_open(gpuport_conn_t *conn)
     if (!status)
         status = ib_qp_rec_unpack(&theirs, sizeof(theirs), peer, &c->remote);
     if (!status && c->remote.status) {
-        log_error("ib: rank %d could not make its side of the connection (%s)", peer,
+        log_error("rank %d could not make its side of the connection (%s)", peer,
                   gpuport_status_string((gpuport_status_t)c->remote.status));
         status = GPUPORT_ERR_PEER;
     }
@@ -324,7 +357,7 @@ static gpuport_status_t ib_conn_open(gpuport_conn_t *conn)
     if (!status && ex)
         status = ex;
     if (!status && peer_ack) {
-        log_error("ib: rank %d could not connect its side of the connection (%s)", peer,
+        log_error("rank %d could not connect its side of the connection (%s)", peer,
                   gpuport_status_string((gpuport_status_t)peer_ack));
         status = GPUPORT_ERR_PEER;
     }
@@ -460,14 +493,14 @@ static void conn_break(ib_conn_t *c, gpuport_status_t status, const char *what)
     a.qp_state = IBV_QPS_ERR;
     rc = IBV(ibv_modify_qp)(c->qp, &a, IBV_QP_STATE);
     if (rc)
-        log_warn("ib: ibv_modify_qp(ERR) failed: %s (qpn 0x%x)", strerror(ib_err(rc)),
+        log_warn("ibv_modify_qp(ERR) failed: %s (qpn 0x%x)", strerror(ib_err(rc)),
                  c->qp->qp_num);
     failed = gpuport_tl_conn_fail(c->conn, status);
     lost = c->q.tail - c->q.head;
     /* while the communicator is stopping, a peer that has already gone
      * takes this side's close notice with it: worth a word, not an error */
     GPUPORT_LOG(gpuport_tl_stopping(c->comm) ? GPUPORT_LOG_WARN : GPUPORT_LOG_ERROR,
-                "ib: connection to rank %d (%s): %s; %d channel(s) failed, %llu operation(s) "
+                "connection to rank %d (%s): %s; %d channel(s) failed, %llu operation(s) "
                 "lost in flight",
                 c->peer, gpuport_tl_proc(c->comm, c->peer)->hostname, what, failed,
                 (unsigned long long)lost);
@@ -483,45 +516,44 @@ static int ib_has_room(gpuport_tl_chan_t *ch, uint32_t nops)
     return c->broken || ib_sendq_room(&c->q, nops + NOTIFY_SPARE);
 }
 
-static int ib_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
-                  int behind_work, gpuport_work_t *work)
+/* One write into the channel's destination at dst_off: len bytes of its
+ * source at laddr (IB_OP_PUT), or the 8 bytes of value (IB_OP_PUT_VALUE). */
+static int dst_write(gpuport_tl_chan_t *ch, uint32_t kind, uint64_t dst_off, uint64_t laddr,
+                     uint64_t len, uint64_t value)
 {
     ib_conn_t *c = ch->conn->priv;
     const ib_chan_t *cs = &c->ic->chans[ch->id];
     ib_op_t *op;
 
-    (void)behind_work, (void)work;
     if (c->broken)
         return c->broken;
     op = ib_sendq_push(&c->q);
     op->chan = ch->id;
-    op->kind = IB_OP_PUT;
-    op->laddr = (uint64_t)(uintptr_t)ch->src.ptr + src_off;
-    op->lkey = cs->src_lkey;
+    op->kind = kind;
+    if (kind == IB_OP_PUT) {
+        op->laddr = laddr;
+        op->lkey = cs->src_lkey;
+    }
     op->raddr = cs->dst_raddr + dst_off;
     op->rkey = cs->dst_rkey;
-    op->len = size;
+    op->len = len;
+    op->value = value;
     return GPUPORT_TRANSPORT_ASYNC;
+}
+
+static int ib_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
+                  int behind_work, gpuport_work_t *work)
+{
+    (void)behind_work, (void)work;
+    return dst_write(ch, IB_OP_PUT, dst_off, (uint64_t)(uintptr_t)ch->src.ptr + src_off, size,
+                     0);
 }
 
 static int ib_put_value(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t value,
                         int behind_work, gpuport_work_t *work)
 {
-    ib_conn_t *c = ch->conn->priv;
-    const ib_chan_t *cs = &c->ic->chans[ch->id];
-    ib_op_t *op;
-
     (void)behind_work, (void)work;
-    if (c->broken)
-        return c->broken;
-    op = ib_sendq_push(&c->q);
-    op->chan = ch->id;
-    op->kind = IB_OP_PUT_VALUE;
-    op->raddr = cs->dst_raddr + dst_off;
-    op->rkey = cs->dst_rkey;
-    op->len = 8;
-    op->value = value;
-    return GPUPORT_TRANSPORT_ASYNC;
+    return dst_write(ch, IB_OP_PUT_VALUE, dst_off, 0, 8, value);
 }
 
 static int ib_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *work)

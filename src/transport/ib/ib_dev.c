@@ -40,6 +40,25 @@ static void gpu_pci_path(const char *bus, char *out, size_t len)
     pci_path(link, out, len);
 }
 
+/* Room for twice as many rows (8 at first); -1 without memory, the arrays
+ * left as they were. */
+static int rows_grow(ib_port_row_t **rows, int **row_dev, int *cap)
+{
+    int n = *cap ? 2 * *cap : 8;
+    ib_port_row_t *nr = realloc(*rows, (size_t)n * sizeof(**rows));
+    int *nd;
+
+    if (!nr)
+        return -1;
+    *rows = nr;
+    nd = realloc(*row_dev, (size_t)n * sizeof(**row_dev));
+    if (!nd)
+        return -1;
+    *row_dev = nd;
+    *cap = n;
+    return 0;
+}
+
 /* Collects every port of every device. Contexts are left open in ctxs
  * (row_dev[i]: the device of row i); the caller closes those it does not
  * keep. */
@@ -89,21 +108,10 @@ static int scan(struct ibv_device **list, int ndev, struct ibv_context **ctxs,
                                              used ? "; " : "", name, p, strerror(ib_err(rc)));
                 continue;
             }
-            if (nrows == cap) {
-                ib_port_row_t *nr;
-                int *nd;
-                cap = cap ? 2 * cap : 8;
-                nr = realloc(rows, (size_t)cap * sizeof(*rows));
-                if (nr)
-                    rows = nr;
-                nd = realloc(row_dev, (size_t)cap * sizeof(*row_dev));
-                if (nd)
-                    row_dev = nd;
-                if (!nr || !nd) {
-                    free(rows);
-                    free(row_dev);
-                    return -1;
-                }
+            if (nrows == cap && rows_grow(&rows, &row_dev, &cap) != 0) {
+                free(rows);
+                free(row_dev);
+                return -1;
             }
             r = &rows[nrows];
             memset(r, 0, sizeof(*r));
@@ -174,18 +182,11 @@ static gpuport_status_t pick_gid(ib_dev_t *dev, int forced, int tbl_len, char *w
     return GPUPORT_OK;
 }
 
-/* Opens the device and port for (hca, gid index, GPU). g_lock held. */
-static gpuport_status_t dev_open(const ib_hca_list_t *hca, int gid_index, const char *gpu_bus,
-                                 ib_dev_t **dev_p, char *why, size_t len)
+/* The verbs devices of this host, or why there are none. */
+static gpuport_status_t dev_list(struct ibv_device ***list_p, int *ndev_p, char *why, size_t len)
 {
     struct ibv_device **list;
-    struct ibv_context **ctxs = NULL;
-    struct ibv_device_attr *attrs = NULL;
-    ib_port_row_t *rows = NULL;
-    int *row_dev = NULL, ndev = 0, nrows, best = -1, keep = -1, tbl_len = 0;
-    char gpu_pci[256], skipped[256] = "", sel[256], gid_why[160];
-    gpuport_status_t status = GPUPORT_ERR_NOT_SUPPORTED;
-    ib_dev_t *dev = NULL;
+    int ndev = 0;
 
     errno = 0;
     list = IBV(ibv_get_device_list)(&ndev);
@@ -201,72 +202,102 @@ static gpuport_status_t dev_open(const ib_hca_list_t *hca, int gid_index, const 
         snprintf(why, len, IB_NO_DEVICE);
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
+    *list_p = list;
+    *ndev_p = ndev;
+    return GPUPORT_OK;
+}
+
+/* What the chosen port and its device's attributes say, into dev. */
+static void dev_fill(ib_dev_t *dev, struct ibv_context *ctx, const ib_port_row_t *row,
+                     const struct ibv_device_attr *attr)
+{
+    dev->ctx = ctx;
+    snprintf(dev->name, sizeof(dev->name), "%s", row->dev);
+    dev->port = row->port;
+    dev->lid = row->lid;
+    dev->link_layer =
+        row->link_layer == IBV_LINK_LAYER_ETHERNET ? IB_LINK_LAYER_ETH : IB_LINK_LAYER_IB;
+    dev->active_mtu = (enum ibv_mtu)row->active_mtu;
+    dev->piece_max = ib_piece_max(row->max_msg_sz);
+    dev->atomic_cap = attr->atomic_cap;
+    dev->max_qp_wr = attr->max_qp_wr;
+    dev->max_cqe = attr->max_cqe;
+    dev->max_qp_rd_atom = attr->max_qp_rd_atom;
+    dev->max_qp_init_rd_atom = attr->max_qp_init_rd_atom;
+}
+
+/* The port's GID, chosen over its table (pick_gid); gid_why says which. */
+static gpuport_status_t dev_gid(ib_dev_t *dev, int gid_index, char *gid_why, size_t gid_len,
+                                char *why, size_t len)
+{
+    struct ibv_port_attr pa;
+    gpuport_status_t status;
+    int rc = ib_query_port(dev->ctx, dev->port, &pa);
+
+    if (rc) {
+        snprintf(why, len, "ibv_query_port(%s, %u) failed: %s", dev->name, dev->port,
+                 strerror(ib_err(rc)));
+        return GPUPORT_ERR_TRANSPORT;
+    }
+    status = pick_gid(dev, gid_index, pa.gid_tbl_len, gid_why, gid_len);
+    if (status)
+        snprintf(why, len, "%s:%u: %s", dev->name, dev->port, gid_why);
+    return status;
+}
+
+/* Opens the device and port for (hca, gid index, GPU). g_lock held. */
+static gpuport_status_t dev_open(const ib_hca_list_t *hca, int gid_index, const char *gpu_bus,
+                                 ib_dev_t **dev_p, char *why, size_t len)
+{
+    struct ibv_device **list;
+    struct ibv_context **ctxs = NULL;
+    struct ibv_device_attr *attrs = NULL;
+    ib_port_row_t *rows = NULL;
+    int *row_dev = NULL, ndev = 0, nrows, best = -1, keep = -1;
+    char gpu_pci[256], skipped[256] = "", sel[256], gid_why[160];
+    gpuport_status_t status;
+    ib_dev_t *dev = NULL;
+
+    status = dev_list(&list, &ndev, why, len);
+    if (status)
+        return status;
     ctxs = calloc((size_t)ndev, sizeof(*ctxs));
     attrs = calloc((size_t)ndev, sizeof(*attrs));
-    if (!ctxs || !attrs) {
-        status = GPUPORT_ERR_NO_MEMORY;
-        snprintf(why, len, "out of memory");
-        goto out;
-    }
+    if (!ctxs || !attrs)
+        goto err_memory;
     nrows = scan(list, ndev, ctxs, attrs, &rows, &row_dev, skipped, sizeof(skipped));
-    if (nrows < 0) {
-        status = GPUPORT_ERR_NO_MEMORY;
-        snprintf(why, len, "out of memory");
-        goto out;
-    }
+    if (nrows < 0)
+        goto err_memory;
     gpu_pci_path(gpu_bus, gpu_pci, sizeof(gpu_pci));
     best = ib_port_select(rows, nrows, hca, gpu_bus[0] ? gpu_pci : NULL, sel, sizeof(sel));
     if (best < 0) {
+        status = GPUPORT_ERR_NOT_SUPPORTED;
         snprintf(why, len, "%s%s%s", sel, skipped[0] ? "; " : "", skipped);
         goto out;
     }
     keep = row_dev[best];
     dev = calloc(1, sizeof(*dev));
-    if (!dev) {
-        status = GPUPORT_ERR_NO_MEMORY;
-        snprintf(why, len, "out of memory");
+    if (!dev)
+        goto err_memory;
+    dev_fill(dev, ctxs[keep], &rows[best], &attrs[keep]);
+    status = dev_gid(dev, gid_index, gid_why, sizeof(gid_why), why, len);
+    if (status)
         goto out;
-    }
-    dev->ctx = ctxs[keep];
-    snprintf(dev->name, sizeof(dev->name), "%s", rows[best].dev);
-    dev->port = rows[best].port;
-    dev->lid = rows[best].lid;
-    dev->link_layer =
-        rows[best].link_layer == IBV_LINK_LAYER_ETHERNET ? IB_LINK_LAYER_ETH : IB_LINK_LAYER_IB;
-    dev->active_mtu = (enum ibv_mtu)rows[best].active_mtu;
-    dev->piece_max = ib_piece_max(rows[best].max_msg_sz);
-    dev->atomic_cap = attrs[keep].atomic_cap;
-    dev->max_qp_wr = attrs[keep].max_qp_wr;
-    dev->max_cqe = attrs[keep].max_cqe;
-    dev->max_qp_rd_atom = attrs[keep].max_qp_rd_atom;
-    dev->max_qp_init_rd_atom = attrs[keep].max_qp_init_rd_atom;
-    {
-        struct ibv_port_attr pa;
-        int rc = ib_query_port(dev->ctx, dev->port, &pa);
-        if (rc) {
-            snprintf(why, len, "ibv_query_port(%s, %u) failed: %s", dev->name, dev->port,
-                     strerror(ib_err(rc)));
-            status = GPUPORT_ERR_TRANSPORT;
-            goto out;
-        }
-        tbl_len = pa.gid_tbl_len;
-    }
-    status = pick_gid(dev, gid_index, tbl_len, gid_why, sizeof(gid_why));
-    if (status) {
-        snprintf(why, len, "%s:%u: %s", dev->name, dev->port, gid_why);
-        goto out;
-    }
     ib_hca_list_format(hca, dev->key_hca, sizeof(dev->key_hca));
     dev->key_gid_index = gid_index;
     snprintf(dev->key_gpu, sizeof(dev->key_gpu), "%s", gpu_bus);
     snprintf(dev->why, sizeof(dev->why), "%s; %s; atomics %s, max message %llu bytes", sel,
              gid_why, dev->atomic_cap == IBV_ATOMIC_NONE ? "none" : "yes",
              (unsigned long long)dev->piece_max);
-    log_info("ib: using %s", dev->why);
+    log_info("using %s", dev->why);
     *dev_p = dev;
     dev = NULL;
     ctxs[keep] = NULL;
-    status = GPUPORT_OK;
+    goto out;
+
+err_memory:
+    status = GPUPORT_ERR_NO_MEMORY;
+    snprintf(why, len, "out of memory");
 out:
     free(dev);
     for (int d = 0; ctxs && d < ndev; d++)
@@ -319,9 +350,9 @@ static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why
                 i = gpuport_tl_nearest_device(comm, names, ndev, near_why, sizeof(near_why));
             if (i >= 0) {
                 snprintf(near, sizeof(near), "%s", names[i]);
-                log_info("ib: %s", near_why);
+                log_info("%s", near_why);
             } else {
-                log_debug("ib: the topology names no device near GPU %s: %s", gpu, near_why);
+                log_debug("the topology names no device near GPU %s: %s", gpu, near_why);
             }
             free(names);
         }
@@ -334,7 +365,7 @@ static gpuport_status_t dev_get(gpuport_comm_t comm, ib_dev_t **dev_p, char *why
             one.n = 1;
             status = dev_open(&one, cfg->gid_index, gpu, &d, why, len);
             if (status)
-                log_info("ib: %s, nearest GPU %s, cannot be used (%s); choosing by PCI path", near,
+                log_info("%s, nearest GPU %s, cannot be used (%s); choosing by PCI path", near,
                          gpu, why);
             else /* cached under the configuration it answers */
                 d->key_hca[0] = '\0';
@@ -401,9 +432,9 @@ static void comm_free(ib_comm_t *ic)
 
     ib_mr_release_all(ic);
     if (ic->ctrl_mr && (rc = IBV(ibv_dereg_mr)(ic->ctrl_mr)) != 0)
-        log_warn("ib: ibv_dereg_mr(control segment) failed: %s", strerror(ib_err(rc)));
+        log_warn("ibv_dereg_mr(control segment) failed: %s", strerror(ib_err(rc)));
     if (ic->pd && (rc = IBV(ibv_dealloc_pd)(ic->pd)) != 0)
-        log_warn("ib: ibv_dealloc_pd failed: %s (a registration or QP is still open)",
+        log_warn("ibv_dealloc_pd failed: %s (a registration or QP is still open)",
                  strerror(ib_err(rc)));
     if (ic->dev)
         dev_put(ic->dev);
@@ -435,7 +466,7 @@ gpuport_status_t ib_comm_acquire(gpuport_tl_comm_t *tl, ib_comm_t **ic_p)
     if (!ic || !(ic->chans = calloc(nchan, sizeof(*ic->chans)))) {
         free(ic);
         pthread_mutex_unlock(&g_lock);
-        log_error("ib: out of memory for the communicator's state (%u channels)", nchan);
+        log_error("out of memory for the communicator's state (%u channels)", nchan);
         return GPUPORT_ERR_NO_MEMORY;
     }
     pthread_mutex_init(&ic->lock, NULL);
@@ -443,7 +474,7 @@ gpuport_status_t ib_comm_acquire(gpuport_tl_comm_t *tl, ib_comm_t **ic_p)
     ic->comm = comm;
     status = dev_get(comm, &ic->dev, why, sizeof(why));
     if (status) {
-        log_error("ib: %s", why);
+        log_error("%s", why);
         goto err;
     }
     ic->dev->refs++;

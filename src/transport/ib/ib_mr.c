@@ -66,7 +66,7 @@ static struct ibv_mr *reg_dmabuf(ib_comm_t *ic, const gpuport_region_t *mem, int
     mr = IBV(ibv_reg_dmabuf_mr)(ic->pd, off, mem->size, addr, fd, DATA_ACCESS);
     err = ib_err(0);
     if (!mr)
-        log_warn("ib: ibv_reg_dmabuf_mr failed: %s (GPU memory %p + %llu bytes, dmabuf offset "
+        log_warn("ibv_reg_dmabuf_mr failed: %s (GPU memory %p + %llu bytes, dmabuf offset "
                  "%llu, device %s)",
                  strerror(err), mem->ptr, (unsigned long long)mem->size,
                  (unsigned long long)off, ic->dev->name);
@@ -95,7 +95,7 @@ static gpuport_status_t reg(ib_comm_t *ic, const gpuport_region_t *mem, ib_mr_t 
         caps.cu_dmabuf = caps.ibv_dmabuf && st != GPUPORT_ERR_NOT_SUPPORTED;
         caps.dmabuf_failed = caps.cu_dmabuf && fd < 0;
         if (caps.dmabuf_failed)
-            log_warn("ib: %s for GPU memory %p + %llu bytes", cu_why, mem->ptr,
+            log_warn("%s for GPU memory %p + %llu bytes", cu_why, mem->ptr,
                      (unsigned long long)mem->size);
         caps.cu_why = cu_why;
         caps.peermem = mem->kind == GPUPORT_REGION_DEVICE && peermem_loaded();
@@ -112,7 +112,7 @@ static gpuport_status_t reg(ib_comm_t *ic, const gpuport_region_t *mem, ib_mr_t 
     if (fd >= 0)
         close(fd);
     if (m->path == IB_MR_NONE) {
-        log_error("ib: %s (GPU memory %p, %llu bytes)", how, mem->ptr,
+        log_error("%s (GPU memory %p, %llu bytes)", how, mem->ptr,
                   (unsigned long long)mem->size);
         snprintf(why, len, "ib: %s", how);
         return GPUPORT_ERR_NOT_SUPPORTED;
@@ -132,7 +132,7 @@ static gpuport_status_t reg(ib_comm_t *ic, const gpuport_region_t *mem, ib_mr_t 
         }
     }
     GPUPORT_LOG(device ? GPUPORT_LOG_INFO : GPUPORT_LOG_DEBUG,
-                "ib: registered %p, %llu bytes: %s (lkey 0x%x, rkey 0x%x)", mem->ptr,
+                "registered %p, %llu bytes: %s (lkey 0x%x, rkey 0x%x)", mem->ptr,
                 (unsigned long long)mem->size, how, m->mr->lkey, m->mr->rkey);
     return GPUPORT_OK;
 }
@@ -180,7 +180,7 @@ static void mr_free(ib_mr_t *m)
     int rc = IBV(ibv_dereg_mr)(m->mr);
 
     if (rc)
-        log_warn("ib: ibv_dereg_mr(%p, %llu bytes) failed: %s", (void *)(uintptr_t)m->addr,
+        log_warn("ibv_dereg_mr(%p, %llu bytes) failed: %s", (void *)(uintptr_t)m->addr,
                  (unsigned long long)m->len, strerror(ib_err(rc)));
     free(m);
 }

@@ -48,14 +48,14 @@ static gpuport_status_t stage_get(tcp_conn_t *tc, char **stage, const char *what
     if (*stage)
         return GPUPORT_OK;
     if (!gpuport_tl_has_gpu(tc->comm)) {
-        log_error("tcp: a GPU region (%s) on a communicator without a GPU", what);
+        log_error("a GPU region (%s) on a communicator without a GPU", what);
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
     st = gpuport_tl_stage_alloc(tc->comm, (size_t)NSLOT * CHUNK, &p);
     if (st)
         return st;
     *stage = p;
-    log_debug("tcp: %u MiB of pinned staging for GPU %s to/from rank %d", NSLOT * CHUNK >> 20,
+    log_debug("%u MiB of pinned staging for GPU %s to/from rank %d", NSLOT * CHUNK >> 20,
               what, tc->peer);
     return GPUPORT_OK;
 }
@@ -130,7 +130,7 @@ static void peer_closed(tcp_conn_t *tc)
     tc->bye_applied = 1;
     gpuport_tl_conn_each(tc->conn, end_waits, &n);
     if (n)
-        log_debug("tcp: rank %d closed its communicator; waits on its %d channel(s) end here",
+        log_debug("rank %d closed its communicator; waits on its %d channel(s) end here",
                   tc->peer, n);
 }
 
@@ -141,7 +141,7 @@ static void fail_late(gpuport_tl_chan_t *ch, void *arg)
     tcp_conn_t *tc = arg;
 
     if (gpuport_tl_chan_fail(ch, (gpuport_status_t)tc->fail_status))
-        log_error("tcp: channel %u to rank %d was created as its connection broke; it is failed",
+        log_error("channel %u to rank %d was created as its connection broke; it is failed",
                   ch->id, tc->peer);
 }
 

@@ -119,7 +119,7 @@ static gpuport_status_t pick_address(const tcp_settings_t *cfg, tcp_rec_t *me,
         memcpy(me->tcp_addr, &((const struct sockaddr_in *)best->ifa_addr)->sin_addr, 4);
     }
     if (best->ifa_flags & IFF_LOOPBACK)
-        log_info("tcp: no interface but loopback is up; tcp reaches only ranks on this host");
+        log_info("no interface but loopback is up; tcp reaches only ranks on this host");
     freeifaddrs(ifs);
     return GPUPORT_OK;
 }
@@ -172,11 +172,11 @@ gpuport_status_t tcp_comm_open(gpuport_tl_comm_t *tl, void *blob)
         t->listen_fd = -1;
         me->tcp_port = 0;
         if (forced || status == GPUPORT_ERR_INVALID_CONFIG) {
-            log_error("tcp: %s", t->why);
+            log_error("%s", t->why);
             tcp_comm_close(tl);
             return status;
         }
-        log_info("tcp: not available: %s", t->why);
+        log_info("not available: %s", t->why);
         return GPUPORT_OK;
     }
     me->tcp_port = ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
@@ -184,10 +184,10 @@ gpuport_status_t tcp_comm_open(gpuport_tl_comm_t *tl, void *blob)
     me->tcp_cookie = t->cookie;
     t->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (t->epfd < 0)
-        log_warn("tcp: epoll_create1 failed (%s); the proxy will try every connection on every "
+        log_warn("epoll_create1 failed (%s); the proxy will try every connection on every "
                  "pass", strerror(errno));
     tcp_addr_text(me, where, sizeof(where));
-    log_debug("tcp: listening on %s (%s)", where, me->tcp_ifname);
+    log_debug("listening on %s (%s)", where, me->tcp_ifname);
     return GPUPORT_OK;
 }
 

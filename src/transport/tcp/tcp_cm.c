@@ -127,7 +127,7 @@ static int connect_to(gpuport_tl_comm_t *tl, int peer, uint64_t deadline)
         nanosleep(&ts, NULL);
     }
     if (fd < 0) {
-        log_error("tcp: cannot connect to rank %d (%s at %s): %s", peer, host, where,
+        log_error("cannot connect to rank %d (%s at %s): %s", peer, host, where,
                   strerror(err));
         return -1;
     }
@@ -142,7 +142,7 @@ static int connect_to(gpuport_tl_comm_t *tl, int peer, uint64_t deadline)
     h.cookie = p->tcp_cookie;
     err = io_full(fd, &h, sizeof(h), 1, deadline);
     if (err) {
-        log_error("tcp: connected to rank %d at %s, but sending the greeting failed: %s", peer,
+        log_error("connected to rank %d at %s, but sending the greeting failed: %s", peer,
                   where, strerror(err));
         close(fd);
         return -1;
@@ -168,7 +168,7 @@ static int accept_from(gpuport_tl_comm_t *tl, int peer, uint64_t deadline)
         }
         wait = ms_left(deadline);
         if (wait == 0) {
-            log_error("tcp: rank %d did not connect within GPUPORT_TIMEOUT_MS=%llu", peer,
+            log_error("rank %d did not connect within GPUPORT_TIMEOUT_MS=%llu", peer,
                       (unsigned long long)(gpuport_tl_timeout_ns(tl->comm) / 1000000));
             return -1;
         }
@@ -180,14 +180,14 @@ static int accept_from(gpuport_tl_comm_t *tl, int peer, uint64_t deadline)
         err = io_full(fd, &h, sizeof(h), 0, gpuport_deadline(5000000000ull));
         if (err || h.magic != HELLO_MAGIC || h.cookie != t->cookie || h.to_rank != rank ||
             h.from_rank < 0 || h.from_rank >= size) {
-            log_warn("tcp: dropped a connection that is not from this communicator (%s)",
+            log_warn("dropped a connection that is not from this communicator (%s)",
                      err ? strerror(err) : "wrong greeting");
             close(fd);
             continue;
         }
         if (h.version_major != GPUPORT_VERSION_MAJOR || h.version_minor != GPUPORT_VERSION_MINOR ||
             h.layout != GPUPORT_RECORD_LAYOUT) {
-            log_error("tcp: rank %d runs gpuport %u.%u.%u (layout %u), this rank %d.%d.%d "
+            log_error("rank %d runs gpuport %u.%u.%u (layout %u), this rank %d.%d.%d "
                       "(layout %d)",
                       h.from_rank, h.version_major, h.version_minor, h.version_patch, h.layout,
                       GPUPORT_VERSION_MAJOR, GPUPORT_VERSION_MINOR, GPUPORT_VERSION_PATCH,
@@ -273,7 +273,7 @@ gpuport_status_t tcp_conn_open(gpuport_conn_t *conn)
         ev.data.ptr = tc;
         tc->no_epoll = epoll_ctl(t->epfd, EPOLL_CTL_ADD, tc->fd_rx, &ev) != 0;
         if (tc->no_epoll)
-            log_warn("tcp: epoll_ctl(ADD) for rank %d failed (%s); its socket is tried on every "
+            log_warn("epoll_ctl(ADD) for rank %d failed (%s); its socket is tried on every "
                      "pass", peer, strerror(errno));
     } else {
         tc->no_epoll = 1;
@@ -284,7 +284,7 @@ gpuport_status_t tcp_conn_open(gpuport_conn_t *conn)
         t->conns[n] = tc;
         atomic_store_explicit(&t->nconns, n + 1, memory_order_release);
     }
-    log_debug("tcp: connected to rank %d (%s)", peer, gpuport_tl_proc(comm, peer)->hostname);
+    log_debug("connected to rank %d (%s)", peer, gpuport_tl_proc(comm, peer)->hostname);
     return GPUPORT_OK;
 }
 

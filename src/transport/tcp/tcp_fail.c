@@ -24,7 +24,7 @@ void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, i
     tc->next_rescan_ns = gpuport_now_ns() + RESCAN_NS;
     failed = gpuport_tl_conn_fail(tc->conn, status);
     if (failed || tc->ops_sent > tc->ops_acked)
-        log_error("tcp: connection to rank %d (%s) %s%s%s; %d channel(s) failed, %llu "
+        log_error("connection to rank %d (%s) %s%s%s; %d channel(s) failed, %llu "
                   "operation(s) lost in flight",
                   tc->peer, gpuport_tl_proc(comm, tc->peer)->hostname, what, err ? ": " : "",
                   err ? strerror(err) : "", failed,
@@ -47,7 +47,7 @@ void tcp_complete(tcp_conn_t *tc, uint32_t id, gpuport_status_t status)
     if (ch)
         gpuport_tl_chan_complete(ch, status);
     else
-        log_error("tcp: an operation of channel %u completed, but that channel is not on the "
+        log_error("an operation of channel %u completed, but that channel is not on the "
                   "connection to rank %d",
                   id, tc->peer);
 }

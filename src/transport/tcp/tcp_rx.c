@@ -64,13 +64,13 @@ static void on_value(tcp_conn_t *tc, const tcp_msg_t *m)
     char *dst;
 
     if (!ch) {
-        log_error("tcp: rank %d put a value on channel %u, which is not open here; dropped",
+        log_error("rank %d put a value on channel %u, which is not open here; dropped",
                   tc->peer, m->channel);
         rx_op_done(tc);
         return;
     }
     if (m->a % 8 || m->a > ch->local_dst.size || ch->local_dst.size - m->a < 8) {
-        log_error("tcp: rank %d put a value at offset %llu on channel %u, %s its %llu-byte "
+        log_error("rank %d put a value at offset %llu on channel %u, %s its %llu-byte "
                   "destination; discarded, the channel is failed",
                   tc->peer, (unsigned long long)m->a, m->channel,
                   m->a % 8 ? "not 8-byte aligned in" : "outside",
@@ -85,7 +85,7 @@ static void on_value(tcp_conn_t *tc, const tcp_msg_t *m)
     w.value = m->value;
     if (gpuport_region_is_device(ch->local_dst.kind)) {
         if ((uintptr_t)dst & 7) {
-            log_error("tcp: rank %d put a value on channel %u, whose GPU destination starts at "
+            log_error("rank %d put a value on channel %u, whose GPU destination starts at "
                       "an address that is not 8-byte aligned (a GPU write of a value needs "
                       "one); discarded, the channel is failed",
                       tc->peer, m->channel);
@@ -121,67 +121,92 @@ static int next_is_value(const tcp_conn_t *tc)
     return type == MSG_VALUE;
 }
 
+/* A PUT's header: where its payload goes (host memory, a GPU destination
+ * through rx staging, or nowhere when it is discarded). */
+static void on_put(tcp_conn_t *tc, const tcp_msg_t *m)
+{
+    gpuport_tl_chan_t *ch = rx_channel(tc, m->channel);
+
+    tc->in_payload = m->size > 0;
+    tc->payload_left = m->size;
+    tc->payload_dst = NULL;
+    tc->dev_payload = 0;
+    if (!ch) {
+        log_error("rank %d put %llu bytes on channel %u, which is not open here; "
+                  "discarded",
+                  tc->peer, (unsigned long long)m->size, m->channel);
+    } else if (m->a > ch->local_dst.size || m->size > ch->local_dst.size - m->a) {
+        log_error("rank %d put %llu bytes at offset %llu on channel %u, outside its "
+                  "%llu-byte destination; discarded, the channel is failed",
+                  tc->peer, (unsigned long long)m->size, (unsigned long long)m->a, m->channel,
+                  (unsigned long long)ch->local_dst.size);
+        gpuport_tl_chan_fail(ch, GPUPORT_ERR_OUT_OF_RANGE);
+    } else if (!tc->in_payload) {
+        /* empty: nothing to write, maybe no region to point into (NULL + 0) */
+    } else if (gpuport_region_is_device(ch->local_dst.kind)) {
+        tc->dev_payload = tc->in_payload;
+        tc->dev_dst = (char *)ch->local_dst.ptr + m->a;
+    } else {
+        tc->payload_dst = (char *)ch->local_dst.ptr + m->a;
+    }
+    if (!tc->in_payload)
+        rx_op_done(tc);
+}
+
+/* A SIGNAL: added now, or behind GPU copies still at the flusher (room was
+ * checked). */
+static void on_signal(tcp_conn_t *tc, const tcp_msg_t *m)
+{
+    gpuport_tl_chan_t *ch = rx_channel(tc, m->channel);
+    gpuport_work_t w;
+
+    if (m->a == 0) {
+        protocol_error(tc, "a signal message for channel %llu carried no signal (count %llu)",
+                       m->channel, m->a);
+        return;
+    }
+    if (!ch) {
+        log_error("rank %d signalled channel %u, which is not open here; dropped", tc->peer,
+                  m->channel);
+        rx_op_done(tc);
+    } else if (tc->rx_pending) {
+        memset(&w, 0, sizeof(w));
+        w.kind = GPUPORT_WORK_SEM_ADD;
+        w.sem = &gpuport_tl_sem(tc->comm, m->channel)->value;
+        w.value = m->a;
+        gpuport_tl_post(tc->conn, &w);
+        tc->rx_ops++;
+        tcp_post_push(tc, POST_RX_SIGNAL, tc->rx_ops);
+        tc->rx_pending++;
+    } else {
+        gpuport_tl_sem_add(tc->comm, m->channel, m->a);
+        rx_op_done(tc);
+    }
+}
+
+/* A FAIL: only of a channel open on this connection; any other id is
+ * another peer's channel, or one closed (and its id reused) since. */
+static void on_fail(tcp_conn_t *tc, const tcp_msg_t *m)
+{
+    if (rx_channel(tc, m->channel))
+        gpuport_tl_sem_fail(tc->comm, m->channel, (gpuport_status_t)(int64_t)m->a);
+    else
+        log_error("rank %d reported a failure of channel %u, which is not open here; "
+                  "dropped",
+                  tc->peer, m->channel);
+}
+
 /* A whole header is in cur: act on it, or start its payload. */
 static void on_header(tcp_conn_t *tc)
 {
-    gpuport_comm_t comm = tc->comm;
-    tcp_msg_t *m = &tc->cur;
-    gpuport_tl_chan_t *ch;
+    const tcp_msg_t *m = &tc->cur;
 
     switch (m->type) {
     case MSG_PUT:
-        ch = rx_channel(tc, m->channel);
-        tc->in_payload = m->size > 0;
-        tc->payload_left = m->size;
-        tc->payload_dst = NULL;
-        tc->dev_payload = 0;
-        if (!ch) {
-            log_error("tcp: rank %d put %llu bytes on channel %u, which is not open here; "
-                      "discarded",
-                      tc->peer, (unsigned long long)m->size, m->channel);
-        } else if (m->a > ch->local_dst.size || m->size > ch->local_dst.size - m->a) {
-            log_error("tcp: rank %d put %llu bytes at offset %llu on channel %u, outside its "
-                      "%llu-byte destination; discarded, the channel is failed",
-                      tc->peer, (unsigned long long)m->size, (unsigned long long)m->a, m->channel,
-                      (unsigned long long)ch->local_dst.size);
-            gpuport_tl_chan_fail(ch, GPUPORT_ERR_OUT_OF_RANGE);
-        } else if (!tc->in_payload) {
-            /* empty: nothing to write, maybe no region to point into (NULL + 0) */
-        } else if (gpuport_region_is_device(ch->local_dst.kind)) {
-            tc->dev_payload = tc->in_payload;
-            tc->dev_dst = (char *)ch->local_dst.ptr + m->a;
-        } else {
-            tc->payload_dst = (char *)ch->local_dst.ptr + m->a;
-        }
-        if (!tc->in_payload)
-            rx_op_done(tc);
+        on_put(tc, m);
         return;
     case MSG_SIGNAL:
-        ch = rx_channel(tc, m->channel);
-        if (m->a == 0) {
-            protocol_error(tc, "a signal message for channel %llu carried no signal (count %llu)",
-                           m->channel, m->a);
-            return;
-        }
-        if (!ch) {
-            log_error("tcp: rank %d signalled channel %u, which is not open here; dropped",
-                      tc->peer, m->channel);
-            rx_op_done(tc);
-        } else if (tc->rx_pending) {
-            /* behind GPU copies still at the flusher (room was checked) */
-            gpuport_work_t w;
-            memset(&w, 0, sizeof(w));
-            w.kind = GPUPORT_WORK_SEM_ADD;
-            w.sem = &gpuport_tl_sem(comm, m->channel)->value;
-            w.value = m->a;
-            gpuport_tl_post(tc->conn, &w);
-            tc->rx_ops++;
-            tcp_post_push(tc, POST_RX_SIGNAL, tc->rx_ops);
-            tc->rx_pending++;
-        } else {
-            gpuport_tl_sem_add(comm, m->channel, m->a);
-            rx_op_done(tc);
-        }
+        on_signal(tc, m);
         return;
     case MSG_VALUE:
         on_value(tc, m);
@@ -190,14 +215,7 @@ static void on_header(tcp_conn_t *tc)
         apply_acks(tc, m->a);
         return;
     case MSG_FAIL:
-        /* only a channel open on this connection: any other id is another
-         * peer's channel, or one closed (and its id reused) since */
-        if (rx_channel(tc, m->channel))
-            gpuport_tl_sem_fail(comm, m->channel, (gpuport_status_t)(int64_t)m->a);
-        else
-            log_error("tcp: rank %d reported a failure of channel %u, which is not open here; "
-                      "dropped",
-                      tc->peer, m->channel);
+        on_fail(tc, m);
         return;
     case MSG_BYE:
         tc->bye_seen = 1;
