@@ -56,7 +56,7 @@ static void *proxy_main(void *arg)
     gpuport_log_set_rank(comm->rank);
     gpuport_topology_bind_self(comm->topo, comm->placement.proxy_cpu);
     if (prctl(PR_SET_TIMERSLACK, PROXY_TIMER_SLACK_NS, 0, 0, 0) != 0)
-        log_debug("proxy: PR_SET_TIMERSLACK failed (%s); sleeps end up to 50 us late",
+        log_debug("PR_SET_TIMERSLACK failed (%s); sleeps end up to 50 us late",
                   strerror(errno));
     atomic_store_explicit(&comm->proxy.running, 1, memory_order_release);
     for (;;) {
