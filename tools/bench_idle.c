@@ -1,7 +1,7 @@
 /*
  * gpuport_bench --idle: for each sleep policy of the proxy, what it costs
  * while the job does nothing and how late the first operation after a
- * pause is (issue 15). See bench_idle.h.
+ * pause is (the idle CPU budget's trade-off). See bench_idle.h.
  *
  * Per policy, a communicator of the pair with GPUPORT_PROXY_SLEEP_MAX_US,
  * GPUPORT_PROXY_SLEEP_HOST_MAX_US (both the cap), GPUPORT_PROXY_SLEEP_SCALE

@@ -1,8 +1,8 @@
 /*
- * gpuport_bench's small-operations table (issue 12, "small operations at
- * the hardware's rate"): each gpuport figure beside its limit, measured in
+ * gpuport_bench's small-operations table ("small operations at the
+ * hardware's rate"): each gpuport figure beside its limit, measured in
  * the same run on the same GPU from a private CUDA context (bench_limits.h),
- * with the ratio, the issue's target and whether it is met. The benchmark
+ * with the ratio, the row's target and whether it is met. The benchmark
  * reports; it asserts only what the receiver got, never a timing.
  *
  * The lower rank of the pair sends over the cudaMalloc channel (k[0]), the
@@ -466,7 +466,7 @@ static int limits(small_t *sm)
     env->barrier(env->ctx);
     if (!env->report)
         return 0;
-    printf("\nSmall operations (rank %d -> rank %d, %s channel; targets of issue 12; the "
+    printf("\nSmall operations (rank %d -> rank %d, %s channel; each row's target beside it; the "
            "receiver checks every signal, slot and byte)\n",
            env->rank, env->peer, st->k[0].name);
     if (!env->baselines) {

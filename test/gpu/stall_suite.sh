@@ -1,5 +1,5 @@
 #!/bin/sh
-# The launch-queue stall matrix of issue 3 (DESIGN.md hazards H1-H3), run on
+# The launch-queue stall suite (docs/DESIGN.md, hazards H1-H3), run on
 # a machine with 2 GPUs; exits 77 where there are fewer.
 #   queued kernels N in {100, 1100} x CUDA_DEVICE_MAX_CONNECTIONS in {1, default}
 #   cold: 5 fresh process pairs, first use of everything inside the scenario

@@ -1,5 +1,5 @@
 /*
- * The idle proxy (issue 15).
+ * The idle proxy: its sleep schedule and the idle CPU budget.
  *  - schedule: gpuport_idle_step, the pure function of the idle time that
  *    says spin, yield or sleep how long, for several policies: the phases
  *    in order, sleeps that grow with the pause and stay within the cap;

@@ -2,7 +2,7 @@
  * What an application may do wrong or out of turn with handles and memory,
  * and what gpuport must do then: refuse with a clear error and lose nothing,
  * never write outside what was registered, never hang. Each case failed on
- * the code before it was written (issue 10's findings):
+ * the code before it was written (the findings behind pairwise-safe destroy):
  *   - registrations of memory that is not there (a range that wraps, runs
  *     past a gpuport_mem_alloc block, or is not mapped), and of nothing;
  *   - a peer that destroyed its side and deregistered: this side's later
