@@ -158,7 +158,7 @@ map_nodes() { sed -n 's/^\([A-Za-z_][A-Za-z0-9_.]*\)[ \t]*{.*/\1/p' "$1"; }
 
 # check_versions LIB MAP: every gpuport_* export of LIB carries a node of MAP
 check_versions() {
-    nodes=$(map_nodes "$2" | tr '\n' ' ')
+    nodes=$(map_nodes "$2" | tr '\n' ' ' | sed 's/ $//')
     if test -z "$nodes"; then
         echo "FAIL no version node found in $2"
         fail=1
@@ -251,7 +251,7 @@ if grep -q '^#define GPUPORT_HAVE_SYMVER 1' "$build/build_config.h" 2>/dev/null;
     check_versions "$lib" "$src/src/libgpuport.map"
     if test -n "$mpilib"; then
         check_versions "$mpilib" "$src/mpi/libgpuport_mpi.map"
-        nodes=$(map_nodes "$src/src/libgpuport.map" | tr '\n' ' ')
+        nodes=$(map_nodes "$src/src/libgpuport.map" | tr '\n' ' ' | sed 's/ $//')
         nm -D --undefined-only "$mpilib" | awk '$2 ~ /^gpuport_/ { print $2 }' >"$tmp.refs"
         bad=$(awk -v nodes="$nodes" 'BEGIN { split(nodes, a, " "); for (i in a) ok[a[i]] = 1 }
             { v = $1; sub(/^[^@]*@+/, "", v); if (v == $1 || !(v in ok)) printf "%s ", $1 }' "$tmp.refs")
