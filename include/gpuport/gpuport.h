@@ -39,10 +39,14 @@
 extern "C" {
 #endif
 
-/** The release these headers belong to (gpuport_version_string() gives the library's). */
-#define GPUPORT_VERSION_MAJOR 0
-#define GPUPORT_VERSION_MINOR 1
-#define GPUPORT_VERSION_PATCH 0
+/** @name Release
+ * The release these headers belong to (gpuport_version_string() gives the
+ * library's).
+ * @{ */
+#define GPUPORT_VERSION_MAJOR 0 /**< major version */
+#define GPUPORT_VERSION_MINOR 1 /**< minor version */
+#define GPUPORT_VERSION_PATCH 0 /**< patch level */
+/** @} */
 
 /**
  * Marks what the libraries export. They are built with -fvisibility=hidden,
@@ -108,7 +112,9 @@ GPUPORT_API const char *gpuport_version_string(void);
  */
 /** A layout: its version in the upper 16 bits, sizeof(type) in the lower 16. */
 #define GPUPORT_LAYOUT(version, type) (((uint32_t)(version) << 16) | (uint32_t)sizeof(type))
+/** The version of a layout. */
 #define GPUPORT_LAYOUT_VERSION(layout) ((uint32_t)(layout) >> 16)
+/** The struct size of a layout, in bytes. */
 #define GPUPORT_LAYOUT_SIZE(layout) ((uint32_t)(layout) & 0xffffu)
 /** @} */
 
@@ -131,17 +137,20 @@ typedef struct gpuport_bootstrap {
     int local_size; /**< ranks on this host */
     /** every rank contributes `bytes` bytes; recv holds size*bytes, rank order */
     gpuport_status_t (*allgather)(void *ctx, const void *send, void *recv, size_t bytes);
+    /** returns once every rank has called it */
     gpuport_status_t (*barrier)(void *ctx);
-    /** blocking point-to-point bytes, matched by peer and tag */
+    /** blocking send of `bytes` bytes to `peer`, matched by recv's peer and tag */
     gpuport_status_t (*send)(void *ctx, int peer, int tag, const void *buf, size_t bytes);
+    /** blocking receive of exactly `bytes` bytes from `peer` with `tag` */
     gpuport_status_t (*recv)(void *ctx, int peer, int tag, void *buf, size_t bytes);
     /** called once by gpuport_comm_destroy (or on a failed create); may be
      *  NULL when the caller keeps the bootstrap for later communicators */
     void (*destroy)(void *ctx);
 } gpuport_bootstrap_t;
 
-/** This header's gpuport_bootstrap_t layout. */
+/** This header's gpuport_bootstrap_t layout version. */
 #define GPUPORT_BOOTSTRAP_VERSION 1
+/** This header's gpuport_bootstrap_t layout, as gpuport_comm_create passes it. */
 #define GPUPORT_BOOTSTRAP_LAYOUT GPUPORT_LAYOUT(GPUPORT_BOOTSTRAP_VERSION, gpuport_bootstrap_t)
 
 typedef struct gpuport_comm *gpuport_comm_t;       /**< a communicator */
@@ -236,8 +245,9 @@ typedef struct gpuport_comm_stats {
     uint64_t flusher_cpu_ns; /**< CPU time used by the flusher thread */
 } gpuport_comm_stats_t;
 
-/** This header's gpuport_comm_stats_t layout. */
+/** This header's gpuport_comm_stats_t layout version. */
 #define GPUPORT_STATS_VERSION 1
+/** This header's gpuport_comm_stats_t layout, as gpuport_comm_stats passes it. */
 #define GPUPORT_STATS_LAYOUT GPUPORT_LAYOUT(GPUPORT_STATS_VERSION, gpuport_comm_stats_t)
 
 /** The entry point of gpuport_comm_stats; `layout` is GPUPORT_STATS_LAYOUT. */
@@ -250,6 +260,7 @@ GPUPORT_API gpuport_status_t gpuport_comm_stats_v(uint32_t layout, gpuport_comm_
  *
  * Local; any thread while the communicator lives.
  *
+ * @param comm a live communicator
  * @param[out] stats_p the counters
  * @retval GPUPORT_OK *stats_p is filled
  * @retval GPUPORT_ERR_INVALID_ARG not a live communicator, or stats_p NULL
@@ -272,6 +283,7 @@ static inline gpuport_status_t gpuport_comm_stats(gpuport_comm_t comm,
  *
  * Local. One set-up call at a time.
  *
+ * @param comm a live communicator
  * @param size bytes, at least 1 (rounded up to whole pages)
  * @param[out] ptr_p the memory, page-aligned, zeroed
  * @retval GPUPORT_OK allocated
@@ -295,6 +307,7 @@ GPUPORT_API gpuport_status_t gpuport_mem_alloc(gpuport_comm_t comm, size_t size,
  *
  * Local. One set-up call at a time.
  *
+ * @param comm a live communicator in GPU mode
  * @param size bytes, at least 1; rounded up to the device's allocation
  *        granularity (2 MiB on H200)
  * @param[out] ptr_p the device address
@@ -316,6 +329,7 @@ GPUPORT_API gpuport_status_t gpuport_mem_alloc_device(gpuport_comm_t comm, size_
  *
  * Local. One set-up call at a time.
  *
+ * @param comm the communicator that allocated it
  * @param ptr exactly the pointer that the allocation returned
  * @retval GPUPORT_OK freed
  * @retval GPUPORT_ERR_INVALID_ARG not a live communicator, ptr NULL, or not an
@@ -336,6 +350,7 @@ GPUPORT_API gpuport_status_t gpuport_mem_free(gpuport_comm_t comm, void *ptr);
  *
  * Local. One set-up call at a time.
  *
+ * @param comm a live communicator
  * @param ptr the first byte
  * @param size bytes, at least 1
  * @param[out] mem_p the registration
@@ -382,6 +397,7 @@ GPUPORT_API gpuport_status_t gpuport_mem_deregister(gpuport_mem_t mem);
  * create their channels to each other in the same order. A channel to
  * oneself (peer == this rank) is one call. One set-up call at a time.
  *
+ * @param comm a live communicator
  * @param peer a rank of the communicator
  * @param src local source region, or NULL
  * @param dst local destination region, or NULL
@@ -536,6 +552,7 @@ GPUPORT_API gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch);
 
 /**
  * Consumes one signal if one has arrived, without waiting.
+ * @param ch a live channel
  * @param[out] ready_p 1 if a signal was consumed, 0 if none had arrived
  * @retval GPUPORT_OK *ready_p says which
  * @retval GPUPORT_ERR_PEER the peer closed, failed or exited with no signal left

@@ -47,7 +47,7 @@ typedef struct gpuport_fifo_dev {
     const volatile uint64_t *tail;  /**< pinned host memory: written by the proxy */
     unsigned long long *tail_cache; /**< device memory: last tail seen by any pusher */
     uint32_t size;                  /**< slots, a power of two */
-    uint32_t log2_size;
+    uint32_t log2_size;             /**< log2(size) */
 } gpuport_fifo_dev_t;
 
 /**
@@ -62,7 +62,7 @@ typedef struct gpuport_port_channel_dev {
     uint32_t id;      /**< the channel's id in its communicator */
     int32_t rank;     /**< this rank, for messages */
     int32_t peer;     /**< the peer's rank, for messages */
-    gpuport_fifo_dev_t fifo;
+    gpuport_fifo_dev_t fifo; /**< the communicator's device FIFO */
     uint64_t src_size; /**< bytes of the source region */
     uint64_t dst_size; /**< bytes of the peer's destination region */
     const volatile uint64_t *flushed;    /**< pinned host memory: device-FIFO flush progress */
@@ -74,8 +74,10 @@ typedef struct gpuport_port_channel_dev {
     uint64_t timeout_ns;                 /**< 0: wait forever */
 } gpuport_port_channel_dev_t;
 
-/** This header's gpuport_port_channel_dev_t layout. */
+/** This header's gpuport_port_channel_dev_t layout version. */
 #define GPUPORT_CHANNEL_DEV_VERSION 1
+/** This header's gpuport_port_channel_dev_t layout, as gpuport_channel_device
+ *  passes it and the device calls expect it. */
 #define GPUPORT_CHANNEL_DEV_LAYOUT                                                              \
     GPUPORT_LAYOUT(GPUPORT_CHANNEL_DEV_VERSION, gpuport_port_channel_dev_t)
 
@@ -102,6 +104,7 @@ GPUPORT_API gpuport_status_t gpuport_channel_device_v(uint32_t layout, gpuport_c
  *
  * Local. One set-up call at a time (gpuport.h).
  *
+ * @param ch a live channel
  * @param[out] dev_p the handle
  * @retval GPUPORT_OK *dev_p is filled
  * @retval GPUPORT_ERR_INVALID_ARG not a live channel, or dev_p NULL

@@ -43,6 +43,7 @@ extern "C" {
 #define GPUPORT_MPI_FAMILY_OTHER 0   /**< neither of the two below: never compared */
 #define GPUPORT_MPI_FAMILY_OPENMPI 1 /**< Open MPI */
 #define GPUPORT_MPI_FAMILY_MPICH 2   /**< MPICH and its ABI family */
+/** The tag of an MPI of `family` (GPUPORT_MPI_FAMILY_*) and version major.minor.release. */
 #define GPUPORT_MPI_TAG_MAKE(family, major, minor, release)                                     \
     ((uint32_t)(family) << 24 | ((uint32_t)(major) & 0xffu) << 16 |                             \
      ((uint32_t)(minor) & 0xffu) << 8 | ((uint32_t)(release) & 0xffu))
@@ -129,6 +130,7 @@ static inline gpuport_status_t gpuport_comm_init_mpi_tagged(uint32_t program_tag
     }
     return (gpuport_comm_init_mpi)(comm, comm_p);
 }
+/** gpuport_comm_init_mpi, the MPI check first (see the function). */
 #define gpuport_comm_init_mpi(comm, comm_p)                                                     \
     gpuport_comm_init_mpi_tagged(GPUPORT_MPI_TAG, (comm), (comm_p))
 

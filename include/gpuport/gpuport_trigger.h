@@ -69,6 +69,7 @@ typedef enum {
 
 /** Bits of a trigger's channel id, so channels per communicator at most. */
 #define GPUPORT_TRIGGER_CHANNEL_BITS 15
+/** Channel ids a trigger can name: 0 .. GPUPORT_TRIGGER_MAX_CHANNELS - 1. */
 #define GPUPORT_TRIGGER_MAX_CHANNELS (1u << GPUPORT_TRIGGER_CHANNEL_BITS)
 /** The largest size a put (with its EXT slot) can carry. */
 #define GPUPORT_TRIGGER_SIZE_MAX ((1ull << 52) - 1)
@@ -77,9 +78,9 @@ typedef enum {
 /** The largest destination offset a value trigger can carry. */
 #define GPUPORT_TRIGGER_VALUE_OFF_MAX (((1ull << GPUPORT_TRG_VALUE_OFF_BITS) - 1) << 3)
 
-/** One FIFO slot: word 0 the tag, word 1 the payload (layout above). */
+/** One FIFO slot (the layout above). */
 typedef struct __attribute__((aligned(16))) gpuport_trigger {
-    uint64_t w[2];
+    uint64_t w[2]; /**< w[0] the tag, w[1] the payload */
 } gpuport_trigger_t;
 
 /** What the proxy works with after decoding one trigger (or an EXT pair). */
@@ -87,19 +88,21 @@ typedef struct gpuport_op_desc {
     uint32_t op;      /**< gpuport_trigger_op_t */
     uint32_t channel; /**< channel id within the communicator */
     uint64_t src_off; /**< value ops: 0 */
-    uint64_t dst_off;
+    uint64_t dst_off; /**< offset in the peer's destination region */
     uint64_t size;    /**< value ops: 8 */
     uint64_t value;   /**< value ops: what to write; else 0 */
 } gpuport_op_desc_t;
 
-/** Positions of word 0's fields (the layout above). */
-#define GPUPORT_TRG_PARITY_SHIFT 63
-#define GPUPORT_TRG_OP_SHIFT 59
-#define GPUPORT_TRG_CHAN_SHIFT 44
-#define GPUPORT_TRG_SIZE_SHIFT 12
-#define GPUPORT_TRG_SRCHI_SHIFT 6
-#define GPUPORT_TRG_LOW_OFF_BITS 38
-#define GPUPORT_TRG_EXT_SIZE_SHIFT 24
+/** @name Field positions (the layout above)
+ * @{ */
+#define GPUPORT_TRG_PARITY_SHIFT 63  /**< word 0: the parity bit */
+#define GPUPORT_TRG_OP_SHIFT 59      /**< word 0: the op */
+#define GPUPORT_TRG_CHAN_SHIFT 44    /**< word 0: the channel */
+#define GPUPORT_TRG_SIZE_SHIFT 12    /**< word 0: size bits 31..0 */
+#define GPUPORT_TRG_SRCHI_SHIFT 6    /**< word 0: source offset bits 37..32 */
+#define GPUPORT_TRG_LOW_OFF_BITS 38  /**< offset bits a main trigger carries */
+#define GPUPORT_TRG_EXT_SIZE_SHIFT 24 /**< EXT word 0: size bits 51..32 */
+/** @} */
 
 /** The parity bit that makes the slot at FIFO position pos valid. */
 GPUPORT_HD uint64_t gpuport_trigger_parity(uint64_t pos, uint32_t log2_size)
