@@ -131,8 +131,9 @@ static void mpi_destroy(void *ctx)
     free(c);
 }
 
-/* In parentheses: the names are also gpuport_mpi.h's checking macros. */
-gpuport_status_t (gpuport_bootstrap_mpi)(MPI_Comm comm, gpuport_bootstrap_t *bs_p)
+/* The program's struct of another layout is not written: its members
+ * would be at other offsets, and a smaller one would be overrun. */
+gpuport_status_t gpuport_bootstrap_mpi_v(uint32_t layout, MPI_Comm comm, gpuport_bootstrap_t *bs_p)
 {
     gpuport_bootstrap_t bs = {0};
     mpi_ctx_t *c;
@@ -141,6 +142,9 @@ gpuport_status_t (gpuport_bootstrap_mpi)(MPI_Comm comm, gpuport_bootstrap_t *bs_
     const char *why = NULL;
     gpuport_status_t status;
 
+    status = mpi_check_layout(layout);
+    if (status)
+        return status;
     /* before `comm` is used: it may be another MPI's handle */
     status = mpi_check_loaded();
     if (status)
@@ -191,7 +195,8 @@ gpuport_status_t (gpuport_bootstrap_mpi)(MPI_Comm comm, gpuport_bootstrap_t *bs_
     return GPUPORT_OK;
 }
 
-/* *comm_p is NULL after a failure, as after gpuport_comm_create's. */
+/* *comm_p is NULL after a failure, as after gpuport_comm_create's. In
+ * parentheses: the name is also gpuport_mpi.h's checking macro. */
 gpuport_status_t (gpuport_comm_init_mpi)(MPI_Comm comm, gpuport_comm_t *comm_p)
 {
     gpuport_bootstrap_t bs;
@@ -202,7 +207,7 @@ gpuport_status_t (gpuport_comm_init_mpi)(MPI_Comm comm, gpuport_comm_t *comm_p)
         return GPUPORT_ERR_INVALID_ARG;
     }
     *comm_p = NULL;
-    status = (gpuport_bootstrap_mpi)(comm, &bs);
+    status = gpuport_bootstrap_mpi_v(GPUPORT_BOOTSTRAP_LAYOUT, comm, &bs);
     if (status)
         return status;
     return gpuport_comm_create(&bs, comm_p);

@@ -1,7 +1,9 @@
 /*
  * Which MPI libgpuport_mpi was built with, compared with the one a program
  * was compiled with (the tag gpuport_mpi.h passes) and with the one loaded
- * in the process; gpuport_mpi.h says why only the family counts.
+ * in the process; gpuport_mpi.h says why only the family counts. Also the
+ * gpuport_bootstrap_t layout a program passes, compared with this
+ * library's (libgpuport's own check is not exported).
  */
 #include <stdio.h>
 #include <string.h>
@@ -114,4 +116,20 @@ gpuport_status_t mpi_check_loaded(void)
 #else
     return GPUPORT_OK;
 #endif
+}
+
+gpuport_status_t mpi_check_layout(uint32_t program_layout)
+{
+    const uint32_t ours = GPUPORT_BOOTSTRAP_LAYOUT;
+
+    if (program_layout == ours)
+        return GPUPORT_OK;
+    mpi_error(-1, "gpuport_bootstrap_mpi: this program was compiled with a gpuport_bootstrap_t "
+              "of layout version %u (%u bytes), but this libgpuport_mpi (gpuport %d.%d.%d) has "
+              "layout version %u (%u bytes); rebuild the program against this library's headers "
+              "(the gpuport_bootstrap_t was neither read nor written)",
+              GPUPORT_LAYOUT_VERSION(program_layout), GPUPORT_LAYOUT_SIZE(program_layout),
+              GPUPORT_VERSION_MAJOR, GPUPORT_VERSION_MINOR, GPUPORT_VERSION_PATCH,
+              GPUPORT_LAYOUT_VERSION(ours), GPUPORT_LAYOUT_SIZE(ours));
+    return GPUPORT_ERR_VERSION;
 }

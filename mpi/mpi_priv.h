@@ -1,6 +1,7 @@
 /*
  * What the two files of libgpuport_mpi share: its error log (the core's
- * log module is not exported) and the run-time MPI check. Hidden, like
+ * log module is not exported) and the run-time checks of the MPI and of
+ * the program's bootstrap layout. Hidden, like
  * everything in the library that gpuport_mpi.h does not declare.
  */
 #ifndef GPUPORT_MPI_PRIV_H
@@ -17,5 +18,9 @@ void mpi_log_error(const char *file, int line, int rank, const char *fmt, ...)
  * another family than the one this library was built with; GPUPORT_OK when
  * they agree or either cannot be told. Allowed before MPI_Init. */
 gpuport_status_t mpi_check_loaded(void);
+
+/* GPUPORT_ERR_VERSION (logged, naming both) when a program's
+ * gpuport_bootstrap_t layout is not the one this library was built with. */
+gpuport_status_t mpi_check_layout(uint32_t program_layout);
 
 #endif

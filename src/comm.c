@@ -13,6 +13,7 @@
 #include "cuda/fcuda.h"
 #include "hostid.h"
 #include "internal.h"
+#include "layout.h"
 #include "memfd.h"
 
 /* Cross-memory attach into this process is allowed for same-user peers
@@ -397,8 +398,10 @@ static gpuport_status_t setup_local(gpuport_comm_t comm, gpuport_proc_rec_t *me)
  * the others, instead of leaving them waiting for it.
  * *comm_p is NULL after a failure (the one output written then): a program
  * that ignores the status passes NULL on, which every call refuses, rather
- * than an uninitialized handle. */
-gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bs, gpuport_comm_t *comm_p)
+ * than an uninitialized handle. A bootstrap of another layout is not read
+ * at all, its destroy included: its members would be the wrong ones. */
+gpuport_status_t gpuport_comm_create_v(uint32_t layout, const gpuport_bootstrap_t *bs,
+                                       gpuport_comm_t *comm_p)
 {
     gpuport_comm_t comm = NULL;
     gpuport_proc_rec_t me;
@@ -406,6 +409,10 @@ gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bs, gpuport_comm
 
     if (comm_p)
         *comm_p = NULL;
+    status = gpuport_layout_check("gpuport_comm_create", "gpuport_bootstrap_t", layout,
+                                  GPUPORT_BOOTSTRAP_LAYOUT);
+    if (status)
+        return status;
     if (!bs || !comm_p || !bs->allgather || !bs->barrier || !bs->send || !bs->recv ||
         bs->size < 1 || bs->rank < 0 || bs->rank >= bs->size) {
         log_error("gpuport_comm_create: bootstrap %p or comm_p %p is invalid (every operation "
@@ -468,12 +475,14 @@ err:
     return status;
 }
 
-/* Not collective: each step is bounded by GPUPORT_TIMEOUT_MS and skips
- * peers known to have exited, so a rank whose peer died still returns.
- * Peers may write into this rank's memory until they are done: the open
- * channels are closed first (as gpuport_channel_destroy does, all at once),
- * the network transports' goodbye ends their traffic, and same-host peers,
- * which write directly, promise through the control segment. */
+/* Not collective (gpuport.h; test_comm_destroy shows it): no exchange
+ * through the bootstrap, each step bounded by GPUPORT_TIMEOUT_MS and
+ * skipping peers known to have exited, so a rank returns whether its peers
+ * are destroying too, still working, or dead. Peers may write into this
+ * rank's memory until they are done: the open channels are closed first
+ * (as gpuport_channel_destroy does, all at once), the network transports'
+ * goodbye ends their traffic, and same-host peers, which write directly,
+ * promise through the control segment. */
 gpuport_status_t gpuport_comm_destroy(gpuport_comm_t comm)
 {
     gpuport_status_t status = GPUPORT_OK;

@@ -7,6 +7,7 @@
 #include "cuda/fcuda.h"
 #include "gpuport/gpuport_device.h"
 #include "internal.h"
+#include "layout.h"
 
 #include <stdio.h>
 
@@ -48,14 +49,18 @@ int gpuport_gpu_bus_id(gpuport_comm_t comm, char *buf, size_t len)
     return -1;
 }
 
-gpuport_status_t gpuport_channel_device(gpuport_channel_t ch, gpuport_port_channel_dev_t *dev_p)
+gpuport_status_t gpuport_channel_device_v(uint32_t layout, gpuport_channel_t ch,
+                                          gpuport_port_channel_dev_t *dev_p)
 {
-    /* argument errors first, as in a CUDA build */
+    /* argument and layout errors first, as in a CUDA build */
     if (!ch || ch->magic != GPUPORT_CHAN_MAGIC || !dev_p) {
         log_error("gpuport_channel_device: channel %p (a live channel) and dev_p %p must be set",
                   (void *)ch, (void *)dev_p);
         return GPUPORT_ERR_INVALID_ARG;
     }
+    if (gpuport_layout_check("gpuport_channel_device", "gpuport_port_channel_dev_t", layout,
+                             GPUPORT_CHANNEL_DEV_LAYOUT))
+        return GPUPORT_ERR_VERSION;
     log_error("gpuport_channel_device: this gpuport was built without CUDA");
     return GPUPORT_ERR_NOT_SUPPORTED;
 }

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "layout.h"
 
 static uint64_t thread_cpu_ns(pthread_t thread)
 {
@@ -16,7 +17,10 @@ static uint64_t thread_cpu_ns(pthread_t thread)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-gpuport_status_t gpuport_comm_stats(gpuport_comm_t comm, gpuport_comm_stats_t *stats_p)
+/* A program's struct of another layout is not written: its members would
+ * be at other offsets, and a smaller one would be overrun. */
+gpuport_status_t gpuport_comm_stats_v(uint32_t layout, gpuport_comm_t comm,
+                                      gpuport_comm_stats_t *stats_p)
 {
     gpuport_comm_stats_t s;
 
@@ -25,6 +29,9 @@ gpuport_status_t gpuport_comm_stats(gpuport_comm_t comm, gpuport_comm_stats_t *s
                   (void *)comm, (void *)stats_p);
         return GPUPORT_ERR_INVALID_ARG;
     }
+    if (gpuport_layout_check("gpuport_comm_stats", "gpuport_comm_stats_t", layout,
+                             GPUPORT_STATS_LAYOUT))
+        return GPUPORT_ERR_VERSION;
     memset(&s, 0, sizeof(s));
     s.triggers = atomic_load_explicit(&comm->proxy.triggers, memory_order_relaxed);
     s.rejected = atomic_load_explicit(&comm->proxy.rejected, memory_order_relaxed);

@@ -16,7 +16,9 @@ const char *gpuport_status_string(gpuport_status_t status)
     case GPUPORT_ERR_TRANSPORT: return "transport failure";
     case GPUPORT_ERR_PEER: return "peer failure";
     case GPUPORT_ERR_TIMEOUT: return "timed out";
-    case GPUPORT_ERR_VERSION: return "version mismatch (gpuport between ranks, or MPI between program and libgpuport_mpi)";
+    case GPUPORT_ERR_VERSION:
+        return "version mismatch (gpuport between ranks, MPI between program and libgpuport_mpi, "
+               "or a struct layout between program and library)";
     case GPUPORT_ERR_SHUTDOWN: return "communicator is shutting down";
     case GPUPORT_ERR_INTERNAL: return "internal error";
     }

@@ -1,4 +1,5 @@
-/*
+/**
+ * @file gpuport.h
  * gpuport public host API.
  *
  * A communicator (gpuport_comm_t) is created from a bootstrap (MPI: see
@@ -6,12 +7,27 @@
  * communicator's trigger FIFO and a flusher thread that performs long copies.
  * Port channels bind a peer, a local source region and the peer's destination
  * region; their operations are pushed into the FIFO and carried out by the
- * proxy. Every call returns a gpuport_status_t; output arguments end in _p and
- * are written only on success, with one exception: gpuport_comm_create (and
- * gpuport_comm_init_mpi) set *comm_p to NULL when they fail. A NULL handle
- * or NULL output pointer is refused with GPUPORT_ERR_INVALID_ARG and a
- * message naming the call (gpuport_comm_rank and _size return -1,
- * gpuport_channel_transport "none").
+ * proxy.
+ *
+ * Conventions of every call below:
+ * - It returns a gpuport_status_t (GPUPORT_OK or a negative error, logged
+ *   once by the function that found it). Output arguments end in _p and are
+ *   written only on success, with one exception: gpuport_comm_create (and
+ *   gpuport_comm_init_mpi) set *comm_p to NULL when they fail.
+ * - A NULL, destroyed or foreign handle and a NULL output pointer are refused
+ *   with GPUPORT_ERR_INVALID_ARG and a message naming the call
+ *   (gpuport_comm_rank and _size return -1, gpuport_channel_transport "none").
+ * - Who takes part: "Collective" calls are made by every rank of the
+ *   communicator (or bootstrap); "Pairwise" calls by this rank and the peer
+ *   named, each naming the other; "Local" calls involve no other rank.
+ * - Threads: the set-up calls (gpuport_comm_create and _destroy,
+ *   gpuport_mem_*, gpuport_channel_create, _destroy and _device) of one
+ *   communicator are made one at a time (from any thread, one after the
+ *   other): they share its bootstrap and its tables. The operations (put,
+ *   signal, flush, wait, poll, status, transport) may be called from any
+ *   number of threads at once, on one channel too, but not while that
+ *   channel is being destroyed. gpuport's own threads never call the
+ *   application or the bootstrap.
  */
 #ifndef GPUPORT_GPUPORT_H
 #define GPUPORT_GPUPORT_H
@@ -23,179 +39,543 @@
 extern "C" {
 #endif
 
-#define GPUPORT_VERSION_MAJOR 0
-#define GPUPORT_VERSION_MINOR 1
-#define GPUPORT_VERSION_PATCH 0
+/** @name Release
+ * The release these headers belong to (gpuport_version_string() gives the
+ * library's).
+ * @{ */
+#define GPUPORT_VERSION_MAJOR 0 /**< major version */
+#define GPUPORT_VERSION_MINOR 1 /**< minor version */
+#define GPUPORT_VERSION_PATCH 0 /**< patch level */
+/** @} */
 
-/* Marks what the libraries export. They are built with -fvisibility=hidden,
+/**
+ * Marks what the libraries export. They are built with -fvisibility=hidden,
  * so the functions declared with GPUPORT_API in these headers are all that a
- * program can link to; everything else stays inside the library. */
+ * program can link to; everything else stays inside the library. The
+ * linker's version script then gives each of them its symbol version
+ * (src/libgpuport.map).
+ */
 #if defined(__GNUC__)
 #define GPUPORT_API __attribute__((visibility("default")))
 #else
 #define GPUPORT_API
 #endif
 
-/* Errors are negative and grouped by kind, one decade per kind. */
+/** Errors are negative and grouped by kind, one decade per kind. */
 typedef enum {
-    GPUPORT_OK = 0,
-    GPUPORT_ERR_INVALID_ARG = -1,    /* a bad argument to a call */
-    GPUPORT_ERR_INVALID_CONFIG = -2, /* a bad GPUPORT_* value */
-    GPUPORT_ERR_OUT_OF_RANGE = -3,   /* offset/size outside a registered region */
-    GPUPORT_ERR_NOT_SUPPORTED = -10, /* feature or transport not available */
-    GPUPORT_ERR_NO_MEMORY = -20,
-    GPUPORT_ERR_NO_RESOURCE = -21,   /* channel ids, segments, threads */
-    GPUPORT_ERR_AGAIN = -22,         /* non-blocking call: try again */
-    GPUPORT_ERR_BUSY = -23,          /* in use (a region that live channels use) */
-    GPUPORT_ERR_TRANSPORT = -30,     /* a transport operation failed */
-    GPUPORT_ERR_PEER = -40,          /* the peer failed or disappeared */
-    GPUPORT_ERR_TIMEOUT = -50,       /* a blocking call ran past its limit */
-    GPUPORT_ERR_VERSION = -60,       /* peers run different library versions, or a
-                                      * program and libgpuport_mpi different MPIs */
-    GPUPORT_ERR_SHUTDOWN = -71,      /* the communicator is stopping */
-    GPUPORT_ERR_INTERNAL = -99
+    GPUPORT_OK = 0,                  /**< success */
+    GPUPORT_ERR_INVALID_ARG = -1,    /**< a bad argument to a call */
+    GPUPORT_ERR_INVALID_CONFIG = -2, /**< a bad GPUPORT_* value */
+    GPUPORT_ERR_OUT_OF_RANGE = -3,   /**< offset/size outside a registered region */
+    GPUPORT_ERR_NOT_SUPPORTED = -10, /**< feature or transport not available */
+    GPUPORT_ERR_NO_MEMORY = -20,     /**< an allocation failed */
+    GPUPORT_ERR_NO_RESOURCE = -21,   /**< channel ids, segments, threads */
+    GPUPORT_ERR_AGAIN = -22,         /**< non-blocking call: try again */
+    GPUPORT_ERR_BUSY = -23,          /**< in use (a region that live channels use) */
+    GPUPORT_ERR_TRANSPORT = -30,     /**< a transport operation failed */
+    GPUPORT_ERR_PEER = -40,          /**< the peer failed, closed its side or disappeared */
+    GPUPORT_ERR_TIMEOUT = -50,       /**< a blocking call ran past its limit */
+    GPUPORT_ERR_VERSION = -60,       /**< peers run different library versions, a program
+                                      *   and libgpuport_mpi different MPIs, or a program
+                                      *   was built against headers of another struct
+                                      *   layout (GPUPORT_LAYOUT) */
+    GPUPORT_ERR_SHUTDOWN = -71,      /**< the communicator is stopping */
+    GPUPORT_ERR_INTERNAL = -99       /**< a bug in gpuport */
 } gpuport_status_t;
 
+/**
+ * The text of a status, for messages. Local; any thread.
+ * @return a static string; "unknown status" for a value not in the enum
+ */
 GPUPORT_API const char *gpuport_status_string(gpuport_status_t status);
 
-/* "0.1.0"; the version this library was built as. */
+/**
+ * The version this library was built as ("0.1.0"). Local; any thread.
+ * @return a static string
+ */
 GPUPORT_API const char *gpuport_version_string(void);
 
-/*
+/**
+ * @name Struct layouts
+ * The structs that a program and the library both read or write
+ * (gpuport_bootstrap_t, gpuport_comm_stats_t, gpuport_port_channel_dev_t)
+ * each have a layout version, raised whenever their members change. The
+ * calls that take or fill one are inline functions of these headers: they
+ * pass the library's versioned entry point (the same name with _v) the
+ * layout that the program was compiled with, GPUPORT_LAYOUT(version, type),
+ * as libfabric's fi_getinfo(FI_VERSION(...)) passes the API version. A
+ * library that does not know that layout (a program built against older or
+ * newer headers) refuses the call with GPUPORT_ERR_VERSION and a message
+ * naming both layouts, and reads and writes nothing of the struct, instead
+ * of using it shifted. Call the inline functions, not the _v entry points.
+ * @{
+ */
+/** A layout: its version in the upper 16 bits, sizeof(type) in the lower 16. */
+#define GPUPORT_LAYOUT(version, type) (((uint32_t)(version) << 16) | (uint32_t)sizeof(type))
+/** The version of a layout. */
+#define GPUPORT_LAYOUT_VERSION(layout) ((uint32_t)(layout) >> 16)
+/** The struct size of a layout, in bytes. */
+#define GPUPORT_LAYOUT_SIZE(layout) ((uint32_t)(layout) & 0xffffu)
+/** @} */
+
+/**
  * Bootstrap: how a communicator talks to its peers while it sets up. The MPI
  * bootstrap (gpuport_mpi.h) fills one in; tests and other launchers may supply
- * their own. Calls happen only on the thread that calls gpuport_comm_*,
- * gpuport_mem_* and gpuport_channel_create, never on the proxy thread.
- * Ranks that share a host are identified by gpuport itself (host identity),
- * so local_rank/local_size are informational.
+ * their own. Its operations are called only from inside gpuport_comm_create,
+ * gpuport_comm_destroy and gpuport_channel_create, on the calling thread,
+ * never on the proxy thread. Ranks that share a host are identified by
+ * gpuport itself (host identity), so local_rank/local_size are informational
+ * (they pick the GPU and the cores when the application has not).
+ * Operations return GPUPORT_OK or an error, which the calling gpuport call
+ * returns.
  */
 typedef struct gpuport_bootstrap {
-    void *ctx;
-    int rank;
-    int size;
-    int local_rank;
-    int local_size;
-    /* every rank contributes `bytes` bytes; recv holds size*bytes, rank order */
+    void *ctx;      /**< passed to every operation */
+    int rank;       /**< this rank, 0 <= rank < size */
+    int size;       /**< ranks in the communicator, at least 1 */
+    int local_rank; /**< this rank among the ranks of its host */
+    int local_size; /**< ranks on this host */
+    /** every rank contributes `bytes` bytes; recv holds size*bytes, rank order */
     gpuport_status_t (*allgather)(void *ctx, const void *send, void *recv, size_t bytes);
+    /** returns once every rank has called it */
     gpuport_status_t (*barrier)(void *ctx);
+    /** blocking send of `bytes` bytes to `peer`, matched by recv's peer and tag */
     gpuport_status_t (*send)(void *ctx, int peer, int tag, const void *buf, size_t bytes);
+    /** blocking receive of exactly `bytes` bytes from `peer` with `tag` */
     gpuport_status_t (*recv)(void *ctx, int peer, int tag, void *buf, size_t bytes);
-    /* called once by gpuport_comm_destroy (or on a failed create); may be
-     * NULL when the caller keeps the bootstrap for later communicators */
+    /** called once by gpuport_comm_destroy (or on a failed create); may be
+     *  NULL when the caller keeps the bootstrap for later communicators */
     void (*destroy)(void *ctx);
 } gpuport_bootstrap_t;
 
-typedef struct gpuport_comm *gpuport_comm_t;
-typedef struct gpuport_mem *gpuport_mem_t;
-typedef struct gpuport_channel *gpuport_channel_t;
+/** This header's gpuport_bootstrap_t layout version. */
+#define GPUPORT_BOOTSTRAP_VERSION 1
+/** This header's gpuport_bootstrap_t layout, as gpuport_comm_create passes it. */
+#define GPUPORT_BOOTSTRAP_LAYOUT GPUPORT_LAYOUT(GPUPORT_BOOTSTRAP_VERSION, gpuport_bootstrap_t)
 
-/*
- * Takes ownership of the bootstrap (its destroy runs with the communicator's,
- * also when creation fails). Collective over the bootstrap's ranks: reads the
- * GPUPORT_* configuration, exchanges a versioned record with every rank and
- * starts the proxy service. On failure *comm_p is NULL (when comm_p is not),
- * so a program that goes on regardless gets GPUPORT_ERR_INVALID_ARG from the
- * next call instead of using an uninitialized handle.
+typedef struct gpuport_comm *gpuport_comm_t;       /**< a communicator */
+typedef struct gpuport_mem *gpuport_mem_t;         /**< a registered region */
+typedef struct gpuport_channel *gpuport_channel_t; /**< a port channel */
+
+/** The entry point of gpuport_comm_create; `layout` is GPUPORT_BOOTSTRAP_LAYOUT. */
+GPUPORT_API gpuport_status_t gpuport_comm_create_v(uint32_t layout,
+                                                   const gpuport_bootstrap_t *bootstrap,
+                                                   gpuport_comm_t *comm_p);
+
+/**
+ * Creates a communicator over a bootstrap.
+ *
+ * Reads the GPUPORT_* configuration, exchanges a versioned record with
+ * every rank and starts the proxy service. Takes ownership of the
+ * bootstrap: its destroy runs with the communicator's, and also when
+ * creation fails, except after a refused layout (the library cannot read
+ * it). A rank that fails still takes part in every exchange, so every rank
+ * returns: the failing one with its reason, the others with
+ * GPUPORT_ERR_PEER naming it. On failure *comm_p is NULL (when comm_p is
+ * not), so a program that goes on regardless gets GPUPORT_ERR_INVALID_ARG
+ * from the next call instead of using an uninitialized handle.
+ *
+ * Collective over the bootstrap's ranks. One set-up call at a time.
+ *
+ * @param bootstrap the ranks and how to reach them; copied
+ * @param[out] comm_p the communicator
+ * @retval GPUPORT_OK the communicator is ready on every rank
+ * @retval GPUPORT_ERR_INVALID_ARG NULL bootstrap or comm_p, an operation unset, or not
+ *         0 <= rank < size (this rank only: the others wait in the first exchange)
+ * @retval GPUPORT_ERR_VERSION a program built with another gpuport_bootstrap_t layout
+ *         (this rank only, nothing read), or ranks of different gpuport releases
+ * @retval GPUPORT_ERR_INVALID_CONFIG a bad GPUPORT_* value (named in the message)
+ * @retval GPUPORT_ERR_NOT_SUPPORTED GPUPORT_GPU=on without a usable GPU, or a
+ *         placement request that the machine cannot meet
+ * @retval GPUPORT_ERR_NO_MEMORY, GPUPORT_ERR_NO_RESOURCE memory, shared segments,
+ *         sockets or threads could not be had
+ * @retval GPUPORT_ERR_TRANSPORT a transport (or the CUDA driver) failed to set up
+ * @retval GPUPORT_ERR_PEER another rank failed its set-up (its log says why)
+ * @retval other the bootstrap operation's own error
  */
-GPUPORT_API gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bootstrap,
-                                                 gpuport_comm_t *comm_p);
+static inline gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bootstrap,
+                                                   gpuport_comm_t *comm_p)
+{
+    return gpuport_comm_create_v(GPUPORT_BOOTSTRAP_LAYOUT, bootstrap, comm_p);
+}
 
-/*
- * Collective. Stops the proxy service: triggers already in the FIFO are
- * carried out (or, if they cannot complete within the configured timeout,
- * failed and counted in the log); then every channel and registration still
- * open is released.
+/**
+ * Destroys a communicator and everything still open in it.
+ *
+ * Not collective: no rank waits for the others to call it. Each step is
+ * bounded by GPUPORT_TIMEOUT_MS and skips peers known to have exited: the
+ * channels still open are closed (as gpuport_channel_destroy does, all at
+ * once), the triggers already in the FIFO are carried out, network peers
+ * are told goodbye and same-host peers asked to confirm that they write
+ * nothing more into this rank's memory; a peer that does not answer in
+ * time (it has not destroyed its side yet) is logged and released anyway.
+ * Then every channel and registration is released and the bootstrap's
+ * destroy runs. The peers' channels to this rank fail with
+ * GPUPORT_ERR_PEER from then on.
+ *
+ * Local. One set-up call at a time; no other call on the communicator or
+ * its channels may run meanwhile.
+ *
+ * @retval GPUPORT_OK everything this rank queued was carried out
+ * @retval GPUPORT_ERR_SHUTDOWN queued work could not complete within
+ *         GPUPORT_TIMEOUT_MS: it was failed and counted in the log (the
+ *         communicator is destroyed all the same)
+ * @retval GPUPORT_ERR_INVALID_ARG not a live communicator (NULL, or destroyed already)
  */
 GPUPORT_API gpuport_status_t gpuport_comm_destroy(gpuport_comm_t comm);
 
+/**
+ * This rank's number in the communicator. Local; any thread.
+ * @return the rank, or -1 for a handle that is not a live communicator
+ */
 GPUPORT_API int gpuport_comm_rank(gpuport_comm_t comm);
+
+/**
+ * The number of ranks in the communicator. Local; any thread.
+ * @return the size, or -1 for a handle that is not a live communicator
+ */
 GPUPORT_API int gpuport_comm_size(gpuport_comm_t comm);
 
-/* What the proxy service has done and cost so far, for tools and tuning. */
+/** What the proxy service has done and cost so far, for tools and tuning. */
 typedef struct gpuport_comm_stats {
-    uint64_t triggers;        /* triggers the proxy carried out */
-    uint64_t rejected;        /* triggers it refused (bad channel, offsets, op) */
-    uint64_t flusher_items;   /* work items the flusher completed */
-    uint64_t proxy_cpu_ns;    /* CPU time used by the proxy thread */
-    uint64_t flusher_cpu_ns;  /* CPU time used by the flusher thread */
+    uint64_t triggers;       /**< triggers the proxy carried out */
+    uint64_t rejected;       /**< triggers it refused (bad channel, offsets, op) */
+    uint64_t flusher_items;  /**< work items the flusher completed */
+    uint64_t proxy_cpu_ns;   /**< CPU time used by the proxy thread */
+    uint64_t flusher_cpu_ns; /**< CPU time used by the flusher thread */
 } gpuport_comm_stats_t;
 
-GPUPORT_API gpuport_status_t gpuport_comm_stats(gpuport_comm_t comm, gpuport_comm_stats_t *stats_p);
+/** This header's gpuport_comm_stats_t layout version. */
+#define GPUPORT_STATS_VERSION 1
+/** This header's gpuport_comm_stats_t layout, as gpuport_comm_stats passes it. */
+#define GPUPORT_STATS_LAYOUT GPUPORT_LAYOUT(GPUPORT_STATS_VERSION, gpuport_comm_stats_t)
 
-/* Memory. Host memory from malloc (or anywhere) can be registered; memory
- * from gpuport_mem_alloc is shared-mappable, so same-host peers copy into it
- * directly instead of through the kernel. */
+/** The entry point of gpuport_comm_stats; `layout` is GPUPORT_STATS_LAYOUT. */
+GPUPORT_API gpuport_status_t gpuport_comm_stats_v(uint32_t layout, gpuport_comm_t comm,
+                                                  gpuport_comm_stats_t *stats_p);
+
+/**
+ * Reads the proxy service's counters. The counters are read one by one,
+ * without stopping the proxy: each is exact, the set is not a snapshot.
+ *
+ * Local; any thread while the communicator lives.
+ *
+ * @param comm a live communicator
+ * @param[out] stats_p the counters
+ * @retval GPUPORT_OK *stats_p is filled
+ * @retval GPUPORT_ERR_INVALID_ARG not a live communicator, or stats_p NULL
+ * @retval GPUPORT_ERR_VERSION a program built with another gpuport_comm_stats_t
+ *         layout: nothing is written
+ */
+static inline gpuport_status_t gpuport_comm_stats(gpuport_comm_t comm,
+                                                  gpuport_comm_stats_t *stats_p)
+{
+    return gpuport_comm_stats_v(GPUPORT_STATS_LAYOUT, comm, stats_p);
+}
+
+/**
+ * Allocates host memory that same-host peers can map.
+ *
+ * Host memory from malloc (or anywhere) can be registered too; memory from
+ * here is shared-mappable (a memfd), so same-host peers copy into it
+ * directly instead of through the kernel. Released with gpuport_mem_free,
+ * or with the communicator.
+ *
+ * Local. One set-up call at a time.
+ *
+ * @param comm a live communicator
+ * @param size bytes, at least 1 (rounded up to whole pages)
+ * @param[out] ptr_p the memory, page-aligned, zeroed
+ * @retval GPUPORT_OK allocated
+ * @retval GPUPORT_ERR_INVALID_ARG not a live communicator, ptr_p NULL, size 0 or too
+ *         large to round up
+ * @retval GPUPORT_ERR_NO_MEMORY memfd_create, ftruncate or mmap failed
+ */
 GPUPORT_API gpuport_status_t gpuport_mem_alloc(gpuport_comm_t comm, size_t size, void **ptr_p);
-/* GPU memory on the communicator's GPU for channels over every transport:
+
+/**
+ * Allocates GPU memory on the communicator's GPU for channels over every
+ * transport.
+ *
  * CUDA VMM memory made with a POSIX file-descriptor handle (shared with
  * same-host peers by descriptor, registered with NICs by dma-buf), mapped
  * read-write for the device, so gpuport's own CUDA context reaches it
  * without the application's (a copy into cudaMalloc memory from another
- * context waits for the application's queued work). size is rounded up to
- * the device's allocation granularity. Kernels use it like cudaMalloc
- * memory. Needs GPU mode; works whether or not the application made a CUDA
- * context. */
+ * context waits for the application's queued work). Kernels use it like
+ * cudaMalloc memory. Works whether or not the application made a CUDA
+ * context. Released with gpuport_mem_free, or with the communicator.
+ *
+ * Local. One set-up call at a time.
+ *
+ * @param comm a live communicator in GPU mode
+ * @param size bytes, at least 1; rounded up to the device's allocation
+ *        granularity (2 MiB on H200)
+ * @param[out] ptr_p the device address
+ * @retval GPUPORT_OK allocated
+ * @retval GPUPORT_ERR_INVALID_ARG not a live communicator, ptr_p NULL, size 0 or too
+ *         large to round up
+ * @retval GPUPORT_ERR_NOT_SUPPORTED the communicator is host-only (no GPU mode, or a
+ *         build without CUDA)
+ * @retval GPUPORT_ERR_NO_MEMORY the device (or the host) is out of memory
+ * @retval GPUPORT_ERR_TRANSPORT another CUDA driver failure (logged with the call)
+ */
 GPUPORT_API gpuport_status_t gpuport_mem_alloc_device(gpuport_comm_t comm, size_t size,
                                                       void **ptr_p);
-/* Frees memory from gpuport_mem_alloc or gpuport_mem_alloc_device. */
+
+/**
+ * Frees memory from gpuport_mem_alloc or gpuport_mem_alloc_device. Refused
+ * while a live channel uses a registration inside the block (a peer may
+ * still write into it): destroy the channels first.
+ *
+ * Local. One set-up call at a time.
+ *
+ * @param comm the communicator that allocated it
+ * @param ptr exactly the pointer that the allocation returned
+ * @retval GPUPORT_OK freed
+ * @retval GPUPORT_ERR_INVALID_ARG not a live communicator, ptr NULL, or not an
+ *         allocation of this communicator
+ * @retval GPUPORT_ERR_BUSY a live channel uses memory of the block; nothing changed
+ */
 GPUPORT_API gpuport_status_t gpuport_mem_free(gpuport_comm_t comm, void *ptr);
+
+/**
+ * Registers [ptr, ptr + size) so that it can be a channel's source or
+ * destination.
+ *
+ * Host memory (malloc, gpuport_mem_alloc, any mapping of this process) and
+ * GPU memory (cudaMalloc, VMM memory, gpuport_mem_alloc_device) are told
+ * apart here, once; the transports that a channel may use follow from the
+ * kinds of its two regions. One region may serve any number of channels.
+ * The memory must stay allocated until the registration is gone.
+ *
+ * Local. One set-up call at a time.
+ *
+ * @param comm a live communicator
+ * @param ptr the first byte
+ * @param size bytes, at least 1
+ * @param[out] mem_p the registration
+ * @retval GPUPORT_OK registered
+ * @retval GPUPORT_ERR_INVALID_ARG not a live communicator, ptr or mem_p NULL, size 0,
+ *         a range that wraps the address space or runs past the end of its
+ *         gpuport_mem_alloc/_alloc_device block, host memory not mapped in this
+ *         process (the first such address is named), or GPU memory that is not
+ *         one mapped range
+ * @retval GPUPORT_ERR_OUT_OF_RANGE a cudaMalloc range that runs past its allocation
+ * @retval GPUPORT_ERR_NOT_SUPPORTED GPU memory that can be shared neither by CUDA
+ *         IPC nor as VMM memory (a stream-ordered pool)
+ * @retval GPUPORT_ERR_NO_MEMORY, GPUPORT_ERR_NO_RESOURCE bookkeeping, or the
+ *         export of VMM memory as a descriptor, failed
+ * @retval GPUPORT_ERR_TRANSPORT another CUDA driver failure (logged with the call)
+ */
 GPUPORT_API gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr, size_t size,
                                                   gpuport_mem_t *mem_p);
+
+/**
+ * Ends a registration. Refused while a live channel uses the region (the
+ * peer may still write into it): destroy the channels first.
+ *
+ * Local. One set-up call at a time.
+ *
+ * @retval GPUPORT_OK deregistered; the handle is dead (later calls refuse it)
+ * @retval GPUPORT_ERR_INVALID_ARG not a live registration (NULL, or deregistered already)
+ * @retval GPUPORT_ERR_BUSY live channels use the region; nothing changed
+ */
 GPUPORT_API gpuport_status_t gpuport_mem_deregister(gpuport_mem_t mem);
 
-/*
- * Creates a port channel to `peer`. Pairwise collective: `peer` must call it
- * with this rank as its peer, and two ranks create their channels to each
- * other in the same order. `src` is the local region puts read from (NULL if
- * this side never puts); `dst` is the local region the peer's puts on its
- * side of this channel write into (NULL if the peer never puts). The
- * transport is chosen here (GPUPORT_TRANSPORT); a forced transport that
- * cannot reach the peer fails on both sides with a message saying why.
+/**
+ * Creates a port channel to `peer`.
+ *
+ * `src` is the local region puts read from (NULL if this side never puts);
+ * `dst` is the local region the peer's puts on its side of this channel
+ * write into (NULL if the peer never puts). The transport is chosen here
+ * (GPUPORT_TRANSPORT, or the best that reaches the peer with these
+ * regions); a forced transport that cannot reach the peer fails on both
+ * sides with a message saying why. Both sides always reach the exchange
+ * with the peer, so a failure on one fails the other too.
+ *
+ * Pairwise: `peer` calls it with this rank as its peer, and two ranks
+ * create their channels to each other in the same order. A channel to
+ * oneself (peer == this rank) is one call. One set-up call at a time.
+ *
+ * @param comm a live communicator
+ * @param peer a rank of the communicator
+ * @param src local source region, or NULL
+ * @param dst local destination region, or NULL
+ * @param[out] channel_p the channel
+ * @retval GPUPORT_OK the channel is connected on both sides
+ * @retval GPUPORT_ERR_INVALID_ARG not a live communicator, channel_p NULL, peer not a
+ *         rank, src or dst not a live registration of this communicator
+ * @retval GPUPORT_ERR_NO_RESOURCE every channel id (GPUPORT_MAX_CHANNELS) is in use
+ * @retval GPUPORT_ERR_NOT_SUPPORTED no transport (or not the forced one) can carry
+ *         these regions to the peer
+ * @retval GPUPORT_ERR_INVALID_CONFIG the two sides chose different transports
+ *         (GPUPORT_TRANSPORT differs between them)
+ * @retval GPUPORT_ERR_VERSION the peer's record is of another version
+ * @retval GPUPORT_ERR_PEER the peer could not create its side (its log says why)
+ * @retval GPUPORT_ERR_NO_MEMORY, GPUPORT_ERR_TRANSPORT, GPUPORT_ERR_TIMEOUT the
+ *         transport could not connect (memory, a socket, the CUDA driver, verbs,
+ *         passing descriptors)
+ * @retval other the bootstrap operation's own error
  */
 GPUPORT_API gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer,
                                                     gpuport_mem_t src, gpuport_mem_t dst,
                                                     gpuport_channel_t *channel_p);
+
+/**
+ * Destroys a channel, from either side, at any time.
+ *
+ * Tells the peer (after this side's earlier operations), waits for them to
+ * complete, and returns once the peer can write nothing more into this
+ * side's regions: on one host the peer's proxy has stopped the channel and
+ * drained it; over a network the peer has failed its side, and this side's
+ * receiver drops what still arrives. From then on the peer's operations on
+ * the channel fail with GPUPORT_ERR_PEER and its waits end, and this side
+ * may deregister and free the regions. The peer's own destroy (or its
+ * communicator's) is not awaited.
+ *
+ * Local. One set-up call at a time; no other call on the channel may run
+ * meanwhile.
+ *
+ * @retval GPUPORT_OK destroyed; the handle is dead (later calls refuse it)
+ * @retval GPUPORT_ERR_TIMEOUT the peer did not confirm within GPUPORT_TIMEOUT_MS (it
+ *         exists but its proxy is stuck): the channel, and its regions, are kept
+ *         until the communicator is destroyed
+ * @retval GPUPORT_ERR_INVALID_ARG not a live channel (NULL, or destroyed already)
+ */
 GPUPORT_API gpuport_status_t gpuport_channel_destroy(gpuport_channel_t channel);
 
-/* Operations. put and signal return once the trigger is queued. Offsets are
- * relative to the start of the registered regions; a put that does not fit in
- * both regions is rejected here with GPUPORT_ERR_OUT_OF_RANGE and nothing is
- * queued. */
+/**
+ * @name Operations
+ * put, signal and their combinations return once the trigger is queued; the
+ * proxy carries out a channel's operations in the order each producer
+ * queued them. Offsets are relative to the start of the registered regions.
+ * They first check the channel: a channel in error returns its error (see
+ * gpuport_channel_status), and one whose peer has closed or failed its side
+ * is failed with GPUPORT_ERR_PEER, nothing queued. All of them, flush, wait
+ * and poll included, are local and may be called from any thread.
+ *
+ * The statuses that put, signal, their combinations and flush share:
+ * - GPUPORT_ERR_INVALID_ARG: not a live channel;
+ * - the channel's error (GPUPORT_ERR_PEER once the peer closed, failed or
+ *   exited; GPUPORT_ERR_OUT_OF_RANGE or _INVALID_ARG after a bad trigger;
+ *   GPUPORT_ERR_TRANSPORT after a failed copy or send);
+ * - GPUPORT_ERR_SHUTDOWN: the communicator is being destroyed;
+ * - GPUPORT_ERR_TIMEOUT: the FIFO stayed full for GPUPORT_TIMEOUT_MS (the
+ *   proxy is stuck).
+ * @{
+ */
+
+/**
+ * Copies `size` bytes from the source region at src_off to the peer's
+ * destination region at dst_off. A put that does not fit in both regions is
+ * refused here and nothing is queued.
+ * @retval GPUPORT_OK queued
+ * @retval GPUPORT_ERR_OUT_OF_RANGE [src_off, src_off + size) or [dst_off, dst_off + size)
+ *         outside its region (or size above 2^52 - 1)
+ * @retval other see the common statuses above
+ */
 GPUPORT_API gpuport_status_t gpuport_channel_put(gpuport_channel_t ch, uint64_t dst_off,
                                                  uint64_t src_off, uint64_t size);
-/* increments the peer's semaphore once every earlier put is visible there */
+
+/**
+ * Increments the peer's semaphore once every earlier put of this channel is
+ * visible there; the peer consumes it with wait or poll.
+ * @retval GPUPORT_OK queued
+ * @retval other see the common statuses above
+ */
 GPUPORT_API gpuport_status_t gpuport_channel_signal(gpuport_channel_t ch);
+
+/**
+ * gpuport_channel_put, then gpuport_channel_signal, in one trigger.
+ * @retval GPUPORT_OK queued
+ * @retval GPUPORT_ERR_OUT_OF_RANGE as for gpuport_channel_put
+ * @retval other see the common statuses above
+ */
 GPUPORT_API gpuport_status_t gpuport_channel_put_with_signal(gpuport_channel_t ch,
                                                              uint64_t dst_off, uint64_t src_off,
                                                              uint64_t size);
-/* Writes the 64-bit value into the peer's destination region at dst_off, as
+
+/**
+ * Writes the 64-bit value into the peer's destination region at dst_off, as
  * one 8-byte store (host byte order), with no source and no copy: the value
  * travels in the trigger. Ordered like a put: after the channel's earlier
- * puts, before its later signals. dst_off must be a multiple of 8
- * (GPUPORT_ERR_INVALID_ARG) and dst_off + 8 within the destination region
- * (GPUPORT_ERR_OUT_OF_RANGE); refused here, nothing is queued. Where the
- * region itself starts 8-aligned (gpuport_mem_alloc, malloc, GPU memory) the
- * store is atomic: a reader sees the old value or the new, never a mix. */
+ * puts, before its later signals. Where the region itself starts 8-aligned
+ * (gpuport_mem_alloc, malloc, GPU memory) the store is atomic: a reader sees
+ * the old value or the new, never a mix.
+ * @retval GPUPORT_OK queued
+ * @retval GPUPORT_ERR_INVALID_ARG dst_off is not a multiple of 8 (nothing queued)
+ * @retval GPUPORT_ERR_OUT_OF_RANGE dst_off + 8 beyond the destination region, or
+ *         dst_off of 2^47 or more (nothing queued)
+ * @retval other see the common statuses above
+ */
 GPUPORT_API gpuport_status_t gpuport_channel_put_value(gpuport_channel_t ch, uint64_t dst_off,
                                                        uint64_t value);
-/* put_value, then signal, in one trigger */
+
+/**
+ * gpuport_channel_put_value, then gpuport_channel_signal, in one trigger.
+ * @retval GPUPORT_OK queued
+ * @retval GPUPORT_ERR_INVALID_ARG, GPUPORT_ERR_OUT_OF_RANGE as for
+ *         gpuport_channel_put_value
+ * @retval other see the common statuses above
+ */
 GPUPORT_API gpuport_status_t gpuport_channel_put_value_with_signal(gpuport_channel_t ch,
                                                                    uint64_t dst_off,
                                                                    uint64_t value);
-/* returns when every earlier operation of this channel is complete: sources
- * reusable and data delivered */
+
+/**
+ * Returns when the channel's operations pushed earlier from the host (with
+ * the calls above, by any thread) are complete: their sources may be reused
+ * and their data is in the peer's memory. Operations that kernels pushed on
+ * the same channel travel through another FIFO, which is not ordered with
+ * the host's: a host flush covers those only if the proxy took them before
+ * it; a kernel's own gpuport_flush covers them.
+ * Blocks up to GPUPORT_TIMEOUT_MS.
+ * @retval GPUPORT_OK complete
+ * @retval GPUPORT_ERR_TIMEOUT not complete within GPUPORT_TIMEOUT_MS
+ * @retval other see the common statuses above (the channel's error also when it
+ *         failed while the flush waited)
+ */
 GPUPORT_API gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch);
-/* consumes one signal from the peer; blocks up to GPUPORT_TIMEOUT_MS */
+
+/**
+ * Consumes one signal from the peer, waiting up to GPUPORT_TIMEOUT_MS for
+ * it; the peer's puts before that signal are then in this rank's
+ * destination. Host and device waiters count a channel's signals
+ * separately: consume them on one side only.
+ * @retval GPUPORT_OK one signal consumed
+ * @retval GPUPORT_ERR_PEER the peer closed, failed or exited with no signal left
+ *         to consume (reported when seen, not after the timeout)
+ * @retval GPUPORT_ERR_TIMEOUT no signal within GPUPORT_TIMEOUT_MS
+ * @retval GPUPORT_ERR_INVALID_ARG not a live channel
+ */
 GPUPORT_API gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch);
-/* consumes one signal if one has arrived: *ready_p is 1, else 0 */
+
+/**
+ * Consumes one signal if one has arrived, without waiting.
+ * @param ch a live channel
+ * @param[out] ready_p 1 if a signal was consumed, 0 if none had arrived
+ * @retval GPUPORT_OK *ready_p says which
+ * @retval GPUPORT_ERR_PEER the peer closed, failed or exited with no signal left
+ * @retval GPUPORT_ERR_INVALID_ARG not a live channel, or ready_p NULL
+ */
 GPUPORT_API gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p);
 
-/* The channel's error state: GPUPORT_OK, or the error the proxy or the peer
- * hit (for example a trigger with offsets outside the registered regions). */
+/**
+ * The channel's error state: GPUPORT_OK, or the error the proxy or the peer
+ * hit (for example a trigger with offsets outside the registered regions:
+ * GPUPORT_ERR_OUT_OF_RANGE; the peer's close or death: GPUPORT_ERR_PEER).
+ * Once in error a channel stays so.
+ * @retval GPUPORT_ERR_INVALID_ARG not a live channel
+ */
 GPUPORT_API gpuport_status_t gpuport_channel_status(gpuport_channel_t ch);
 
-/* "shm", "cuda_ipc", ... : the transport the channel uses */
+/**
+ * The transport the channel uses ("shm", "cuda_ipc", "tcp", "ib").
+ * @return a static string; "none" for a handle that is not a live channel
+ */
 GPUPORT_API const char *gpuport_channel_transport(gpuport_channel_t ch);
+
+/** @} */
 
 #ifdef __cplusplus
 }

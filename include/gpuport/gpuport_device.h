@@ -1,22 +1,36 @@
-/*
+/**
+ * @file gpuport_device.h
  * gpuport device API: port-channel operations called from CUDA kernels.
  *
  * The host hands out a gpuport_port_channel_dev_t (gpuport_channel_device())
- * as plain data; pass it to kernels by value or in device memory. Any number
- * of threads, warps and blocks may push into one FIFO at once, also more of
+ * as plain data; pass it to kernels by value or in device memory. The calls
+ * are gpuport_put, gpuport_signal, gpuport_put_with_signal,
+ * gpuport_put_value, gpuport_put_value_with_signal, gpuport_flush,
+ * gpuport_wait and gpuport_poll; the gpuport_dev_* functions are their
+ * implementation, not API (they may change in any release). Each call
+ * returns an int: GPUPORT_OK (0) or a negative gpuport_status_t value;
+ * gpuport_poll returns 1, 0 or a negative value. Any number of threads,
+ * warps and blocks may call them at once, on one channel too, also more of
  * them than the FIFO has slots: pushers that find the ring full wait for the
  * proxy. Every call that can wait has a time limit (GPUPORT_TIMEOUT_MS at
  * the time the handle was made); on expiry it prints the rank, channel and
  * operation that is stuck and returns GPUPORT_ERR_TIMEOUT instead of hanging.
  * A channel the proxy put into an error state makes waiters return that
- * error.
+ * error. Every call checks the handle's layout first (GPUPORT_LAYOUT in
+ * gpuport.h): a handle filled by code built against other headers, or never
+ * filled, is refused with GPUPORT_ERR_VERSION, nothing pushed.
  *
  * Memory model: triggers live in pinned host memory mapped into the device;
- * the producer counter in device memory (atomicAdd); the proxy's consumer
- * counter and flush progress in pinned host memory, read here with volatile
- * system-scope loads. A trigger's second word is stored first and its tag
- * word (with the lap-parity bit) last, with release semantics at system
- * scope, so the proxy never sees a valid tag with a stale payload.
+ * the producer counter (head) and a copy of the consumer counter in device
+ * memory (atomicAdd, atomicMax); the proxy's consumer counter, the flush
+ * progress and the channel's error state in pinned host memory; the signals
+ * received and the peer's failure word in the communicator's control
+ * segment, shared host memory registered with CUDA: all of those host words
+ * are read here with system-scope acquire loads across the bus. The count
+ * of signals that device waiters consumed is in device memory. A trigger's
+ * second word is stored first and its tag word (with the lap-parity bit)
+ * last, with release semantics at system scope, so the proxy never sees a
+ * valid tag with a stale payload.
  */
 #ifndef GPUPORT_GPUPORT_DEVICE_H
 #define GPUPORT_GPUPORT_DEVICE_H
@@ -26,52 +40,93 @@
 #include "gpuport/gpuport.h"
 #include "gpuport/gpuport_trigger.h"
 
+/** The communicator's device FIFO, as a kernel reaches it (device addresses). */
 typedef struct gpuport_fifo_dev {
-    gpuport_trigger_t *slots;      /* pinned host memory, device-mapped */
-    unsigned long long *head;      /* device memory: next position to reserve */
-    const volatile uint64_t *tail; /* pinned host memory: written by the proxy */
-    unsigned long long *tail_cache; /* device memory: last tail seen by any pusher */
-    uint32_t size;
-    uint32_t log2_size;
+    gpuport_trigger_t *slots;       /**< pinned host memory, device-mapped */
+    unsigned long long *head;       /**< device memory: next position to reserve */
+    const volatile uint64_t *tail;  /**< pinned host memory: written by the proxy */
+    unsigned long long *tail_cache; /**< device memory: last tail seen by any pusher */
+    uint32_t size;                  /**< slots, a power of two */
+    uint32_t log2_size;             /**< log2(size) */
 } gpuport_fifo_dev_t;
 
+/**
+ * The plain-data handle of a port channel for kernels, filled by
+ * gpuport_channel_device. Its members are the device API's business; a
+ * kernel passes the handle (by value or in device memory) and touches none
+ * of them. layout is first in every version, so that code of any version
+ * can tell a handle of another.
+ */
 typedef struct gpuport_port_channel_dev {
-    gpuport_fifo_dev_t fifo;
-    uint32_t id;
-    int32_t rank;
-    int32_t peer;
-    uint32_t reserved;
-    uint64_t src_size;
-    uint64_t dst_size;
-    const volatile uint64_t *flushed;  /* host-mapped: device-FIFO flush progress */
-    const volatile int32_t *status;    /* host-mapped: the channel's error state */
-    const volatile uint64_t *inbound;  /* device memory: signals received */
-    const volatile int32_t *peer_status; /* device memory: the peer's side failed */
-    unsigned long long *consumed;      /* device memory: signals taken by wait/poll */
-    uint64_t timeout_ns;               /* 0: wait forever */
+    uint32_t layout;  /**< GPUPORT_CHANNEL_DEV_LAYOUT of the library that filled it */
+    uint32_t id;      /**< the channel's id in its communicator */
+    int32_t rank;     /**< this rank, for messages */
+    int32_t peer;     /**< the peer's rank, for messages */
+    gpuport_fifo_dev_t fifo; /**< the communicator's device FIFO */
+    uint64_t src_size; /**< bytes of the source region */
+    uint64_t dst_size; /**< bytes of the peer's destination region */
+    const volatile uint64_t *flushed;    /**< pinned host memory: device-FIFO flush progress */
+    const volatile int32_t *status;      /**< pinned host memory: the channel's error state */
+    const volatile uint64_t *inbound;    /**< control segment (host): signals received */
+    const volatile int32_t *peer_status; /**< control segment (host): the peer's side failed
+                                          *   or closed */
+    unsigned long long *consumed;        /**< device memory: signals taken by wait/poll */
+    uint64_t timeout_ns;                 /**< 0: wait forever */
 } gpuport_port_channel_dev_t;
+
+/** This header's gpuport_port_channel_dev_t layout version. */
+#define GPUPORT_CHANNEL_DEV_VERSION 1
+/** This header's gpuport_port_channel_dev_t layout, as gpuport_channel_device
+ *  passes it and the device calls expect it. */
+#define GPUPORT_CHANNEL_DEV_LAYOUT                                                              \
+    GPUPORT_LAYOUT(GPUPORT_CHANNEL_DEV_VERSION, gpuport_port_channel_dev_t)
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* The plain-data handle of a channel for kernels. Needs a communicator in
- * GPU mode; the handle stays valid until the channel is destroyed. Device
- * waiters and host waiters on one channel count signals separately: consume
- * a channel's signals on one side only. */
-GPUPORT_API gpuport_status_t gpuport_channel_device(gpuport_channel_t ch,
-                                                    gpuport_port_channel_dev_t *dev_p);
+/** The entry point of gpuport_channel_device; `layout` is GPUPORT_CHANNEL_DEV_LAYOUT. */
+GPUPORT_API gpuport_status_t gpuport_channel_device_v(uint32_t layout, gpuport_channel_t ch,
+                                                      gpuport_port_channel_dev_t *dev_p);
 
 #ifdef __cplusplus
 }
 #endif
 
+/**
+ * Fills the plain-data handle of a channel for kernels.
+ *
+ * Needs a communicator in GPU mode; the handle stays valid until the
+ * channel is destroyed, and may be copied freely. Device waiters and host
+ * waiters on one channel count signals separately: consume a channel's
+ * signals on one side only. Fill the handle with the same gpuport headers
+ * as the kernels that use it are compiled with.
+ *
+ * Local. One set-up call at a time (gpuport.h).
+ *
+ * @param ch a live channel
+ * @param[out] dev_p the handle
+ * @retval GPUPORT_OK *dev_p is filled
+ * @retval GPUPORT_ERR_INVALID_ARG not a live channel, or dev_p NULL
+ * @retval GPUPORT_ERR_VERSION a program built with another handle layout: nothing
+ *         is written
+ * @retval GPUPORT_ERR_NOT_SUPPORTED a host-only communicator (GPUPORT_GPU, no GPU, or
+ *         a build without CUDA)
+ */
+static inline gpuport_status_t gpuport_channel_device(gpuport_channel_t ch,
+                                                      gpuport_port_channel_dev_t *dev_p)
+{
+    return gpuport_channel_device_v(GPUPORT_CHANNEL_DEV_LAYOUT, ch, dev_p);
+}
+
 #if defined(__CUDACC__)
 
 #include <stdio.h> /* device printf, for the stuck-operation report */
 
+/** Functions of the device API: inline, device code only. */
 #define GPUPORT_DEV static __device__ __forceinline__
 
+/** The GPU's global timer, in nanoseconds. */
 GPUPORT_DEV uint64_t gpuport_dev_now_ns(void)
 {
     uint64_t t;
@@ -79,6 +134,7 @@ GPUPORT_DEV uint64_t gpuport_dev_now_ns(void)
     return t;
 }
 
+/** A system-scope acquire load: a word that the host (or the proxy) writes. */
 GPUPORT_DEV uint64_t gpuport_dev_load_sys(const volatile uint64_t *p)
 {
     uint64_t v;
@@ -86,6 +142,7 @@ GPUPORT_DEV uint64_t gpuport_dev_load_sys(const volatile uint64_t *p)
     return v;
 }
 
+/** gpuport_dev_load_sys of a 32-bit word. */
 GPUPORT_DEV int32_t gpuport_dev_load_sys32(const volatile int32_t *p)
 {
     int32_t v;
@@ -93,7 +150,8 @@ GPUPORT_DEV int32_t gpuport_dev_load_sys32(const volatile int32_t *p)
     return v;
 }
 
-/* Deadline bookkeeping for spinning calls: returns 1 once the limit passed. */
+/** Deadline bookkeeping for spinning calls: returns 1 once the limit passed
+ *  (*start, 0 at first, holds when the spin began). */
 GPUPORT_DEV int gpuport_dev_expired(const gpuport_port_channel_dev_t *ch, uint64_t *start)
 {
     uint64_t now;
@@ -107,6 +165,7 @@ GPUPORT_DEV int gpuport_dev_expired(const gpuport_port_channel_dev_t *ch, uint64
     return now - *start > ch->timeout_ns;
 }
 
+/** Prints which operation of which channel is stuck; returns GPUPORT_ERR_TIMEOUT. */
 GPUPORT_DEV int gpuport_dev_stuck(const gpuport_port_channel_dev_t *ch, const char *op)
 {
     printf("gpuport: rank %d, channel %u (to rank %d): %s stuck for more than %llu ms "
@@ -116,21 +175,57 @@ GPUPORT_DEV int gpuport_dev_stuck(const gpuport_port_channel_dev_t *ch, const ch
     return GPUPORT_ERR_TIMEOUT;
 }
 
-/* Appends n (1 or 2) encoded triggers as one contiguous run; *pos_p gets the
- * position of the last. A pusher that times out has reserved its slots: the
- * proxy will wait for them until the communicator's own timeout fails the
- * remaining work, so a timeout here is fatal for the channel's FIFO. */
+/** GPUPORT_OK for a handle of this header's layout; else prints both layouts
+ *  and returns GPUPORT_ERR_VERSION. Reads only the layout word, which every
+ *  version keeps first: the rest of a handle of another layout is not this
+ *  code's to read. */
+GPUPORT_DEV int gpuport_dev_layout(const gpuport_port_channel_dev_t *ch)
+{
+    if (ch->layout == GPUPORT_CHANNEL_DEV_LAYOUT)
+        return GPUPORT_OK;
+    printf("gpuport: a channel handle of layout version %u (%u bytes; version 0: never filled "
+           "by gpuport_channel_device) reached device code compiled for layout version %u (%u "
+           "bytes) (block %d, thread %d); failing with GPUPORT_ERR_VERSION\n",
+           GPUPORT_LAYOUT_VERSION(ch->layout), GPUPORT_LAYOUT_SIZE(ch->layout),
+           GPUPORT_LAYOUT_VERSION(GPUPORT_CHANNEL_DEV_LAYOUT),
+           GPUPORT_LAYOUT_SIZE(GPUPORT_CHANNEL_DEV_LAYOUT), (int)blockIdx.x, (int)threadIdx.x);
+    return GPUPORT_ERR_VERSION;
+}
+
+/** Appends n (1 or 2) encoded triggers of this channel as one contiguous run;
+ *  *pos_p gets the position of the last. Refuses (GPUPORT_ERR_INVALID_ARG),
+ *  before it reserves a slot, any run that gpuport_trigger_pushable refuses:
+ *  another channel's, CLOSE, a stray EXT, an unknown op. A pusher that times
+ *  out has reserved its slots: the proxy will wait for them until the
+ *  communicator's own timeout fails the remaining work, so a timeout here is
+ *  fatal for the channel's FIFO.
+ *  @retval GPUPORT_OK pushed
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout
+ *  @retval GPUPORT_ERR_INVALID_ARG a run this channel's user may not push
+ *  @retval GPUPORT_ERR_TIMEOUT the FIFO stayed full for the handle's time limit */
 GPUPORT_DEV int gpuport_dev_fifo_push(const gpuport_port_channel_dev_t *ch,
                                       const gpuport_trigger_t *t, uint32_t n, uint64_t *pos_p)
 {
     const gpuport_fifo_dev_t *f = &ch->fifo;
+    uint64_t cached, pos, start = 0;
+    int st = gpuport_dev_layout(ch);
+
+    if (st)
+        return st;
+    if (!gpuport_trigger_pushable(t, n, ch->id)) {
+        printf("gpuport: rank %d, channel %u (to rank %d): %u trigger(s) starting with op %u is "
+               "not a run a kernel may push (only the device API's operations, on their own "
+               "channel) (block %d, thread %d); refused with GPUPORT_ERR_INVALID_ARG\n",
+               ch->rank, ch->id, ch->peer, n, n ? gpuport_trigger_op(t[0].w[0]) : 0u,
+               (int)blockIdx.x, (int)threadIdx.x);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
     /* The tail's device copy is read before the reservation, so that the
      * two accesses to device memory are in flight together instead of one
      * after the other: the copy only grows, and an older value can only
      * make the check below more cautious (it then reads again). */
-    uint64_t cached = *(volatile unsigned long long *)f->tail_cache;
-    uint64_t pos = atomicAdd(f->head, (unsigned long long)n);
-    uint64_t start = 0;
+    cached = *(volatile unsigned long long *)f->tail_cache;
+    pos = atomicAdd(f->head, (unsigned long long)n);
 
     /* Wait for room. Only the first waiter reads the host's tail across
      * PCIe; the rest watch the copy in device memory, so that thousands of
@@ -169,14 +264,17 @@ GPUPORT_DEV int gpuport_dev_fifo_push(const gpuport_port_channel_dev_t *ch,
     return GPUPORT_OK;
 }
 
+/** The channel's error state (GPUPORT_OK or the error), read across the bus. */
 GPUPORT_DEV int gpuport_dev_check(const gpuport_port_channel_dev_t *ch)
 {
     return gpuport_dev_load_sys32(ch->status);
 }
 
-/* Pushes one operation. It does not read the channel's error state (a read
- * across PCIe on every push); a failed channel's operations are dropped by
- * the proxy and the error reaches flush and wait. */
+/** Pushes one sized operation (PUT, SIGNAL, PUT_SIGNAL, FLUSH) without the
+ *  range check of the calls below; gpuport_dev_fifo_push refuses any other op.
+ *  It does not read the channel's error state (a read across PCIe on every
+ *  push); a failed channel's operations are dropped by the proxy and the
+ *  error reaches flush and wait. Returns as gpuport_dev_fifo_push. */
 GPUPORT_DEV int gpuport_dev_push_op(const gpuport_port_channel_dev_t *ch, uint32_t op,
                                     uint64_t dst_off, uint64_t src_off, uint64_t size,
                                     uint64_t *pos_p)
@@ -198,25 +296,41 @@ GPUPORT_DEV int gpuport_dev_put_fits(const gpuport_port_channel_dev_t *ch, uint6
     return gpuport_put_fits(dst_off, src_off, size, ch->src_size, ch->dst_size);
 }
 
+/** Queues a copy of `size` bytes from the source region at src_off to the
+ *  peer's destination region at dst_off, as gpuport_channel_put.
+ *  @retval GPUPORT_OK queued
+ *  @retval GPUPORT_ERR_OUT_OF_RANGE the put does not fit in both regions (nothing queued)
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout (nothing queued)
+ *  @retval GPUPORT_ERR_TIMEOUT the FIFO stayed full past the time limit */
 GPUPORT_DEV int gpuport_put(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                             uint64_t src_off, uint64_t size)
 {
     uint64_t pos;
+    if (gpuport_dev_layout(ch))
+        return GPUPORT_ERR_VERSION; /* before the sizes of a handle it cannot read */
     if (!gpuport_dev_put_fits(ch, dst_off, src_off, size))
         return GPUPORT_ERR_OUT_OF_RANGE;
     return gpuport_dev_push_op(ch, GPUPORT_OP_PUT, dst_off, src_off, size, &pos);
 }
 
+/** Queues a signal: the peer's semaphore goes up once every earlier put of
+ *  the channel is visible there, as gpuport_channel_signal.
+ *  @retval GPUPORT_OK queued
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout (nothing queued)
+ *  @retval GPUPORT_ERR_TIMEOUT the FIFO stayed full past the time limit */
 GPUPORT_DEV int gpuport_signal(const gpuport_port_channel_dev_t *ch)
 {
     uint64_t pos;
     return gpuport_dev_push_op(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, &pos);
 }
 
+/** gpuport_put, then gpuport_signal, in one trigger; returns as gpuport_put. */
 GPUPORT_DEV int gpuport_put_with_signal(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                                         uint64_t src_off, uint64_t size)
 {
     uint64_t pos;
+    if (gpuport_dev_layout(ch))
+        return GPUPORT_ERR_VERSION; /* before the sizes of a handle it cannot read */
     if (!gpuport_dev_put_fits(ch, dst_off, src_off, size))
         return GPUPORT_ERR_OUT_OF_RANGE;
     return gpuport_dev_push_op(ch, GPUPORT_OP_PUT_SIGNAL, dst_off, src_off, size, &pos);
@@ -233,6 +347,8 @@ GPUPORT_DEV int gpuport_dev_value_check(const gpuport_port_channel_dev_t *ch, ui
     return gpuport_value_aligned(dst_off) ? GPUPORT_ERR_OUT_OF_RANGE : GPUPORT_ERR_INVALID_ARG;
 }
 
+/** Pushes one value op (PUT_VALUE, PUT_VALUE_SIGNAL) without the checks of
+ *  the calls below; returns as gpuport_dev_fifo_push. */
 GPUPORT_DEV int gpuport_dev_push_value(const gpuport_port_channel_dev_t *ch, uint32_t op,
                                        uint64_t dst_off, uint64_t value, uint64_t *pos_p)
 {
@@ -242,29 +358,53 @@ GPUPORT_DEV int gpuport_dev_push_value(const gpuport_port_channel_dev_t *ch, uin
     return gpuport_dev_fifo_push(ch, &t, 1, pos_p);
 }
 
+/** Queues an 8-byte store of value at dst_off of the peer's destination, as
+ *  gpuport_channel_put_value: one trigger, no source.
+ *  @retval GPUPORT_OK queued
+ *  @retval GPUPORT_ERR_INVALID_ARG dst_off not a multiple of 8 (nothing queued)
+ *  @retval GPUPORT_ERR_OUT_OF_RANGE dst_off + 8 beyond the region (nothing queued)
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout (nothing queued)
+ *  @retval GPUPORT_ERR_TIMEOUT the FIFO stayed full past the time limit */
 GPUPORT_DEV int gpuport_put_value(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                                   uint64_t value)
 {
     uint64_t pos;
-    int st = gpuport_dev_value_check(ch, dst_off);
+    int st = gpuport_dev_layout(ch);
+
+    if (st)
+        return st;
+    st = gpuport_dev_value_check(ch, dst_off);
 
     if (st)
         return st;
     return gpuport_dev_push_value(ch, GPUPORT_OP_PUT_VALUE, dst_off, value, &pos);
 }
 
+/** gpuport_put_value, then a signal, in one trigger; returns as gpuport_put_value. */
 GPUPORT_DEV int gpuport_put_value_with_signal(const gpuport_port_channel_dev_t *ch,
                                               uint64_t dst_off, uint64_t value)
 {
     uint64_t pos;
-    int st = gpuport_dev_value_check(ch, dst_off);
+    int st = gpuport_dev_layout(ch);
+
+    if (st)
+        return st;
+    st = gpuport_dev_value_check(ch, dst_off);
 
     if (st)
         return st;
     return gpuport_dev_push_value(ch, GPUPORT_OP_PUT_VALUE_SIGNAL, dst_off, value, &pos);
 }
 
-/* Returns when every operation this channel pushed before it is complete. */
+/** Returns when the channel's operations that kernels pushed before it (any
+ *  thread, any kernel) are complete: sources reusable, data in the peer's
+ *  memory. The host's operations travel through the host FIFO, which is not
+ *  ordered with the device's: a device flush covers those only if the proxy
+ *  took them first (gpuport_channel_flush covers them).
+ *  @retval GPUPORT_OK complete
+ *  @retval GPUPORT_ERR_TIMEOUT not complete within the time limit
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout (nothing queued)
+ *  @retval other the channel's error (gpuport_channel_status), when it failed */
 GPUPORT_DEV int gpuport_flush(const gpuport_port_channel_dev_t *ch)
 {
     uint64_t pos, start = 0, f;
@@ -282,6 +422,8 @@ GPUPORT_DEV int gpuport_flush(const gpuport_port_channel_dev_t *ch)
     return f & GPUPORT_FLUSHED_FAILED ? gpuport_dev_check(ch) : GPUPORT_OK;
 }
 
+/** Takes one arrived signal: 1 taken, 0 none (the count in device memory
+ *  is shared by every device waiter of the channel). */
 GPUPORT_DEV int gpuport_dev_take(const gpuport_port_channel_dev_t *ch)
 {
     unsigned long long c = *(volatile unsigned long long *)ch->consumed;
@@ -294,7 +436,7 @@ GPUPORT_DEV int gpuport_dev_take(const gpuport_port_channel_dev_t *ch)
     return 0;
 }
 
-/* Either side's failure: no signal will come. */
+/** Either side's failure (its status), else 0: no signal will come. */
 GPUPORT_DEV int gpuport_dev_failed(const gpuport_port_channel_dev_t *ch)
 {
     int st = gpuport_dev_check(ch);
@@ -303,11 +445,17 @@ GPUPORT_DEV int gpuport_dev_failed(const gpuport_port_channel_dev_t *ch)
     return gpuport_dev_load_sys32(ch->peer_status) ? GPUPORT_ERR_PEER : 0;
 }
 
-/* Takes one signal if one has arrived: 1 taken, 0 none, <0 error. */
+/** Takes one signal if one has arrived, without waiting.
+ *  @return 1 a signal was taken; 0 none has arrived; below 0 an error:
+ *          GPUPORT_ERR_PEER (the peer closed, failed or exited, no signal left),
+ *          the channel's own error, or GPUPORT_ERR_VERSION (a handle of another
+ *          layout) */
 GPUPORT_DEV int gpuport_poll(const gpuport_port_channel_dev_t *ch)
 {
-    int st;
+    int st = gpuport_dev_layout(ch);
 
+    if (st)
+        return st;
     if (gpuport_dev_take(ch))
         return 1;
     st = gpuport_dev_failed(ch);
@@ -318,9 +466,19 @@ GPUPORT_DEV int gpuport_poll(const gpuport_port_channel_dev_t *ch)
     return st;
 }
 
+/** Takes one signal, waiting for it up to the time limit; the peer's puts
+ *  before that signal are then in this rank's destination.
+ *  @retval GPUPORT_OK a signal was taken
+ *  @retval GPUPORT_ERR_PEER the peer closed, failed or exited, no signal left
+ *  @retval GPUPORT_ERR_TIMEOUT no signal within the time limit
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout
+ *  @retval other the channel's own error */
 GPUPORT_DEV int gpuport_wait(const gpuport_port_channel_dev_t *ch)
 {
     uint64_t start = 0;
+
+    if (gpuport_dev_layout(ch))
+        return GPUPORT_ERR_VERSION;
     for (uint32_t i = 1;; i++) {
         if (gpuport_dev_take(ch))
             return GPUPORT_OK;

@@ -1,4 +1,5 @@
-/*
+/**
+ * @file gpuport_mpi.h
  * MPI bootstrap: creates a gpuport communicator over an MPI communicator.
  * The communicator is duplicated, so gpuport's messages never mix with the
  * application's. Call from the thread that initialized MPI (or with
@@ -17,7 +18,10 @@
  * every version. The library also compares the MPI loaded in the process
  * (MPI_Get_library_version) with its own, which catches the callers that
  * the macros miss: a program built against an older gpuport_mpi.h, or one
- * that calls the functions by address, as (gpuport_comm_init_mpi)(...).
+ * that calls gpuport_comm_init_mpi by address, as (gpuport_comm_init_mpi)(...).
+ * gpuport_bootstrap_mpi also passes the program's gpuport_bootstrap_t
+ * layout (GPUPORT_BOOTSTRAP_LAYOUT, gpuport.h), which the library checks
+ * before it writes the struct.
  */
 #ifndef GPUPORT_GPUPORT_MPI_H
 #define GPUPORT_GPUPORT_MPI_H
@@ -32,17 +36,20 @@
 extern "C" {
 #endif
 
-/* An MPI as a 32-bit tag: family in bits 24-31, then major, minor and
- * release, 8 bits each. */
-#define GPUPORT_MPI_FAMILY_OTHER 0 /* neither of the two below: never compared */
-#define GPUPORT_MPI_FAMILY_OPENMPI 1
-#define GPUPORT_MPI_FAMILY_MPICH 2 /* MPICH and its ABI family */
+/** @name MPI tags
+ * An MPI as a 32-bit tag: family in bits 24-31, then major, minor and
+ * release, 8 bits each.
+ * @{ */
+#define GPUPORT_MPI_FAMILY_OTHER 0   /**< neither of the two below: never compared */
+#define GPUPORT_MPI_FAMILY_OPENMPI 1 /**< Open MPI */
+#define GPUPORT_MPI_FAMILY_MPICH 2   /**< MPICH and its ABI family */
+/** The tag of an MPI of `family` (GPUPORT_MPI_FAMILY_*) and version major.minor.release. */
 #define GPUPORT_MPI_TAG_MAKE(family, major, minor, release)                                     \
     ((uint32_t)(family) << 24 | ((uint32_t)(major) & 0xffu) << 16 |                             \
      ((uint32_t)(minor) & 0xffu) << 8 | ((uint32_t)(release) & 0xffu))
 
-/* The tag of the mpi.h included above. MPICH_NUMVERSION is
- * MAJOR * 10^7 + MINOR * 10^5 + REVISION * 10^3 + release type and patch. */
+/** The tag of the mpi.h included above. MPICH_NUMVERSION is
+ *  MAJOR * 10^7 + MINOR * 10^5 + REVISION * 10^3 + release type and patch. */
 #if defined(OMPI_MAJOR_VERSION)
 #define GPUPORT_MPI_TAG                                                                         \
     GPUPORT_MPI_TAG_MAKE(GPUPORT_MPI_FAMILY_OPENMPI, OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION,    \
@@ -56,25 +63,63 @@ extern "C" {
     GPUPORT_MPI_TAG_MAKE(GPUPORT_MPI_FAMILY_OTHER, MPI_VERSION, MPI_SUBVERSION, 0)
 #endif
 
-/* Compares a program's tag with the MPI this libgpuport_mpi was built with.
- * GPUPORT_OK when the families agree or either is "other"; otherwise
- * GPUPORT_ERR_VERSION, with a message naming both (also for a tag of a
- * family that this library does not know). Touches no MPI. */
+/** @} */
+
+/**
+ * Compares a program's MPI tag with the MPI this libgpuport_mpi was built
+ * with. Touches no MPI; allowed before MPI_Init. Local; any thread.
+ * @param program_tag GPUPORT_MPI_TAG of the program's mpi.h
+ * @retval GPUPORT_OK the families agree, or either is "other"
+ * @retval GPUPORT_ERR_VERSION different families, or a family this library does not
+ *         know (the message names both)
+ */
 GPUPORT_API gpuport_status_t gpuport_mpi_check(uint32_t program_tag);
 
-/* Fills a bootstrap over a duplicate of `comm`; gpuport_comm_create takes it over. */
-GPUPORT_API gpuport_status_t gpuport_bootstrap_mpi(MPI_Comm comm, gpuport_bootstrap_t *bootstrap_p);
+/** The entry point of gpuport_bootstrap_mpi; `layout` is GPUPORT_BOOTSTRAP_LAYOUT. */
+GPUPORT_API gpuport_status_t gpuport_bootstrap_mpi_v(uint32_t layout, MPI_Comm comm,
+                                                     gpuport_bootstrap_t *bootstrap_p);
 
-/* gpuport_bootstrap_mpi + gpuport_comm_create. Collective over `comm`. On
- * failure *comm_p is NULL, as after gpuport_comm_create. */
-GPUPORT_API gpuport_status_t gpuport_comm_init_mpi(MPI_Comm comm, gpuport_comm_t *comm_p);
-
-/* The calls, checked first (see the top of this file). */
+/**
+ * Fills a bootstrap over a duplicate of `comm` (a macro: the MPI check first,
+ * then gpuport_bootstrap_mpi_v with this header's layout);
+ * gpuport_comm_create takes it over, and frees the duplicate with it.
+ *
+ * Collective over `comm` (MPI_Comm_dup and MPI_Comm_split_type are). A
+ * set-up call.
+ *
+ * @param comm an MPI communicator of this process; MPI initialized
+ * @param[out] bootstrap_p the bootstrap
+ * @retval GPUPORT_OK filled
+ * @retval GPUPORT_ERR_VERSION the program's MPI is of another family than this
+ *         library's (compiled or loaded), or the program was built with another
+ *         gpuport_bootstrap_t layout: nothing is written
+ * @retval GPUPORT_ERR_INVALID_ARG bootstrap_p NULL, MPI not initialized, or comm is
+ *         MPI_COMM_NULL
+ * @retval GPUPORT_ERR_NO_MEMORY the bootstrap's state could not be allocated
+ * @retval GPUPORT_ERR_PEER an MPI call failed (its error string is logged)
+ */
 #define gpuport_bootstrap_mpi(comm, bootstrap_p)                                                \
     (gpuport_mpi_check(GPUPORT_MPI_TAG) != GPUPORT_OK                                           \
          ? GPUPORT_ERR_VERSION                                                                  \
-         : (gpuport_bootstrap_mpi)((comm), (bootstrap_p)))
-/* the check first; *comm_p is NULL after a refusal too */
+         : gpuport_bootstrap_mpi_v(GPUPORT_BOOTSTRAP_LAYOUT, (comm), (bootstrap_p)))
+
+/**
+ * gpuport_bootstrap_mpi, then gpuport_comm_create. Called through the macro
+ * of the same name (the MPI check first); the function itself is exported
+ * for callers by address. On failure *comm_p is NULL, as after
+ * gpuport_comm_create.
+ *
+ * Collective over `comm`, and so is its failure. A set-up call.
+ *
+ * @param comm an MPI communicator of this process; MPI initialized
+ * @param[out] comm_p the communicator
+ * @retval GPUPORT_OK the communicator is ready on every rank
+ * @retval GPUPORT_ERR_INVALID_ARG comm_p NULL, or as gpuport_bootstrap_mpi
+ * @retval other as gpuport_bootstrap_mpi and gpuport_comm_create
+ */
+GPUPORT_API gpuport_status_t gpuport_comm_init_mpi(MPI_Comm comm, gpuport_comm_t *comm_p);
+
+/** The MPI check, then gpuport_comm_init_mpi; *comm_p is NULL after a refusal too. */
 static inline gpuport_status_t gpuport_comm_init_mpi_tagged(uint32_t program_tag, MPI_Comm comm,
                                                             gpuport_comm_t *comm_p)
 {
@@ -85,6 +130,7 @@ static inline gpuport_status_t gpuport_comm_init_mpi_tagged(uint32_t program_tag
     }
     return (gpuport_comm_init_mpi)(comm, comm_p);
 }
+/** gpuport_comm_init_mpi, the MPI check first (see the function). */
 #define gpuport_comm_init_mpi(comm, comm_p)                                                     \
     gpuport_comm_init_mpi_tagged(GPUPORT_MPI_TAG, (comm), (comm_p))
 

@@ -1,7 +1,10 @@
-/*
+/**
+ * @file gpuport_trigger.h
  * Trigger encoding: the 16-byte records that producers (host threads, and
  * CUDA threads through the device API) write into a communicator's FIFO and
  * the proxy decodes. Plain C usable from host and device code; no state.
+ * Programs need none of it to use channels (gpuport_device.h wraps it); it
+ * is public for the device API's inline code and for tools that read FIFOs.
  *
  * Word 0 ("tag") is written last, with release ordering, and carries the
  * lap-parity bit that makes the slot valid:
@@ -42,67 +45,80 @@
 
 #include <stdint.h>
 
+/** Functions of this header: inline, for host and device code alike. */
 #if defined(__CUDACC__)
 #define GPUPORT_HD static __host__ __device__ __forceinline__
 #else
 #define GPUPORT_HD static inline
 #endif
 
+/** The operations a trigger carries. Producers outside the library push
+ *  only the public API's (gpuport_trigger_pushable says which runs). */
 typedef enum {
-    GPUPORT_OP_NONE = 0,
-    GPUPORT_OP_PUT = 1,
-    GPUPORT_OP_SIGNAL = 2,
-    GPUPORT_OP_PUT_SIGNAL = 3,
-    GPUPORT_OP_FLUSH = 4,
-    GPUPORT_OP_EXT = 5,
-    GPUPORT_OP_CLOSE = 6, /* host only, from gpuport_channel_destroy: tell the peer */
-    GPUPORT_OP_PUT_VALUE = 7,        /* 8 bytes carried in the trigger */
-    GPUPORT_OP_PUT_VALUE_SIGNAL = 8, /* ... then a signal */
-    GPUPORT_OP_MAX_ = 9
+    GPUPORT_OP_NONE = 0,             /**< never pushed: a zeroed slot's op */
+    GPUPORT_OP_PUT = 1,              /**< copy src_off..+size to the peer's dst_off */
+    GPUPORT_OP_SIGNAL = 2,           /**< add one to the peer's semaphore after the puts */
+    GPUPORT_OP_PUT_SIGNAL = 3,       /**< PUT, then SIGNAL */
+    GPUPORT_OP_FLUSH = 4,            /**< publish flush progress once earlier work is done */
+    GPUPORT_OP_EXT = 5,              /**< high bits of the put behind it */
+    GPUPORT_OP_CLOSE = 6,            /**< gpuport's own, from the host at destroy: tell the peer */
+    GPUPORT_OP_PUT_VALUE = 7,        /**< 8 bytes carried in the trigger */
+    GPUPORT_OP_PUT_VALUE_SIGNAL = 8, /**< ... then a signal */
+    GPUPORT_OP_MAX_ = 9              /**< one past the last op */
 } gpuport_trigger_op_t;
 
+/** Bits of a trigger's channel id, so channels per communicator at most. */
 #define GPUPORT_TRIGGER_CHANNEL_BITS 15
+/** Channel ids a trigger can name: 0 .. GPUPORT_TRIGGER_MAX_CHANNELS - 1. */
 #define GPUPORT_TRIGGER_MAX_CHANNELS (1u << GPUPORT_TRIGGER_CHANNEL_BITS)
+/** The largest size a put (with its EXT slot) can carry. */
 #define GPUPORT_TRIGGER_SIZE_MAX ((1ull << 52) - 1)
-#define GPUPORT_TRG_VALUE_OFF_BITS 44 /* dst_off / 8 of a value trigger */
-/* the largest destination offset a value trigger can carry */
+/** Bits of dst_off / 8 in a value trigger. */
+#define GPUPORT_TRG_VALUE_OFF_BITS 44
+/** The largest destination offset a value trigger can carry. */
 #define GPUPORT_TRIGGER_VALUE_OFF_MAX (((1ull << GPUPORT_TRG_VALUE_OFF_BITS) - 1) << 3)
 
+/** One FIFO slot (the layout above). */
 typedef struct __attribute__((aligned(16))) gpuport_trigger {
-    uint64_t w[2];
+    uint64_t w[2]; /**< w[0] the tag, w[1] the payload */
 } gpuport_trigger_t;
 
-/* What the proxy works with after decoding one trigger (or an EXT pair). */
+/** What the proxy works with after decoding one trigger (or an EXT pair). */
 typedef struct gpuport_op_desc {
-    uint32_t op;
-    uint32_t channel;
-    uint64_t src_off;
-    uint64_t dst_off;
-    uint64_t size;  /* value ops: 8 */
-    uint64_t value; /* value ops: what to write; else 0 */
+    uint32_t op;      /**< gpuport_trigger_op_t */
+    uint32_t channel; /**< channel id within the communicator */
+    uint64_t src_off; /**< value ops: 0 */
+    uint64_t dst_off; /**< offset in the peer's destination region */
+    uint64_t size;    /**< value ops: 8 */
+    uint64_t value;   /**< value ops: what to write; else 0 */
 } gpuport_op_desc_t;
 
-#define GPUPORT_TRG_PARITY_SHIFT 63
-#define GPUPORT_TRG_OP_SHIFT 59
-#define GPUPORT_TRG_CHAN_SHIFT 44
-#define GPUPORT_TRG_SIZE_SHIFT 12
-#define GPUPORT_TRG_SRCHI_SHIFT 6
-#define GPUPORT_TRG_LOW_OFF_BITS 38
-#define GPUPORT_TRG_EXT_SIZE_SHIFT 24
+/** @name Field positions (the layout above)
+ * @{ */
+#define GPUPORT_TRG_PARITY_SHIFT 63  /**< word 0: the parity bit */
+#define GPUPORT_TRG_OP_SHIFT 59      /**< word 0: the op */
+#define GPUPORT_TRG_CHAN_SHIFT 44    /**< word 0: the channel */
+#define GPUPORT_TRG_SIZE_SHIFT 12    /**< word 0: size bits 31..0 */
+#define GPUPORT_TRG_SRCHI_SHIFT 6    /**< word 0: source offset bits 37..32 */
+#define GPUPORT_TRG_LOW_OFF_BITS 38  /**< offset bits a main trigger carries */
+#define GPUPORT_TRG_EXT_SIZE_SHIFT 24 /**< EXT word 0: size bits 51..32 */
+/** @} */
 
+/** The parity bit that makes the slot at FIFO position pos valid. */
 GPUPORT_HD uint64_t gpuport_trigger_parity(uint64_t pos, uint32_t log2_size)
 {
     return ((pos >> log2_size) & 1u) ^ 1u;
 }
 
-/* 1 when the op needs an EXT slot in front of it */
+/** 1 when a put needs an EXT slot in front of it. */
 GPUPORT_HD int gpuport_trigger_needs_ext(uint64_t src_off, uint64_t dst_off, uint64_t size)
 {
     return (size >> 32) != 0 || (src_off >> GPUPORT_TRG_LOW_OFF_BITS) != 0 ||
            (dst_off >> GPUPORT_TRG_LOW_OFF_BITS) != 0;
 }
 
-/* Encodes the main trigger; the parity bit is left 0 (added at publication). */
+/** Encodes the main trigger of a sized op; the parity bit is left 0
+ *  (added at publication). */
 GPUPORT_HD void gpuport_trigger_encode(gpuport_trigger_t *t, uint32_t op, uint32_t channel,
                                        uint64_t src_off, uint64_t dst_off, uint64_t size)
 {
@@ -113,14 +129,15 @@ GPUPORT_HD void gpuport_trigger_encode(gpuport_trigger_t *t, uint32_t op, uint32
     t->w[1] = ((src_off & 0xffffffffull) << 32) | (dst_off & 0xffffffffull);
 }
 
+/** 1 for the ops that carry a value instead of a source. */
 GPUPORT_HD int gpuport_trigger_is_value(uint32_t op)
 {
     return op == GPUPORT_OP_PUT_VALUE || op == GPUPORT_OP_PUT_VALUE_SIGNAL;
 }
 
-/* Encodes a value trigger (op PUT_VALUE or PUT_VALUE_SIGNAL); dst_off must
- * be 8-aligned and at most GPUPORT_TRIGGER_VALUE_OFF_MAX (the callers check:
- * other bits are dropped). Parity is left 0. */
+/** Encodes a value trigger (op PUT_VALUE or PUT_VALUE_SIGNAL); dst_off must
+ *  be 8-aligned and at most GPUPORT_TRIGGER_VALUE_OFF_MAX (the callers check:
+ *  other bits are dropped). Parity is left 0. */
 GPUPORT_HD void gpuport_trigger_encode_value(gpuport_trigger_t *t, uint32_t op, uint32_t channel,
                                              uint64_t dst_off, uint64_t value)
 {
@@ -130,6 +147,7 @@ GPUPORT_HD void gpuport_trigger_encode_value(gpuport_trigger_t *t, uint32_t op, 
     t->w[1] = value;
 }
 
+/** Encodes the EXT slot of a put that needs one. Parity is left 0. */
 GPUPORT_HD void gpuport_trigger_encode_ext(gpuport_trigger_t *t, uint32_t channel,
                                            uint64_t src_off, uint64_t dst_off, uint64_t size)
 {
@@ -140,30 +158,57 @@ GPUPORT_HD void gpuport_trigger_encode_ext(gpuport_trigger_t *t, uint32_t channe
               (dst_off >> GPUPORT_TRG_LOW_OFF_BITS);
 }
 
+/** The op of a trigger's word 0. */
 GPUPORT_HD uint32_t gpuport_trigger_op(uint64_t w0)
 {
     return (uint32_t)((w0 >> GPUPORT_TRG_OP_SHIFT) & 0xf);
 }
 
-/* Flush progress that the proxy publishes per channel and FIFO (the
- * position after the last complete operation) carries this bit when the
- * channel was in error at publication: a device flush then needs no second
- * load across PCIe to learn the channel's state on the way that succeeds. */
+/** Flush progress that the proxy publishes per channel and FIFO (the
+ *  position after the last complete operation) carries this bit when the
+ *  channel was in error at publication: a device flush then needs no second
+ *  load across PCIe to learn the channel's state on the way that succeeds. */
 #define GPUPORT_FLUSHED_FAILED (1ull << 63)
 
-/* SIGNAL and FLUSH carry nothing in word 1: the proxy ignores it, so a
- * producer may leave it unwritten (the device API does: one store). */
+/** SIGNAL and FLUSH carry nothing in word 1: the proxy ignores it, so a
+ *  producer may leave it unwritten (the device API does: one store). */
 GPUPORT_HD int gpuport_trigger_word1_unused(uint32_t op)
 {
     return op == GPUPORT_OP_SIGNAL || op == GPUPORT_OP_FLUSH;
 }
 
+/** The channel id of a trigger's word 0. */
 GPUPORT_HD uint32_t gpuport_trigger_channel(uint64_t w0)
 {
     return (uint32_t)((w0 >> GPUPORT_TRG_CHAN_SHIFT) & (GPUPORT_TRIGGER_MAX_CHANNELS - 1));
 }
 
-/* Decodes a main trigger; `ext` is the EXT trigger in front of it, or NULL. */
+/** 1 when the n triggers t[0..n) are a run that a producer outside the
+ *  library may push for `channel`: one operation of the public API (PUT,
+ *  SIGNAL, PUT_SIGNAL, FLUSH, PUT_VALUE, PUT_VALUE_SIGNAL), behind an EXT
+ *  slot only for a put (n == 2), every slot naming that channel. CLOSE is
+ *  gpuport_channel_destroy's alone: pushed by anyone else it would close the
+ *  channel under its owner; a stray EXT would lend its high bits to the next
+ *  producer's trigger. The device API refuses anything else before it
+ *  reserves a slot. */
+GPUPORT_HD int gpuport_trigger_pushable(const gpuport_trigger_t *t, uint32_t n, uint32_t channel)
+{
+    uint32_t op;
+
+    if (n < 1 || n > 2)
+        return 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (gpuport_trigger_channel(t[i].w[0]) != channel)
+            return 0;
+    op = gpuport_trigger_op(t[n - 1].w[0]);
+    if (n == 2)
+        return gpuport_trigger_op(t[0].w[0]) == GPUPORT_OP_EXT &&
+               (op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_SIGNAL);
+    return op == GPUPORT_OP_PUT || op == GPUPORT_OP_SIGNAL || op == GPUPORT_OP_PUT_SIGNAL ||
+           op == GPUPORT_OP_FLUSH || gpuport_trigger_is_value(op);
+}
+
+/** Decodes a main trigger; `ext` is the EXT trigger in front of it, or NULL. */
 GPUPORT_HD void gpuport_trigger_decode(const gpuport_trigger_t *t, const gpuport_trigger_t *ext,
                                        gpuport_op_desc_t *d)
 {

@@ -15,6 +15,7 @@
 #include "cuda/cudrv.h"
 #include "cuda/fcuda.h"
 #include "gpuport/gpuport_device.h"
+#include "layout.h"
 
 static gpuport_status_t pick_device(gpuport_comm_t comm, struct gpuport_gpu *g)
 {
@@ -281,7 +282,14 @@ int gpuport_gpu_bus_id(gpuport_comm_t comm, char *buf, size_t len)
     return CU_CALL(cuDeviceGetPCIBusId, (buf, (int)len, comm->gpu->dev)) == GPUPORT_OK ? 0 : -1;
 }
 
-gpuport_status_t gpuport_channel_device(gpuport_channel_t ch, gpuport_port_channel_dev_t *dev_p)
+/* The handle's device addresses: the FIFO's slots and tail and the
+ * channel's state (flush progress, error state) are pinned host memory, its
+ * inbound semaphore and the peer's word are in the control segment (host
+ * memory registered with CUDA), the FIFO's head and tail copy and the
+ * consumed-signal count are device memory. A program's handle of another
+ * layout is not written. */
+gpuport_status_t gpuport_channel_device_v(uint32_t layout, gpuport_channel_t ch,
+                                          gpuport_port_channel_dev_t *dev_p)
 {
     gpuport_comm_t comm;
     struct gpuport_gpu *g;
@@ -297,6 +305,9 @@ gpuport_status_t gpuport_channel_device(gpuport_channel_t ch, gpuport_port_chann
         log_error("gpuport_channel_device: dev_p is NULL");
         return GPUPORT_ERR_INVALID_ARG;
     }
+    if (gpuport_layout_check("gpuport_channel_device", "gpuport_port_channel_dev_t", layout,
+                             GPUPORT_CHANNEL_DEV_LAYOUT))
+        return GPUPORT_ERR_VERSION;
     comm = ch->comm;
     g = comm->gpu;
     if (!g) {
@@ -306,6 +317,7 @@ gpuport_status_t gpuport_channel_device(gpuport_channel_t ch, gpuport_port_chann
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
     memset(&d, 0, sizeof(d));
+    d.layout = GPUPORT_CHANNEL_DEV_LAYOUT;
     d.fifo.slots = (gpuport_trigger_t *)(uintptr_t)(g->fifo_host_d + GPUPORT_DFIFO_HDR);
     d.fifo.head = (unsigned long long *)(uintptr_t)g->fifo_dmem;
     d.fifo.tail = (const volatile uint64_t *)(uintptr_t)g->fifo_host_d;

@@ -17,6 +17,11 @@
  *  - bad triggers: a put outside the region is refused on the device, a raw
  *    trigger past the region is rejected by the proxy, the channel fails on
  *    both sides, and nothing outside the region changes;
+ *  - forbidden pushes: CLOSE, a stray EXT, an unknown op and another
+ *    channel's trigger, through the device helpers that take any op or
+ *    trigger, are refused on the device before a slot is reserved; handles
+ *    of another layout, or never filled, are refused by every call; the
+ *    channel then still carries data both ways, the proxy rejected nothing;
  *  - merged puts: runs of puts that continue one another (one copy at the
  *    flusher) between puts that jump, every run whole, gaps untouched;
  *  - the host API on the same GPU channels.
@@ -435,6 +440,77 @@ static void bad_triggers(gpuport_bootstrap_t *bs)
                "failed, guard bytes intact\n");
 }
 
+__global__ void forbidden(gpuport_port_channel_dev_t ch, int *rc)
+{
+    gpuport_port_channel_dev_t other = ch, zero;
+    gpuport_trigger_t t[2];
+    uint64_t pos;
+
+    rc[0] = gpuport_dev_push_op(&ch, GPUPORT_OP_CLOSE, 0, 0, 0, &pos);
+    rc[1] = gpuport_dev_push_op(&ch, GPUPORT_OP_EXT, 0, 0, 0, &pos);
+    rc[2] = gpuport_dev_push_op(&ch, GPUPORT_OP_NONE, 0, 0, 0, &pos);
+    gpuport_trigger_encode(&t[0], GPUPORT_OP_SIGNAL, ch.id + 1, 0, 0, 0);
+    rc[3] = gpuport_dev_fifo_push(&ch, t, 1, &pos);
+    gpuport_trigger_encode_ext(&t[0], ch.id, 1ull << 40, 0, 0);
+    gpuport_trigger_encode(&t[1], GPUPORT_OP_FLUSH, ch.id, 0, 0, 0);
+    rc[4] = gpuport_dev_fifo_push(&ch, t, 2, &pos);
+    other.layout = GPUPORT_LAYOUT(GPUPORT_CHANNEL_DEV_VERSION + 1, gpuport_port_channel_dev_t);
+    memset(&zero, 0, sizeof(zero));
+    rc[5] = gpuport_put(&other, 0, 0, 8);
+    rc[6] = gpuport_signal(&zero);
+    rc[7] = gpuport_flush(&zero);
+    rc[8] = gpuport_poll(&zero);
+    rc[9] = gpuport_wait(&other);
+    rc[10] = gpuport_put_value(&zero, 0, 1);
+    /* nothing was reserved and left unwritten: the FIFO still flows */
+    rc[11] = gpuport_put_with_signal(&ch, 0, 0, 4096);
+    rc[12] = gpuport_wait(&ch);
+    rc[13] = gpuport_flush(&ch);
+}
+
+static void forbidden_pushes(gpuport_bootstrap_t *bs)
+{
+    side_t s;
+    gpuport_comm_stats_t stats;
+    int h[14];
+    struct {
+        gpuport_port_channel_dev_t d;
+        unsigned char after[16];
+    } old;
+
+    side_open(&s, bs, 1u << 20);
+    CHECK(s.dev.layout == GPUPORT_CHANNEL_DEV_LAYOUT);
+    /* a program of other headers gets no handle (test_layouts: host-only) */
+    memset(&old, 0x5a, sizeof(old));
+    setenv("GPUPORT_LOG_LEVEL", "none", 1);
+    CHECK_STATUS(gpuport_channel_device_v(GPUPORT_LAYOUT(0, gpuport_fifo_dev_t), s.ch, &old.d),
+                 GPUPORT_ERR_VERSION);
+    unsetenv("GPUPORT_LOG_LEVEL");
+    for (size_t i = 0; i < sizeof(old); i++)
+        CHECK(((const unsigned char *)&old)[i] == 0x5a);
+    CHECK_OK(bs->barrier(bs->ctx));
+    forbidden<<<1, 1>>>(s.dev, s.rc);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(h, s.rc, sizeof(h), cudaMemcpyDeviceToHost));
+    for (int i = 0; i <= 4; i++)
+        CHECK_MSG(h[i] == GPUPORT_ERR_INVALID_ARG, "forbidden push %d returned %d", i, h[i]);
+    for (int i = 5; i <= 10; i++)
+        CHECK_MSG(h[i] == GPUPORT_ERR_VERSION, "call %d on a handle of another layout returned %d",
+                  i, h[i]);
+    CHECK_MSG(h[11] == 0 && h[12] == 0 && h[13] == 0, "put %d, wait %d, flush %d afterwards",
+              h[11], h[12], h[13]);
+    CHECK(count_bad(&s, 0, 4096, 0) == 0);
+    CHECK_OK(gpuport_channel_status(s.ch));
+    CHECK_OK(gpuport_comm_stats(s.comm, &stats));
+    CHECK_MSG(stats.rejected == 0, "the proxy rejected %llu triggers",
+              (unsigned long long)stats.rejected);
+    CHECK_OK(bs->barrier(bs->ctx));
+    side_close(&s);
+    if (s.rank == 0)
+        printf("PASS forbidden pushes: CLOSE, stray EXT, unknown op, another channel refused on "
+               "the device; handles of another layout refused; the channel unharmed\n");
+}
+
 /* Runs of puts whose sources and destinations continue one another (the
  * flusher merges them into one copy) between puts that jump: every run
  * lands whole, and the zero gaps between runs stay zero. Both directions at
@@ -594,6 +670,7 @@ int main(void)
     values(&bs);
     merged_puts(&bs);
     host_api(&bs);
+    forbidden_pushes(&bs);
     bad_triggers(&bs);
     gpu_pair_join(rank, child, 0);
     printf("all GPU channel tests passed\n");

@@ -18,6 +18,9 @@
 __global__ void pusher(gpuport_port_channel_dev_t ch, int *errors)
 {
     uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+    /* each thread a channel of its own: the FIFO takes a handle's own
+     * channel's triggers only */
+    ch.id = tid & 0x7fff;
     for (uint32_t i = 0; i < PER_THREAD; i++) {
         gpuport_trigger_t t[2];
         uint64_t pos;
@@ -94,6 +97,7 @@ static void run(uint32_t fifo_size, uint32_t blocks, uint32_t threads)
     CHECK(fifo != NULL);
 
     memset(&ch, 0, sizeof(ch));
+    ch.layout = GPUPORT_CHANNEL_DEV_LAYOUT;
     void *host_d;
     CUDA_CHECK(cudaHostGetDevicePointer(&host_d, host, 0));
     ch.fifo.slots = (gpuport_trigger_t *)((char *)host_d + 128);

@@ -3,6 +3,9 @@
  * installed-style libraries (libgpuport_mpi + libgpuport), at any number of
  * ranks: each returns GPUPORT_ERR_INVALID_ARG with a message naming what is
  * wrong, and a failed gpuport_comm_init_mpi leaves NULL in *comm_p. Then
+ * a program built with another gpuport_bootstrap_t layout (the layout it
+ * would pass to gpuport_bootstrap_mpi_v) is refused with GPUPORT_ERR_VERSION
+ * and its struct left unwritten. Then
  * the README's old unchecked fragment under GPUPORT_TRANSPORT=foo: creation
  * fails on every rank, and every later call of the fragment, handed the
  * NULL, is refused instead of crashing. test/unit/test_null_args.c checks
@@ -51,6 +54,22 @@ int main(int argc, char **argv)
     EXPECT(gpuport_comm_init_mpi(MPI_COMM_NULL, &comm), GPUPORT_ERR_INVALID_ARG,
            "MPI_COMM_NULL");
     CHECK_MSG(comm == NULL, "comm is %p after a failed gpuport_comm_init_mpi", (void *)comm);
+    {
+        /* an older program's bootstrap: one member short */
+        struct {
+            unsigned char bs[sizeof(gpuport_bootstrap_t) - sizeof(void *)];
+            unsigned char after[sizeof(void *) + 16];
+        } old;
+        memset(&old, 0x5a, sizeof(old));
+        EXPECT(gpuport_bootstrap_mpi_v(GPUPORT_LAYOUT(0, old.bs), MPI_COMM_WORLD,
+                                       (gpuport_bootstrap_t *)(void *)&old),
+               GPUPORT_ERR_VERSION, "gpuport_bootstrap_t of layout version 0");
+        for (size_t i = 0; i < sizeof(old); i++)
+            CHECK_MSG(((unsigned char *)&old)[i] == 0x5a, "byte %zu of a refused bootstrap "
+                      "written", i);
+        EXPECT(gpuport_bootstrap_mpi_v(GPUPORT_BOOTSTRAP_LAYOUT, MPI_COMM_WORLD, NULL),
+               GPUPORT_ERR_INVALID_ARG, "bootstrap_p is NULL");
+    }
 
     /* the fragment, statuses ignored as it ignored them */
     comm = (gpuport_comm_t)&bs;

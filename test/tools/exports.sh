@@ -9,10 +9,16 @@
 #     among NEEDED (the MPI bootstrap is libgpuport_mpi; verbs and the CUDA
 #     driver are loaded at run time), so one install serves every MPI and
 #     machines without those libraries;
-#   - libgpuport_mpi.so NEEDS libgpuport (its soname) and an MPI library.
+#   - libgpuport_mpi.so NEEDS libgpuport (its soname) and an MPI library;
+#   - where configure enabled symbol versions (GPUPORT_HAVE_SYMVER in
+#     build_config.h): every export of libgpuport.so carries a version node
+#     of src/libgpuport.map, every export of libgpuport_mpi.so one of
+#     mpi/libgpuport_mpi.map, and libgpuport_mpi.so's references to
+#     libgpuport name libgpuport's nodes (as a program linked to it does).
 # Every failed check prints what was wrong. Skips (77) without nm or readelf
 # or without shared libraries.
 build=${top_builddir:-.}
+src=${top_srcdir:-.}
 fail=0
 
 for tool in nm readelf; do
@@ -132,8 +138,38 @@ declared() {
     }' "$@"
 }
 
-exported() { # the defined dynamic symbols of a shared library
-    nm -D --defined-only "$1" | awk 'NF >= 3 { sub(/@.*/, "", $3); print $3 }' | LC_ALL=C sort -u
+# the defined dynamic symbols of a shared library, without the version
+# definitions' own absolute symbols (A GPUPORT_1.0)
+exported() {
+    nm -D --defined-only "$1" | awk 'NF >= 3 && $2 != "A" { sub(/@.*/, "", $3); print $3 }' |
+        LC_ALL=C sort -u
+}
+
+# "symbol version" of each defined gpuport_* symbol (version "-" when none)
+exported_versions() {
+    nm -D --defined-only "$1" | awk 'NF >= 3 && $2 != "A" && $3 ~ /^gpuport_/ {
+        n = $3; v = "-"
+        if (match(n, /@+/)) { v = substr(n, RSTART + RLENGTH); n = substr(n, 1, RSTART - 1) }
+        print n, v }' | LC_ALL=C sort -u
+}
+
+# the version nodes a linker version script defines
+map_nodes() { sed -n 's/^\([A-Za-z_][A-Za-z0-9_.]*\)[ \t]*{.*/\1/p' "$1"; }
+
+# check_versions LIB MAP: every gpuport_* export of LIB carries a node of MAP
+check_versions() {
+    nodes=$(map_nodes "$2" | tr '\n' ' ' | sed 's/ $//')
+    if test -z "$nodes"; then
+        echo "FAIL no version node found in $2"
+        fail=1
+        return
+    fi
+    exported_versions "$1" >"$tmp.ver"
+    bad=$(awk -v nodes="$nodes" 'BEGIN { split(nodes, a, " "); for (i in a) ok[a[i]] = 1 }
+        !($2 in ok) { printf "%s@%s ", $1, $2 }' "$tmp.ver")
+    check "$(basename "$1") exports carry a version of $(basename "$2") ($nodes)" test -z "$bad"
+    test -n "$bad" && echo "  without one of those versions: $bad"
+    echo "  $(wc -l <"$tmp.ver") exports, versions: $(awk '{ print $2 }' "$tmp.ver" | LC_ALL=C sort -u | tr '\n' ' ')"
 }
 
 list() { tr '\n' ' ' <"$1"; }
@@ -209,6 +245,22 @@ else
         echo "FAIL libgpuport_mpi.so is installed without gpuport_mpi.h"
         fail=1
     fi
+fi
+
+if grep -q '^#define GPUPORT_HAVE_SYMVER 1' "$build/build_config.h" 2>/dev/null; then
+    check_versions "$lib" "$src/src/libgpuport.map"
+    if test -n "$mpilib"; then
+        check_versions "$mpilib" "$src/mpi/libgpuport_mpi.map"
+        nodes=$(map_nodes "$src/src/libgpuport.map" | tr '\n' ' ' | sed 's/ $//')
+        nm -D --undefined-only "$mpilib" | awk '$2 ~ /^gpuport_/ { print $2 }' >"$tmp.refs"
+        bad=$(awk -v nodes="$nodes" 'BEGIN { split(nodes, a, " "); for (i in a) ok[a[i]] = 1 }
+            { v = $1; sub(/^[^@]*@+/, "", v); if (v == $1 || !(v in ok)) printf "%s ", $1 }' "$tmp.refs")
+        check "libgpuport_mpi.so's $(wc -l <"$tmp.refs") references to libgpuport carry its versions" \
+            test -s "$tmp.refs" -a -z "$bad"
+        test -n "$bad" && echo "  unversioned or of another version: $bad"
+    fi
+else
+    echo "SKIP symbol versions: configured without them (the linker takes no version script, or --disable-symbol-versions)"
 fi
 
 exit $fail

@@ -6,6 +6,8 @@
  * nothing crashes. A failed gpuport_comm_create leaves NULL in *comm_p, so
  * a program that ignores its status (the README's old fragment under
  * GPUPORT_TRANSPORT=foo) meets these refusals instead of a wild handle.
+ * The entry points behind the inline calls (gpuport_comm_create_v, _stats_v,
+ * gpuport_channel_device_v), given this header's layouts, refuse the same.
  * The MPI bootstrap's two calls are checked by test/mpi/test_mpi_null.c.
  */
 #include <stdint.h>
@@ -95,6 +97,10 @@ static void failed_creation(void)
 
     REFUSED(gpuport_comm_create(NULL, &comm), "gpuport_comm_create", "bootstrap");
     CHECK_MSG(comm == NULL, "comm is %p after a failed create", (void *)comm);
+    comm = (gpuport_comm_t)&bs;
+    REFUSED(gpuport_comm_create_v(GPUPORT_BOOTSTRAP_LAYOUT, NULL, &comm), "gpuport_comm_create",
+            "bootstrap");
+    CHECK_MSG(comm == NULL, "comm is %p after a failed create", (void *)comm);
 
     destroyed = 0;
     REFUSED(gpuport_comm_create(&bs, NULL), "gpuport_comm_create", "comm_p");
@@ -160,6 +166,13 @@ static void null_handles(void)
     REFUSED(gpuport_channel_status(NULL), "gpuport_channel_status", "");
     REFUSED(gpuport_channel_device(NULL, &dev), "gpuport_channel_device", "");
     CHECK(strcmp(gpuport_channel_transport(NULL), "none") == 0);
+    /* the versioned entry points: handles before layouts */
+    REFUSED(gpuport_comm_stats_v(GPUPORT_STATS_LAYOUT, NULL, &stats), "gpuport_comm_stats",
+            "comm");
+    REFUSED(gpuport_comm_stats_v(0, NULL, &stats), "gpuport_comm_stats", "comm");
+    REFUSED(gpuport_channel_device_v(GPUPORT_CHANNEL_DEV_LAYOUT, NULL, &dev),
+            "gpuport_channel_device", "");
+    REFUSED(gpuport_channel_device_v(0, NULL, &dev), "gpuport_channel_device", "");
     /* outputs untouched */
     CHECK(p == buf && mem == (gpuport_mem_t)buf && ch == (gpuport_channel_t)buf && ready == 7);
 }
@@ -195,6 +208,8 @@ static int null_outputs(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     if (rank == 0) {
         REFUSED(gpuport_channel_poll(ch, NULL), "gpuport_channel_poll", "ready_p");
         REFUSED(gpuport_channel_device(ch, NULL), "gpuport_channel_device", "dev_p");
+        REFUSED(gpuport_comm_stats_v(GPUPORT_STATS_LAYOUT, comm, NULL), "gpuport_comm_stats",
+                "stats_p");
         /* none of that harmed the channel */
         CHECK_OK(gpuport_channel_status(ch));
     }

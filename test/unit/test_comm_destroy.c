@@ -1,0 +1,191 @@
+/*
+ * gpuport_comm_destroy is not collective. Two processes (fork, socketpair
+ * bootstrap): the child destroys its communicator while the parent is alive
+ * and has not called destroy, blocked on a pipe until the child reports.
+ * The child's destroy must return GPUPORT_OK within the bound its steps
+ * have (the proxy's drain, then the wait for same-host peers' answers: each
+ * GPUPORT_TIMEOUT_MS, set to TIMEOUT_MS here, plus slack for a loaded
+ * machine); a destroy that waited for the parent would not return at all,
+ * and the parent gives up on it after HANG_S. The parent, then, finds its
+ * channel to the child failed with GPUPORT_ERR_PEER, and destroys its own
+ * communicator within the same bound, while the child is still alive.
+ * With a channel open at destroy, with one destroyed before (no channel
+ * open, the connection used), and with none ever made; on one host (shm)
+ * and between two host identities (tcp, whose goodbye the child waits for
+ * at most GPUPORT_TIMEOUT_MS).
+ */
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "pair_bootstrap.h"
+
+#define TIMEOUT_MS 300
+/* two steps of GPUPORT_TIMEOUT_MS each, and thread joins and unmapping on
+ * a machine that other builds share */
+#define BOUND_MS (2 * TIMEOUT_MS + 4000)
+#define HANG_S 60
+
+enum { OPEN_CHANNEL, CLOSED_CHANNEL, NO_CHANNEL };
+static const char *const case_names[] = {"a channel open", "its channel destroyed before",
+                                         "no channel ever"};
+
+typedef struct report {
+    int32_t status;
+    uint32_t ms;
+} report_t;
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Both sides: the communicator, and per case a channel that carried a put
+ * and a signal each way. */
+typedef struct side {
+    gpuport_comm_t comm;
+    unsigned char *src, *dst;
+    gpuport_mem_t msrc, mdst;
+    gpuport_channel_t ch;
+} side_t;
+
+static void side_open(side_t *s, gpuport_bootstrap_t *bs, int kind)
+{
+    int peer = 1 - bs->rank;
+
+    memset(s, 0, sizeof(*s));
+    CHECK_OK(gpuport_comm_create(bs, &s->comm));
+    if (kind == NO_CHANNEL)
+        return;
+    CHECK_OK(gpuport_mem_alloc(s->comm, 4096, (void **)&s->src));
+    CHECK_OK(gpuport_mem_alloc(s->comm, 4096, (void **)&s->dst));
+    memset(s->src, 0x30 + bs->rank, 4096);
+    CHECK_OK(gpuport_mem_register(s->comm, s->src, 4096, &s->msrc));
+    CHECK_OK(gpuport_mem_register(s->comm, s->dst, 4096, &s->mdst));
+    CHECK_OK(gpuport_channel_create(s->comm, peer, s->msrc, s->mdst, &s->ch));
+    CHECK_OK(gpuport_channel_put_with_signal(s->ch, 0, 0, 4096));
+    CHECK_OK(gpuport_channel_wait(s->ch));
+    for (int i = 0; i < 4096; i++)
+        CHECK_MSG(s->dst[i] == 0x30 + peer, "byte %d: 0x%02x", i, s->dst[i]);
+    CHECK_OK(gpuport_channel_flush(s->ch));
+    if (kind == CLOSED_CHANNEL) {
+        CHECK_OK(gpuport_channel_destroy(s->ch)); /* waits for the peer's close */
+        s->ch = NULL;
+    }
+}
+
+/* The child: destroys first, reports, and lives on until the parent has
+ * destroyed its side too. */
+static int child_main(gpuport_bootstrap_t *bs, int kind, int report_fd, int done_fd)
+{
+    side_t s;
+    report_t r;
+    uint64_t t0;
+    char done;
+
+    side_open(&s, bs, kind);
+    t0 = now_ms();
+    r.status = gpuport_comm_destroy(s.comm);
+    r.ms = (uint32_t)(now_ms() - t0);
+    CHECK(write(report_fd, &r, sizeof(r)) == (ssize_t)sizeof(r));
+    CHECK(read(done_fd, &done, 1) == 1);
+    return 0;
+}
+
+/* The parent: alive and not destroying until the child reports. */
+static void parent_main(gpuport_bootstrap_t *bs, pid_t child, int kind, int report_fd,
+                        int done_fd, const char *where)
+{
+    struct pollfd pfd = {.fd = report_fd, .events = POLLIN};
+    side_t s;
+    report_t r;
+    gpuport_status_t st;
+    uint64_t t0, ms;
+
+    side_open(&s, bs, kind);
+    if (poll(&pfd, 1, HANG_S * 1000) != 1) {
+        kill(child, SIGKILL);
+        CHECK_MSG(0, "%s, %s: the child's gpuport_comm_destroy did not return within %d s "
+                  "while the parent, alive, had not called destroy",
+                  where, case_names[kind], HANG_S);
+    }
+    CHECK(read(report_fd, &r, sizeof(r)) == (ssize_t)sizeof(r));
+    CHECK_MSG(r.status == GPUPORT_OK, "%s, %s: the first destroy returned %d (%s)", where,
+              case_names[kind], (int)r.status, gpuport_status_string((gpuport_status_t)r.status));
+    CHECK_MSG(r.ms < BOUND_MS, "%s, %s: the first destroy took %u ms (GPUPORT_TIMEOUT_MS=%d)",
+              where, case_names[kind], (unsigned)r.ms, TIMEOUT_MS);
+    if (kind == OPEN_CHANNEL) {
+        /* the child's close reaches this side (over tcp through this
+         * proxy's receiver, so poll rather than a wait of TIMEOUT_MS): no
+         * more signals will come, and nothing more is queued */
+        int ready = 0;
+        t0 = now_ms();
+        while ((st = gpuport_channel_poll(s.ch, &ready)) == GPUPORT_OK && !ready &&
+               now_ms() - t0 < HANG_S * 1000)
+            usleep(1000);
+        CHECK_MSG(st == GPUPORT_ERR_PEER, "%s: after the peer's destroy, poll returned %d (%s), "
+                  "ready %d", where, (int)st, gpuport_status_string(st), ready);
+        CHECK_STATUS(gpuport_channel_put(s.ch, 0, 0, 64), GPUPORT_ERR_PEER);
+    }
+    t0 = now_ms();
+    st = gpuport_comm_destroy(s.comm);
+    ms = now_ms() - t0;
+    CHECK_MSG(st == GPUPORT_OK, "%s, %s: the second destroy returned %d (%s)", where,
+              case_names[kind], (int)st, gpuport_status_string(st));
+    CHECK_MSG(ms < BOUND_MS, "%s, %s: the second destroy took %llu ms", where, case_names[kind],
+              (unsigned long long)ms);
+    CHECK(write(done_fd, "d", 1) == 1);
+    CHECK_MSG(pair_join(child) == 0, "%s, %s: the child failed", where, case_names[kind]);
+    printf("PASS %s, %s: the first destroy returned GPUPORT_OK in %u ms with its peer alive and "
+           "not destroying; the peer's in %llu ms\n",
+           where, case_names[kind], (unsigned)r.ms, (unsigned long long)ms);
+}
+
+static void run(int kind, int distinct_hosts)
+{
+    const char *where = distinct_hosts ? "tcp between two host identities" : "one host";
+    gpuport_bootstrap_t bs;
+    int report[2], done[2], rank;
+    pid_t child;
+
+    CHECK(pipe(report) == 0 && pipe(done) == 0);
+    rank = pair_fork(&bs, &child);
+    CHECK(rank >= 0);
+    if (distinct_hosts)
+        CHECK(setenv("GPUPORT_HOST_ID", rank ? "b" : "a", 1) == 0);
+    if (rank == 1) {
+        close(report[0]);
+        close(done[1]);
+        _exit(child_main(&bs, kind, report[1], done[0]));
+    }
+    close(report[1]);
+    close(done[0]);
+    parent_main(&bs, child, kind, report[0], done[1], where);
+    close(report[0]);
+    close(done[1]);
+    CHECK(unsetenv("GPUPORT_HOST_ID") == 0);
+}
+
+int main(void)
+{
+    char ms[16];
+
+    setvbuf(stdout, NULL, _IONBF, 0);
+    snprintf(ms, sizeof(ms), "%d", TIMEOUT_MS);
+    CHECK(setenv("GPUPORT_TIMEOUT_MS", ms, 1) == 0);
+    CHECK(setenv("GPUPORT_GPU", "off", 1) == 0);
+    for (int hosts = 0; hosts <= 1; hosts++)
+        for (int kind = OPEN_CHANNEL; kind <= NO_CHANNEL; kind++)
+            run(kind, hosts);
+    return 0;
+}
