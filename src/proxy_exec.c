@@ -99,6 +99,16 @@ static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, ui
         return EXEC_RETRY;
     if (d->op == GPUPORT_OP_FLUSH)
         return proxy_exec_flush(ch, fifo, pos);
+    if (d->op == GPUPORT_OP_CLOSE && fifo == GPUPORT_FIFO_DEVICE) {
+        /* only gpuport_channel_destroy closes, from the host; a kernel that
+         * wrote a close into its FIFO would end the channel under its host */
+        log_error("channel %u (to rank %d): close at device FIFO position %llu refused (only "
+                  "gpuport_channel_destroy closes a channel); the channel is now in error",
+                  ch->tl.id, ch->tl.peer, (unsigned long long)pos);
+        GPUPORT_STAT_INC(comm->proxy.rejected);
+        gpuport_pchan_fail(ch, GPUPORT_ERR_INVALID_ARG);
+        return EXEC_DONE;
+    }
     if (d->op == GPUPORT_OP_CLOSE)
         return proxy_exec_close(ch);
     if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) == GPUPORT_OK &&

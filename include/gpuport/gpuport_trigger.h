@@ -237,18 +237,32 @@ GPUPORT_HD void gpuport_trigger_decode(const gpuport_trigger_t *t, const gpuport
  * Offsets and sizes may be any 64-bit values: nothing is added, so no
  * off + size wraps around into a range that looks inside. */
 
-/* 1 if the bytes [off, off + size) lie within a region of region_size
- * bytes; size 0 fits at any offset up to region_size. */
+/**
+ * Whether the bytes [off, off + size) lie within a region; size 0 fits at
+ * any offset up to region_size. Host and device; thread-safe.
+ * @param off         first byte, from the region's start
+ * @param size        bytes
+ * @param region_size the region's size in bytes
+ * @return 1 if the range fits, else 0
+ */
 GPUPORT_HD int gpuport_range_fits(uint64_t off, uint64_t size, uint64_t region_size)
 {
     return off <= region_size && size <= region_size - off;
 }
 
-/* 1 if a put of size bytes from src_off of a source of src_size bytes to
- * dst_off of a destination of dst_size bytes is within both regions and
- * its size can be encoded. A put that is not is refused with
- * GPUPORT_ERR_OUT_OF_RANGE (host and device calls, nothing queued) or
- * fails its channel with it (the proxy). */
+/**
+ * Whether a put is within both regions and its size can be encoded: the
+ * rule gpuport_channel_put, gpuport_put and the proxy apply. A put that is
+ * not is refused with GPUPORT_ERR_OUT_OF_RANGE (host and device calls,
+ * nothing queued) or fails its channel with it (the proxy). Host and device;
+ * thread-safe.
+ * @param dst_off  offset into the destination
+ * @param src_off  offset into the source
+ * @param size     bytes to copy (at most GPUPORT_TRIGGER_SIZE_MAX)
+ * @param src_size the source region's size
+ * @param dst_size the destination region's size
+ * @return 1 if the put may be queued, else 0
+ */
 GPUPORT_HD int gpuport_put_fits(uint64_t dst_off, uint64_t src_off, uint64_t size,
                                 uint64_t src_size, uint64_t dst_size)
 {
@@ -256,17 +270,27 @@ GPUPORT_HD int gpuport_put_fits(uint64_t dst_off, uint64_t src_off, uint64_t siz
            gpuport_range_fits(dst_off, size, dst_size);
 }
 
-/* A put_value's offset: a multiple of 8 (else GPUPORT_ERR_INVALID_ARG). */
+/**
+ * Whether a put_value's offset is a multiple of 8 (else the call is refused
+ * with GPUPORT_ERR_INVALID_ARG). Host and device; thread-safe.
+ * @param dst_off offset into the destination
+ * @return 1 if aligned, else 0
+ */
 GPUPORT_HD int gpuport_value_aligned(uint64_t dst_off)
 {
     return dst_off % 8 == 0;
 }
 
-/* 1 if a put_value's 8 bytes may be written at dst_off of a destination of
- * dst_size bytes: aligned, within the region (no source is read) and within
- * what a value trigger carries. When not, gpuport_value_aligned tells the
- * two refusals apart: GPUPORT_ERR_INVALID_ARG if it is not aligned, else
- * GPUPORT_ERR_OUT_OF_RANGE. */
+/**
+ * Whether a put_value's 8 bytes may be written at dst_off: aligned, within
+ * the region (no source is read) and within what a value trigger carries.
+ * When not, gpuport_value_aligned tells the two refusals apart:
+ * GPUPORT_ERR_INVALID_ARG if it is not aligned, else GPUPORT_ERR_OUT_OF_RANGE.
+ * Host and device; thread-safe.
+ * @param dst_off  offset into the destination
+ * @param dst_size the destination region's size
+ * @return 1 if the value may be queued, else 0
+ */
 GPUPORT_HD int gpuport_value_fits(uint64_t dst_off, uint64_t dst_size)
 {
     return gpuport_value_aligned(dst_off) && dst_off <= GPUPORT_TRIGGER_VALUE_OFF_MAX &&
