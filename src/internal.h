@@ -1,6 +1,7 @@
 /*
  * The core's shared definitions: communicator, registrations, connections
- * and channels. Included by the core and the transports, never installed.
+ * and channels. Included by the core's files only (transports see the core
+ * through src/transport/tl_core.h), never installed.
  *
  * Each channel exists twice: the application-side handle (gpuport_channel)
  * that pushes triggers, and the proxy-side entry (gpuport_pchan) in the

@@ -55,10 +55,10 @@
 
 #include "gpuport/gpuport.h"
 #include "gpuport/gpuport_mpi.h"
+#include "bench_idle.h"
 #include "bench_out.h"
 #if GPUPORT_BENCH_GPU
 #include "bench_gpu.h"
-#include "bench_idle.h"
 #endif
 
 #define KIB (1ull << 10)

@@ -46,7 +46,7 @@ static gpuport_status_t sync_bounded(struct gpuport_fcuda *c, uint64_t timeout_n
 
 /* Every kind of operation the flusher will issue, once, before any user
  * kernel can wait on it: first uses load code and take locks that must not
- * happen while a kernel waits (DESIGN.md, hazard H1). */
+ * happen while a kernel waits (docs/DESIGN.md, hazard H1). */
 static gpuport_status_t warm_up(gpuport_flusher_t *fl, struct gpuport_fcuda *c)
 {
     volatile uint64_t *probe;

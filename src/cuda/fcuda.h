@@ -21,7 +21,7 @@ void gpuport_fcuda_stop(gpuport_flusher_t *fl);
 void gpuport_fcuda_release(gpuport_flusher_t *fl);
 /* CUDA items issued in one batch at most: one event completes them all,
  * and a run of write-values among them is one cuStreamBatchMemOp (128 ops
- * per call worked on H200, 256 were refused: DESIGN.md). */
+ * per call worked on H200, 256 were refused: docs/DESIGN.md). */
 #define GPUPORT_FCUDA_BATCH 128
 /* room for one more batch */
 int gpuport_fcuda_room(gpuport_flusher_t *fl);

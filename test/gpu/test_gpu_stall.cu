@@ -1,5 +1,5 @@
 /*
- * Launch-queue stall regression (DESIGN.md hazards H1-H3). Two processes on
+ * Launch-queue stall regression (docs/DESIGN.md, hazards H1-H3). Two processes on
  * two GPUs; in each, one kernel performs `iters` put_with_signal + wait
  * exchanges with the other process, and right behind it, on the same stream,
  * the host enqueues `queued` more kernels. A proxy that issued its copies in
