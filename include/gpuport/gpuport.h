@@ -478,8 +478,10 @@ GPUPORT_API gpuport_status_t gpuport_channel_put(gpuport_channel_t ch, uint64_t 
                                                  uint64_t src_off, uint64_t size);
 
 /**
- * Increments the peer's semaphore once every earlier put of this channel is
- * visible there; the peer consumes it with wait or poll.
+ * Increments the peer's semaphore once the channel's puts pushed before it
+ * from the host (any host thread) are visible there; puts kernels pushed are
+ * covered only if the proxy had already taken them (host and device push
+ * into two FIFOs). The peer consumes it with wait or poll.
  * @retval GPUPORT_OK queued
  * @retval other see the common statuses above
  */

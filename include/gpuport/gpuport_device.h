@@ -313,8 +313,10 @@ GPUPORT_DEV int gpuport_put(const gpuport_port_channel_dev_t *ch, uint64_t dst_o
     return gpuport_dev_push_op(ch, GPUPORT_OP_PUT, dst_off, src_off, size, &pos);
 }
 
-/** Queues a signal: the peer's semaphore goes up once every earlier put of
- *  the channel is visible there, as gpuport_channel_signal.
+/** Queues a signal: the peer's semaphore goes up once the channel's puts
+ *  that kernels pushed before it are visible there (the host's puts only if
+ *  the proxy had already taken them), as gpuport_channel_signal for host
+ *  pushes.
  *  @retval GPUPORT_OK queued
  *  @retval GPUPORT_ERR_VERSION a handle of another layout (nothing queued)
  *  @retval GPUPORT_ERR_TIMEOUT the FIFO stayed full past the time limit */
