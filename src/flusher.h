@@ -56,7 +56,7 @@ typedef struct gpuport_work {
  * put_value into a peer's private memory, queued or not */
 #define GPUPORT_WORK_SRC_VALUE 0x2u
 
-/* Work a transport posts for itself (gpuport_proxy_post) carries this bit
+/* Work a transport posts for itself (gpuport_tl_post) carries this bit
  * and the connection's index in place of a channel id. */
 #define GPUPORT_WORK_CONN 0x80000000u
 

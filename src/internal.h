@@ -177,7 +177,8 @@ struct gpuport_comm {
     gpuport_pchan_t *pchans;       /* max_channels */
     gpuport_chan_state_t *states;  /* max_channels; page-aligned for GPU mapping */
     size_t states_size;
-    pthread_mutex_t lock;          /* ids, conns, allocs: application threads */
+    pthread_mutex_t lock;          /* ids, conns, allocs, mems, chans, dead lists:
+                                    * application threads */
     unsigned char *id_used;
     gpuport_conn_t **conns;        /* by peer, opened on first channel */
     gpuport_conn_t **pconns;       /* connections with progress(), in opening order */
@@ -201,8 +202,9 @@ gpuport_status_t gpuport_proxy_start(struct gpuport_comm *comm);
  * in (a channel deactivated before this call is no longer looked at).
  * Bounded: the proxy passes at least every GPUPORT_PROXY_SLEEP_MAX_US. */
 void gpuport_proxy_quiet(struct gpuport_comm *comm);
-/* Drains the FIFO and the flusher until the configured timeout, fails what
- * is left, joins both threads. */
+/* Drains the FIFOs, the flusher and the network connections' goodbyes
+ * (proxy_drain.c) until the configured timeout, fails what is left, joins
+ * both threads. */
 void gpuport_proxy_stop(struct gpuport_comm *comm);
 
 /* proxy_close.c: fails a channel on this side; its peer learns of it

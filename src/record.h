@@ -99,7 +99,7 @@ typedef struct gpuport_region_rec {
 typedef struct gpuport_channel_rec {
     gpuport_rec_header_t hdr;
     int32_t status;       /* the sender's local result so far */
-    uint32_t transport;   /* gpuport_transport_kind_t it chose */
+    uint32_t transport;   /* its transport's kind (transport.h) */
     uint32_t channel_id;  /* sender's id: its inbound semaphore index */
     uint32_t fdsock_ok;   /* 1: the sender listens for descriptors (fdpass.h) */
     gpuport_region_rec_t dst; /* where the receiver's puts land */

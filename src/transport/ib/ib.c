@@ -454,9 +454,9 @@ static void ib_chan_disconnect(gpuport_tl_chan_t *ch)
     if (!c)
         return;
     c->ic->chans[ch->id].connected = 0;
-    /* At communicator destruction peers may still write into this rank's
-     * regions until the barrier that follows; conn_close releases them all
-     * after it. A channel destroyed alone lets go of them now. */
+    /* At communicator destruction conn_close releases them all with the
+     * connection, after the proxy's drain and the peers' goodbyes. A
+     * channel destroyed alone lets go of them now. */
     if (!gpuport_tl_stopping(ch->comm))
         ib_chan_release(c->ic, &c->ic->chans[ch->id]);
 }
