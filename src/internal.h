@@ -81,7 +81,7 @@ struct gpuport_mem {
     int users;                       /* live channels using it (comm->lock) */
     struct gpuport_mem *next, *prev; /* the communicator's registrations */
     struct gpuport_comm *comm;
-    gpuport_region_t region;  /* what it is (gpuport_mem_classify) */
+    gpuport_region_t region;  /* what it is (mem_classify) */
     gpuport_region_rec_t rec; /* how peers reach it */
 };
 

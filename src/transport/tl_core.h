@@ -45,7 +45,7 @@ struct gpuport_transport_ops;
 #define GPUPORT_TL_MAX_KINDS GPUPORT_REC_TL_KINDS
 
 /* A registration as every transport sees it, classified once at
- * registration (mem.c, gpuport_mem_classify): transports ask `kind`, never
+ * registration (mem.c, mem_classify): transports ask `kind`, never
  * the memory itself. */
 typedef struct gpuport_region {
     void *ptr;
