@@ -22,9 +22,10 @@ extern const char *gpuport_transport_words[];
 
 typedef enum { GPUPORT_GPU_AUTO = 0, GPUPORT_GPU_OFF, GPUPORT_GPU_ON } gpuport_gpu_mode_t;
 
-/* The transports' settings: each built transport's structure (ops
- * settings_size bytes), laid out one after the other by kind, 8-aligned, in
- * the configuration's tl area; tl_base says where each starts. */
+/* The transports' settings: each built transport's structure
+ * (ops->settings->size bytes), laid out one after the other by kind,
+ * 8-aligned, in the configuration's tl area; tl_base says where each
+ * starts. */
 #define GPUPORT_CONFIG_TL_KINDS 8
 #define GPUPORT_CONFIG_TL_BYTES 16384
 

@@ -2,10 +2,11 @@
  * The flusher's CUDA side: a private context on the communicator's GPU (not
  * the application's primary context, whose launch queue the application may
  * fill), one non-blocking stream, and events that tell when queued work is
- * done. Everything here runs on the flusher thread, except fcuda_ctx_push /
- * fcuda_ctx_pop, which set-up code on application threads uses to open peer
- * handles in the private context. Builds without CUDA link gpu_none.c's
- * versions, which are never reached because no CUDA work is ever queued.
+ * done. Everything here runs on the flusher thread, except
+ * gpuport_fcuda_ctx_push / _pop, which set-up code on application threads
+ * uses to open peer handles in the private context. Builds without CUDA
+ * link gpu_none.c's versions, which are never reached because no CUDA work
+ * is ever queued.
  */
 #ifndef GPUPORT_FCUDA_H
 #define GPUPORT_FCUDA_H

@@ -135,7 +135,8 @@ static void peer_closed(tcp_conn_t *tc)
 }
 
 /* The connection broke while a channel on it was being created: it became
- * active afterwards and must fail too (fail_local is idempotent). */
+ * active afterwards and must fail too (gpuport_tl_chan_fail keeps the
+ * first error, so a channel failed already is not failed again). */
 static void fail_late(gpuport_tl_chan_t *ch, void *arg)
 {
     tcp_conn_t *tc = arg;
