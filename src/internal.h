@@ -200,7 +200,7 @@ struct gpuport_comm {
 gpuport_status_t gpuport_proxy_start(struct gpuport_comm *comm);
 /* Application thread: returns once the proxy has finished the pass it was
  * in (a channel deactivated before this call is no longer looked at).
- * Bounded: the proxy passes at least every GPUPORT_PROXY_SLEEP_MAX_US. */
+ * Bounded: a sleeping proxy is woken (its eventfd) and passes at once. */
 void gpuport_proxy_quiet(struct gpuport_comm *comm);
 /* Drains the FIFOs, the flusher and the network connections' goodbyes
  * (proxy_drain.c) until the configured timeout, fails what is left, joins
