@@ -53,9 +53,11 @@ static inline void gpuport_waker_sleepy(gpuport_waker_t *w)
  *  - spin, for the first GPUPORT_IDLE_SPIN_NS;
  *  - poll with sched_yield until poll_us (GPUPORT_PROXY_IDLE_US);
  *  - then sleep *sleep_us: idle time / scale, at least 1 us and at most
- *    sleep_max_us (GPUPORT_PROXY_SLEEP_MAX_US), so that the wake-up of a
- *    short pause is prompt and a long one costs little CPU; scale 0 sleeps
- *    sleep_max_us at once. sleep_max_us 0 never sleeps (yields). */
+ *    sleep_max_us (GPUPORT_PROXY_SLEEP_MAX_US, or _SLEEP_HOST_MAX_US
+ *    without a device FIFO, capped by the CPU budget: proxy_idle.c), so
+ *    that the wake-up of a short pause is prompt and a long one costs
+ *    little CPU; scale 0 sleeps sleep_max_us at once. sleep_max_us 0 never
+ *    sleeps (yields). */
 #define GPUPORT_IDLE_SPIN_NS 20000ull
 typedef enum { GPUPORT_IDLE_SPIN, GPUPORT_IDLE_YIELD, GPUPORT_IDLE_SLEEP } gpuport_idle_action_t;
 typedef struct gpuport_idle_policy {
