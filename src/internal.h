@@ -28,7 +28,6 @@
 #include "util.h"
 #include "waker.h"
 
-/* Published by the proxy, read by pushers. One cache line per channel. */
 /* FIFOs of a communicator: host threads push into the host FIFO, kernels
  * into the device FIFO (GPU mode). Flush progress is per FIFO because
  * positions are. */
@@ -36,6 +35,7 @@
 #define GPUPORT_FIFO_DEVICE 1
 #define GPUPORT_NFIFOS 2
 
+/* Published by the proxy, read by pushers. One cache line per channel. */
 typedef struct gpuport_chan_state {
     /* per FIFO: all ops at positions < flushed[f] are complete */
     _Alignas(64) _Atomic uint64_t flushed[GPUPORT_NFIFOS];
@@ -53,7 +53,7 @@ typedef struct gpuport_pchan {
     const gpuport_transport_ops_t *ops;
     gpuport_chan_state_t *state;
     /* proxy thread only */
-    uint64_t work_posted;     /* items queued at the flusher */
+    uint64_t work_posted;     /* items queued at the flusher or taken by the transport */
     uint64_t work_done;       /* of those, completed */
     uint32_t nflush;          /* pending flushes in flush_* */
     uint64_t flush_pos[GPUPORT_PENDING_FLUSHES];

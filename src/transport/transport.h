@@ -107,8 +107,9 @@ typedef struct gpuport_transport_ops {
 
     /* ---- operations (proxy thread) ---- */
     /* Offsets are already validated against both regions. `behind_work`:
-     * earlier operations of the channel are still queued at the flusher, so
-     * this one must be queued too to keep the order. */
+     * earlier operations of the channel are not complete yet (at the
+     * flusher, or taken by the transport), so one that would complete
+     * inline must be queued too to keep the order. */
     int (*put)(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
                int behind_work, gpuport_work_t *work);
     /* n >= 1 signals at once: the proxy folds a channel's consecutive
