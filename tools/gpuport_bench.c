@@ -35,9 +35,10 @@
  * --csv FILE and --json FILE record every figure (tools/bench_out.h), rank 0
  * writing; -v / --version prints the version without starting MPI.
  *
- * Buffers live behind a mem_kind_t table (allocate, release, write pattern,
- * check pattern), so a GPU mode can be added as one more table; this file has
- * host memory only.
+ * Host mode's buffers live behind a mem_kind_t table (allocate, release,
+ * write pattern, check pattern). GPU mode, chosen where every rank sees a
+ * GPU, is tools/bench_gpu.cu's with its own buffers; this file pairs the
+ * ranks and gives it a bootstrap-like exchange.
  */
 #ifndef _GNU_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -378,9 +379,8 @@ static gpuport_status_t host_free(gpuport_comm_t comm, void *ptr)
     return GPUPORT_OK;
 }
 
-/* Where the buffers live. A GPU mode adds a table whose write/check go
- * through a host staging copy; the tests only touch buffers through here
- * and through gpuport and MPI calls. */
+/* Where host mode's buffers live; the tests only touch buffers through
+ * here and through gpuport and MPI calls. */
 typedef struct mem_kind {
     const char *mode;
     const char *desc;
