@@ -195,7 +195,7 @@ gpuport_status_t ib_tdata_unpack(const gpuport_channel_rec_t *rec, int peer, ib_
 /* ---- how a signal reaches the peer ---- */
 
 typedef enum {
-    IB_SIGNAL_ATOMIC = 1, /* IBV_WR_ATOMIC_FETCH_AND_ADD of 1 */
+    IB_SIGNAL_ATOMIC = 1, /* IBV_WR_ATOMIC_FETCH_AND_ADD of the signals folded */
     IB_SIGNAL_WRITE = 2   /* IBV_WR_RDMA_WRITE of the new absolute count */
 } ib_signal_t;
 
