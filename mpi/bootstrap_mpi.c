@@ -20,9 +20,10 @@ typedef struct mpi_ctx {
 } mpi_ctx_t;
 
 /* The core's log module is not exported, so errors are written here, in its
- * line format ([UTC time] host:pid:tid gpuport rR LEVEL file:line message,
- * src/log.c); the rank is -1 until the communicator's is known. Always to
- * stderr: GPUPORT_LOG_FILE is the core's. */
+ * line format less the subsystem word ([UTC time] host:pid:tid gpuport rR
+ * ERROR file:line message; src/log.h has the core's); the rank is -1 until
+ * the communicator's is known. Always to stderr: GPUPORT_LOG_FILE is the
+ * core's. */
 void mpi_log_error(const char *file, int line, int rank, const char *fmt, ...)
 {
     char msg[1024], host[64] = "?", when[64] = "?", who[16] = "-", *dot;
@@ -43,7 +44,8 @@ void mpi_log_error(const char *file, int line, int rank, const char *fmt, ...)
     if (gmtime_r(&ts.tv_sec, &tm))
         snprintf(when, sizeof(when), "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900,
                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
-    /* one fprintf per line, as the core's log does */
+    /* one fprintf per line: unbuffered stderr writes it at once, as the
+     * core writes a line with one write(2) */
     fprintf(stderr, "[%s] %s:%d:%ld gpuport r%s ERROR %s:%d %s\n", when, host, (int)getpid(),
             (long)syscall(SYS_gettid), who, base ? base + 1 : file, line, msg);
 }

@@ -9,7 +9,8 @@
 
 #include "gpuport/gpuport_mpi.h"
 
-/* One line on stderr in the core log's format; rank -1 until known. */
+/* One line on stderr in the core log's format, less the subsystem word;
+ * rank -1 until known. */
 void mpi_log_error(const char *file, int line, int rank, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 #define mpi_error(rank, ...) mpi_log_error(__FILE__, __LINE__, (rank), __VA_ARGS__)
