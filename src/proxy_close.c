@@ -1,6 +1,7 @@
 /*
  * A channel's end on the proxy side (proxy_exec.c, proxy_flush.c and the
- * watchers call it; transports through gpuport_pchan_fail): a failure
+ * watchers call it; a transport fails its channels through
+ * gpuport_tl_chan_fail instead, which tells the peer nothing): a failure
  * sticks and is told to the peer once; a close (gpuport_channel_destroy)
  * is told in order behind the channel's earlier operations; and once this
  * side carries out nothing more and what it posted has drained, it promises
