@@ -52,7 +52,7 @@ gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
     return status ? status : chan_state(ch);
 }
 
-/* Takes one signal if one is there: 1 taken, 0 none, <0 error. */
+/* Takes one signal if one is there: 1 taken, 0 none. */
 static int take_one(gpuport_channel_t ch)
 {
     uint64_t consumed = atomic_load_explicit(&ch->consumed, memory_order_relaxed);
