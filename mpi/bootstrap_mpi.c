@@ -20,8 +20,9 @@ typedef struct mpi_ctx {
 } mpi_ctx_t;
 
 /* The core's log module is not exported, so errors are written here, in its
- * line format less the subsystem word ([UTC time] host:pid:tid gpuport rR
- * ERROR file:line message; src/log.h has the core's); the rank is -1 until
+ * line format with the bootstrap subsystem's word ([UTC time] host:pid:tid
+ * gpuport rR ERROR bootstrap file:line message; src/log.h has the core's),
+ * the word GPUPORT_LOG_SUBSYS uses for the bootstrap; the rank is -1 until
  * the communicator's is known. Always to stderr: GPUPORT_LOG_FILE is the
  * core's. */
 void mpi_log_error(const char *file, int line, int rank, const char *fmt, ...)
@@ -46,7 +47,7 @@ void mpi_log_error(const char *file, int line, int rank, const char *fmt, ...)
                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000);
     /* one fprintf per line: unbuffered stderr writes it at once, as the
      * core writes a line with one write(2) */
-    fprintf(stderr, "[%s] %s:%d:%ld gpuport r%s ERROR %s:%d %s\n", when, host, (int)getpid(),
+    fprintf(stderr, "[%s] %s:%d:%ld gpuport r%s ERROR bootstrap %s:%d %s\n", when, host, (int)getpid(),
             (long)syscall(SYS_gettid), who, base ? base + 1 : file, line, msg);
 }
 

@@ -9,7 +9,7 @@
 
 #include "gpuport/gpuport_mpi.h"
 
-/* One line on stderr in the core log's format, less the subsystem word;
+/* One line on stderr in the core log's format (subsystem word: bootstrap);
  * rank -1 until known. */
 void mpi_log_error(const char *file, int line, int rank, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
