@@ -140,34 +140,38 @@ static int carried(gpuport_mem_t mem, const char *transport, int as_dst, char *w
 
 /* Channels from each kind to each kind, both ranks in the same order: each
  * is created exactly when the query says both its regions are carried,
- * and carries bytes. */
-static void agree_pairs(gpuport_comm_t comm, int peer, const char *transport,
-                        gpuport_mem_t mems[2], char *bufs[2])
+ * and carries the sender's bytes (filled, and the destination cleared,
+ * before the creation, which the peer's put cannot precede). */
+static void agree_pairs(gpuport_comm_t comm, int rank, const char *transport,
+                        gpuport_mem_t srcs[2], char *sbufs[2], gpuport_mem_t dsts[2],
+                        char *dbufs[2])
 {
     char why[GPUPORT_MEM_INFO_WHY];
 
     for (int s = 0; s < 2; s++) {
         for (int d = 0; d < 2; d++) {
             gpuport_channel_t ch = NULL;
-            int ok = carried(mems[s], transport, 0, why, sizeof(why)) &&
-                     carried(mems[d], transport, 1, why, sizeof(why));
-            gpuport_status_t st = gpuport_channel_create(comm, peer, mems[s], mems[d], &ch);
+            int ok = carried(srcs[s], transport, 0, why, sizeof(why)) &&
+                     carried(dsts[d], transport, 1, why, sizeof(why));
+            for (int i = 0; i < REGION; i++)
+                sbufs[s][i] = (char)(i * 7 + rank * 3 + s + 1);
+            memset(dbufs[d], 0, REGION);
+            gpuport_status_t st = gpuport_channel_create(comm, 1 - rank, srcs[s], dsts[d], &ch);
             CHECK_MSG(ok ? st == GPUPORT_OK : st != GPUPORT_OK,
                       "%s channel from %s to %s: the query says %s, creation returned %s",
-                      transport, gpuport_mem_kind_string(mems[s]->region.mem_kind),
-                      gpuport_mem_kind_string(mems[d]->region.mem_kind), ok ? "yes" : why,
+                      transport, gpuport_mem_kind_string(srcs[s]->region.mem_kind),
+                      gpuport_mem_kind_string(dsts[d]->region.mem_kind), ok ? "yes" : why,
                       gpuport_status_string(st));
             if (!ch)
                 continue;
             CHECK(strcmp(gpuport_channel_transport(ch), transport) == 0);
-            memset(bufs[d], 0, REGION);
-            for (int i = 0; i < REGION; i++)
-                bufs[s][i] = (char)(i * 7 + s + 1);
             CHECK_OK(gpuport_channel_put_with_signal(ch, 0, 0, REGION));
             CHECK_OK(gpuport_channel_wait(ch));
             for (int i = 0; i < REGION; i++)
-                CHECK_MSG(bufs[d][i] == (char)(i * 7 + s + 1), "%s: byte %d is %d", transport, i,
-                          bufs[d][i]);
+                CHECK_MSG(dbufs[d][i] == (char)(i * 7 + (1 - rank) * 3 + s + 1),
+                          "%s, %s to %s: byte %d is %d", transport,
+                          gpuport_mem_kind_string(srcs[s]->region.mem_kind),
+                          gpuport_mem_kind_string(dsts[d]->region.mem_kind), i, dbufs[d][i]);
             CHECK_OK(gpuport_channel_flush(ch));
             CHECK_OK(gpuport_channel_destroy(ch));
         }
@@ -207,28 +211,34 @@ static void agree_refused(gpuport_comm_t comm, int rank, const char *transport, 
     CHECK(ch == NULL);
 }
 
+/* Sources and destinations of each host kind: [0] private, [1] shared. */
 static int agree(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
 {
     agree_case_t *c = arg;
     gpuport_comm_t comm;
-    gpuport_mem_t mems[2];
-    char *bufs[2];
+    gpuport_mem_t mems[4];
+    char *bufs[4];
 
     (void)size;
     CHECK_OK(gpuport_comm_create(bs, &comm));
-    bufs[0] = malloc(REGION);
-    CHECK(bufs[0]);
-    CHECK_OK(gpuport_mem_alloc(comm, REGION, (void **)&bufs[1]));
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 4; i++) {
+        if (i % 2 == 0)
+            CHECK((bufs[i] = malloc(REGION)) != NULL);
+        else
+            CHECK_OK(gpuport_mem_alloc(comm, REGION, (void **)&bufs[i]));
         CHECK_OK(gpuport_mem_register(comm, bufs[i], REGION, &mems[i]));
-    agree_pairs(comm, 1 - rank, c->transport, mems, bufs);
-    agree_refused(comm, rank, c->transport, mems[0], mems[1]);
+    }
+    agree_pairs(comm, rank, c->transport, mems, bufs, mems + 2, bufs + 2);
+    agree_refused(comm, rank, c->transport, mems[0], mems[2]);
     /* the communicator still makes channels after the refusal */
-    agree_pairs(comm, 1 - rank, c->transport, mems, bufs);
-    for (int i = 0; i < 2; i++)
+    agree_pairs(comm, rank, c->transport, mems, bufs, mems + 2, bufs + 2);
+    for (int i = 0; i < 4; i++) {
         CHECK_OK(gpuport_mem_deregister(mems[i]));
-    CHECK_OK(gpuport_mem_free(comm, bufs[1]));
-    free(bufs[0]);
+        if (i % 2 == 0)
+            free(bufs[i]);
+        else
+            CHECK_OK(gpuport_mem_free(comm, bufs[i]));
+    }
     CHECK_OK(gpuport_comm_destroy(comm));
     return 0;
 }
