@@ -11,6 +11,7 @@
  * over a channel of that transport (a kernel's put_with_signal and wait),
  * every byte of each destination checked: pinned host memory over shm and
  * tcp, cudaMalloc over cuda_ipc, both VMM kinds over cuda_ipc and tcp.
+ * README's table rows for these kinds are compared with the same verdicts.
  * Two processes (fork + socketpair bootstrap; GPUPORT_TEST_ONE_GPU=1 puts
  * both on GPU 0).
  */
@@ -200,6 +201,65 @@ static void classify(gpuport_bootstrap_t *bs)
     CHECK_OK(gpuport_comm_destroy(comm));
 }
 
+/* ---- README.md's table ---- */
+
+/* The table row of each allocation, by the start of its first cell. */
+static const char *const readme_row[K_COUNT] = {
+    "`cudaHostAlloc`", "`cudaHostAlloc`", "`cudaMallocManaged`", "`cudaMalloc` |",
+    "`gpuport_mem_alloc_device`", "your VMM memory made with `", "`cudaMallocAsync`",
+    "`cudaMallocFromPoolAsync`"};
+
+/* A transport cell's verdict: "yes..." carried, anything else not. */
+static int cell_yes(const char *row, int column)
+{
+    const char *p = row;
+
+    for (int c = 0; p && c < column; c++)
+        p = strchr(p + 1, '|');
+    if (!p)
+        return -1;
+    while (*++p == ' ')
+        ;
+    return strncmp(p, "yes", 3) == 0;
+}
+
+/* Each kind's row of "Which memory works where" says of shm, cuda_ipc and
+ * tcp (columns 2, 3 and 4 after the memory and the kind) what classify()
+ * found the query says. Rank 0 only; no README (a run outside the source
+ * tree): said, not failed. */
+static void readme_agrees(void)
+{
+    const char *top = getenv("top_srcdir");
+    char path[4096], line[4096];
+    int found[K_COUNT] = {0};
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/README.md", top ? top : ".");
+    f = fopen(path, "r");
+    if (!f) {
+        printf("README.md not found at %s: its table not compared\n", path);
+        return;
+    }
+    while (fgets(line, sizeof(line), f)) {
+        for (int k = 0; k < K_COUNT; k++) {
+            const expect_t *e = &expected[k];
+            const int want[3] = {e->shm, e->cuda_ipc, e->tcp};
+            if (strncmp(line, "| ", 2) || strncmp(line + 2, readme_row[k], strlen(readme_row[k])))
+                continue;
+            found[k]++;
+            for (int t = 0; t < 3; t++)
+                CHECK_MSG(cell_yes(line, 2 + t) == want[t],
+                          "README's row for %s says %s in column %d; the query says %s", names[k],
+                          cell_yes(line, 2 + t) ? "yes" : "no", 2 + t, want[t] ? "yes" : "no");
+        }
+    }
+    fclose(f);
+    for (int k = 0; k < K_COUNT; k++)
+        CHECK_MSG(found[k] == 1, "README's memory table has %d rows for %s (expected 1)", found[k],
+                  names[k]);
+    printf("README's memory table agrees with the query for every GPU kind\n");
+}
+
 /* ---- bytes over channels ---- */
 
 static int *g_rc;
@@ -294,6 +354,8 @@ int main(void)
     stage = (unsigned char *)malloc(REGION);
     CHECK(stage != NULL);
     classify(&bs);
+    if (rank == 0)
+        readme_agrees();
     for (int k = 0; k < K_COUNT; k++) {
         const expect_t *e = &expected[k];
         const int carries[3] = {e->shm, e->cuda_ipc, e->tcp};
