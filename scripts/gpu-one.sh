@@ -41,6 +41,8 @@ step channels-tcp-appvmm 300 env GPUPORT_TRANSPORT=tcp GPUPORT_TEST_MEM=appvmm \
 step vmm 300 "$build/test/gpu/test_gpu_vmm"
 # gpuport_mem_alloc_device and a cuda_ipc channel in a process with no CUDA context of its own
 step noctx 60 "$build/test/gpu/test_gpu_noctx"
+# every memory kind: classified, queried, moved over the transports README says carry it
+step kinds 300 "$build/test/gpu/test_gpu_kinds"
 # a copy CUDA holds while the host is in cudaMemcpy: the timeout and the proxy's warning
 step held 120 "$build/test/gpu/test_gpu_held"
 # a peer killed mid-traffic: the survivor's device and host waiters return

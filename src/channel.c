@@ -9,6 +9,7 @@
  * in chan_push.c, chan_wait.c and chan_destroy.c.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +82,30 @@ static gpuport_status_t check_args(gpuport_comm_t comm, int peer, gpuport_mem_t 
     return GPUPORT_OK;
 }
 
+/* This side's regions against the chosen transport's region_ok: the same
+ * text gpuport_mem_info shows, logged and sent to the peer. */
+static gpuport_status_t regions_check(port_new_t *c, char *why, size_t len)
+{
+    gpuport_mem_t mems[2] = {c->src, c->dst};
+    char text[GPUPORT_MEM_INFO_WHY];
+
+    for (int as_dst = 0; as_dst < 2; as_dst++) {
+        gpuport_mem_t m = mems[as_dst];
+        if (!m || gpuport_region_carried(c->tc, &m->region, as_dst, text, sizeof(text)))
+            continue;
+        log_error("channel to rank %d: %s cannot carry the %s (%p, %llu bytes, %s memory): %s",
+                  c->peer, c->ops->name, as_dst ? "destination" : "source", m->region.ptr,
+                  (unsigned long long)m->region.size, gpuport_mem_kind_string(m->region.mem_kind),
+                  text);
+        /* the record's why is shorter than the text: the log has it whole */
+        if (snprintf(why, len, "%s cannot carry its %s: %s", c->ops->name,
+                     as_dst ? "destination" : "source", text) >= (int)len)
+            why[len - 1] = '\0';
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    return GPUPORT_OK;
+}
+
 /* This side's part before the handshake: its id, its transport and
  * connection, the handle, and the transport's data in the record. A
  * failure is carried into the handshake, which tells the peer. */
@@ -104,6 +129,8 @@ static gpuport_status_t prepare(port_new_t *c)
         c->tc = NULL;
         mine->why[0] = '\0'; /* the reason is this side's own failure */
     }
+    if (!status)
+        status = regions_check(c, mine->why, sizeof(mine->why));
     if (!status)
         status = chan_conn_get(c->comm, c->peer, c->tc, &c->conn);
     if (!status && !(c->ch = calloc(1, sizeof(*c->ch))))

@@ -241,7 +241,8 @@ gpuport_status_t gpuport_channel_push_value(struct gpuport_channel *ch, uint32_t
  * an error unless GPUPORT_GPU=on. */
 gpuport_status_t gpuport_gpu_open(struct gpuport_comm *comm);
 void gpuport_gpu_close(struct gpuport_comm *comm);
-/* What GPU memory [ptr, ptr + size) is: GPUPORT_REGION_DEVICE (legacy,
+/* What GPU memory [ptr, ptr + size) is (r->mem_kind and r->device set too;
+ * managed and pool memory refused, naming the kind): GPUPORT_REGION_DEVICE (legacy,
  * cudaMalloc: rec's IPC handle and offset filled), GPUPORT_REGION_DEVICE_VMM
  * (the application's VMM memory: r's pieces exported, one descriptor per
  * allocation the range spans, and map_off; or none, with export_why, where
@@ -249,6 +250,11 @@ void gpuport_gpu_close(struct gpuport_comm *comm);
  * it is not GPU memory, <0 (logged) on error. */
 int gpuport_gpu_mem_describe(struct gpuport_comm *comm, void *ptr, size_t size,
                              gpuport_region_rec_t *rec, gpuport_region_t *r);
+/* Whether transport tc carries r as a source (as_dst 0) or destination: its
+ * region_ok, asked by channel creation and gpuport_mem_info alike (mem_info.c).
+ * 0: refused, with the transport's text in why. */
+int gpuport_region_carried(const gpuport_tl_comm_t *tc, const gpuport_region_t *r, int as_dst,
+                           char *why, size_t len);
 /* gpuport_tl_gpu_dmabuf's CUDA side */
 gpuport_status_t gpuport_gpu_dmabuf(struct gpuport_comm *comm, uint64_t start, uint64_t len,
                                     int *fd_p, char *why, size_t why_len);

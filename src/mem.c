@@ -188,11 +188,14 @@ gpuport_alloc_t *gpuport_alloc_find(gpuport_comm_t comm, const void *ptr, size_t
     return NULL;
 }
 
-/* The one answer to "what memory is this": host (private), host shared (a
+/* The one answer to "what memory is this": host (private; or pinned by
+ * CUDA, which is host memory to the transports), host shared (a
  * gpuport_mem_alloc block, mappable by peers), GPU memory from
- * gpuport_mem_alloc_device (VMM, mapped for the device, no context owns
- * it) or other GPU memory (legacy: a CUDA IPC handle, owned by the
- * application's context). Every transport asks the region's kind. */
+ * gpuport_mem_alloc_device or cuMemCreate (VMM, mapped for the device, no
+ * context owns it) or cudaMalloc memory (legacy: a CUDA IPC handle, owned
+ * by the application's context); managed and pool memory are refused
+ * (gpu.c names them). r->kind says how transports carry it, r->mem_kind
+ * what it is (gpuport_mem_info). Every transport asks the region's kind. */
 static _Atomic uint64_t g_serial; /* registrations of this process */
 
 static gpuport_status_t mem_classify(gpuport_comm_t comm, void *ptr, size_t size,
@@ -205,6 +208,8 @@ static gpuport_status_t mem_classify(gpuport_comm_t comm, void *ptr, size_t size
     r->size = size;
     r->alloc_fd = -1;
     r->alloc_off = 0;
+    r->mem_kind = GPUPORT_MEM_KIND_NONE;
+    r->device = -1;
     memset(rec, 0, sizeof(*rec));
     rec->addr = (uint64_t)(uintptr_t)ptr;
     rec->size = size;
@@ -230,10 +235,13 @@ static gpuport_status_t mem_classify(gpuport_comm_t comm, void *ptr, size_t size
         r->pieces[0].fd = a->fd;
         if (a->device) {
             r->kind = GPUPORT_REGION_DEVICE_VMM;
+            r->mem_kind = GPUPORT_MEM_KIND_DEVICE_VMM;
+            r->device = comm->gpu_device;
             r->pieces[0].size = a->map_len;
             r->map_off = (uint64_t)((uintptr_t)ptr - (uintptr_t)a->ptr);
         } else {
             r->kind = GPUPORT_REGION_HOST_SHARED;
+            r->mem_kind = GPUPORT_MEM_KIND_HOST_SHARED;
             r->alloc_fd = a->fd;
             r->alloc_off = (uint64_t)((uintptr_t)ptr - (uintptr_t)a->ptr);
             r->pieces[0].offset = r->alloc_off;
@@ -246,6 +254,8 @@ static gpuport_status_t mem_classify(gpuport_comm_t comm, void *ptr, size_t size
         if (device < 0)
             return (gpuport_status_t)device;
         r->kind = device ? device : GPUPORT_REGION_HOST;
+        if (r->mem_kind == GPUPORT_MEM_KIND_NONE)
+            r->mem_kind = GPUPORT_MEM_KIND_HOST;
     }
     if (r->kind == GPUPORT_REGION_HOST) {
         uintptr_t hole = first_unmapped(ptr, size);

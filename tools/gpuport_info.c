@@ -31,6 +31,7 @@
 
 typedef struct opts {
     int config;        /* -c */
+    int memory;        /* -m */
     const char *form;  /* --markdown, --env or --man, as given */
     info_config_view_t view;
     int json;          /* --json */
@@ -44,6 +45,7 @@ static void usage(FILE *f, const char *prog)
     fprintf(f,
             "usage: %s [--json] [-t] [-n N] [--xml FILE]\n"
             "       %s -c [--markdown | --env | --json | --man]\n"
+            "       %s -m [--json]\n"
             "       %s -v | --version | -h | --help\n"
             "What this gpuport build and machine offer, and what gpuport would decide here.\n"
             "The report:\n"
@@ -60,10 +62,15 @@ static void usage(FILE *f, const char *prog)
             "  -c --env        NAME=value lines, the values in effect here, quoted for a shell\n"
             "  -c --json       one JSON object (gpuport_info(1) lists its fields)\n"
             "  -c --man        the entries of gpuport(7)'s ENVIRONMENT section, in roff\n"
+            "Memory:\n"
+            "  -m, --memory    a test allocation of each kind of memory (malloc,\n"
+            "                  gpuport_mem_alloc, and with a GPU pinned, managed, cudaMalloc,\n"
+            "                  VMM and pool memory), registered: the kind gpuport sees and\n"
+            "                  which transports carry it, and why not; --json: as JSON\n"
             "Other:\n"
             "  -v, --version   versions of this program and of the library, and the licence\n"
             "  -h, --help      this text\n",
-            prog, prog, prog, MAX_RANKS);
+            prog, prog, prog, prog, MAX_RANKS);
 }
 
 static void version(void)
@@ -105,6 +112,8 @@ static int parse(int argc, char **argv, opts_t *o)
             return 1;
         } else if (!strcmp(a, "-c")) {
             o->config = 1;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--memory")) {
+            o->memory = 1;
         } else if (!strcmp(a, "--markdown") || !strcmp(a, "--env") || !strcmp(a, "--man")) {
             if (o->form && strcmp(o->form, a))
                 return bad_usage(prog, "%s and %s: choose one form of -c", o->form, a);
@@ -142,6 +151,8 @@ static int parse(int argc, char **argv, opts_t *o)
     if (o->config && report_opts)
         return bad_usage(prog, "-t, -n and --xml are for the report; -c shows the configuration "
                                "only");
+    if (o->memory && (o->config || o->form || report_opts))
+        return bad_usage(prog, "-m shows the memory kinds only (with --json or without)");
     if (o->config && o->json)
         o->view = INFO_CONFIG_JSON;
     else if (o->config && !o->form)
@@ -441,6 +452,8 @@ int main(int argc, char **argv)
     gpuport_log_set_level(GPUPORT_LOG_WARN);
     if (o.config)
         return info_config_print(o.view);
+    if (o.memory)
+        return info_memory_print(o.json);
 
     rc = gather(&o, &r);
     if (o.json)

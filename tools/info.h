@@ -1,6 +1,7 @@
 /*
  * gpuport_info's parts, for its own files only: the report and the options
  * (gpuport_info.c), the views of the configuration table (info_config.c),
+ * the memory kinds (info_memory.c),
  * and the writers that each output needs (info_format.c): JSON, shell
  * words, roff text.
  */
@@ -26,6 +27,10 @@ typedef enum {
  * 0. The markdown and man views describe the table only and read no
  * environment. */
 int info_config_print(info_config_view_t view);
+
+/* gpuport_info -m (info_memory.c): the memory kinds, as text or JSON (json
+ * 1) on stdout; returns the exit status (1: no communicator could be made). */
+int info_memory_print(int json);
 
 /*
  * A JSON writer: one field or element per line, indented, commas placed by

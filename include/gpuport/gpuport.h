@@ -361,8 +361,9 @@ GPUPORT_API gpuport_status_t gpuport_mem_free(gpuport_comm_t comm, void *ptr);
  *         process (the first such address is named), or GPU memory that is not
  *         one mapped range
  * @retval GPUPORT_ERR_OUT_OF_RANGE a cudaMalloc range that runs past its allocation
- * @retval GPUPORT_ERR_NOT_SUPPORTED GPU memory that can be shared neither by CUDA
- *         IPC nor as VMM memory (a stream-ordered pool)
+ * @retval GPUPORT_ERR_NOT_SUPPORTED memory of a kind not supported yet (managed memory,
+ *         stream-ordered pools: the message names the kind and the alternative), or GPU
+ *         memory that can be shared neither by CUDA IPC nor as VMM memory
  * @retval GPUPORT_ERR_NO_MEMORY, GPUPORT_ERR_NO_RESOURCE bookkeeping, or the
  *         export of VMM memory as a descriptor, failed
  * @retval GPUPORT_ERR_TRANSPORT another CUDA driver failure (logged with the call)
@@ -381,6 +382,87 @@ GPUPORT_API gpuport_status_t gpuport_mem_register(gpuport_comm_t comm, void *ptr
  * @retval GPUPORT_ERR_BUSY live channels use the region; nothing changed
  */
 GPUPORT_API gpuport_status_t gpuport_mem_deregister(gpuport_mem_t mem);
+
+/** What memory a registration is, as gpuport_mem_register classified it. */
+typedef enum gpuport_mem_kind {
+    GPUPORT_MEM_KIND_NONE = 0,        /**< not classified */
+    GPUPORT_MEM_KIND_HOST = 1,        /**< private host memory (malloc, mmap): peers use CMA */
+    GPUPORT_MEM_KIND_HOST_SHARED = 2, /**< from gpuport_mem_alloc: same-host peers map it */
+    GPUPORT_MEM_KIND_HOST_PINNED = 3, /**< host memory CUDA pinned (cudaHostAlloc,
+                                       *   cudaHostRegister): host memory to the transports */
+    GPUPORT_MEM_KIND_DEVICE = 4,      /**< cudaMalloc memory: shared by CUDA IPC */
+    GPUPORT_MEM_KIND_DEVICE_VMM = 5,  /**< VMM memory (gpuport_mem_alloc_device, or
+                                       *   cuMemCreate + cuMemMap) */
+    GPUPORT_MEM_KIND_MANAGED = 6,     /**< cudaMallocManaged: refused at registration */
+    GPUPORT_MEM_KIND_POOL = 7,        /**< a stream-ordered pool that cannot be exported (the
+                                       *   default pool of cudaMallocAsync): refused at
+                                       *   registration */
+    GPUPORT_MEM_KIND_POOL_EXPORTABLE = 8 /**< an exportable stream-ordered pool: refused at
+                                          *   registration */
+} gpuport_mem_kind_t;
+
+/**
+ * A memory kind's name ("host", "host-pinned", "device-vmm", ...). Any
+ * thread.
+ * @return a static string; "?" for a value that is not a kind
+ */
+GPUPORT_API const char *gpuport_mem_kind_string(int kind);
+
+/** The most transports a gpuport_mem_info_t lists. */
+#define GPUPORT_MEM_INFO_TRANSPORTS 8
+/** Room for one refusal text in a gpuport_mem_info_t, terminator included. */
+#define GPUPORT_MEM_INFO_WHY 384
+
+/** Whether one transport can carry a registration, as a channel's source and destination. */
+typedef struct gpuport_mem_info_tl {
+    char name[16];                      /**< the transport, as GPUPORT_TRANSPORT spells it */
+    int32_t src_ok;                     /**< 1: it carries the region as a source */
+    int32_t dst_ok;                     /**< 1: it carries the region as a destination */
+    char src_why[GPUPORT_MEM_INFO_WHY]; /**< when src_ok is 0: the refusal's text */
+    char dst_why[GPUPORT_MEM_INFO_WHY]; /**< when dst_ok is 0: the refusal's text */
+} gpuport_mem_info_tl_t;
+
+/** A registration as gpuport sees it: what gpuport_mem_info fills. */
+typedef struct gpuport_mem_info {
+    int32_t kind;         /**< gpuport_mem_kind_t */
+    int32_t device;       /**< CUDA ordinal of the GPU the memory is on; -1 for host memory */
+    uint64_t addr;        /**< the region's first byte */
+    uint64_t size;        /**< its bytes */
+    uint32_t ntransports; /**< entries of tl filled: the library's transports, in
+                           *   GPUPORT_TRANSPORT's order, then registered ones */
+    uint32_t reserved;    /**< 0 */
+    gpuport_mem_info_tl_t tl[GPUPORT_MEM_INFO_TRANSPORTS]; /**< per transport */
+} gpuport_mem_info_t;
+
+/** This header's gpuport_mem_info_t layout version. */
+#define GPUPORT_MEM_INFO_VERSION 1
+/** This header's gpuport_mem_info_t layout, as gpuport_mem_info passes it. */
+#define GPUPORT_MEM_INFO_LAYOUT GPUPORT_LAYOUT(GPUPORT_MEM_INFO_VERSION, gpuport_mem_info_t)
+
+/** The entry point of gpuport_mem_info; `layout` is GPUPORT_MEM_INFO_LAYOUT. */
+GPUPORT_API gpuport_status_t gpuport_mem_info_v(uint32_t layout, gpuport_mem_t mem,
+                                                gpuport_mem_info_t *info_p);
+
+/**
+ * Describes a registration: its kind, its device, and for each transport
+ * whether a channel over it may use the region as its source and as its
+ * destination, and if not why: the same text gpuport_channel_create logs
+ * when it refuses the region. No channel is needed. A transport that is not
+ * built, or not open in this communicator, carries nothing and says why.
+ *
+ * Local. One set-up call at a time.
+ *
+ * @param mem a live registration
+ * @param[out] info_p the description
+ * @retval GPUPORT_OK *info_p is filled
+ * @retval GPUPORT_ERR_INVALID_ARG not a live registration, or info_p NULL
+ * @retval GPUPORT_ERR_VERSION a program built with another gpuport_mem_info_t
+ *         layout: nothing is written
+ */
+static inline gpuport_status_t gpuport_mem_info(gpuport_mem_t mem, gpuport_mem_info_t *info_p)
+{
+    return gpuport_mem_info_v(GPUPORT_MEM_INFO_LAYOUT, mem, info_p);
+}
 
 /**
  * Creates a port channel to `peer`.

@@ -77,9 +77,18 @@
 /* Entry points a driver may lack without the load failing: the feature that
  * needs one is then unavailable (its pointer is NULL), and says so.
  * cuMemGetHandleForAddressRange (dma-buf export for NIC registration) came
- * with CUDA 11.7. */
+ * with CUDA 11.7; the stream-ordered pool calls (classification, and
+ * gpuport_info's test allocations) with 11.2. */
 #define GPUPORT_CU_OPTIONAL_FUNCS(X)                                                            \
-    X(cuMemGetHandleForAddressRange)
+    X(cuMemGetHandleForAddressRange)                                                            \
+    X(cuMemPoolExportToShareableHandle)                                                         \
+    X(cuMemAllocManaged)                                                                        \
+    X(cuMemAllocAsync)                                                                          \
+    X(cuMemAllocFromPoolAsync)                                                                  \
+    X(cuMemFreeAsync)                                                                           \
+    X(cuMemPoolCreate)                                                                          \
+    X(cuMemPoolDestroy)                                                                         \
+    X(cuStreamSynchronize)
 
 /* One pointer per entry point, typed from cuda.h's own prototype (the
  * macros there select the current versioned symbol, e.g. cuCtxCreate_v4). */

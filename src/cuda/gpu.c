@@ -231,6 +231,59 @@ static int describe_vmm(CUdeviceptr p, size_t size, gpuport_region_t *r)
     return kind;
 }
 
+/* A stream-ordered pool's allocation: refused for now, saying which pool
+ * and what to allocate with instead. A pool is exportable when it hands
+ * out a POSIX descriptor (cuMemPoolExportToShareableHandle succeeds). */
+static int describe_pool(void *ptr, CUmemoryPool pool, gpuport_region_t *r)
+{
+    int fd = -1;
+
+    r->mem_kind = GPUPORT_MEM_KIND_POOL;
+    if (gpuport_cu.cuMemPoolExportToShareableHandle &&
+        gpuport_cu.cuMemPoolExportToShareableHandle(&fd, pool,
+                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                                    0) == CUDA_SUCCESS) {
+        close(fd);
+        r->mem_kind = GPUPORT_MEM_KIND_POOL_EXPORTABLE;
+    }
+    log_error("GPU memory at %p is from %s stream-ordered pool: stream-ordered pool memory is "
+              "not supported yet; allocate with gpuport_mem_alloc_device or cuMemCreate (VMM)",
+              ptr, r->mem_kind == GPUPORT_MEM_KIND_POOL ? "a non-exportable (such as the default)"
+                                                        : "an exportable");
+    return GPUPORT_ERR_NOT_SUPPORTED;
+}
+
+/* What the driver says the memory is, before any GPU-kind test: host
+ * memory it pinned (cudaHostAlloc, or malloc'd and cudaHostRegister'ed:
+ * both of memory type HOST) is host memory to every transport; managed
+ * memory and pool memory are refused here, naming their kind. 0: go on. */
+static int describe_kind(void *ptr, CUdeviceptr p, CUmemorytype type, gpuport_region_t *r)
+{
+    CUmemoryPool pool = NULL;
+    unsigned int managed = 0;
+
+    if (gpuport_cu.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p) ==
+            CUDA_SUCCESS &&
+        managed) {
+        r->mem_kind = GPUPORT_MEM_KIND_MANAGED;
+        log_error("memory at %p is managed memory (cudaMallocManaged), which gpuport does not "
+                  "carry yet: its pages move between host and GPU; register host memory "
+                  "(gpuport_mem_alloc, malloc) or GPU memory (gpuport_mem_alloc_device, "
+                  "cuMemCreate) instead",
+                  ptr);
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    if (type == CU_MEMORYTYPE_HOST) {
+        r->mem_kind = GPUPORT_MEM_KIND_HOST_PINNED;
+        return 0;
+    }
+    if (gpuport_cu.cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, p) ==
+            CUDA_SUCCESS &&
+        pool)
+        return describe_pool(ptr, pool, r);
+    return 0;
+}
+
 int gpuport_gpu_mem_describe(gpuport_comm_t comm, void *ptr, size_t size,
                              gpuport_region_rec_t *rec, gpuport_region_t *r)
 {
@@ -239,22 +292,30 @@ int gpuport_gpu_mem_describe(gpuport_comm_t comm, void *ptr, size_t size,
     size_t len = 0;
     CUipcMemHandle handle;
     CUresult rc;
-    int vmm;
+    int vmm, ordinal = -1;
 
     if (!comm->gpu || !ptr)
         return 0;
     rc = gpuport_cu.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
-    if (rc != CUDA_SUCCESS || type != CU_MEMORYTYPE_DEVICE)
+    if (rc != CUDA_SUCCESS)
         return 0; /* plain host memory is unknown to CUDA */
+    vmm = describe_kind(ptr, p, type, r);
+    if (vmm || type != CU_MEMORYTYPE_DEVICE)
+        return vmm;
+    if (gpuport_cu.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) ==
+        CUDA_SUCCESS)
+        r->device = ordinal;
     /* legacy memory (cudaMalloc) first: its IPC handle says what it is */
     if (gpuport_cu.cuMemGetAddressRange(&base, &len, p) != CUDA_SUCCESS ||
         gpuport_cu.cuIpcGetMemHandle(&handle, base) != CUDA_SUCCESS) {
         vmm = describe_vmm(p, size, r);
+        if (vmm > 0)
+            r->mem_kind = GPUPORT_MEM_KIND_DEVICE_VMM;
         if (vmm)
             return vmm;
         log_error("GPU memory at %p can be shared neither by CUDA IPC nor as VMM memory (memory "
                   "from cudaMalloc, cuMemCreate + cuMemMap or gpuport_mem_alloc_device is "
-                  "needed; stream-ordered pools are not supported)",
+                  "needed)",
                   ptr);
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
@@ -265,6 +326,7 @@ int gpuport_gpu_mem_describe(gpuport_comm_t comm, void *ptr, size_t size,
     }
     rec->fd_offset = p - base;
     memcpy(rec->ipc, &handle, sizeof(rec->ipc));
+    r->mem_kind = GPUPORT_MEM_KIND_DEVICE;
     return GPUPORT_REGION_DEVICE;
 }
 

@@ -50,7 +50,10 @@ struct gpuport_transport_ops;
 typedef struct gpuport_region {
     void *ptr;
     uint64_t size;
-    int kind;       /* gpuport_region_kind_t */
+    int kind;       /* gpuport_region_kind_t: how transports carry it */
+    int mem_kind;   /* gpuport_mem_kind_t: what the application allocated (pinned host
+                     * memory is kind HOST, mem_kind HOST_PINNED) */
+    int device;     /* CUDA ordinal of GPU memory, else -1 */
     int alloc_fd;   /* HOST_SHARED: the memfd behind it, else -1 */
     uint64_t alloc_off; /* HOST_SHARED: offset of ptr in that memfd */
     /* What a same-host peer that maps the region receives (fdpass.h), in

@@ -93,6 +93,12 @@ typedef struct gpuport_transport_ops {
      * (region_t's pieces) are passed at channel creation, over the
      * communicator's descriptor socket (fdpass.h), into ch->dst_pieces. */
     int pass_fds;
+    /* Optional, application thread: 1 if the transport can carry r as a
+     * channel's source (as_dst 0) or destination (as_dst 1); else 0 with
+     * why, the refusal's text. The core asks it at channel creation for this
+     * side's regions, and gpuport_mem_info shows the same answer. Absent:
+     * every region is carried. */
+    int (*region_ok)(const gpuport_region_t *r, int as_dst, char *why, size_t len);
     /* Optional, before the channel records are exchanged: fills
      * mine->tdata with what the peer's chan_connect needs (memory keys,
      * addresses). src and dst may be NULL. */

@@ -7,7 +7,9 @@
 # gpuport_info(1) lists, and agree with the text views (python3; those
 # checks are skipped without it); --version, --help and bad options; on
 # the committed synthetic topologies it finds the GPUs and places every
-# local rank's threads on distinct PUs.
+# local rank's threads on distinct PUs; -m registers malloc and
+# gpuport_mem_alloc memory and shows each transport's verdict (the same as
+# README's memory table), and lists the GPU kinds it could not make.
 info=${top_builddir:-.}/tools/gpuport_info
 src=${top_srcdir:-.}
 fail=0
@@ -50,7 +52,7 @@ fi
 "$info" --help >"$tmp.help" 2>"$tmp.help.err"
 check "--help exits 0, nothing on stderr" sh -c "test $? -eq 0 && test ! -s '$tmp.help.err'"
 missing=
-for opt in -c --markdown --env --json --man -t -n --xml -v --version -h --help; do
+for opt in -c --markdown --env --json --man -t -n --xml -m --memory -v --version -h --help; do
     grep -q -- "[ ,]$opt\( \|,\|\$\)" "$tmp.help" || missing="$missing $opt"
 done
 check "--help lists every option" test -z "$missing"
@@ -73,6 +75,31 @@ usage_error "-c with --json and a form" "--markdown and --json: choose one form 
     -c --markdown --json
 usage_error "-n without a value" "-n needs a value" -n
 usage_error "-n out of range" "-n needs a rank count 1..4096, not '0'" -n 0
+usage_error "-m with -c" "-m shows the memory kinds only" -m -c
+
+"$info" -m >"$tmp.mem" 2>"$tmp.mem.err"
+check "-m: exit 0, nothing on stderr" sh -c "test $? -eq 0 && test ! -s '$tmp.mem.err'"
+check "-m: malloc is host memory, shm and tcp carry it, cuda_ipc does not" \
+    grep -q '^  malloc  *host  *host  *yes  *no  *yes  *yes *$' "$tmp.mem"
+check "-m: gpuport_mem_alloc is host-shared memory" \
+    grep -q '^  gpuport_mem_alloc  *host-shared  *host  *yes ' "$tmp.mem"
+check "-m: cuda_ipc's refusal of host memory says why (or that it is not built)" \
+    grep -q '^  malloc, cuda_ipc: \(cuda_ipc moves GPU memory to GPU memory, and this is host memory\|this gpuport was built without CUDA\)' \
+    "$tmp.mem"
+check "-m: every GPU kind listed, made or not tried with why" sh -c \
+    "test \$(grep -c '^  \(cudaHostAlloc\|cudaHostRegister\|cudaMallocManaged\|cudaMalloc \|gpuport_mem_alloc_device\|cudaMallocAsync\|exportable pool\)' '$tmp.mem') -eq 7"
+if command -v python3 >/dev/null 2>&1; then
+    "$info" -m --json >"$tmp.memjson"
+    check "-m --json: valid JSON, malloc's verdicts as in the text" python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+m = [x for x in d['memory'] if x['allocation'] == 'malloc'][0]
+t = {x['name']: x for x in m['transports']}
+assert m['kind'] == 'host' and m['device'] == -1
+assert t['shm']['source'] and t['shm']['destination'] and t['tcp']['source']
+assert all(x['tried'] or x['why'] for x in d['memory'])
+" "$tmp.memjson"
+fi
 usage_error "-c with -t" "-t, -n and --xml are for the report" -c -t
 
 # Each bad value is reported once, whatever the view; exit 1 in each.

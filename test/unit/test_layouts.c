@@ -2,8 +2,9 @@
  * What a program built against other gpuport headers meets. The calls that
  * take or fill a struct shared with the library (gpuport_comm_create's
  * gpuport_bootstrap_t, gpuport_comm_stats's gpuport_comm_stats_t,
- * gpuport_channel_device's gpuport_port_channel_dev_t) pass the library the
- * layout that the program was compiled with. Such a program is simulated
+ * gpuport_channel_device's gpuport_port_channel_dev_t, gpuport_mem_info's
+ * gpuport_mem_info_t) pass the library the layout that the program was
+ * compiled with. Such a program is simulated
  * here by the layout it would pass: an older one (the struct with fewer
  * members), a newer one, and one of this version but another size. Each is
  * refused with GPUPORT_ERR_VERSION and a message naming both layouts, and
@@ -42,6 +43,14 @@ typedef struct new_stats {
     gpuport_comm_stats_t v1;
     uint64_t more;
 } new_stats_t;
+
+/* gpuport_mem_info_t of a program that knew fewer transports */
+typedef struct old_mem_info {
+    int32_t kind, device;
+    uint64_t addr, size;
+    uint32_t ntransports, reserved;
+    gpuport_mem_info_tl_t tl[4];
+} old_mem_info_t;
 
 static int bootstrap_calls;
 
@@ -175,6 +184,41 @@ static void stats_layouts(gpuport_comm_t comm)
     CHECK(all_canary(buf.after, sizeof(buf.after)));
 }
 
+/* The same for the memory query; this layout: the region's kind, address
+ * and size, a verdict per transport, and nothing after the struct. */
+static void mem_info_layouts(gpuport_mem_t mem, void *region)
+{
+    struct {
+        gpuport_mem_info_t info;
+        unsigned char after[64];
+    } buf;
+    const uint32_t layouts[] = {GPUPORT_LAYOUT(0, old_mem_info_t),
+                                GPUPORT_LAYOUT(GPUPORT_MEM_INFO_VERSION + 1, buf),
+                                GPUPORT_LAYOUT(GPUPORT_MEM_INFO_VERSION, old_mem_info_t)};
+
+    for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++) {
+        gpuport_status_t st;
+        const char *log;
+
+        memset(&buf, CANARY, sizeof(buf));
+        capture_begin();
+        st = gpuport_mem_info_v(layouts[i], mem, &buf.info);
+        log = capture_end();
+        expect_refused(st, log, "gpuport_mem_info", "gpuport_mem_info_t", layouts[i],
+                       GPUPORT_MEM_INFO_LAYOUT);
+        CHECK_MSG(all_canary((const unsigned char *)&buf, sizeof(buf)),
+                  "a refused gpuport_mem_info wrote into the caller's memory");
+    }
+    memset(&buf, CANARY, sizeof(buf));
+    CHECK_OK(gpuport_mem_info(mem, &buf.info));
+    CHECK_MSG(buf.info.kind == GPUPORT_MEM_KIND_HOST_SHARED && buf.info.device == -1 &&
+                  buf.info.addr == (uint64_t)(uintptr_t)region && buf.info.size == 4096 &&
+                  buf.info.ntransports >= 4,
+              "kind %d, device %d, %u transports", buf.info.kind, buf.info.device,
+              buf.info.ntransports);
+    CHECK(all_canary(buf.after, sizeof(buf.after)));
+}
+
 /* A host-only communicator has no device handles: this layout gets
  * GPUPORT_ERR_NOT_SUPPORTED, which comes after the layout check, so the
  * refusals below are the layout's. Nothing written either way. */
@@ -228,6 +272,7 @@ static int one_rank(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     CHECK_OK(gpuport_channel_flush(ch));
     stats_layouts(comm);
     device_layouts(ch);
+    mem_info_layouts(mem, region);
     CHECK_OK(gpuport_channel_destroy(ch));
     CHECK_OK(gpuport_mem_deregister(mem));
     CHECK_OK(gpuport_mem_free(comm, region));
@@ -241,8 +286,8 @@ int main(void)
     CHECK(setenv("GPUPORT_GPU", "off", 1) == 0);
     bootstrap_layouts();
     CHECK(local_run(1, one_rank, NULL) == 0);
-    printf("older, newer and cut-short layouts of gpuport_bootstrap_t, gpuport_comm_stats_t and "
-           "gpuport_port_channel_dev_t refused, nothing read or written; this header's "
+    printf("older, newer and cut-short layouts of gpuport_bootstrap_t, gpuport_comm_stats_t, "
+           "gpuport_port_channel_dev_t and gpuport_mem_info_t refused, nothing read or written; this header's "
            "accepted\n");
     return 0;
 }

@@ -138,6 +138,7 @@ static void null_handles(void)
 {
     gpuport_comm_stats_t stats;
     gpuport_port_channel_dev_t dev;
+    gpuport_mem_info_t info;
     unsigned char buf[64];
     void *p = buf;
     gpuport_mem_t mem = (gpuport_mem_t)buf;
@@ -153,6 +154,7 @@ static void null_handles(void)
     REFUSED(gpuport_mem_free(NULL, buf), "gpuport_mem_free", "comm");
     REFUSED(gpuport_mem_register(NULL, buf, sizeof(buf), &mem), "gpuport_mem_register", "comm");
     REFUSED(gpuport_mem_deregister(NULL), "gpuport_mem_deregister", "");
+    REFUSED(gpuport_mem_info(NULL, &info), "gpuport_mem_info", "mem");
     REFUSED(gpuport_channel_create(NULL, 0, NULL, NULL, &ch), "gpuport_channel_create", "comm");
     REFUSED(gpuport_channel_destroy(NULL), "gpuport_channel_destroy", "");
     REFUSED(gpuport_channel_put(NULL, 0, 0, 8), "gpuport_channel_put", "");
@@ -173,6 +175,8 @@ static void null_handles(void)
     REFUSED(gpuport_channel_device_v(GPUPORT_CHANNEL_DEV_LAYOUT, NULL, &dev),
             "gpuport_channel_device", "");
     REFUSED(gpuport_channel_device_v(0, NULL, &dev), "gpuport_channel_device", "");
+    REFUSED(gpuport_mem_info_v(GPUPORT_MEM_INFO_LAYOUT, NULL, &info), "gpuport_mem_info", "mem");
+    REFUSED(gpuport_mem_info_v(0, NULL, &info), "gpuport_mem_info", "mem");
     /* outputs untouched */
     CHECK(p == buf && mem == (gpuport_mem_t)buf && ch == (gpuport_channel_t)buf && ready == 7);
 }
@@ -201,6 +205,9 @@ static int null_outputs(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
         REFUSED(gpuport_mem_free(comm, NULL), "gpuport_mem_free", "ptr");
         REFUSED(gpuport_mem_register(comm, src, 4096, NULL), "gpuport_mem_register", "mem_p");
         REFUSED(gpuport_mem_register(comm, NULL, 4096, &msrc), "gpuport_mem_register", "ptr");
+        REFUSED(gpuport_mem_info(msrc, NULL), "gpuport_mem_info", "info_p");
+        REFUSED(gpuport_mem_info_v(GPUPORT_MEM_INFO_LAYOUT, msrc, NULL), "gpuport_mem_info",
+                "info_p");
         REFUSED(gpuport_channel_create(comm, peer, msrc, mdst, NULL), "gpuport_channel_create",
                 "channel_p");
     }

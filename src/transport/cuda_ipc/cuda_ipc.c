@@ -115,23 +115,25 @@ static int kind_ok(int kind)
     return gpuport_region_is_device(kind) || kind == GPUPORT_REGION_NONE;
 }
 
-/* A destination that peers cannot import fails here, so that both sides
- * fail with this side's reason. */
-static gpuport_status_t cipc_chan_prepare(gpuport_conn_t *conn, uint32_t id,
-                                          const gpuport_region_t *src, const gpuport_region_t *dst,
-                                          gpuport_channel_rec_t *mine)
+/* GPU memory only; a destination must be importable by the peer (cudaMalloc
+ * memory by IPC handle, VMM memory by its exported descriptors), so that
+ * both sides fail with this side's reason. Pinned host memory is host
+ * memory here: the flusher's copies would reach it through the host
+ * mapping, which this transport does not set up. */
+static int cipc_region_ok(const gpuport_region_t *r, int as_dst, char *why, size_t len)
 {
-    (void)id, (void)src;
-    if (dst && dst->kind == GPUPORT_REGION_DEVICE_VMM && dst->npieces == 0) {
-        log_error("channel to rank %d: the destination (%p, %llu bytes) is VMM memory that "
-                  "cuda_ipc cannot share: %s",
-                  conn->peer, dst->ptr, (unsigned long long)dst->size,
-                  dst->export_why ? dst->export_why : "it has no exported descriptor");
-        snprintf(mine->why, sizeof(mine->why), "its destination is VMM memory allocated "
-                 "without CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR");
-        return GPUPORT_ERR_NOT_SUPPORTED;
+    if (!gpuport_region_is_device(r->kind)) {
+        snprintf(why, len, "cuda_ipc moves GPU memory to GPU memory, and this is %s memory; use "
+                 "host memory at both ends (shm) or GPU memory at both ends",
+                 r->mem_kind == GPUPORT_MEM_KIND_HOST_PINNED ? "pinned host" : "host");
+        return 0;
     }
-    return GPUPORT_OK;
+    if (as_dst && r->kind == GPUPORT_REGION_DEVICE_VMM && r->npieces == 0) {
+        snprintf(why, len, "the destination is VMM memory that cuda_ipc cannot share: %s",
+                 r->export_why ? r->export_why : "it has no exported descriptor");
+        return 0;
+    }
+    return 1;
 }
 
 static gpuport_status_t cipc_chan_connect(gpuport_tl_chan_t *ch, const gpuport_channel_rec_t *peer)
@@ -146,10 +148,13 @@ static gpuport_status_t cipc_chan_connect(gpuport_tl_chan_t *ch, const gpuport_c
 
     if (!slot)
         return GPUPORT_ERR_PEER;
-    if (!kind_ok((int)r->kind) || !kind_ok(ch->src.kind)) {
-        log_error("channel to rank %d: cuda_ipc moves GPU memory to GPU memory, but the %s is "
-                  "host memory; use host memory at both ends (shm) or GPU memory at both ends",
-                  ch->peer, !kind_ok((int)r->kind) ? "peer's destination" : "local source");
+    /* this side's regions passed cipc_region_ok; the peer's destination is
+     * checked by the peer, and here again as it describes it */
+    if (!kind_ok((int)r->kind)) {
+        char why[200];
+        const gpuport_region_t peer_dst = {.kind = (int)r->kind};
+        cipc_region_ok(&peer_dst, 0, why, sizeof(why));
+        log_error("channel to rank %d: the peer's destination: %s", ch->peer, why);
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
     cs = calloc(1, sizeof(*cs));
@@ -254,7 +259,7 @@ const gpuport_transport_ops_t gpuport_transport_cuda_ipc = {
     .auto_rank = cipc_auto_rank,
     .conn_open = cipc_conn_open,
     .conn_close = cipc_conn_close,
-    .chan_prepare = cipc_chan_prepare,
+    .region_ok = cipc_region_ok,
     .chan_connect = cipc_chan_connect,
     .chan_disconnect = cipc_chan_disconnect,
     .put = cipc_put,

@@ -86,6 +86,18 @@ static void shm_conn_close(gpuport_conn_t *conn)
     conn->priv = NULL;
 }
 
+/* Host memory of every kind: private (by CMA), shared (mapped), pinned by
+ * CUDA (host memory to shm, reached like private memory). */
+static int shm_region_ok(const gpuport_region_t *r, int as_dst, char *why, size_t len)
+{
+    (void)as_dst;
+    if (!gpuport_region_is_device(r->kind))
+        return 1;
+    snprintf(why, len, "shm moves host memory, and this is GPU memory; use GPU memory at both "
+             "ends (cuda_ipc) or host memory at both ends");
+    return 0;
+}
+
 static gpuport_status_t shm_chan_connect(gpuport_tl_chan_t *ch, const gpuport_channel_rec_t *peer)
 {
     shm_conn_t *sc = ch->conn->priv;
@@ -94,11 +106,13 @@ static gpuport_status_t shm_chan_connect(gpuport_tl_chan_t *ch, const gpuport_ch
 
     if (!slot)
         return GPUPORT_ERR_PEER;
-    if (gpuport_region_is_device((int)r->kind) || gpuport_region_is_device(ch->src.kind)) {
-        log_error("channel to rank %d: shm moves host memory, but the %s is GPU memory; use GPU "
-                  "memory at both ends (cuda_ipc) or host memory at both ends",
-                  ch->peer,
-                  gpuport_region_is_device((int)r->kind) ? "peer's destination" : "local source");
+    /* this side's regions passed shm_region_ok; the peer's destination is
+     * checked by the peer, and here again as it describes it */
+    if (gpuport_region_is_device((int)r->kind)) {
+        char why[200];
+        const gpuport_region_t peer_dst = {.kind = (int)r->kind};
+        shm_region_ok(&peer_dst, 1, why, sizeof(why));
+        log_error("channel to rank %d: the peer's destination: %s", ch->peer, why);
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
     ch->remote_slot = slot;
@@ -219,6 +233,7 @@ const gpuport_transport_ops_t gpuport_transport_shm = {
     .auto_rank = shm_auto_rank,
     .conn_open = shm_conn_open,
     .conn_close = shm_conn_close,
+    .region_ok = shm_region_ok,
     .chan_connect = shm_chan_connect,
     .chan_disconnect = shm_chan_disconnect,
     .put = shm_put,

@@ -34,6 +34,7 @@
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_TCP)
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -60,6 +61,23 @@ static gpuport_status_t stage_get(tcp_conn_t *tc, char **stage, const char *what
     return GPUPORT_OK;
 }
 
+/* The flusher copies GPU data between staging and the regions from its own
+ * context. cudaMalloc memory belongs to the application's context, and such
+ * copies were measured to wait for that context's time slice and to hang
+ * behind kernels queued there, writing into it and reading from it alike:
+ * only memory mapped for the device will do. Host memory of every kind
+ * (pinned too) is sent and received from where it is. */
+static int tcp_region_ok(const gpuport_region_t *r, int as_dst, char *why, size_t len)
+{
+    (void)as_dst;
+    if (r->kind != GPUPORT_REGION_DEVICE)
+        return 1;
+    snprintf(why, len, "cudaMalloc memory cannot be copied by tcp without the application's "
+             "CUDA context (measured: the staging copies hung behind 1,100 kernels queued "
+             "there); use VMM memory (gpuport_mem_alloc_device, or cuMemCreate + cuMemMap)");
+    return 0;
+}
+
 static gpuport_status_t tcp_chan_connect(gpuport_tl_chan_t *ch, const gpuport_channel_rec_t *peer)
 {
     tcp_conn_t *tc = ch->conn->priv;
@@ -71,22 +89,6 @@ static gpuport_status_t tcp_chan_connect(gpuport_tl_chan_t *ch, const gpuport_ch
                   "be made in this communicator",
                   ch->peer);
         return GPUPORT_ERR_PEER;
-    }
-    /* The flusher copies GPU data between staging and the regions from its
-     * own context. cudaMalloc memory belongs to the application's context,
-     * and such copies were measured to wait for that context's time slice
-     * and to hang behind kernels queued there, writing into it and reading
-     * from it alike: only memory mapped for the device will do. */
-    if (ch->local_dst.kind == GPUPORT_REGION_DEVICE || ch->src.kind == GPUPORT_REGION_DEVICE) {
-        log_error("channel to rank %d: the %s is cudaMalloc memory, which the tcp transport "
-                  "cannot copy without the application's CUDA context (the copies would wait for "
-                  "its queued kernels: measured, the staging copies hung behind 1,100 kernels "
-                  "queued there); use VMM memory for the GPU regions of tcp channels "
-                  "(gpuport_mem_alloc_device, or cuMemCreate + cuMemMap)",
-                  ch->peer,
-                  ch->local_dst.kind == GPUPORT_REGION_DEVICE ? "local destination"
-                                                              : "local source");
-        return GPUPORT_ERR_NOT_SUPPORTED;
     }
     if (gpuport_region_is_device(ch->src.kind))
         st = stage_get(tc, &tc->txs, "sources");
@@ -283,6 +285,7 @@ const gpuport_transport_ops_t gpuport_transport_tcp = {
     .auto_rank = tcp_auto_rank,
     .conn_open = tcp_conn_open,
     .conn_close = tcp_conn_close,
+    .region_ok = tcp_region_ok,
     .chan_connect = tcp_chan_connect,
     .chan_disconnect = tcp_chan_disconnect,
     .put = tcp_put,
