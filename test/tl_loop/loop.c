@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,9 @@
 
 int loop_kind = -1;
 loop_stats_t loop_stats;
+/* the two ranks of a test are threads of one process: their conn_open
+ * calls write last_hello one after the other */
+static pthread_mutex_t hello_lock = PTHREAD_MUTEX_INITIALIZER;
 /* auto_rank has no communicator: GPUPORT_LOOP_AUTO_RANK of the latest one */
 static _Atomic int auto_rank_now;
 
@@ -132,7 +136,9 @@ static gpuport_status_t loop_conn_open(gpuport_conn_t *conn)
         free(lc);
         return status;
     }
+    pthread_mutex_lock(&hello_lock);
     loop_stats.last_hello = theirs;
+    pthread_mutex_unlock(&hello_lock);
     atomic_fetch_add(&loop_stats.hellos, 1);
     conn->priv = lc;
     return GPUPORT_OK;
