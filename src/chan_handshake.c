@@ -26,7 +26,8 @@ static void record_finish(gpuport_chan_shake_t *hs, gpuport_status_t status)
     gpuport_channel_rec_t *mine = &hs->mine;
 
     if (status && !mine->why[0])
-        snprintf(mine->why, sizeof(mine->why), "%s", gpuport_status_string(status));
+        snprintf(mine->why, sizeof(mine->why), "%s (its log says why)",
+                 gpuport_status_string(status));
     mine->status = status;
     mine->channel_id = status ? 0 : hs->id;
     mine->fdsock_ok = hs->comm->fdsock.lfd >= 0;

@@ -131,8 +131,9 @@ static gpuport_status_t prepare(port_new_t *c)
     }
     if (!status)
         status = regions_check(c, mine->why, sizeof(mine->why));
-    if (!status)
-        status = chan_conn_get(c->comm, c->peer, c->tc, &c->conn);
+    if (!status && (status = chan_conn_get(c->comm, c->peer, c->tc, &c->conn)) != GPUPORT_OK)
+        snprintf(mine->why, sizeof(mine->why), "%s could not connect (its log says why)",
+                 c->ops->name);
     if (!status && !(c->ch = calloc(1, sizeof(*c->ch))))
         status = GPUPORT_ERR_NO_MEMORY;
     if (!status && c->ops->chan_prepare)

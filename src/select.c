@@ -46,6 +46,8 @@ gpuport_status_t gpuport_transport_select(gpuport_comm_t comm, int peer, int dev
         gpuport_tl_comm_t *tc = &comm->tls[kinds[i]];
         if (tc->ops->reachable(tc, peer, reason, sizeof(reason))) {
             *tc_p = tc;
+            if (len)
+                why[0] = '\0'; /* the refusals before this one are not a failure */
             return GPUPORT_OK;
         }
         used += (size_t)snprintf(why + used, used < len ? len - used : 0, "%s%s: %s",

@@ -4,8 +4,8 @@
  * and has not called destroy, blocked on a pipe until the child reports.
  * The child's destroy must return GPUPORT_OK within the bound its steps
  * have (the proxy's drain, then the wait for same-host peers' answers: each
- * GPUPORT_TIMEOUT_MS, set to TIMEOUT_MS here, plus slack for a loaded
- * machine); a destroy that waited for the parent would not return at all,
+ * GPUPORT_TIMEOUT_MS, lowered to TIMEOUT_MS once the channels exist (see
+ * short_timeout.h), plus slack for a loaded machine); a destroy that waited for the parent would not return at all,
  * and the parent gives up on it after HANG_S. The parent, then, finds its
  * channel to the child failed with GPUPORT_ERR_PEER, and destroys its own
  * communicator within the same bound, while the child is still alive.
@@ -26,8 +26,11 @@
 
 #include "check.h"
 #include "pair_bootstrap.h"
+#include "short_timeout.h"
 
 #define TIMEOUT_MS 300
+/* the limit while the two processes create the communicator and channels */
+#define CREATE_TIMEOUT_MS 30000
 /* two steps of GPUPORT_TIMEOUT_MS each, and thread joins and unmapping on
  * a machine that other builds share */
 #define BOUND_MS (2 * TIMEOUT_MS + 4000)
@@ -65,8 +68,10 @@ static void side_open(side_t *s, gpuport_bootstrap_t *bs, int kind)
 
     memset(s, 0, sizeof(*s));
     CHECK_OK(gpuport_comm_create(bs, &s->comm));
-    if (kind == NO_CHANNEL)
+    if (kind == NO_CHANNEL) {
+        test_short_timeout(s->comm, TIMEOUT_MS);
         return;
+    }
     CHECK_OK(gpuport_mem_alloc(s->comm, 4096, (void **)&s->src));
     CHECK_OK(gpuport_mem_alloc(s->comm, 4096, (void **)&s->dst));
     memset(s->src, 0x30 + bs->rank, 4096);
@@ -82,6 +87,7 @@ static void side_open(side_t *s, gpuport_bootstrap_t *bs, int kind)
         CHECK_OK(gpuport_channel_destroy(s->ch)); /* waits for the peer's close */
         s->ch = NULL;
     }
+    test_short_timeout(s->comm, TIMEOUT_MS);
 }
 
 /* The child: destroys first, reports, and lives on until the parent has
@@ -181,7 +187,7 @@ int main(void)
     char ms[16];
 
     setvbuf(stdout, NULL, _IONBF, 0);
-    snprintf(ms, sizeof(ms), "%d", TIMEOUT_MS);
+    snprintf(ms, sizeof(ms), "%d", CREATE_TIMEOUT_MS);
     CHECK(setenv("GPUPORT_TIMEOUT_MS", ms, 1) == 0);
     CHECK(setenv("GPUPORT_GPU", "off", 1) == 0);
     for (int hosts = 0; hosts <= 1; hosts++)
