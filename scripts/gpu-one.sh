@@ -35,6 +35,12 @@ step channels-cuda_ipc-appvmm 300 env GPUPORT_TEST_MEM=appvmm "$build/test/gpu/t
 step channels-tcp 300 env GPUPORT_TRANSPORT=tcp "$build/test/gpu/test_gpu_channels"
 step channels-tcp-appvmm 300 env GPUPORT_TRANSPORT=tcp GPUPORT_TEST_MEM=appvmm \
     "$build/test/gpu/test_gpu_channels"
+# stream-ordered pools: an exportable one over both transports, the default one over tcp
+step channels-cuda_ipc-pool 300 env GPUPORT_TEST_MEM=pool "$build/test/gpu/test_gpu_channels"
+step channels-tcp-pool 300 env GPUPORT_TRANSPORT=tcp GPUPORT_TEST_MEM=pool \
+    "$build/test/gpu/test_gpu_channels"
+step channels-tcp-defpool 300 env GPUPORT_TRANSPORT=tcp GPUPORT_TEST_MEM=defpool \
+    "$build/test/gpu/test_gpu_channels"
 # one buffer for cuda_ipc and tcp channels at once, the application's legacy
 # IPC beside VMM channels, VMM memory without an fd handle, frees refused
 # while channels are open, regions across an allocation boundary
@@ -45,6 +51,12 @@ step noctx 60 "$build/test/gpu/test_gpu_noctx"
 step kinds 300 "$build/test/gpu/test_gpu_kinds"
 # a copy CUDA holds while the host is in cudaMemcpy: the timeout and the proxy's warning
 step held 120 "$build/test/gpu/test_gpu_held"
+# the same pattern over memory mapped for the device: not held, every byte checked
+step held-vmm 120 env GPUPORT_TEST_MEM=vmm "$build/test/gpu/test_gpu_held"
+step held-appvmm 120 env GPUPORT_TEST_MEM=appvmm "$build/test/gpu/test_gpu_held"
+step held-pool 120 env GPUPORT_TEST_MEM=pool "$build/test/gpu/test_gpu_held"
+step held-tcp-defpool 120 env GPUPORT_TRANSPORT=tcp GPUPORT_TEST_MEM=defpool \
+    "$build/test/gpu/test_gpu_held"
 # a peer killed mid-traffic: the survivor's device and host waiters return
 step death-cuda_ipc 120 "$build/test/gpu/test_gpu_death"
 step death-tcp 120 env GPUPORT_TRANSPORT=tcp "$build/test/gpu/test_gpu_death"
@@ -64,6 +76,16 @@ step stall-cuda_ipc-vmm-conn1-q1100 100 env GPUPORT_TRANSPORT=cuda_ipc GPUPORT_T
 step stall-cuda_ipc-vmm-default-q1100 100 env -u CUDA_DEVICE_MAX_CONNECTIONS \
     GPUPORT_TRANSPORT=cuda_ipc GPUPORT_TEST_MEM=vmm CUDA_MODULE_LOADING=LAZY "$stall" \
     --queued 1100 --reps 2 --iters 1000
+# and over pool memory: an exportable pool on cuda_ipc, the default pool on tcp
+for m in cuda_ipc:pool tcp:defpool; do
+    t=${m%%:*} mem=${m#*:}
+    step stall-$t-$mem-conn1-q1100 100 env GPUPORT_TRANSPORT=$t GPUPORT_TEST_MEM=$mem \
+        CUDA_DEVICE_MAX_CONNECTIONS=1 CUDA_MODULE_LOADING=LAZY "$stall" --queued 1100 --reps 2 \
+        --iters 1000 --expect-hazard
+    step stall-$t-$mem-default-q1100 100 env -u CUDA_DEVICE_MAX_CONNECTIONS \
+        GPUPORT_TRANSPORT=$t GPUPORT_TEST_MEM=$mem CUDA_MODULE_LOADING=LAZY "$stall" \
+        --queued 1100 --reps 2 --iters 1000
+done
 # the CPU suites with GPU mode on in every communicator
 for t in test_local_channels test_process_channels; do
     step "unit-$t" 120 "$build/test/unit/$t"
@@ -76,6 +98,9 @@ step example-device 120 sh test/examples/device_channels.sh
 # and VMM memory side by side, beside the raw copy within the GPU
 step bench-mem-both 420 env GPUPORT_TEST_TIMEOUT=400 "$build/test/mpi/mpirun.sh" 2 \
     "$build/tools/gpuport_bench" --mem both
+# pool memory's IPC bandwidth beside VMM memory's, same run
+step bench-mem-pool 300 env GPUPORT_TEST_TIMEOUT=280 "$build/test/mpi/mpirun.sh" 2 \
+    "$build/tools/gpuport_bench" --mem vmm-pool --bandwidth-only --min-size 1M
 # the small operations (signals, put_value, puts, FIFO round trip) beside
 # their limits: time-sliced, and under MPS (the pair's contexts at once)
 bench="$build/tools/gpuport_bench"

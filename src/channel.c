@@ -50,6 +50,7 @@ static const char *region_word(int kind)
     case GPUPORT_REGION_HOST_SHARED: return "host-shared";
     case GPUPORT_REGION_DEVICE: return "device";
     case GPUPORT_REGION_DEVICE_VMM: return "device-vmm";
+    case GPUPORT_REGION_DEVICE_POOL: return "device-pool";
     default: return "?";
     }
 }

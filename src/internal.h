@@ -242,12 +242,15 @@ gpuport_status_t gpuport_channel_push_value(struct gpuport_channel *ch, uint32_t
 gpuport_status_t gpuport_gpu_open(struct gpuport_comm *comm);
 void gpuport_gpu_close(struct gpuport_comm *comm);
 /* What GPU memory [ptr, ptr + size) is (r->mem_kind and r->device set too;
- * managed and pool memory refused, naming the kind): GPUPORT_REGION_DEVICE (legacy,
+ * managed memory refused, naming the kind): GPUPORT_REGION_DEVICE (legacy,
  * cudaMalloc: rec's IPC handle and offset filled), GPUPORT_REGION_DEVICE_VMM
  * (the application's VMM memory: r's pieces exported, one descriptor per
  * allocation the range spans, and map_off; or none, with export_why, where
- * an allocation was made without the POSIX descriptor handle type), 0 if
- * it is not GPU memory, <0 (logged) on error. */
+ * an allocation was made without the POSIX descriptor handle type),
+ * GPUPORT_REGION_DEVICE_POOL (stream-ordered pool memory inside one
+ * allocation: rec's pool, export data and offset; the pool's descriptor as
+ * the one piece where the pool is exportable, else export_why), 0 if it is
+ * not GPU memory, <0 (logged) on error. */
 int gpuport_gpu_mem_describe(struct gpuport_comm *comm, void *ptr, size_t size,
                              gpuport_region_rec_t *rec, gpuport_region_t *r);
 /* Whether transport tc carries r as a source (as_dst 0) or destination: its

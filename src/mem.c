@@ -193,9 +193,10 @@ gpuport_alloc_t *gpuport_alloc_find(gpuport_comm_t comm, const void *ptr, size_t
  * gpuport_mem_alloc block, mappable by peers), GPU memory from
  * gpuport_mem_alloc_device or cuMemCreate (VMM, mapped for the device, no
  * context owns it) or cudaMalloc memory (legacy: a CUDA IPC handle, owned
- * by the application's context); managed and pool memory are refused
- * (gpu.c names them). r->kind says how transports carry it, r->mem_kind
- * what it is (gpuport_mem_info). Every transport asks the region's kind. */
+ * by the application's context) or stream-ordered pool memory (mapped for
+ * the device like VMM memory); managed memory is refused (gpu.c names it).
+ * r->kind says how transports carry it, r->mem_kind what it is
+ * (gpuport_mem_info). Every transport asks the region's kind. */
 static _Atomic uint64_t g_serial; /* registrations of this process */
 
 static gpuport_status_t mem_classify(gpuport_comm_t comm, void *ptr, size_t size,
@@ -293,6 +294,7 @@ static const char *kind_text(int kind)
     case GPUPORT_REGION_HOST_SHARED: return "shared memory (peers map it)";
     case GPUPORT_REGION_DEVICE: return "GPU memory (CUDA IPC)";
     case GPUPORT_REGION_DEVICE_VMM: return "GPU memory (VMM)";
+    case GPUPORT_REGION_DEVICE_POOL: return "GPU memory (stream-ordered pool)";
     default: return "private memory (peers use CMA)";
     }
 }

@@ -13,7 +13,7 @@
 
 #define GPUPORT_RECORD_MAGIC 0x54505047u /* "GPPT" */
 /* Bumped whenever any record's layout changes. */
-#define GPUPORT_RECORD_LAYOUT 6
+#define GPUPORT_RECORD_LAYOUT 7
 
 /* The core's record types. 3 was ib's QP record, before transports
  * declared their own. */
@@ -77,22 +77,31 @@ typedef enum {
     GPUPORT_REGION_HOST = 1,        /* private host memory: reachable by CMA */
     GPUPORT_REGION_HOST_SHARED = 2, /* memfd-backed host memory: mappable */
     GPUPORT_REGION_DEVICE = 3,      /* GPU memory: a CUDA IPC handle */
-    GPUPORT_REGION_DEVICE_VMM = 4   /* GPU memory made with the VMM API (gpuport_mem_alloc_device
+    GPUPORT_REGION_DEVICE_VMM = 4,  /* GPU memory made with the VMM API (gpuport_mem_alloc_device
                                      * or the application's cuMemCreate + cuMemMap): mapped for
                                      * the device, so every context on it (the flusher's too)
                                      * reaches it; shared by descriptor, not by CUDA IPC */
+    GPUPORT_REGION_DEVICE_POOL = 5  /* GPU memory from a stream-ordered pool (cudaMallocAsync,
+                                     * cudaMallocFromPoolAsync): mapped for the device like VMM
+                                     * memory; an exportable pool is shared by its descriptor
+                                     * and the allocation's export data */
 } gpuport_region_kind_t;
 
 typedef struct gpuport_region_rec {
     uint32_t kind;
     uint32_t npieces;   /* descriptors passed at channel creation (fdpass.h): the memfd of
-                         * HOST_SHARED memory, one per allocation of DEVICE_VMM memory */
+                         * HOST_SHARED memory, one per allocation of DEVICE_VMM memory, the
+                         * pool's of exportable DEVICE_POOL memory */
     uint64_t addr;      /* owner's virtual address */
     uint64_t size;
     uint64_t fd_offset; /* where the region starts: in the pieces mapped one after the other
-                         * (HOST_SHARED, DEVICE_VMM), in the IPC allocation (DEVICE) */
+                         * (HOST_SHARED, DEVICE_VMM), in the IPC allocation (DEVICE), in the
+                         * pool allocation (DEVICE_POOL) */
     uint64_t serial;    /* the owner's registration: one serial, one memory */
-    unsigned char ipc[64]; /* DEVICE: CUipcMemHandle of the allocation */
+    uint64_t pool;      /* DEVICE_POOL: names the owner's pool (its handle's value), so that a
+                         * peer imports each pool once */
+    unsigned char ipc[64]; /* DEVICE: CUipcMemHandle of the allocation; DEVICE_POOL:
+                            * CUmemPoolPtrExportData of the allocation */
 } gpuport_region_rec_t;
 
 /* Exchanged by the two sides of a channel at creation. */

@@ -706,7 +706,7 @@ static void print_one(const char *sz, const bw_row_t *r1, const bw_row_t *r2)
            r1->verified && r2->verified ? "yes" : "NO");
 }
 
-/* both kinds: baseline, cudaMalloc, VMM, VMM over cudaMalloc */
+/* two kinds: baseline, the first kind, the second, second over first */
 static void print_both(const char *sz, const bw_row_t *r1, const bw_row_t *r2)
 {
     char t[8][16];
@@ -724,22 +724,26 @@ static int ipc_bandwidth(state_t *st)
     int fails = 0, both = st->nkinds == 2;
     uint64_t lo = env->min_size < 1024 ? 1024 : env->min_size;
     uint64_t hi = env->max_size > st->region ? st->region : env->max_size;
-    /* VMM against cudaMalloc at >= 1 MiB: the largest difference, either way */
+    /* the second kind against the first at >= 1 MiB: the largest difference,
+     * either way */
     double worst = 0;
     uint64_t worst_size = 0;
     const char *worst_dir = "";
+    char kinds[64], ratio[16];
+
+    snprintf(kinds, sizeof(kinds), both ? "%s and %s memory" : "%s memory", st->k[0].name,
+             both ? st->k[1].name : "");
+    snprintf(ratio, sizeof(ratio), "%s/%s", both ? st->k[1].short_name : "",
+             st->k[0].short_name);
 
     if (env->report) {
         printf("\nIPC put bandwidth, %s (GB/s = 1e9 B/s; baseline: cudaMemcpyPeerAsync of the "
                "same size %s)\n",
-               both          ? "cudaMalloc and VMM memory"
-               : st->k[0].vmm ? "VMM memory"
-                              : "cudaMalloc memory",
-               st->shared ? "to another buffer on the same GPU" : "to the peer GPU");
+               kinds, st->shared ? "to another buffer on the same GPU" : "to the peer GPU");
         if (both)
             printf("  %10s | %8s %10s %8s %7s | %8s %10s %8s %7s | %s\n", "size", "memcpy",
-                   "cudaMalloc", "VMM", "VMM/cM", "memcpy", "cudaMalloc", "VMM", "VMM/cM",
-                   "verified");
+                   st->k[0].name, st->k[1].name, ratio, "memcpy", st->k[0].name,
+                   st->k[1].name, ratio, "verified");
         else
             printf("  %10s | %12s %12s %6s | %12s %12s %6s | %s\n", "size", "gpuport 1-way",
                    "memcpy 1-way", "ratio", "gpuport 2-way", "memcpy 2-way", "ratio",
@@ -777,33 +781,60 @@ static int ipc_bandwidth(state_t *st)
     }
     if (env->report) {
         printf("  (2-way: rank %d's direction while both send at once", env->rank);
-        fputs(both ? "; left 1-way, right 2-way; VMM/cM: VMM over cudaMalloc)\n" : ")\n", stdout);
+        if (both)
+            printf("; left 1-way, right 2-way; %s: %s over %s)\n", ratio, st->k[1].name,
+                   st->k[0].name);
+        else
+            fputs(")\n", stdout);
         if (both && worst_size) {
             char sz[32];
             size_name(sz, sizeof(sz), worst_size);
-            printf("  VMM against cudaMalloc at >= 1 MiB%s: largest difference %+.1f %% (%s %s; "
-                   "negative: VMM slower); within 3 %%: %s\n",
+            printf("  %s against %s at >= 1 MiB%s: largest difference %+.1f %% (%s %s; "
+                   "negative: %s slower); within 3 %%: %s\n",
+                   st->k[1].name, st->k[0].name,
                    st->shared ? ", 1-way (a shared GPU's 2-way figures measure its time slices)"
                               : "",
-                   100 * worst, sz, worst_dir, fabs(worst) <= 0.03 ? "yes" : "NO");
+                   100 * worst, sz, worst_dir, st->k[1].name, fabs(worst) <= 0.03 ? "yes" : "NO");
         }
     }
     return fails;
 }
 
 /* A kind's buffers, registrations and channel. */
-static int kind_open(state_t *st, kind_t *k, int vmm)
+static int kind_open(state_t *st, kind_t *k, int mem)
 {
     const bench_gpu_env_t *env = st->env;
 
-    k->vmm = vmm;
-    k->name = vmm ? "VMM" : "cudaMalloc";
-    if (vmm) {
+    k->mem = mem;
+    switch (mem) {
+    case BENCH_GPU_MEM_VMM:
+        k->name = "VMM";
+        k->short_name = "VMM";
         GK(gpuport_mem_alloc_device(env->comm, st->region, (void **)&k->src));
         GK(gpuport_mem_alloc_device(env->comm, st->region, (void **)&k->dst));
-    } else {
+        break;
+    case BENCH_GPU_MEM_POOL:
+        k->name = "pool";
+        k->short_name = "pool";
+        if (!st->pool) {
+            cudaMemPoolProps props;
+            memset(&props, 0, sizeof(props));
+            props.allocType = cudaMemAllocationTypePinned;
+            props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+            props.location.type = cudaMemLocationTypeDevice;
+            CK(cudaGetDevice(&props.location.id));
+            CK(cudaMemPoolCreate(&st->pool, &props));
+        }
+        CK(cudaMallocFromPoolAsync((void **)&k->src, st->region, st->pool, 0));
+        CK(cudaMallocFromPoolAsync((void **)&k->dst, st->region, st->pool, 0));
+        CK(cudaStreamSynchronize(0));
+        break;
+    default:
+        k->name = "cudaMalloc";
+        k->short_name = "cM";
         CK(cudaMalloc(&k->src, st->region));
         CK(cudaMalloc(&k->dst, st->region));
+        break;
     }
     k_fill<<<1024, 256>>>(k->src, st->region);
     CK(cudaGetLastError());
@@ -822,9 +853,15 @@ static void kind_close(state_t *st, kind_t *k)
     gpuport_channel_destroy(k->ch);
     gpuport_mem_deregister(k->msrc);
     gpuport_mem_deregister(k->mdst);
-    if (k->vmm) {
+    if (k->mem == BENCH_GPU_MEM_VMM) {
         gpuport_mem_free(env->comm, k->src);
         gpuport_mem_free(env->comm, k->dst);
+    } else if (k->mem == BENCH_GPU_MEM_POOL) {
+        /* the peer's imports go with its channel: free after it (barrier) */
+        env->barrier(env->ctx);
+        cudaFreeAsync(k->src, 0);
+        cudaFreeAsync(k->dst, 0);
+        cudaStreamSynchronize(0);
     } else {
         cudaFree(k->src);
         cudaFree(k->dst);
@@ -845,7 +882,10 @@ static int run_header(state_t *st)
     char gpu[320];
 
     printf("\nGPU mode: transport %s, memory %s%s, ", gpuport_channel_transport(st->k[0].ch),
-           st->k[0].name, st->nkinds == 2 ? " and VMM (bandwidth only)" : "");
+           st->k[0].name, st->nkinds == 2 ? " and " : "",
+           st->nkinds == 2 ? st->k[1].name : "");
+    if (st->nkinds == 2)
+        printf("(bandwidth only), ");
     if (st->shared)
         printf("ranks share GPU %d (time-sliced)\n", st->gpu);
     else
@@ -877,11 +917,18 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
     CK(cudaStreamCreateWithFlags(&st.s, cudaStreamNonBlocking));
     CK(cudaEventCreate(&st.e0));
     CK(cudaEventCreate(&st.e1));
-    /* both ranks open their channels in the same order: cudaMalloc first */
-    if ((env->mem & BENCH_GPU_MEM_CUDAMALLOC) && kind_open(&st, &st.k[st.nkinds++], 0))
-        return -1;
-    if ((env->mem & BENCH_GPU_MEM_VMM) && kind_open(&st, &st.k[st.nkinds++], 1))
-        return -1;
+    /* both ranks open their channels in the same order: cudaMalloc, VMM, pool */
+    for (int bit = BENCH_GPU_MEM_CUDAMALLOC; bit <= BENCH_GPU_MEM_POOL; bit <<= 1) {
+        if (!(env->mem & bit))
+            continue;
+        if (st.nkinds == 2) {
+            fprintf(stderr, "gpuport_bench: at most two memory kinds at once (mem %d)\n",
+                    env->mem);
+            return -1;
+        }
+        if (kind_open(&st, &st.k[st.nkinds++], bit))
+            return -1;
+    }
     if (st.nkinds == 0) {
         fprintf(stderr, "gpuport_bench: no memory kind to run (mem %d)\n", env->mem);
         return -1;
@@ -902,18 +949,24 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
     }
     if (env->report && run_header(&st))
         return -1;
-    if (!env->small_only) {
-        fails += failures(fifo_latency(&st));
-        fails += failures(fifo_throughput(&st));
-        fails += failures(ipc_pingpong(&st));
-        fails += failures(idle_proxy(&st));
+    if (env->bandwidth_only) {
         fails += failures(ipc_bandwidth(&st));
+    } else {
+        if (!env->small_only) {
+            fails += failures(fifo_latency(&st));
+            fails += failures(fifo_throughput(&st));
+            fails += failures(ipc_pingpong(&st));
+            fails += failures(idle_proxy(&st));
+            fails += failures(ipc_bandwidth(&st));
+        }
+        fails += failures(bench_small(&st));
     }
-    fails += failures(bench_small(&st));
 
     env->barrier(env->ctx);
     for (int i = 0; i < st.nkinds; i++)
         kind_close(&st, &st.k[i]);
+    if (st.pool)
+        cudaMemPoolDestroy(st.pool);
     if (env->baselines) {
         cudaSetDevice(st.peer_gpu);
         cudaFree(st.raw_dst);

@@ -25,6 +25,8 @@ extern "C" {
 /* the memory of the channels (bits of bench_gpu_env_t.mem) */
 #define BENCH_GPU_MEM_CUDAMALLOC 1 /* cudaMalloc: CUDA IPC handles on cuda_ipc */
 #define BENCH_GPU_MEM_VMM 2        /* gpuport_mem_alloc_device: VMM, shared by fd */
+#define BENCH_GPU_MEM_POOL 4       /* cudaMallocFromPoolAsync from a pool made with the POSIX
+                                    * descriptor handle type: shared by the pool's fd */
 
 typedef struct bench_gpu_env {
     gpuport_comm_t comm;
@@ -36,10 +38,12 @@ typedef struct bench_gpu_env {
     double iters_scale;
     int baselines;  /* 0: skip the raw copy-engine baselines (and the context
                      * they need on the peer GPU) */
-    int mem;        /* BENCH_GPU_MEM_* bits, one channel per kind; with both,
-                     * the IPC bandwidth table shows them side by side and the
-                     * other figures use the cudaMalloc channel */
+    int mem;        /* BENCH_GPU_MEM_* bits, one channel per kind (at most two);
+                     * with two, the IPC bandwidth table shows them side by side
+                     * and the other figures use the first (cudaMalloc before
+                     * VMM before pool) */
     int small_only; /* 1: only the small-operations table */
+    int bandwidth_only; /* 1: only the IPC bandwidth table */
     void *ctx;
     void (*barrier)(void *ctx); /* the pair, or everyone */
     void (*exchange)(void *ctx, const void *mine, void *theirs, size_t bytes); /* with peer */

@@ -38,8 +38,9 @@
 
 /* One memory kind's buffers and the channel over them. */
 typedef struct kind {
-    int vmm;          /* gpuport_mem_alloc_device, else cudaMalloc */
+    int mem;          /* BENCH_GPU_MEM_*: one bit */
     const char *name; /* for the tables */
+    const char *short_name; /* for a ratio's column head */
     unsigned char *src, *dst;
     gpuport_mem_t msrc, mdst;
     gpuport_channel_t ch;
@@ -49,6 +50,7 @@ typedef struct kind {
 typedef struct state {
     const bench_gpu_env_t *env;
     kind_t k[2]; /* k[0] serves every figure; k[1] only the bandwidth table */
+    cudaMemPool_t pool;     /* BENCH_GPU_MEM_POOL's exportable pool, or NULL */
     int nkinds;
     unsigned char *raw_dst; /* the baseline's destination, on the peer GPU */
     int gpu, peer_gpu;

@@ -84,8 +84,8 @@
 /* ---- options ---------------------------------------------------------- */
 
 /* --mem: the GPU memory of GPU mode's channels */
-enum { MEM_DEFAULT, MEM_CUDAMALLOC, MEM_VMM, MEM_BOTH };
-static const char *const mem_names[] = {"", "cudamalloc", "vmm", "both"};
+enum { MEM_DEFAULT, MEM_CUDAMALLOC, MEM_VMM, MEM_BOTH, MEM_POOL, MEM_VMM_POOL, MEM_COUNT };
+static const char *const mem_names[] = {"", "cudamalloc", "vmm", "both", "pool", "vmm-pool"};
 
 typedef struct opts {
     uint64_t min_size;
@@ -96,6 +96,7 @@ typedef struct opts {
     int host;
     int mem;
     int small_only;
+    int bandwidth_only;
     int idle;        /* --idle: only the idle-proxy table (bench_idle.c) */
     int idle_pauses;
     double idle_pause;
@@ -123,8 +124,11 @@ static void usage(FILE *f, const char *prog)
             "                 ranks, local rank r uses GPU r %% count, time-sliced)\n"
             "  --mem M        GPU mode: the channels' memory: cudamalloc (default; CUDA IPC),\n"
             "                 vmm (gpuport_mem_alloc_device; the default under\n"
-            "                 GPUPORT_TRANSPORT=tcp, which refuses cudaMalloc memory), or\n"
-            "                 both (the IPC bandwidth table for both side by side)\n"
+            "                 GPUPORT_TRANSPORT=tcp, which refuses cudaMalloc memory),\n"
+            "                 both (the IPC bandwidth table for both side by side),\n"
+            "                 pool (cudaMallocFromPoolAsync from a pool made with\n"
+            "                 cudaMemHandleTypePosixFileDescriptor), or vmm-pool (the\n"
+            "                 bandwidth table for VMM and pool memory side by side)\n"
             "  --idle         only the idle-proxy table: for each sleep policy, the proxy's\n"
             "                 and flusher's CPU while idle and the first operation after a\n"
             "                 pause (host mode: 8 B round trip; GPU mode: a kernel's flush,\n"
@@ -134,6 +138,7 @@ static void usage(FILE *f, const char *prog)
             "  --small-only   GPU mode: only the small-operations table (signals, put_value,\n"
             "                 64 B puts, 1-256 KiB puts, FIFO round trip, ping-pong, each\n"
             "                 beside its limit from a private CUDA context, with its target)\n"
+            "  --bandwidth-only  GPU mode: only the IPC put bandwidth table\n"
             "  --csv FILE     also write every figure to FILE as CSV: one row per size of each\n"
             "                 measurement, gpuport beside its baseline, with the machine,\n"
             "                 version, commit and date (scripts/plot-bench.py plots them)\n"
@@ -193,6 +198,7 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
     o->max_size = 256 * MIB;
     o->iter_scale = 1.0;
     o->use_malloc = o->no_mpi = o->host = o->small_only = o->help = 0;
+    o->bandwidth_only = 0;
     o->idle = 0;
     o->idle_pauses = 5;
     o->idle_pause = 1.0;
@@ -213,6 +219,8 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
             o->host = 1;
         } else if (!strcmp(arg, "--small-only")) {
             o->small_only = 1;
+        } else if (!strcmp(arg, "--bandwidth-only")) {
+            o->bandwidth_only = 1;
         } else if (!strcmp(arg, "--idle")) {
             o->idle = 1;
         } else if ((v = opt_value(argc, argv, &i, "--idle-pauses", &missing))) {
@@ -234,7 +242,7 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
                 bad = arg;
         } else if ((v = opt_value(argc, argv, &i, "--mem", &missing))) {
             o->mem = MEM_DEFAULT;
-            for (int k = MEM_CUDAMALLOC; k <= MEM_BOTH; k++)
+            for (int k = MEM_CUDAMALLOC; k < MEM_COUNT; k++)
                 if (!strcmp(v, mem_names[k]))
                     o->mem = k;
             if (o->mem == MEM_DEFAULT)
@@ -1206,6 +1214,10 @@ static int gpu_mem_bits(const opts_t *o, int rank)
         return tcp ? BENCH_GPU_MEM_VMM : BENCH_GPU_MEM_CUDAMALLOC;
     if (o->mem == MEM_VMM)
         return BENCH_GPU_MEM_VMM;
+    if (o->mem == MEM_POOL)
+        return BENCH_GPU_MEM_POOL;
+    if (o->mem == MEM_VMM_POOL)
+        return BENCH_GPU_MEM_VMM | BENCH_GPU_MEM_POOL;
     if (tcp) {
         if (rank == 0)
             fprintf(stderr, "gpuport_bench: --mem %s: GPUPORT_TRANSPORT=tcp refuses cudaMalloc "
@@ -1261,6 +1273,7 @@ static int run_gpu(const opts_t *o, int rank, int nranks, int device, int shared
         env.baselines = !o->no_mpi;
         env.mem = mem;
         env.small_only = o->small_only;
+        env.bandwidth_only = o->bandwidth_only;
         env.ctx = &peer;
         env.barrier = gpu_barrier;
         env.exchange = gpu_exchange;
@@ -1383,10 +1396,10 @@ int main(int argc, char **argv)
         return failed ? 1 : 0;
     }
 #endif
-    if (o.small_only) {
+    if (o.small_only || o.bandwidth_only) {
         if (rank == 0)
-            fprintf(stderr, "%s: --small-only needs GPU mode (a GPU on every rank, no --host)\n",
-                    argv[0]);
+            fprintf(stderr, "%s: %s needs GPU mode (a GPU on every rank, no --host)\n", argv[0],
+                    o.small_only ? "--small-only" : "--bandwidth-only");
         close_records(rank);
         MPI_Finalize();
         return 2;

@@ -360,10 +360,11 @@ GPUPORT_API gpuport_status_t gpuport_mem_free(gpuport_comm_t comm, void *ptr);
  *         gpuport_mem_alloc/_alloc_device block, host memory not mapped in this
  *         process (the first such address is named), or GPU memory that is not
  *         one mapped range
- * @retval GPUPORT_ERR_OUT_OF_RANGE a cudaMalloc range that runs past its allocation
- * @retval GPUPORT_ERR_NOT_SUPPORTED memory of a kind not supported yet (managed memory,
- *         stream-ordered pools: the message names the kind and the alternative), or GPU
- *         memory that can be shared neither by CUDA IPC nor as VMM memory
+ * @retval GPUPORT_ERR_OUT_OF_RANGE a cudaMalloc range that runs past its allocation, or a
+ *         range of stream-ordered pool memory that runs past its pool allocation
+ * @retval GPUPORT_ERR_NOT_SUPPORTED memory of a kind not supported yet (managed memory:
+ *         the message names the kind and the alternative), or GPU memory that can be
+ *         shared neither by CUDA IPC nor as VMM or pool memory
  * @retval GPUPORT_ERR_NO_MEMORY, GPUPORT_ERR_NO_RESOURCE bookkeeping, or the
  *         export of VMM memory as a descriptor, failed
  * @retval GPUPORT_ERR_TRANSPORT another CUDA driver failure (logged with the call)
@@ -395,10 +396,10 @@ typedef enum gpuport_mem_kind {
                                        *   cuMemCreate + cuMemMap) */
     GPUPORT_MEM_KIND_MANAGED = 6,     /**< cudaMallocManaged: refused at registration */
     GPUPORT_MEM_KIND_POOL = 7,        /**< a stream-ordered pool that cannot be exported (the
-                                       *   default pool of cudaMallocAsync): refused at
-                                       *   registration */
-    GPUPORT_MEM_KIND_POOL_EXPORTABLE = 8 /**< an exportable stream-ordered pool: refused at
-                                          *   registration */
+                                       *   default pool of cudaMallocAsync): tcp and ib carry
+                                       *   it, cuda_ipc only as a source */
+    GPUPORT_MEM_KIND_POOL_EXPORTABLE = 8 /**< a stream-ordered pool made with the POSIX
+                                          *   descriptor handle type: every GPU transport */
 } gpuport_mem_kind_t;
 
 /**

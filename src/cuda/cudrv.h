@@ -77,11 +77,16 @@
 /* Entry points a driver may lack without the load failing: the feature that
  * needs one is then unavailable (its pointer is NULL), and says so.
  * cuMemGetHandleForAddressRange (dma-buf export for NIC registration) came
- * with CUDA 11.7; the stream-ordered pool calls (classification, and
- * gpuport_info's test allocations) with 11.2. */
+ * with CUDA 11.7; the stream-ordered pool calls (classification, sharing
+ * pools with peers, gpuport_info's test allocations) with 11.2. */
 #define GPUPORT_CU_OPTIONAL_FUNCS(X)                                                            \
     X(cuMemGetHandleForAddressRange)                                                            \
     X(cuMemPoolExportToShareableHandle)                                                         \
+    X(cuMemPoolImportFromShareableHandle)                                                       \
+    X(cuMemPoolExportPointer)                                                                   \
+    X(cuMemPoolImportPointer)                                                                   \
+    X(cuMemPoolGetAccess)                                                                       \
+    X(cuMemPoolSetAccess)                                                                       \
     X(cuMemAllocManaged)                                                                        \
     X(cuMemAllocAsync)                                                                          \
     X(cuMemAllocFromPoolAsync)                                                                  \

@@ -231,33 +231,82 @@ static int describe_vmm(CUdeviceptr p, size_t size, gpuport_region_t *r)
     return kind;
 }
 
-/* A stream-ordered pool's allocation: refused for now, saying which pool
- * and what to allocate with instead. A pool is exportable when it hands
- * out a POSIX descriptor (cuMemPoolExportToShareableHandle succeeds). */
-static int describe_pool(void *ptr, CUmemoryPool pool, gpuport_region_t *r)
+/* A stream-ordered pool's allocation. The region must lie inside one
+ * allocation: a peer imports allocations one by one, at addresses of its
+ * own, so two allocations side by side here need not be side by side
+ * there. An exportable pool (one whose descriptor
+ * cuMemPoolExportToShareableHandle hands out) is passed to same-host peers
+ * by that descriptor, with the allocation's export data in the record;
+ * another pool (the device's default one among them) is carried only where
+ * nothing is exported (tcp, ib), export_why saying how to make it
+ * exportable. Pool memory is mapped for the device, as VMM memory is: the
+ * flusher's own context reaches it by the application's pointer. */
+static int describe_pool(void *ptr, size_t size, CUmemoryPool pool, gpuport_region_rec_t *rec,
+                         gpuport_region_t *r)
 {
-    int fd = -1;
+    CUdeviceptr p = (CUdeviceptr)(uintptr_t)ptr, base = 0;
+    CUmemPoolPtrExportData data;
+    size_t len = 0;
+    int fd = -1, ordinal = -1;
 
     r->mem_kind = GPUPORT_MEM_KIND_POOL;
+    if (gpuport_cu.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) ==
+        CUDA_SUCCESS)
+        r->device = ordinal;
+    if (CU_CALL(cuMemGetAddressRange, (&base, &len, p)))
+        return GPUPORT_ERR_INVALID_ARG;
+    if (p - base > len || size > len - (p - base)) {
+        log_error("GPU range %p + %zu bytes runs past the end of its stream-ordered pool "
+                  "allocation (%zu bytes at 0x%llx): a region of pool memory must lie inside one "
+                  "allocation (peers import each allocation at an address of their own); "
+                  "register each allocation on its own",
+                  ptr, size, len, (unsigned long long)base);
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    }
+    rec->fd_offset = p - base;
+    rec->pool = (uint64_t)(uintptr_t)pool;
     if (gpuport_cu.cuMemPoolExportToShareableHandle &&
         gpuport_cu.cuMemPoolExportToShareableHandle(&fd, pool,
                                                     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
                                                     0) == CUDA_SUCCESS) {
-        close(fd);
         r->mem_kind = GPUPORT_MEM_KIND_POOL_EXPORTABLE;
+        memset(&data, 0, sizeof(data));
+        if (!gpuport_cu.cuMemPoolExportPointer ||
+            CU_CALL(cuMemPoolExportPointer, (&data, base))) {
+            close(fd);
+            log_error("GPU memory at %p: its allocation of an exportable stream-ordered pool "
+                      "cannot be exported (cuMemPoolExportPointer)",
+                      ptr);
+            return GPUPORT_ERR_NO_RESOURCE;
+        }
+        _Static_assert(sizeof(data) <= sizeof(rec->ipc), "pool export data fits the record");
+        memcpy(rec->ipc, &data, sizeof(data));
+        r->pieces = calloc(1, sizeof(*r->pieces));
+        if (!r->pieces) {
+            close(fd);
+            return GPUPORT_ERR_NO_MEMORY;
+        }
+        r->pieces[0].fd = fd;
+        r->pieces[0].size = len;
+        r->npieces = 1;
+        r->pieces_owned = 1;
+    } else {
+        r->export_why = "its pool cannot be exported (the default pool, which cudaMallocAsync "
+                        "uses, never can): make one with cudaMemPoolCreate, handleTypes = "
+                        "cudaMemHandleTypePosixFileDescriptor, and allocate with "
+                        "cudaMallocFromPoolAsync";
     }
-    log_error("GPU memory at %p is from %s stream-ordered pool: stream-ordered pool memory is "
-              "not supported yet; allocate with gpuport_mem_alloc_device or cuMemCreate (VMM)",
-              ptr, r->mem_kind == GPUPORT_MEM_KIND_POOL ? "a non-exportable (such as the default)"
-                                                        : "an exportable");
-    return GPUPORT_ERR_NOT_SUPPORTED;
+    r->map_off = rec->fd_offset;
+    return GPUPORT_REGION_DEVICE_POOL;
 }
 
 /* What the driver says the memory is, before any GPU-kind test: host
  * memory it pinned (cudaHostAlloc, or malloc'd and cudaHostRegister'ed:
  * both of memory type HOST) is host memory to every transport; managed
- * memory and pool memory are refused here, naming their kind. 0: go on. */
-static int describe_kind(void *ptr, CUdeviceptr p, CUmemorytype type, gpuport_region_t *r)
+ * memory is refused here, naming its kind; pool memory is described
+ * (describe_pool: its region kind). 0: go on. */
+static int describe_kind(void *ptr, size_t size, CUdeviceptr p, CUmemorytype type,
+                         gpuport_region_rec_t *rec, gpuport_region_t *r)
 {
     CUmemoryPool pool = NULL;
     unsigned int managed = 0;
@@ -280,7 +329,7 @@ static int describe_kind(void *ptr, CUdeviceptr p, CUmemorytype type, gpuport_re
     if (gpuport_cu.cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, p) ==
             CUDA_SUCCESS &&
         pool)
-        return describe_pool(ptr, pool, r);
+        return describe_pool(ptr, size, pool, rec, r);
     return 0;
 }
 
@@ -299,7 +348,7 @@ int gpuport_gpu_mem_describe(gpuport_comm_t comm, void *ptr, size_t size,
     rc = gpuport_cu.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
     if (rc != CUDA_SUCCESS)
         return 0; /* plain host memory is unknown to CUDA */
-    vmm = describe_kind(ptr, p, type, r);
+    vmm = describe_kind(ptr, size, p, type, rec, r);
     if (vmm || type != CU_MEMORYTYPE_DEVICE)
         return vmm;
     if (gpuport_cu.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) ==

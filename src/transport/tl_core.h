@@ -59,8 +59,9 @@ typedef struct gpuport_region {
     /* What a same-host peer that maps the region receives (fdpass.h), in
      * address order: the memfd range of HOST_SHARED memory, each VMM
      * allocation that DEVICE_VMM memory spans (the region starts map_off
-     * bytes into the first). None for private or legacy memory, or for VMM
-     * memory that cannot be exported (export_why says why). */
+     * bytes into the first), the pool of exportable DEVICE_POOL memory.
+     * None for private or legacy memory, or for VMM or pool memory that
+     * cannot be exported (export_why says why). */
     gpuport_fdpiece_t *pieces;
     uint32_t npieces;
     int pieces_owned; /* the registration exported them and closes them */
@@ -68,10 +69,20 @@ typedef struct gpuport_region {
     const char *export_why;
 } gpuport_region_t;
 
-/* 1 for both kinds of GPU memory (legacy IPC-exportable and VMM) */
+/* 1 for every kind of GPU memory (legacy IPC-exportable, VMM, pool) */
 static inline int gpuport_region_is_device(int kind)
 {
-    return kind == GPUPORT_REGION_DEVICE || kind == GPUPORT_REGION_DEVICE_VMM;
+    return kind == GPUPORT_REGION_DEVICE || kind == GPUPORT_REGION_DEVICE_VMM ||
+           kind == GPUPORT_REGION_DEVICE_POOL;
+}
+
+/* 1 for GPU memory mapped for the device rather than owned by the
+ * application's context (VMM and pool memory): every context of the
+ * process, the flusher's among them, copies it by the application's
+ * pointer. */
+static inline int gpuport_region_is_mapped_device(int kind)
+{
+    return kind == GPUPORT_REGION_DEVICE_VMM || kind == GPUPORT_REGION_DEVICE_POOL;
 }
 
 /* A peer's region made usable here. */

@@ -56,11 +56,18 @@ gpu_mem_kind_t gpu_mem_kind(void)
         k = GPU_MEM_VMM;
     else if (strcmp(m, "appvmm") == 0)
         k = GPU_MEM_APPVMM;
+    else if (strcmp(m, "pool") == 0)
+        k = GPU_MEM_POOL;
+    else if (strcmp(m, "defpool") == 0)
+        k = GPU_MEM_DEFPOOL;
     else
-        CHECK_MSG(0, "GPUPORT_TEST_MEM=%s: expected cudamalloc, vmm or appvmm", m);
+        CHECK_MSG(0, "GPUPORT_TEST_MEM=%s: expected cudamalloc, vmm, appvmm, pool or defpool", m);
     CHECK_MSG(k != GPU_MEM_CUDAMALLOC || !gpu_mem_mapped(),
               "GPUPORT_TEST_MEM=cudamalloc under GPUPORT_TRANSPORT=tcp: tcp refuses cudaMalloc "
               "memory (use vmm or appvmm)");
+    CHECK_MSG(k != GPU_MEM_DEFPOOL || gpu_mem_mapped(),
+              "GPUPORT_TEST_MEM=defpool needs GPUPORT_TRANSPORT=tcp: cuda_ipc refuses memory of "
+              "the default pool as a destination (use pool)");
     return k;
 }
 
@@ -71,8 +78,29 @@ const char *gpu_mem_kind_desc(gpu_mem_kind_t kind)
     case GPU_MEM_VMM: return "vmm (gpuport_mem_alloc_device)";
     case GPU_MEM_APPVMM: return "appvmm (application VMM: 2 cuMemCreate allocations, POSIX-FD, "
                                 "one reserved range)";
+    case GPU_MEM_POOL: return "pool (cudaMallocFromPoolAsync, a pool with the POSIX-FD handle "
+                              "type)";
+    case GPU_MEM_DEFPOOL: return "defpool (cudaMallocAsync, the device's default pool)";
     }
     return "?";
+}
+
+/* the process's exportable pool, made at the first pool allocation */
+static cudaMemPool_t g_pool;
+
+cudaMemPool_t gpu_exportable_pool(void)
+{
+    cudaMemPoolProps props;
+
+    if (g_pool)
+        return g_pool;
+    memset(&props, 0, sizeof(props));
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+    props.location.type = cudaMemLocationTypeDevice;
+    CUDA_CHECK(cudaGetDevice(&props.location.id));
+    CUDA_CHECK(cudaMemPoolCreate(&g_pool, &props));
+    return g_pool;
 }
 
 void gpu_region_alloc(gpuport_comm_t comm, size_t bytes, void **p)
@@ -81,6 +109,14 @@ void gpu_region_alloc(gpuport_comm_t comm, size_t bytes, void **p)
     case GPU_MEM_CUDAMALLOC: CUDA_CHECK(cudaMalloc(p, bytes)); break;
     case GPU_MEM_VMM: CHECK_OK(gpuport_mem_alloc_device(comm, bytes, p)); break;
     case GPU_MEM_APPVMM: *p = gpu_appvmm_region(bytes, 1); break;
+    case GPU_MEM_POOL:
+        CUDA_CHECK(cudaMallocFromPoolAsync(p, bytes, gpu_exportable_pool(), 0));
+        CUDA_CHECK(cudaStreamSynchronize(0));
+        break;
+    case GPU_MEM_DEFPOOL:
+        CUDA_CHECK(cudaMallocAsync(p, bytes, 0));
+        CUDA_CHECK(cudaStreamSynchronize(0));
+        break;
     }
 }
 
@@ -90,6 +126,11 @@ void gpu_region_free(void *p)
     case GPU_MEM_CUDAMALLOC: cudaFree(p); break;
     case GPU_MEM_VMM: break;
     case GPU_MEM_APPVMM: gpu_appvmm_free(p); break;
+    case GPU_MEM_POOL:
+    case GPU_MEM_DEFPOOL:
+        CUDA_CHECK(cudaFreeAsync(p, 0));
+        CUDA_CHECK(cudaStreamSynchronize(0));
+        break;
     }
 }
 

@@ -8,7 +8,7 @@
  * path is exercised). Where the GPUs are missing, both processes exit 77 and
  * the parent says why.
  *
- * Memory: GPUPORT_TEST_MEM=cudamalloc|vmm|appvmm picks what gpu_region_alloc
+ * Memory: GPUPORT_TEST_MEM=cudamalloc|vmm|appvmm|pool|defpool picks what gpu_region_alloc
  * returns (see gpu_mem_kind).
  */
 #ifndef GPUPORT_TEST_GPU_PAIR_H
@@ -40,12 +40,19 @@ int gpu_mem_mapped(void);
  *               expandable segments grow: two cuMemCreate allocations
  *               (POSIX-FD handle type) mapped side by side in one reserved
  *               range, the region spanning both (gpu_appvmm_region)
- * Unset: vmm where gpu_mem_mapped(), else cudamalloc. A bad value, or
- * cudamalloc under tcp, fails the test. */
+ *   pool        cudaMallocFromPoolAsync from one pool of the process made
+ *               with cudaMemHandleTypePosixFileDescriptor (exportable)
+ *   defpool     cudaMallocAsync: the device's default pool, which cannot be
+ *               exported (tcp only: cuda_ipc refuses it as a destination)
+ * Unset: vmm where gpu_mem_mapped(), else cudamalloc. A bad value,
+ * cudamalloc under tcp or defpool under another transport fails the
+ * test. */
 typedef enum gpu_mem_kind {
     GPU_MEM_CUDAMALLOC,
     GPU_MEM_VMM,
-    GPU_MEM_APPVMM
+    GPU_MEM_APPVMM,
+    GPU_MEM_POOL,
+    GPU_MEM_DEFPOOL
 } gpu_mem_kind_t;
 
 gpu_mem_kind_t gpu_mem_kind(void);
@@ -56,8 +63,18 @@ const char *gpu_mem_kind_desc(gpu_mem_kind_t kind);
 void gpu_region_alloc(gpuport_comm_t comm, size_t bytes, void **p);
 
 /* Frees what gpu_region_alloc returned, once the communicator is destroyed
- * (the vmm kind went with it). */
+ * (the vmm kind went with it) and, for pool memory, once the peer's has
+ * been too (it imported the allocations: CUDA wants importers to free
+ * first). */
 void gpu_region_free(void *p);
+
+/* The process's pool made with cudaMemHandleTypePosixFileDescriptor on the
+ * current device (made at the first call; GPUPORT_TEST_MEM=pool allocates
+ * from it). */
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+cudaMemPool_t gpu_exportable_pool(void);
+#endif
 
 /* The VMM allocation granularity (minimum) of the current device for
  * pinned device memory with (fd_handle) or without a POSIX-FD handle. */

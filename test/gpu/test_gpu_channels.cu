@@ -91,12 +91,14 @@ typedef struct side {
     gpuport_port_channel_dev_t dev;
     int *rc;
     unsigned long long *bad;
+    gpuport_bootstrap_t *bs;
 } side_t;
 
 static void side_open(side_t *s, gpuport_bootstrap_t *bs, uint64_t region)
 {
     memset(s, 0, sizeof(*s));
     s->rank = bs->rank;
+    s->bs = bs;
     s->region = region;
     CHECK_OK(gpuport_comm_create(bs, &s->comm));
     gpu_region_alloc(s->comm, region, (void **)&s->src);
@@ -116,6 +118,8 @@ static void side_open(side_t *s, gpuport_bootstrap_t *bs, uint64_t region)
 static void side_close(side_t *s)
 {
     CHECK_OK(gpuport_comm_destroy(s->comm));
+    if (gpu_mem_kind() == GPU_MEM_POOL)
+        CHECK_OK(s->bs->barrier(s->bs->ctx)); /* the peer's imports are freed first */
     gpu_region_free(s->src);
     gpu_region_free(s->dst);
     cudaFree(s->rc);
@@ -431,6 +435,8 @@ static void bad_triggers(gpuport_bootstrap_t *bs)
     setenv("GPUPORT_LOG_LEVEL", "none", 1);
     gpuport_comm_destroy(comm);
     unsetenv("GPUPORT_LOG_LEVEL");
+    if (gpu_mem_kind() == GPU_MEM_POOL)
+        CHECK_OK(bs->barrier(bs->ctx)); /* the peer's imports are freed first */
     gpu_region_free(buf);
     gpu_region_free(src);
     cudaFree(rc);

@@ -5,13 +5,17 @@
  * the application's cuMemCreate, cudaMallocAsync's default pool, a pool made
  * with the POSIX descriptor handle type), registered, and checked against
  * what gpuport_mem_info says (kind, device, each transport's verdict) or
- * against the refusal (managed and pool memory: GPUPORT_ERR_NOT_SUPPORTED,
- * a message naming the kind and what to allocate instead). Then each kind
- * README.md's table says a transport carries moves bytes both ways at once
- * over a channel of that transport (a kernel's put_with_signal and wait),
- * every byte of each destination checked: pinned host memory over shm and
- * tcp, cudaMalloc over cuda_ipc, both VMM kinds over cuda_ipc and tcp.
- * README's table rows for these kinds are compared with the same verdicts.
+ * against the refusal (managed memory: GPUPORT_ERR_NOT_SUPPORTED, a message
+ * naming the kind and what to allocate instead). Then each kind README.md's
+ * table says a transport carries moves bytes both ways at once over a
+ * channel of that transport (a kernel's put_with_signal and wait), every
+ * byte of each destination checked: pinned host memory over shm and tcp,
+ * cudaMalloc over cuda_ipc, both VMM kinds and the exportable pool over
+ * cuda_ipc and tcp, the default pool over tcp. The default pool as a
+ * cuda_ipc destination is refused on both sides, the message saying how to
+ * make an exportable pool; one exportable-pool region serves a cuda_ipc and
+ * a tcp channel at once. README's table rows for these kinds are compared
+ * with the same verdicts.
  * Two processes (fork + socketpair bootstrap; GPUPORT_TEST_ONE_GPU=1 puts
  * both on GPU 0).
  */
@@ -21,6 +25,7 @@
 #include "gpu_check.h"
 #include "gpu_pair.h"
 #include "gpuport/gpuport_device.h"
+#include "tl_force.h"
 extern "C" {
 #include "capture.h"
 }
@@ -46,11 +51,15 @@ static const char *const names[K_COUNT] = {
     "cudaMallocAsync (default pool)", "cudaMallocFromPoolAsync (exportable pool)"};
 
 /* What gpuport must say of each: the kind (0: refused at registration, with
- * `refusal` in the message) and whether shm, cuda_ipc and tcp carry it. */
+ * `refusal` in the message) and whether shm, cuda_ipc and tcp carry it (1:
+ * as source and destination; SRC_ONLY: as a source, the destination
+ * refused with `dst_refusal` in the transport's text). */
+#define SRC_ONLY 2
 typedef struct expect {
     int kind;
     const char *refusal;
     int shm, cuda_ipc, tcp;
+    const char *dst_refusal;
 } expect_t;
 
 static const expect_t expected[K_COUNT] = {
@@ -60,8 +69,8 @@ static const expect_t expected[K_COUNT] = {
     {GPUPORT_MEM_KIND_DEVICE, NULL, 0, 1, 0},
     {GPUPORT_MEM_KIND_DEVICE_VMM, NULL, 0, 1, 1},
     {GPUPORT_MEM_KIND_DEVICE_VMM, NULL, 0, 1, 1},
-    {0, "a non-exportable (such as the default) stream-ordered pool", 0, 0, 0},
-    {0, "an exportable stream-ordered pool", 0, 0, 0},
+    {GPUPORT_MEM_KIND_POOL, NULL, 0, SRC_ONLY, 1, "cudaMemHandleTypePosixFileDescriptor"},
+    {GPUPORT_MEM_KIND_POOL_EXPORTABLE, NULL, 0, 1, 1},
 };
 
 typedef struct buf {
@@ -146,10 +155,15 @@ static const gpuport_mem_info_tl_t *tl_of(const gpuport_mem_info_t *info, const 
 static void check_verdict(const gpuport_mem_info_t *info, const char *tl, int want, int k)
 {
     const gpuport_mem_info_tl_t *t = tl_of(info, tl);
+    int src = want != 0, dst = want == 1;
     CHECK_MSG(t != NULL, "%s: %s not listed", names[k], tl);
-    CHECK_MSG(t->src_ok == want && t->dst_ok == want,
-              "%s over %s: source %d (%s), destination %d (%s); expected %d", names[k], tl,
-              t->src_ok, t->src_why, t->dst_ok, t->dst_why, want);
+    CHECK_MSG(t->src_ok == src && t->dst_ok == dst,
+              "%s over %s: source %d (%s), destination %d (%s); expected %d and %d", names[k],
+              tl, t->src_ok, t->src_why, t->dst_ok, t->dst_why, src, dst);
+    if (want == SRC_ONLY)
+        CHECK_MSG(strstr(t->dst_why, expected[k].dst_refusal),
+                  "%s over %s: the destination's refusal does not name \"%s\": %s", names[k],
+                  tl, expected[k].dst_refusal, t->dst_why);
 }
 
 /* Every kind registered (or refused) and described. */
@@ -243,7 +257,8 @@ static void readme_agrees(void)
     while (fgets(line, sizeof(line), f)) {
         for (int k = 0; k < K_COUNT; k++) {
             const expect_t *e = &expected[k];
-            const int want[3] = {e->shm, e->cuda_ipc, e->tcp};
+            /* a source-only cell reads "as a source yes; ..." and so not "yes" */
+            const int want[3] = {e->shm == 1, e->cuda_ipc == 1, e->tcp == 1};
             if (strncmp(line, "| ", 2) || strncmp(line + 2, readme_row[k], strlen(readme_row[k])))
                 continue;
             found[k]++;
@@ -328,12 +343,203 @@ static void move_over(gpuport_bootstrap_t *bs, int k, const char *transport, uns
     CHECK_OK(gpuport_channel_destroy(ch));
     CHECK_OK(gpuport_mem_deregister(msrc));
     CHECK_OK(gpuport_mem_deregister(mdst));
+    CHECK_OK(bs->barrier(bs->ctx)); /* the peer's imports of this rank's pool memory are gone */
     free_kind(comm, k, &src);
     free_kind(comm, k, &dst);
     CHECK_OK(gpuport_comm_destroy(comm));
     if (bs->rank == 0)
         printf("%s over %s: %llu bytes each way, every byte checked\n", names[k], transport,
                (unsigned long long)REGION);
+}
+
+/* The default pool as a cuda_ipc destination: refused on both sides, the
+ * log saying how to make a pool that can be shared. */
+static void refused_over_cuda_ipc(gpuport_bootstrap_t *bs)
+{
+    gpuport_comm_t comm;
+    gpuport_mem_t msrc, mdst;
+    gpuport_channel_t ch = NULL;
+    gpuport_status_t st;
+    const char *log;
+    buf_t src, dst;
+
+    CHECK(setenv("GPUPORT_TRANSPORT", "cuda_ipc", 1) == 0);
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    unsetenv("GPUPORT_TRANSPORT");
+    alloc_kind(comm, K_POOL_DEFAULT, &src);
+    alloc_kind(comm, K_POOL_DEFAULT, &dst);
+    CHECK_OK(gpuport_mem_register(comm, src.p, REGION, &msrc));
+    CHECK_OK(gpuport_mem_register(comm, dst.p, REGION, &mdst));
+    capture_begin();
+    st = gpuport_channel_create(comm, 1 - bs->rank, msrc, mdst, &ch);
+    log = capture_end();
+    CHECK_MSG(st == GPUPORT_ERR_NOT_SUPPORTED && ch == NULL,
+              "default pool over cuda_ipc: %s (expected a refusal)", gpuport_status_string(st));
+    CHECK_MSG(strstr(log, "cudaMemPoolCreate") && strstr(log, "cudaMallocFromPoolAsync"),
+              "default pool over cuda_ipc: the refusal does not say how to make an exportable "
+              "pool:\n%s", log);
+    CHECK_OK(gpuport_mem_deregister(msrc));
+    CHECK_OK(gpuport_mem_deregister(mdst));
+    free_kind(comm, K_POOL_DEFAULT, &src);
+    free_kind(comm, K_POOL_DEFAULT, &dst);
+    CHECK_OK(gpuport_comm_destroy(comm));
+    if (bs->rank == 0)
+        printf("default pool as a cuda_ipc destination: refused on both sides, saying how to "
+               "make an exportable pool\n");
+}
+
+__global__ void k_two(gpuport_port_channel_dev_t a, gpuport_port_channel_dev_t b, uint64_t half,
+                      int *rc)
+{
+    rc[0] = gpuport_put_with_signal(&a, 0, 0, half);
+    if (!rc[0])
+        rc[0] = gpuport_put_with_signal(&b, half, half, half);
+    rc[1] = rc[0] ? rc[0] : gpuport_wait(&a);
+    if (!rc[1])
+        rc[1] = gpuport_wait(&b);
+}
+
+/* One exportable-pool source and one destination, registered once, serve
+ * a cuda_ipc channel and a tcp channel at once: the first half of each
+ * destination arrives over one, the second over the other, both in one
+ * kernel. */
+static void two_transports(gpuport_bootstrap_t *bs, unsigned char *stage)
+{
+    gpuport_comm_t comm;
+    gpuport_mem_t msrc, mdst;
+    gpuport_channel_t a, b;
+    gpuport_port_channel_dev_t da, db;
+    uint64_t bad = 0, half = REGION / 2;
+    int rc[2];
+    buf_t src, dst;
+
+    CHECK(setenv("GPUPORT_TRANSPORT", "cuda_ipc", 1) == 0);
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    unsetenv("GPUPORT_TRANSPORT");
+    alloc_kind(comm, K_POOL_EXPORTABLE, &src);
+    alloc_kind(comm, K_POOL_EXPORTABLE, &dst);
+    fill(src.p, dst.p, stage, bs->rank);
+    CHECK_OK(gpuport_mem_register(comm, src.p, REGION, &msrc));
+    CHECK_OK(gpuport_mem_register(comm, dst.p, REGION, &mdst));
+    CHECK_OK(gpuport_channel_create(comm, 1 - bs->rank, msrc, mdst, &a));
+    CHECK(test_force_transport(comm, "tcp") == 0);
+    CHECK_OK(gpuport_channel_create(comm, 1 - bs->rank, msrc, mdst, &b));
+    CHECK_MSG(strcmp(gpuport_channel_transport(a), "cuda_ipc") == 0 &&
+                  strcmp(gpuport_channel_transport(b), "tcp") == 0,
+              "two transports: %s and %s", gpuport_channel_transport(a),
+              gpuport_channel_transport(b));
+    CHECK_OK(gpuport_channel_device(a, &da));
+    CHECK_OK(gpuport_channel_device(b, &db));
+    k_two<<<1, 1>>>(da, db, half, g_rc);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(rc, g_rc, sizeof(rc), cudaMemcpyDeviceToHost));
+    CHECK_MSG(rc[0] == 0 && rc[1] == 0, "two transports: puts %d, waits %d", rc[0], rc[1]);
+    CUDA_CHECK(cudaMemcpy(stage, dst.p, REGION, cudaMemcpyDefault));
+    for (uint64_t i = 0; i < REGION; i++)
+        bad += stage[i] != pat(1 - bs->rank, i);
+    CHECK_MSG(bad == 0, "two transports: %llu of %llu bytes wrong", (unsigned long long)bad,
+              (unsigned long long)REGION);
+    CHECK_OK(gpuport_channel_flush(a));
+    CHECK_OK(gpuport_channel_flush(b));
+    CHECK_OK(bs->barrier(bs->ctx));
+    CHECK_OK(gpuport_channel_destroy(a));
+    CHECK_OK(gpuport_channel_destroy(b));
+    CHECK_OK(gpuport_mem_deregister(msrc));
+    CHECK_OK(gpuport_mem_deregister(mdst));
+    CHECK_OK(bs->barrier(bs->ctx));
+    free_kind(comm, K_POOL_EXPORTABLE, &src);
+    free_kind(comm, K_POOL_EXPORTABLE, &dst);
+    CHECK_OK(gpuport_comm_destroy(comm));
+    if (bs->rank == 0)
+        printf("one exportable-pool region over cuda_ipc and tcp at once: %llu bytes each way "
+               "(half over each), every byte checked\n",
+               (unsigned long long)REGION);
+}
+
+/* Pool memory freed by its owner, over cuda_ipc (the peer imported it),
+ * the pool then trimmed to nothing (cudaMemPoolTrimTo):
+ *  - in order (early 0): rank 0 destroys its channel, deregisters, frees
+ *    and trims while rank 1 still holds its side; rank 1's put then fails
+ *    with GPUPORT_ERR_PEER (the channel was closed by its peer), and its
+ *    destroy returns GPUPORT_OK;
+ *  - out of order (early 1): rank 0 frees its destination and trims while
+ *    the channel is live, as an application with a bug would; rank 1's put
+ *    into it returns (whatever it returns, it is said), its flush and
+ *    destroy return, and neither process crashes; rank 0's deregister of
+ *    the freed region returns GPUPORT_OK. */
+static void pool_lifetimes(gpuport_bootstrap_t *bs, unsigned char *stage, int early)
+{
+    gpuport_comm_t comm;
+    gpuport_mem_t msrc, mdst;
+    gpuport_channel_t ch;
+    gpuport_status_t st, fl;
+    buf_t src, dst;
+    const char *what = early ? "freed while its channel is live" : "freed after destroy";
+
+    CHECK(setenv("GPUPORT_TRANSPORT", "cuda_ipc", 1) == 0);
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    unsetenv("GPUPORT_TRANSPORT");
+    alloc_kind(comm, K_POOL_EXPORTABLE, &src);
+    alloc_kind(comm, K_POOL_EXPORTABLE, &dst);
+    fill(src.p, dst.p, stage, bs->rank);
+    CHECK_OK(gpuport_mem_register(comm, src.p, REGION, &msrc));
+    CHECK_OK(gpuport_mem_register(comm, dst.p, REGION, &mdst));
+    CHECK_OK(gpuport_channel_create(comm, 1 - bs->rank, msrc, mdst, &ch));
+    if (bs->rank == 0) {
+        if (!early) {
+            CHECK_OK(gpuport_channel_destroy(ch));
+            CHECK_OK(gpuport_mem_deregister(mdst));
+        }
+        CUDA_CHECK(cudaFreeAsync(dst.p, 0));
+        CUDA_CHECK(cudaStreamSynchronize(0));
+        CUDA_CHECK(cudaMemPoolTrimTo(dst.pool, 0));
+        CHECK_OK(bs->barrier(bs->ctx)); /* freed and trimmed */
+        CHECK_OK(bs->barrier(bs->ctx)); /* rank 1 has put */
+        if (early) {
+            setenv("GPUPORT_LOG_LEVEL", "none", 1);
+            st = gpuport_channel_destroy(ch);
+            unsetenv("GPUPORT_LOG_LEVEL");
+            printf("pool memory %s: rank 0's destroy returned %s\n", what,
+                   gpuport_status_string(st));
+            CHECK_OK(gpuport_mem_deregister(mdst));
+        }
+    } else {
+        CHECK_OK(bs->barrier(bs->ctx));
+        setenv("GPUPORT_LOG_LEVEL", "none", 1);
+        st = gpuport_channel_put_with_signal(ch, 0, 0, REGION);
+        fl = gpuport_channel_flush(ch);
+        unsetenv("GPUPORT_LOG_LEVEL");
+        if (!early)
+            CHECK_MSG(st == GPUPORT_ERR_PEER, "pool memory %s: the peer's put returned %s, "
+                      "expected %s", what, gpuport_status_string(st),
+                      gpuport_status_string(GPUPORT_ERR_PEER));
+        printf("pool memory %s: rank 1's put returned %s, its flush %s\n", what,
+               gpuport_status_string(st), gpuport_status_string(fl));
+        CHECK_OK(bs->barrier(bs->ctx));
+        setenv("GPUPORT_LOG_LEVEL", "none", 1);
+        st = gpuport_channel_destroy(ch);
+        unsetenv("GPUPORT_LOG_LEVEL");
+        if (!early)
+            CHECK_OK(st);
+        printf("pool memory %s: rank 1's destroy returned %s\n", what, gpuport_status_string(st));
+        CHECK_OK(gpuport_mem_deregister(mdst));
+    }
+    CHECK_OK(gpuport_mem_deregister(msrc));
+    CHECK_OK(bs->barrier(bs->ctx));
+    setenv("GPUPORT_LOG_LEVEL", "none", 1);
+    st = gpuport_comm_destroy(comm);
+    unsetenv("GPUPORT_LOG_LEVEL");
+    if (!early)
+        CHECK_OK(st);
+    CHECK_OK(bs->barrier(bs->ctx));
+    free_kind(comm, K_POOL_EXPORTABLE, &src);
+    if (bs->rank == 0) {
+        CUDA_CHECK(cudaMemPoolDestroy(dst.pool));
+    } else {
+        free_kind(comm, K_POOL_EXPORTABLE, &dst);
+    }
+    if (bs->rank == 0)
+        printf("PASS pool memory %s: no crash, every call returned\n", what);
 }
 
 int main(void)
@@ -360,9 +566,13 @@ int main(void)
         const expect_t *e = &expected[k];
         const int carries[3] = {e->shm, e->cuda_ipc, e->tcp};
         for (int t = 0; t < 3; t++)
-            if (e->kind && carries[t])
+            if (e->kind && carries[t] == 1)
                 move_over(&bs, k, tls[t], stage);
     }
+    refused_over_cuda_ipc(&bs);
+    two_transports(&bs, stage);
+    pool_lifetimes(&bs, stage, 0);
+    pool_lifetimes(&bs, stage, 1); /* last: it may leave this process's flusher failed */
     free(stage);
     cudaFree(g_rc);
     gpu_pair_join(rank, child, 0);

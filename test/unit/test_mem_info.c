@@ -285,6 +285,13 @@ static void refusal_texts(void)
     gpuport_region_t vmm_private = {.kind = GPUPORT_REGION_DEVICE_VMM,
                                     .mem_kind = GPUPORT_MEM_KIND_DEVICE_VMM,
                                     .export_why = "allocated without the descriptor handle"};
+    /* an exportable pool's allocation (its pool's descriptor the one piece),
+     * and one of the default pool (nothing exported) */
+    gpuport_region_t pool = {.kind = GPUPORT_REGION_DEVICE_POOL, .npieces = 1,
+                             .mem_kind = GPUPORT_MEM_KIND_POOL_EXPORTABLE};
+    gpuport_region_t pool_default = {.kind = GPUPORT_REGION_DEVICE_POOL,
+                                     .mem_kind = GPUPORT_MEM_KIND_POOL,
+                                     .export_why = "a pool that cannot be exported"};
     char why[GPUPORT_MEM_INFO_WHY];
 
     for (int d = 0; d < 2; d++) {
@@ -298,6 +305,10 @@ static void refusal_texts(void)
         CHECK(tl_ok(GPUPORT_TL_KIND_TCP, &pinned, d, why, sizeof(why)));
         CHECK(tl_ok(GPUPORT_TL_KIND_TCP, &vmm, d, why, sizeof(why)));
         CHECK(tl_ok(GPUPORT_TL_KIND_TCP, &vmm_private, d, why, sizeof(why)));
+        CHECK(!tl_ok(GPUPORT_TL_KIND_SHM, &pool, d, why, sizeof(why)) &&
+              strstr(why, "shm moves host memory"));
+        CHECK(tl_ok(GPUPORT_TL_KIND_TCP, &pool, d, why, sizeof(why)));
+        CHECK(tl_ok(GPUPORT_TL_KIND_TCP, &pool_default, d, why, sizeof(why)));
         CHECK_MSG(!tl_ok(GPUPORT_TL_KIND_TCP, &legacy, d, why, sizeof(why)) &&
                       strstr(why, "cudaMalloc memory") && strstr(why, "gpuport_mem_alloc_device"),
                   "tcp over cudaMalloc memory: %s", why);
@@ -314,7 +325,14 @@ static void refusal_texts(void)
                   "cuda_ipc over pinned memory: %s", why);
         CHECK(tl_ok(GPUPORT_TL_KIND_CUDA_IPC, &legacy, d, why, sizeof(why)));
         CHECK(tl_ok(GPUPORT_TL_KIND_CUDA_IPC, &vmm, d, why, sizeof(why)));
+        CHECK(tl_ok(GPUPORT_TL_KIND_CUDA_IPC, &pool, d, why, sizeof(why)));
     }
+    /* pool memory peers cannot import: the same */
+    CHECK(tl_ok(GPUPORT_TL_KIND_CUDA_IPC, &pool_default, 0, why, sizeof(why)));
+    CHECK_MSG(!tl_ok(GPUPORT_TL_KIND_CUDA_IPC, &pool_default, 1, why, sizeof(why)) &&
+                  strstr(why, "pool memory that cuda_ipc cannot share") &&
+                  strstr(why, "a pool that cannot be exported"),
+              "cuda_ipc, default-pool destination: %s", why);
     /* VMM memory peers cannot import: a source (copied here) but no destination */
     CHECK(tl_ok(GPUPORT_TL_KIND_CUDA_IPC, &vmm_private, 0, why, sizeof(why)));
     CHECK_MSG(!tl_ok(GPUPORT_TL_KIND_CUDA_IPC, &vmm_private, 1, why, sizeof(why)) &&

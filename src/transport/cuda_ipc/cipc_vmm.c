@@ -18,6 +18,11 @@ static void unmap(cipc_import_t *imp)
 {
     CUdeviceptr at = imp->va;
 
+    if (imp->pool) {
+        cipc_pool_unimport(imp);
+        free(imp);
+        return;
+    }
     for (uint32_t i = 0; i < imp->mapped; i++) {
         gpuport_cu.cuMemUnmap(at, imp->sizes[i]);
         at += imp->sizes[i];

@@ -105,6 +105,7 @@ static void cipc_conn_close(gpuport_conn_t *conn)
     if (!cc)
         return;
     cipc_vmm_release_all(conn);
+    cipc_pools_release(conn);
     ctrl_release(conn, cc);
     free(cc);
     conn->priv = NULL;
@@ -116,7 +117,8 @@ static int kind_ok(int kind)
 }
 
 /* GPU memory only; a destination must be importable by the peer (cudaMalloc
- * memory by IPC handle, VMM memory by its exported descriptors), so that
+ * memory by IPC handle, VMM memory by its exported descriptors, pool
+ * memory by its pool's descriptor and export data), so that
  * both sides fail with this side's reason. Pinned host memory is host
  * memory here: the flusher's copies would reach it through the host
  * mapping, which this transport does not set up. */
@@ -131,6 +133,11 @@ static int cipc_region_ok(const gpuport_region_t *r, int as_dst, char *why, size
     if (as_dst && r->kind == GPUPORT_REGION_DEVICE_VMM && r->npieces == 0) {
         snprintf(why, len, "the destination is VMM memory that cuda_ipc cannot share: %s",
                  r->export_why ? r->export_why : "it has no exported descriptor");
+        return 0;
+    }
+    if (as_dst && r->kind == GPUPORT_REGION_DEVICE_POOL && r->npieces == 0) {
+        snprintf(why, len, "the destination is pool memory that cuda_ipc cannot share: %s",
+                 r->export_why ? r->export_why : "its pool has no exported descriptor");
         return 0;
     }
     return 1;
@@ -170,6 +177,8 @@ static gpuport_status_t cipc_chan_connect(gpuport_tl_chan_t *ch, const gpuport_c
         return GPUPORT_OK;
     if (r->kind == GPUPORT_REGION_DEVICE_VMM)
         return cipc_vmm_import(ch, &cs->imp);
+    if (r->kind == GPUPORT_REGION_DEVICE_POOL)
+        return cipc_pool_import(ch, &cs->imp);
     memcpy(&handle, r->ipc, sizeof(handle));
     st = gpuport_tl_gpu_ctx_push(ch->comm);
     if (st)
@@ -211,8 +220,8 @@ static int cipc_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, u
     w->dst = (char *)ch->dst.base + dst_off;
     w->src = (const char *)ch->src.ptr + src_off;
     w->size = size;
-    /* legacy device memory belongs to the application's context; VMM
-     * memory to no context, so the flusher's own reaches it */
+    /* legacy device memory belongs to the application's context; VMM and
+     * pool memory to no context, so the flusher's own reaches it */
     w->flags = ch->src.kind == GPUPORT_REGION_DEVICE ? GPUPORT_WORK_SRC_APP : 0;
     return GPUPORT_TRANSPORT_QUEUE;
 }

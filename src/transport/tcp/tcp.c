@@ -92,7 +92,7 @@ static gpuport_status_t tcp_chan_connect(gpuport_tl_chan_t *ch, const gpuport_ch
     }
     if (gpuport_region_is_device(ch->src.kind))
         st = stage_get(tc, &tc->txs, "sources");
-    if (!st && ch->local_dst.kind == GPUPORT_REGION_DEVICE_VMM)
+    if (!st && gpuport_region_is_mapped_device(ch->local_dst.kind))
         st = stage_get(tc, &tc->rxs, "destinations");
     if (st)
         return st;
