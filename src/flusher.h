@@ -55,6 +55,10 @@ typedef struct gpuport_work {
 /* CMA_WRITE: the source is the item's own value (size 8), not src: a
  * put_value into a peer's private memory, queued or not */
 #define GPUPORT_WORK_SRC_VALUE 0x2u
+/* CU_WRITE: the value goes by an 8-byte copy from the flusher's pinned
+ * host memory, not by a stream memory operation, which stream-ordered pool
+ * memory refuses (CUDA_ERROR_INVALID_VALUE, measured on H200, CUDA 13) */
+#define GPUPORT_WORK_VALUE_COPY 0x4u
 
 /* Work a transport posts for itself (gpuport_tl_post) carries this bit
  * and the connection's index in place of a channel id. */

@@ -881,11 +881,11 @@ static int run_header(state_t *st)
     cudaDeviceProp prop;
     char gpu[320];
 
-    printf("\nGPU mode: transport %s, memory %s%s, ", gpuport_channel_transport(st->k[0].ch),
-           st->k[0].name, st->nkinds == 2 ? " and " : "",
-           st->nkinds == 2 ? st->k[1].name : "");
+    printf("\nGPU mode: transport %s, memory %s", gpuport_channel_transport(st->k[0].ch),
+           st->k[0].name);
     if (st->nkinds == 2)
-        printf("(bandwidth only), ");
+        printf(" and %s (bandwidth only)", st->k[1].name);
+    printf(", ");
     if (st->shared)
         printf("ranks share GPU %d (time-sliced)\n", st->gpu);
     else

@@ -22,6 +22,9 @@ struct gpuport_fcuda {
     /* per event: the items it completes (their channels, in order) */
     uint32_t nitems[INFLIGHT];
     uint32_t (*channels)[GPUPORT_FCUDA_BATCH];
+    /* per event: the values its VALUE_COPY writes copy from (pinned; an
+     * event's row is reused only once the event has completed) */
+    uint64_t (*values)[GPUPORT_FCUDA_BATCH];
     uint32_t head, tail; /* recorded, completed */
 };
 
@@ -134,6 +137,9 @@ gpuport_status_t gpuport_fcuda_start(gpuport_flusher_t *fl)
     for (i = 0; !st && i < INFLIGHT; i++)
         st = CU_CALL(cuEventCreate, (&c->events[i], CU_EVENT_DISABLE_TIMING));
     if (!st)
+        st = CU_CALL(cuMemHostAlloc, ((void **)&c->values,
+                                      (size_t)INFLIGHT * sizeof(*c->values), 0));
+    if (!st)
         st = warm_up(fl, c);
     if (st)
         goto err_ctx;
@@ -164,6 +170,8 @@ void gpuport_fcuda_stop(gpuport_flusher_t *fl)
     gpuport_cu.cuStreamDestroy(c->stream);
     gpuport_cu.cuMemFree(c->scratch);
     gpuport_cu.cuMemFreeHost(c->host_probe);
+    gpuport_cu.cuMemFreeHost(c->values);
+    c->values = NULL;
     c->head = c->tail = 0;
 }
 
@@ -202,7 +210,7 @@ static uint32_t group(const gpuport_work_t *w, uint32_t i, uint32_t n)
     uint32_t j = i + 1;
 
     if (w[i].kind == GPUPORT_WORK_CU_WRITE) {
-        while (j < n && w[j].kind == GPUPORT_WORK_CU_WRITE)
+        while (j < n && w[j].kind == GPUPORT_WORK_CU_WRITE && w[j].flags == w[i].flags)
             j++;
         return j - i;
     }
@@ -213,12 +221,29 @@ static uint32_t group(const gpuport_work_t *w, uint32_t i, uint32_t n)
     return j - i;
 }
 
+/* Values written by copies, from vals (the event's row, from this group's
+ * first item on). */
+static gpuport_status_t copy_values(struct gpuport_fcuda *c, const gpuport_work_t *w, uint32_t k,
+                                    uint64_t *vals)
+{
+    gpuport_status_t st = GPUPORT_OK;
+
+    for (uint32_t i = 0; i < k && !st; i++) {
+        vals[i] = w[i].value;
+        st = CU_CALL(cuMemcpyHtoDAsync,
+                     ((CUdeviceptr)(uintptr_t)w[i].dst, &vals[i], sizeof(vals[i]), c->stream));
+    }
+    return st;
+}
+
 static gpuport_status_t issue_group(struct gpuport_fcuda *c, gpuport_flusher_t *fl,
-                                    const gpuport_work_t *w, uint32_t k)
+                                    const gpuport_work_t *w, uint32_t k, uint64_t *vals)
 {
     CUdeviceptr dst = (CUdeviceptr)(uintptr_t)w->dst, src = (CUdeviceptr)(uintptr_t)w->src;
     uint64_t size = 0;
 
+    if (w->kind == GPUPORT_WORK_CU_WRITE && (w->flags & GPUPORT_WORK_VALUE_COPY))
+        return copy_values(c, w, k, vals);
     if (w->kind == GPUPORT_WORK_CU_WRITE) {
         CUstreamBatchMemOpParams ops[GPUPORT_FCUDA_BATCH];
         if (k == 1)
@@ -262,7 +287,7 @@ void gpuport_fcuda_issue(gpuport_flusher_t *fl, const gpuport_work_t *w, uint32_
 
     for (uint32_t i = 0; i < n;) {
         uint32_t k = group(w, i, n);
-        st = issue_group(c, fl, &w[i], k);
+        st = issue_group(c, fl, &w[i], k, &c->values[slot][queued]);
         for (uint32_t j = i; j < i + k; j++) {
             if (st)
                 gpuport_flusher_complete(fl, w[j].channel, st);

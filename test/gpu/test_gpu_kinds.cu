@@ -13,8 +13,8 @@
  * cudaMalloc over cuda_ipc, both VMM kinds and the exportable pool over
  * cuda_ipc and tcp, the default pool over tcp. The default pool as a
  * cuda_ipc destination is refused on both sides, the message saying how to
- * make an exportable pool; one exportable-pool region serves a cuda_ipc and
- * a tcp channel at once. README's table rows for these kinds are compared
+ * make an exportable pool; one exportable-pool allocation serves a cuda_ipc
+ * and a tcp channel at once (registered in a communicator of each). README's table rows for these kinds are compared
  * with the same verdicts.
  * Two processes (fork + socketpair bootstrap; GPUPORT_TEST_ONE_GPU=1 puts
  * both on GPU 0).
@@ -25,7 +25,6 @@
 #include "gpu_check.h"
 #include "gpu_pair.h"
 #include "gpuport/gpuport_device.h"
-#include "tl_force.h"
 extern "C" {
 #include "capture.h"
 }
@@ -399,31 +398,40 @@ __global__ void k_two(gpuport_port_channel_dev_t a, gpuport_port_channel_dev_t b
         rc[1] = gpuport_wait(&b);
 }
 
-/* One exportable-pool source and one destination, registered once, serve
- * a cuda_ipc channel and a tcp channel at once: the first half of each
- * destination arrives over one, the second over the other, both in one
- * kernel. */
-static void two_transports(gpuport_bootstrap_t *bs, unsigned char *stage)
+/* One exportable-pool source and one destination serve a cuda_ipc channel
+ * and a tcp channel at once: registered in a cuda_ipc communicator and in a
+ * tcp one (a communicator reaches each peer over one transport), the first
+ * half of each destination arrives over one, the second over the other,
+ * both in one kernel. */
+static gpuport_comm_t comm_over(gpuport_bootstrap_t *bs, const char *transport)
 {
     gpuport_comm_t comm;
-    gpuport_mem_t msrc, mdst;
+
+    CHECK(setenv("GPUPORT_TRANSPORT", transport, 1) == 0);
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    unsetenv("GPUPORT_TRANSPORT");
+    return comm;
+}
+
+static void two_transports(gpuport_bootstrap_t *bs, unsigned char *stage)
+{
+    gpuport_comm_t ci = comm_over(bs, "cuda_ipc"), ct = comm_over(bs, "tcp");
+    gpuport_mem_t msrc[2], mdst[2];
     gpuport_channel_t a, b;
     gpuport_port_channel_dev_t da, db;
     uint64_t bad = 0, half = REGION / 2;
     int rc[2];
     buf_t src, dst;
 
-    CHECK(setenv("GPUPORT_TRANSPORT", "cuda_ipc", 1) == 0);
-    CHECK_OK(gpuport_comm_create(bs, &comm));
-    unsetenv("GPUPORT_TRANSPORT");
-    alloc_kind(comm, K_POOL_EXPORTABLE, &src);
-    alloc_kind(comm, K_POOL_EXPORTABLE, &dst);
+    alloc_kind(ci, K_POOL_EXPORTABLE, &src);
+    alloc_kind(ci, K_POOL_EXPORTABLE, &dst);
     fill(src.p, dst.p, stage, bs->rank);
-    CHECK_OK(gpuport_mem_register(comm, src.p, REGION, &msrc));
-    CHECK_OK(gpuport_mem_register(comm, dst.p, REGION, &mdst));
-    CHECK_OK(gpuport_channel_create(comm, 1 - bs->rank, msrc, mdst, &a));
-    CHECK(test_force_transport(comm, "tcp") == 0);
-    CHECK_OK(gpuport_channel_create(comm, 1 - bs->rank, msrc, mdst, &b));
+    CHECK_OK(gpuport_mem_register(ci, src.p, REGION, &msrc[0]));
+    CHECK_OK(gpuport_mem_register(ci, dst.p, REGION, &mdst[0]));
+    CHECK_OK(gpuport_mem_register(ct, src.p, REGION, &msrc[1]));
+    CHECK_OK(gpuport_mem_register(ct, dst.p, REGION, &mdst[1]));
+    CHECK_OK(gpuport_channel_create(ci, 1 - bs->rank, msrc[0], mdst[0], &a));
+    CHECK_OK(gpuport_channel_create(ct, 1 - bs->rank, msrc[1], mdst[1], &b));
     CHECK_MSG(strcmp(gpuport_channel_transport(a), "cuda_ipc") == 0 &&
                   strcmp(gpuport_channel_transport(b), "tcp") == 0,
               "two transports: %s and %s", gpuport_channel_transport(a),
@@ -444,15 +452,18 @@ static void two_transports(gpuport_bootstrap_t *bs, unsigned char *stage)
     CHECK_OK(bs->barrier(bs->ctx));
     CHECK_OK(gpuport_channel_destroy(a));
     CHECK_OK(gpuport_channel_destroy(b));
-    CHECK_OK(gpuport_mem_deregister(msrc));
-    CHECK_OK(gpuport_mem_deregister(mdst));
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(gpuport_mem_deregister(msrc[i]));
+        CHECK_OK(gpuport_mem_deregister(mdst[i]));
+    }
+    CHECK_OK(gpuport_comm_destroy(ct));
+    CHECK_OK(gpuport_comm_destroy(ci));
     CHECK_OK(bs->barrier(bs->ctx));
-    free_kind(comm, K_POOL_EXPORTABLE, &src);
-    free_kind(comm, K_POOL_EXPORTABLE, &dst);
-    CHECK_OK(gpuport_comm_destroy(comm));
+    free_kind(NULL, K_POOL_EXPORTABLE, &src);
+    free_kind(NULL, K_POOL_EXPORTABLE, &dst);
     if (bs->rank == 0)
-        printf("one exportable-pool region over cuda_ipc and tcp at once: %llu bytes each way "
-               "(half over each), every byte checked\n",
+        printf("one exportable-pool allocation over cuda_ipc and tcp at once: %llu bytes each "
+               "way (half over each), every byte checked\n",
                (unsigned long long)REGION);
 }
 

@@ -245,6 +245,8 @@ static int cipc_put_value(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t valu
     w->kind = GPUPORT_WORK_CU_WRITE;
     w->dst = dst;
     w->value = value;
+    if (ch->dst.rec.kind == GPUPORT_REGION_DEVICE_POOL)
+        w->flags |= GPUPORT_WORK_VALUE_COPY;
     return GPUPORT_TRANSPORT_QUEUE;
 }
 

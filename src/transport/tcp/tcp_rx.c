@@ -94,6 +94,8 @@ static void on_value(tcp_conn_t *tc, const tcp_msg_t *m)
             return;
         }
         w.kind = GPUPORT_WORK_CU_WRITE;
+        if (ch->local_dst.kind == GPUPORT_REGION_DEVICE_POOL)
+            w.flags = GPUPORT_WORK_VALUE_COPY;
         if (!gpuport_tl_post(tc->conn, &w)) {
             tcp_conn_break(tc, GPUPORT_ERR_INTERNAL, "found the flusher full after checking it "
                            "had room for a value", 0);
