@@ -467,6 +467,85 @@ static void two_transports(gpuport_bootstrap_t *bs, unsigned char *stage)
                (unsigned long long)REGION);
 }
 
+__global__ void k_three(gpuport_port_channel_dev_t a, gpuport_port_channel_dev_t b,
+                        gpuport_port_channel_dev_t c, uint64_t half, int *rc)
+{
+    rc[0] = gpuport_put_with_signal(&a, 0, 0, half);
+    if (!rc[0])
+        rc[0] = gpuport_put_with_signal(&b, 0, half, half);
+    if (!rc[0])
+        rc[0] = gpuport_put_with_signal(&c, 0, 0, 2 * half);
+    rc[1] = rc[0] ? rc[0] : gpuport_wait(&a);
+    if (!rc[1])
+        rc[1] = gpuport_wait(&b);
+    if (!rc[1])
+        rc[1] = gpuport_wait(&c);
+}
+
+/* Three cuda_ipc channels over one connection into one exportable pool:
+ * two destinations are the halves of one allocation (registered apart:
+ * the peer imports the allocation once), the third a second allocation
+ * of the same pool (the peer imports the pool once). */
+static void pool_shared_imports(gpuport_bootstrap_t *bs, unsigned char *stage)
+{
+    gpuport_comm_t comm;
+    gpuport_mem_t msrc, mh[2], mb;
+    gpuport_channel_t c[3];
+    gpuport_port_channel_dev_t d[3];
+    uint64_t bad = 0, half = REGION / 2;
+    int rc[2];
+    buf_t src, a, b;
+    cudaMemPool_t pool;
+
+    CHECK(setenv("GPUPORT_TRANSPORT", "cuda_ipc", 1) == 0);
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    unsetenv("GPUPORT_TRANSPORT");
+    alloc_kind(comm, K_POOL_EXPORTABLE, &src);
+    alloc_kind(comm, K_POOL_EXPORTABLE, &a);
+    pool = a.pool;
+    memset(&b, 0, sizeof(b));
+    CUDA_CHECK(cudaMallocFromPoolAsync(&b.p, REGION, pool, 0));
+    CUDA_CHECK(cudaStreamSynchronize(0));
+    fill(src.p, a.p, stage, bs->rank);
+    CUDA_CHECK(cudaMemset(b.p, 0, REGION));
+    CHECK_OK(gpuport_mem_register(comm, src.p, REGION, &msrc));
+    CHECK_OK(gpuport_mem_register(comm, a.p, half, &mh[0]));
+    CHECK_OK(gpuport_mem_register(comm, (char *)a.p + half, half, &mh[1]));
+    CHECK_OK(gpuport_mem_register(comm, b.p, REGION, &mb));
+    CHECK_OK(gpuport_channel_create(comm, 1 - bs->rank, msrc, mh[0], &c[0]));
+    CHECK_OK(gpuport_channel_create(comm, 1 - bs->rank, msrc, mh[1], &c[1]));
+    CHECK_OK(gpuport_channel_create(comm, 1 - bs->rank, msrc, mb, &c[2]));
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(gpuport_channel_device(c[i], &d[i]));
+    k_three<<<1, 1>>>(d[0], d[1], d[2], half, g_rc);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(rc, g_rc, sizeof(rc), cudaMemcpyDeviceToHost));
+    CHECK_MSG(rc[0] == 0 && rc[1] == 0, "shared pool imports: puts %d, waits %d", rc[0], rc[1]);
+    for (int which = 0; which < 2; which++) {
+        CUDA_CHECK(cudaMemcpy(stage, which ? b.p : a.p, REGION, cudaMemcpyDefault));
+        for (uint64_t i = 0; i < REGION; i++)
+            bad += stage[i] != pat(1 - bs->rank, i);
+    }
+    CHECK_MSG(bad == 0, "shared pool imports: %llu of %llu bytes wrong", (unsigned long long)bad,
+              (unsigned long long)(2 * REGION));
+    CHECK_OK(bs->barrier(bs->ctx));
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(gpuport_channel_destroy(c[i]));
+    CHECK_OK(gpuport_mem_deregister(msrc));
+    CHECK_OK(gpuport_mem_deregister(mh[0]));
+    CHECK_OK(gpuport_mem_deregister(mh[1]));
+    CHECK_OK(gpuport_mem_deregister(mb));
+    CHECK_OK(gpuport_comm_destroy(comm));
+    CHECK_OK(bs->barrier(bs->ctx));
+    CUDA_CHECK(cudaFreeAsync(b.p, 0));
+    free_kind(NULL, K_POOL_EXPORTABLE, &a); /* frees a and destroys the pool */
+    free_kind(NULL, K_POOL_EXPORTABLE, &src);
+    if (bs->rank == 0)
+        printf("three channels into one exportable pool over one connection (two regions of one "
+               "allocation, a second allocation): %llu bytes each way, every byte checked\n",
+               (unsigned long long)(2 * REGION));
+}
+
 /* Pool memory freed by its owner, over cuda_ipc (the peer imported it),
  * the pool then trimmed to nothing (cudaMemPoolTrimTo):
  *  - in order (early 0): rank 0 destroys its channel, deregisters, frees
@@ -582,6 +661,7 @@ int main(void)
     }
     refused_over_cuda_ipc(&bs);
     two_transports(&bs, stage);
+    pool_shared_imports(&bs, stage);
     pool_lifetimes(&bs, stage, 0);
     pool_lifetimes(&bs, stage, 1); /* last: it may leave this process's flusher failed */
     free(stage);

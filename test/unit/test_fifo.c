@@ -22,7 +22,7 @@
 #define EXT_EVERY 7 /* every 7th push of a producer is an EXT pair */
 #define BIG_OFF (1ull << 40)
 #define PUSH_TIMEOUT_NS 20000000000ull
-#define STALL_NS 10000000000ull
+#define STALL_NS 60000000000ull /* a lost slot stalls for ever; a loaded machine, seconds */
 
 static uint64_t now_ns(void)
 {

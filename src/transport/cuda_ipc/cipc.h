@@ -20,6 +20,8 @@ typedef struct cipc_import {
     uint64_t *sizes;    /* each piece's mapping, to unmap one by one */
     uint32_t npieces, mapped;
     int pool;           /* a pool allocation (cipc_pool.c), freed rather than unmapped */
+    uint64_t pool_id;   /* pool: the peer's name for its pool, and the allocation's export */
+    unsigned char export_data[64]; /* data: another region in it shares the import */
     int refs;
 } cipc_import_t;
 

@@ -2,7 +2,8 @@
  * A peer's stream-ordered pool memory, imported here. Each pool of the
  * peer is imported once per connection (cuMemPoolImportFromShareableHandle
  * of the descriptor the peer passed with its first channel over it; later
- * channels pass it again, and it is closed unused) and made read-write for
+ * channels pass it again, and it is closed unused unless the pool's name
+ * was reused: pointer_import) and made read-write for
  * this rank's GPU; each allocation is imported once
  * (cuMemPoolImportPointer of the export data in the region record) and
  * shared by every channel whose destination lies in it, freed when the
@@ -18,9 +19,17 @@
 
 #include "transport/cuda_ipc/cipc.h"
 
-/* The peer's pool `id` imported here, importing it from the descriptor
- * the channel carried if this is its first use. */
-static gpuport_status_t pool_get(gpuport_tl_chan_t *ch, uint64_t id, CUmemoryPool *pool_p)
+/* The peer's pool `id` as imported here before, or NULL. */
+static cipc_pool_t *pool_find(cipc_conn_t *cc, uint64_t id)
+{
+    for (cipc_pool_t *p = cc->pools; p; p = p->next)
+        if (p->id == id)
+            return p;
+    return NULL;
+}
+
+/* Imports the peer's pool `id` from the descriptor the channel carried. */
+static gpuport_status_t pool_import(gpuport_tl_chan_t *ch, uint64_t id, CUmemoryPool *pool_p)
 {
     cipc_conn_t *cc = ch->conn->priv;
     const gpuport_proc_rec_t *me = gpuport_tl_proc(ch->comm, gpuport_tl_rank(ch->comm));
@@ -30,12 +39,6 @@ static gpuport_status_t pool_get(gpuport_tl_chan_t *ch, uint64_t id, CUmemoryPoo
     cipc_pool_t *p;
     gpuport_status_t st;
 
-    for (p = cc->pools; p; p = p->next) {
-        if (p->id == id) {
-            *pool_p = p->pool;
-            return GPUPORT_OK;
-        }
-    }
     if (ch->dst_npieces != 1) {
         log_error("rank %d passed %u descriptors for its pool memory (expected the pool's one)",
                   ch->peer, ch->dst_npieces);
@@ -88,18 +91,50 @@ static gpuport_status_t pool_get(gpuport_tl_chan_t *ch, uint64_t id, CUmemoryPoo
     return GPUPORT_OK;
 }
 
-gpuport_status_t cipc_pool_import(gpuport_tl_chan_t *ch, cipc_import_t **imp_p)
+/* The allocation the record names, imported from the pool imported before
+ * under its name, else from the descriptor this channel carried. The peer
+ * may have destroyed that pool and made another whose handle has the same
+ * value: when the earlier import does not take the allocation, the pool is
+ * imported again from the descriptor (it comes with every channel for this
+ * reason) and the earlier one is no longer found by the name. */
+static gpuport_status_t pointer_import(gpuport_tl_chan_t *ch, CUdeviceptr *va_p)
 {
     cipc_conn_t *cc = ch->conn->priv;
     const gpuport_region_rec_t *r = &ch->dst.rec;
     CUmemPoolPtrExportData data;
+    cipc_pool_t *known = pool_find(cc, r->pool);
     CUmemoryPool pool;
+    gpuport_status_t st;
+
+    memcpy(&data, r->ipc, sizeof(data));
+    if (known && gpuport_cu.cuMemPoolImportPointer(va_p, known->pool, &data) == CUDA_SUCCESS)
+        return GPUPORT_OK;
+    if (known)
+        known->id = 0; /* stale: released with the connection */
+    st = pool_import(ch, r->pool, &pool);
+    if (st)
+        return st;
+    st = CU_CALL(cuMemPoolImportPointer, (va_p, pool, &data));
+    if (st)
+        log_error("channel to rank %d: cannot import its pool allocation (the destination, %llu "
+                  "bytes at offset %llu)",
+                  ch->peer, (unsigned long long)r->size, (unsigned long long)r->fd_offset);
+    return st;
+}
+
+gpuport_status_t cipc_pool_import(gpuport_tl_chan_t *ch, cipc_import_t **imp_p)
+{
+    cipc_conn_t *cc = ch->conn->priv;
+    const gpuport_region_rec_t *r = &ch->dst.rec;
     cipc_import_t *imp;
     CUdeviceptr va = 0;
     gpuport_status_t st;
 
+    /* the same region, or another region in the same allocation */
     for (imp = cc->imports; imp; imp = imp->next) {
-        if (imp->serial == r->serial) {
+        if (imp->serial == r->serial ||
+            (imp->pool && imp->pool_id == r->pool &&
+             memcmp(imp->export_data, r->ipc, sizeof(imp->export_data)) == 0)) {
             imp->refs++;
             ch->dst.base = (void *)(uintptr_t)(imp->va + r->fd_offset);
             *imp_p = imp;
@@ -114,15 +149,7 @@ gpuport_status_t cipc_pool_import(gpuport_tl_chan_t *ch, cipc_import_t **imp_p)
         free(imp);
         return st;
     }
-    st = pool_get(ch, r->pool, &pool);
-    if (!st) {
-        memcpy(&data, r->ipc, sizeof(data));
-        st = CU_CALL(cuMemPoolImportPointer, (&va, pool, &data));
-        if (st)
-            log_error("channel to rank %d: cannot import its pool allocation (the destination, "
-                      "%llu bytes at offset %llu)",
-                      ch->peer, (unsigned long long)r->size, (unsigned long long)r->fd_offset);
-    }
+    st = pointer_import(ch, &va);
     gpuport_tl_gpu_ctx_pop();
     if (st) {
         free(imp);
@@ -131,6 +158,8 @@ gpuport_status_t cipc_pool_import(gpuport_tl_chan_t *ch, cipc_import_t **imp_p)
     imp->serial = r->serial;
     imp->va = va;
     imp->pool = 1;
+    imp->pool_id = r->pool;
+    memcpy(imp->export_data, r->ipc, sizeof(imp->export_data));
     imp->refs = 1;
     imp->next = cc->imports;
     cc->imports = imp;

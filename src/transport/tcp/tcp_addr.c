@@ -157,7 +157,8 @@ gpuport_status_t tcp_comm_open(gpuport_tl_comm_t *tl, void *blob)
                           sizeof(t->why));
     if (status == GPUPORT_OK) {
         sl = tcp_sockaddr_of(me, &ss); /* port 0: any */
-        t->listen_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        /* nonblocking: the acceptor takes every waiting connection, then polls */
+        t->listen_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (t->listen_fd < 0 || bind(t->listen_fd, (struct sockaddr *)&ss, sl) != 0 ||
             listen(t->listen_fd, 1024) != 0 ||
             getsockname(t->listen_fd, (struct sockaddr *)&ss, &sl) != 0) {
@@ -201,6 +202,7 @@ void tcp_comm_close(gpuport_tl_comm_t *tl)
         close(t->listen_fd);
     if (t->epfd >= 0)
         close(t->epfd);
+    tcp_accept_close(t);
     for (int r = 0; t->pending && r < gpuport_tl_size(tl->comm); r++)
         if (t->pending[r] >= 0)
             close(t->pending[r]);

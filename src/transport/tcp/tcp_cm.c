@@ -1,7 +1,7 @@
 /*
  * tcp: connection set-up (application thread, under comm->lock). The lower
- * rank connects and greets with the listener's cookie; the higher accepts,
- * keeping connections from other ranks for their turn.
+ * rank connects and greets with the listener's cookie; the higher accepts
+ * (tcp_accept.c), keeping connections from other ranks for their turn.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_TCP)
 #include <errno.h>
@@ -17,16 +17,6 @@
 #include <unistd.h>
 
 #include "transport/tcp/tcp_priv.h"
-
-#define HELLO_MAGIC 0x43545047u /* "GPTC" */
-
-typedef struct tcp_hello {
-    uint32_t magic;
-    uint16_t version_major, version_minor, version_patch, layout;
-    int32_t from_rank, to_rank;
-    uint32_t reserved;
-    uint64_t cookie; /* the listener's, from its rank record */
-} tcp_hello_t;
 
 /* poll() waits of at most a second, so that a wait without deadline still
  * looks around */
@@ -132,7 +122,7 @@ static int connect_to(gpuport_tl_comm_t *tl, int peer, uint64_t deadline)
         return -1;
     }
     memset(&h, 0, sizeof(h));
-    h.magic = HELLO_MAGIC;
+    h.magic = TCP_HELLO_MAGIC;
     h.version_major = GPUPORT_VERSION_MAJOR;
     h.version_minor = GPUPORT_VERSION_MINOR;
     h.version_patch = GPUPORT_VERSION_PATCH;
@@ -148,59 +138,6 @@ static int connect_to(gpuport_tl_comm_t *tl, int peer, uint64_t deadline)
         return -1;
     }
     return fd;
-}
-
-/* Accepts until peer's connection arrives; others are kept for their turn. */
-static int accept_from(gpuport_tl_comm_t *tl, int peer, uint64_t deadline)
-{
-    struct gpuport_tcp_comm *t = tl->priv;
-    int rank = gpuport_tl_rank(tl->comm), size = gpuport_tl_size(tl->comm);
-
-    for (;;) {
-        struct pollfd pf = {t->listen_fd, POLLIN, 0};
-        tcp_hello_t h;
-        int fd, err, wait;
-
-        if (t->pending[peer] >= 0) {
-            fd = t->pending[peer];
-            t->pending[peer] = -1;
-            return fd;
-        }
-        wait = ms_left(deadline);
-        if (wait == 0) {
-            log_error("rank %d did not connect within GPUPORT_TIMEOUT_MS=%llu", peer,
-                      (unsigned long long)(gpuport_tl_timeout_ns(tl->comm) / 1000000));
-            return -1;
-        }
-        if (poll(&pf, 1, wait) <= 0)
-            continue;
-        fd = accept4(t->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0)
-            continue;
-        err = io_full(fd, &h, sizeof(h), 0, gpuport_deadline(5000000000ull));
-        if (err || h.magic != HELLO_MAGIC || h.cookie != t->cookie || h.to_rank != rank ||
-            h.from_rank < 0 || h.from_rank >= size) {
-            log_warn("dropped a connection that is not from this communicator (%s)",
-                     err ? strerror(err) : "wrong greeting");
-            close(fd);
-            continue;
-        }
-        if (h.version_major != GPUPORT_VERSION_MAJOR || h.version_minor != GPUPORT_VERSION_MINOR ||
-            h.layout != GPUPORT_RECORD_LAYOUT) {
-            log_error("rank %d runs gpuport %u.%u.%u (layout %u), this rank %d.%d.%d "
-                      "(layout %d)",
-                      h.from_rank, h.version_major, h.version_minor, h.version_patch, h.layout,
-                      GPUPORT_VERSION_MAJOR, GPUPORT_VERSION_MINOR, GPUPORT_VERSION_PATCH,
-                      GPUPORT_RECORD_LAYOUT);
-            close(fd);
-            return -1;
-        }
-        if (h.from_rank == peer)
-            return fd;
-        if (t->pending[h.from_rank] >= 0)
-            close(t->pending[h.from_rank]);
-        t->pending[h.from_rank] = fd;
-    }
 }
 
 static void conn_free(tcp_conn_t *tc)
@@ -250,7 +187,7 @@ gpuport_status_t tcp_conn_open(gpuport_conn_t *conn)
     if (rank <= peer)
         tc->fd_tx = connect_to(conn->tl, peer, deadline);
     if (rank >= peer && (rank != peer || tc->fd_tx >= 0))
-        tc->fd_rx = accept_from(conn->tl, peer, deadline);
+        tc->fd_rx = tcp_accept_from(conn->tl, peer, deadline);
     if (rank < peer)
         tc->fd_rx = tc->fd_tx;
     else if (rank > peer)

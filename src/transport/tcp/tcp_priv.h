@@ -59,11 +59,31 @@ typedef struct tcp_rec {
     char tcp_ifname[16];
 } tcp_rec_t;
 
+/* The greeting a connecting rank sends first (tcp_cm.c), checked by the
+ * listener (tcp_accept.c). */
+#define TCP_HELLO_MAGIC 0x43545047u /* "GPTC" */
+
+typedef struct tcp_hello {
+    uint32_t magic;
+    uint16_t version_major, version_minor, version_patch, layout;
+    int32_t from_rank, to_rank;
+    uint32_t reserved;
+    uint64_t cookie; /* the listener's, from its rank record */
+} tcp_hello_t;
+
+struct tcp_greeting;
+
 struct gpuport_tcp_comm {
     gpuport_tl_comm_t *tl;
     int listen_fd;
     uint64_t cookie;
     int *pending; /* by rank: accepted, hello read, not yet claimed (comm->lock) */
+    /* connections accepted whose greeting has not arrived whole (comm->lock;
+     * tcp_accept.c), and the strangers dropped since the last line about them */
+    struct tcp_greeting *greet;
+    int ngreet;
+    uint64_t strangers[4];
+    uint64_t strangers_logged_ns;
     char why[256]; /* why there is no listener */
     /* The connections' receiving sockets: the proxy asks once per pass which
      * are readable instead of trying a recv on each (-1: try each). */
@@ -185,6 +205,13 @@ void tcp_describe(const void *settings, char *buf, size_t len);
 /* tcp_cm.c */
 gpuport_status_t tcp_conn_open(gpuport_conn_t *conn);
 void tcp_conn_close(gpuport_conn_t *conn);
+
+/* tcp_accept.c: the connection `peer` opened to this rank's listener
+ * (greeted and checked), or -1 (logged) at the deadline or where the peer
+ * runs another version. Connections of other ranks wait in pending. */
+int tcp_accept_from(gpuport_tl_comm_t *tl, int peer, uint64_t deadline);
+/* Closes the connections still greeting, at the listener's end. */
+void tcp_accept_close(struct gpuport_tcp_comm *t);
 
 /* tcp_tx.c */
 int tcp_has_room(gpuport_tl_chan_t *ch, uint32_t nops);
