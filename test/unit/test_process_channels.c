@@ -151,8 +151,8 @@ static int peer_dies(gpuport_bootstrap_t *bs, int use_malloc)
     got[7] = gpuport_channel_flush(s.ch);
     got[8] = gpuport_channel_status(s.ch);
     log = capture_end();
-    CHECK_MSG(got[0] == GPUPORT_ERR_PEER, "status after the death: %s",
-              gpuport_status_string(got[0]));
+    CHECK_MSG(got[0] == GPUPORT_ERR_PEER || (g_distinct_hosts && got[0] == GPUPORT_ERR_TRANSPORT),
+              "status after the death: %s", gpuport_status_string(got[0]));
     CHECK_MSG(notice_ns < 1000000000ull, "the proxy took %llu ms to notice",
               (unsigned long long)(notice_ns / 1000000));
     CHECK_MSG(got[1] == GPUPORT_OK && ready == 1, "poll of the signal sent before the death: %s, "
@@ -160,9 +160,14 @@ static int peer_dies(gpuport_bootstrap_t *bs, int use_malloc)
     CHECK_MSG(got[2] == GPUPORT_ERR_PEER && wait_ns < 5000000000ull,
               "wait after the death: %s in %llu ms", gpuport_status_string(got[2]),
               (unsigned long long)(wait_ns / 1000000));
+    /* poll (3) reads the peer's word: a failure; the others the channel's
+     * state, which over tcp is the reset's GPUPORT_ERR_TRANSPORT when the
+     * dead process left bytes unread (test_comm_destroy.c), else the end of
+     * stream's GPUPORT_ERR_PEER */
     for (int i = 3; i < 9; i++)
-        CHECK_MSG(got[i] == GPUPORT_ERR_PEER, "call %d after the death returned %s", i,
-                  gpuport_status_string(got[i]));
+        CHECK_MSG(got[i] == GPUPORT_ERR_PEER ||
+                      (i > 3 && g_distinct_hosts && got[i] == GPUPORT_ERR_TRANSPORT),
+                  "call %d after the death returned %s", i, gpuport_status_string(got[i]));
     CHECK_MSG(strstr(log, "failed") && !strstr(log, "closed its side"), "log: %s", log);
     /* destroy waits for nothing the dead peer would have had to do, and
      * this rank's own work is done: it returns at once, OK */
