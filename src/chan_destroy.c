@@ -73,8 +73,8 @@ static void release(gpuport_channel_t ch)
 /* Destroy is pairwise-safe: this side tells the peer (in order behind its
  * own operations), drains, and waits until the peer can write nothing more
  * into this rank's regions, so that they may be deregistered and freed
- * once this returns; the peer's later operations on the channel fail with
- * GPUPORT_ERR_PEER. */
+ * once this returns; the peer's later operations on the channel return
+ * GPUPORT_ERR_CLOSED (a close, not a failure: proxy_close.c's word). */
 gpuport_status_t gpuport_channel_destroy(gpuport_channel_t ch)
 {
     gpuport_comm_t comm;

@@ -30,6 +30,24 @@ static inline gpuport_status_t chan_state(gpuport_channel_t ch)
     return (gpuport_status_t)atomic_load_explicit(&ch->state->status, memory_order_acquire);
 }
 
+/* The peer's word in this side's semaphore slot, as this side reports it
+ * (gpuport_peer_word_status): GPUPORT_OK, _CLOSED or _PEER. */
+static inline gpuport_status_t chan_peer_state(gpuport_channel_t ch)
+{
+    return gpuport_peer_word_status(
+        atomic_load_explicit(&ch->inbound->peer_status, memory_order_acquire));
+}
+
+/* What status, flush and the operations report: the channel's own error
+ * first (it sticks), else the peer's close or failure as soon as its word
+ * has arrived, before the proxy has looked at it. */
+static inline gpuport_status_t chan_health(gpuport_channel_t ch)
+{
+    gpuport_status_t status = chan_state(ch);
+
+    return status ? status : chan_peer_state(ch);
+}
+
 /* chan_push.c: the message for a handle that is not a live channel, given
  * to `call`; GPUPORT_ERR_INVALID_ARG. */
 gpuport_status_t chan_stale(const char *call, gpuport_channel_t ch);

@@ -93,7 +93,8 @@ static gpuport_status_t check_value(gpuport_channel_t ch, uint64_t dst_off)
 }
 
 /* What every operation checks first: a live handle, a healthy channel, a
- * peer that has not closed or failed its side. */
+ * peer that has not closed or failed its side (GPUPORT_ERR_CLOSED or
+ * _PEER, which the channel keeps from then on). */
 static gpuport_status_t usable(gpuport_channel_t ch)
 {
     gpuport_status_t status;
@@ -103,16 +104,24 @@ static gpuport_status_t usable(gpuport_channel_t ch)
     status = chan_state(ch);
     if (status)
         return status;
-    if (atomic_load_explicit(&ch->inbound->peer_status, memory_order_acquire) != GPUPORT_OK) {
+    status = chan_peer_state(ch);
+    if (status) {
         int32_t ok = GPUPORT_OK;
-        log_error("channel %u (to rank %d): rank %d has closed or failed its side; nothing was "
-                  "queued, and the channel is failed",
-                  ch->id, ch->peer, ch->peer);
-        /* as the proxy does with an operation it finds after the close */
-        atomic_compare_exchange_strong(&ch->state->status, &ok, GPUPORT_ERR_PEER);
-        return GPUPORT_ERR_PEER;
+        /* a close is the peer's normal end, so a warning (the operation is
+         * not carried out); a failure an error */
+        if (status == GPUPORT_ERR_CLOSED)
+            log_warn("channel %u (to rank %d): rank %d closed its side of the channel; nothing "
+                     "was queued, and the channel is closed here too",
+                     ch->id, ch->peer, ch->peer);
+        else
+            log_error("channel %u (to rank %d): rank %d's side of the channel failed; nothing "
+                      "was queued, and the channel is failed",
+                      ch->id, ch->peer, ch->peer);
+        /* as the proxy does with an operation it finds after the word */
+        if (!atomic_compare_exchange_strong(&ch->state->status, &ok, (int32_t)status))
+            return (gpuport_status_t)ok; /* the proxy was first: its status sticks */
     }
-    return GPUPORT_OK;
+    return status;
 }
 
 static gpuport_status_t push_op(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,

@@ -4,7 +4,8 @@
  * gpuport_channel_wait and _poll (the peer's signals in this rank's
  * semaphore slot), and the channel's state (gpuport_channel_status,
  * _transport). Every wait is bounded by GPUPORT_TIMEOUT_MS and stops early
- * when the peer's side failed or, on this host, its process exited.
+ * when the peer closed its side (GPUPORT_ERR_CLOSED), failed it or, on this
+ * host, its process exited (GPUPORT_ERR_PEER).
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
 #include "chan_int.h"
@@ -43,6 +44,11 @@ gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
 
     if (!chan_ok(ch))
         return chan_stale("gpuport_channel_flush", ch);
+    /* the channel's own state, not the peer's word: a flush answers for
+     * this side's earlier operations, and those carried out before the
+     * peer's close did land (the peer's destroy waited for them). One that
+     * the close kept from being carried out put the channel in
+     * GPUPORT_ERR_CLOSED, which the flush then returns. */
     status = chan_state(ch);
     if (status)
         return status;
@@ -65,24 +71,32 @@ static int take_one(gpuport_channel_t ch)
     return 0;
 }
 
+/* Takes one signal: 1 taken, 0 none yet, or below 0 the peer's close
+ * (GPUPORT_ERR_CLOSED) or failure (GPUPORT_ERR_PEER) with none left. */
 static int take_signal(gpuport_channel_t ch)
 {
-    int32_t peer_status;
+    int32_t word;
 
     if (take_one(ch))
         return 1;
-    peer_status = atomic_load_explicit(&ch->inbound->peer_status, memory_order_acquire);
+    word = atomic_load_explicit(&ch->inbound->peer_status, memory_order_acquire);
     /* the peer's word comes after its last signal: one that arrived since
      * the look above is still this wait's */
-    if (peer_status && take_one(ch))
+    if (word && take_one(ch))
         return 1;
-    if (peer_status) {
-        log_error("channel %u: rank %d's side of the channel failed (%s); no more signals will "
-                  "come",
-                  ch->id, ch->peer, gpuport_status_string((gpuport_status_t)peer_status));
-        return GPUPORT_ERR_PEER;
+    if (!word)
+        return 0;
+    if (gpuport_peer_word_status(word) == GPUPORT_ERR_CLOSED) {
+        /* info, not a warning: the end of the peer's signals is the normal
+         * end of a channel, and the caller has GPUPORT_ERR_CLOSED to act on;
+         * a warning would print at every orderly shutdown */
+        log_info("channel %u: rank %d closed its side of the channel; no more signals will come",
+                 ch->id, ch->peer);
+        return GPUPORT_ERR_CLOSED;
     }
-    return 0;
+    log_error("channel %u: rank %d's side of the channel failed (%s); no more signals will come",
+              ch->id, ch->peer, gpuport_status_string((gpuport_status_t)word));
+    return GPUPORT_ERR_PEER;
 }
 
 gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p)
@@ -128,6 +142,11 @@ gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
                 int pid = ch->comm->procs[ch->peer].pid;
                 if (ch->peer_same_host && !gpuport_pid_alive(pid)) {
                     int32_t ok = GPUPORT_OK;
+                    /* its close (or a last signal) may have come just
+                     * before it exited: then it closed, it did not fail */
+                    rc = take_signal(ch);
+                    if (rc)
+                        return rc > 0 ? GPUPORT_OK : (gpuport_status_t)rc;
                     log_error("channel %u: rank %d (pid %d) exited while this rank waited for "
                               "its signal; the channel is failed",
                               ch->id, ch->peer, pid);
@@ -144,7 +163,7 @@ gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
 
 gpuport_status_t gpuport_channel_status(gpuport_channel_t ch)
 {
-    return chan_ok(ch) ? chan_state(ch) : chan_stale("gpuport_channel_status", ch);
+    return chan_ok(ch) ? chan_health(ch) : chan_stale("gpuport_channel_status", ch);
 }
 
 const char *gpuport_channel_transport(gpuport_channel_t ch)

@@ -210,6 +210,18 @@ void gpuport_proxy_stop(struct gpuport_comm *comm);
 /* proxy_close.c: fails a channel on this side; its peer learns of it
  * (remote_slot or report_fail). The first error sticks. Proxy thread. */
 void gpuport_pchan_fail(gpuport_pchan_t *ch, gpuport_status_t status);
+/* What this side reports once the peer's word is in its semaphore slot
+ * (peer_status): GPUPORT_ERR_CLOSED for the peer's orderly close, which is
+ * no failure; GPUPORT_ERR_PEER for any other word (the peer's failure, its
+ * death, a broken connection: the word itself says which, for the log);
+ * GPUPORT_OK while there is none. gpuport_device.h's gpuport_dev_failed
+ * reads the word the same way. */
+static inline gpuport_status_t gpuport_peer_word_status(int32_t word)
+{
+    if (word == GPUPORT_OK)
+        return GPUPORT_OK;
+    return word == GPUPORT_ERR_CLOSED ? GPUPORT_ERR_CLOSED : GPUPORT_ERR_PEER;
+}
 /* proxy_exec.c: 1 if the decoded put d reads only inside a source region
  * of src_size bytes and writes only inside a destination region of
  * dst_size bytes: gpuport_put_fits (gpuport_trigger.h) on d's fields, the

@@ -43,7 +43,8 @@ int32_t proxy_peer_word(gpuport_comm_t comm, const gpuport_pchan_t *ch)
 
 /* gpuport_channel_destroy: the peer is told that this side is closing, in
  * order behind this side's earlier operations (its waiters take the
- * signals sent before, then see the close). */
+ * signals sent before, then see the close). The word is GPUPORT_ERR_CLOSED,
+ * not a failure's: the peer's calls then say the channel was closed. */
 int proxy_exec_close(gpuport_pchan_t *ch)
 {
     int32_t ok = GPUPORT_OK;
@@ -51,7 +52,7 @@ int proxy_exec_close(gpuport_pchan_t *ch)
     if (ch->work_done < ch->work_posted)
         return EXEC_RETRY;
     atomic_compare_exchange_strong(&ch->state->status, &ok, GPUPORT_ERR_SHUTDOWN);
-    tell_peer(ch, GPUPORT_ERR_PEER);
+    tell_peer(ch, GPUPORT_ERR_CLOSED);
     proxy_promise_if_done(ch);
     return EXEC_DONE;
 }
@@ -78,7 +79,9 @@ void proxy_promise_if_done(gpuport_pchan_t *ch)
         atomic_store_explicit(&ch->tl.remote_slot->peer_closed, 1, memory_order_release);
         ch->promised = 1;
     } else if (peer != GPUPORT_OK) {
-        tell_peer(ch, GPUPORT_ERR_PEER);
+        /* the answer to a close is a close (the peer reads it only as the
+         * promise), to a failure a peer error, as before */
+        tell_peer(ch, gpuport_peer_word_status(peer));
         ch->promised = 1;
     }
 }

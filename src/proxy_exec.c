@@ -79,6 +79,40 @@ static int exec_put_value(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpupor
     return EXEC_DONE;
 }
 
+/* A trigger's op, for messages. */
+static const char *op_name(uint32_t op)
+{
+    static const char *const names[GPUPORT_OP_MAX_] = {
+        [GPUPORT_OP_NONE] = "none",           [GPUPORT_OP_PUT] = "put",
+        [GPUPORT_OP_SIGNAL] = "signal",       [GPUPORT_OP_PUT_SIGNAL] = "put_signal",
+        [GPUPORT_OP_FLUSH] = "flush",         [GPUPORT_OP_EXT] = "ext",
+        [GPUPORT_OP_CLOSE] = "close",         [GPUPORT_OP_PUT_VALUE] = "put_value",
+        [GPUPORT_OP_PUT_VALUE_SIGNAL] = "put_value_signal"};
+
+    return op < GPUPORT_OP_MAX_ && names[op] ? names[op] : "unknown";
+}
+
+/* An operation after the peer closed or failed its side: refused, and the
+ * channel takes the peer's status (GPUPORT_ERR_CLOSED or _PEER), which its
+ * later calls, flushes and kernels' waits report. After a close this is a
+ * warning, not an error: nothing failed, but an operation the program
+ * asked for is not carried out. */
+static void refuse_after_peer(gpuport_pchan_t *ch, uint32_t op, int fifo)
+{
+    gpuport_status_t st = gpuport_peer_word_status(proxy_peer_word(ch->tl.comm, ch));
+
+    if (st == GPUPORT_ERR_CLOSED)
+        log_warn("channel %u (to rank %d): rank %d closed its side of the channel; a %s from "
+                 "the %s FIFO is not carried out, and the channel is closed here too",
+                 ch->tl.id, ch->tl.peer, ch->tl.peer, op_name(op), fifo ? "device" : "host");
+    else
+        log_error("channel %u (to rank %d): rank %d's side of the channel failed; a %s from "
+                  "the %s FIFO is not carried out and the channel is failed",
+                  ch->tl.id, ch->tl.peer, ch->tl.peer, op_name(op), fifo ? "device" : "host");
+    gpuport_pchan_fail(ch, st);
+    proxy_promise_if_done(ch);
+}
+
 /* Carries out one decoded trigger at position pos of FIFO `fifo`. */
 static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint64_t pos)
 {
@@ -112,15 +146,8 @@ static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, ui
     if (d->op == GPUPORT_OP_CLOSE)
         return proxy_exec_close(ch);
     if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) == GPUPORT_OK &&
-        proxy_peer_word(comm, ch) != GPUPORT_OK) {
-        /* an operation after the peer closed or failed its side: refused,
-         * and the channel with it */
-        log_error("channel %u (to rank %d): rank %d has closed or failed its side; the "
-                  "operation is not carried out and the channel is failed",
-                  ch->tl.id, ch->tl.peer, ch->tl.peer);
-        gpuport_pchan_fail(ch, GPUPORT_ERR_PEER);
-        proxy_promise_if_done(ch);
-    }
+        proxy_peer_word(comm, ch) != GPUPORT_OK)
+        refuse_after_peer(ch, d->op, fifo);
     /* a channel in error carries out nothing more, but its flushes complete
      * so that waiters wake and see the error */
     if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) != GPUPORT_OK)
@@ -163,13 +190,7 @@ static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, ui
 static void trace_trigger(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint64_t pos,
                           uint32_t used)
 {
-    static const char *const names[GPUPORT_OP_MAX_] = {
-        [GPUPORT_OP_NONE] = "none",           [GPUPORT_OP_PUT] = "put",
-        [GPUPORT_OP_SIGNAL] = "signal",       [GPUPORT_OP_PUT_SIGNAL] = "put_signal",
-        [GPUPORT_OP_FLUSH] = "flush",         [GPUPORT_OP_EXT] = "ext",
-        [GPUPORT_OP_CLOSE] = "close",         [GPUPORT_OP_PUT_VALUE] = "put_value",
-        [GPUPORT_OP_PUT_VALUE_SIGNAL] = "put_value_signal"};
-    const char *name = d->op < GPUPORT_OP_MAX_ && names[d->op] ? names[d->op] : "unknown";
+    const char *name = op_name(d->op);
     gpuport_status_t st = GPUPORT_ERR_INVALID_ARG; /* no such channel: the trigger was dropped */
     char value[40] = "";
 

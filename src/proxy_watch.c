@@ -41,6 +41,10 @@ void proxy_watch_peers(gpuport_comm_t comm)
             gpuport_pchan_t *ch = &comm->pchans[i];
             if (!atomic_load_explicit(&ch->active, memory_order_acquire) || ch->tl.peer != p)
                 continue;
+            /* a peer that closed the channel in order and then exited has
+             * not failed it: the channel stays closed, not failed */
+            if (proxy_peer_word(comm, ch) == GPUPORT_ERR_CLOSED)
+                continue;
             gpuport_pchan_fail(ch, GPUPORT_ERR_PEER);
             gpuport_tl_sem_fail(comm, i, GPUPORT_ERR_PEER);
             failed++;

@@ -15,6 +15,7 @@ const char *gpuport_status_string(gpuport_status_t status)
     case GPUPORT_ERR_AGAIN: return "resource temporarily unavailable, try again";
     case GPUPORT_ERR_TRANSPORT: return "transport failure";
     case GPUPORT_ERR_PEER: return "peer failure";
+    case GPUPORT_ERR_CLOSED: return "the peer closed its side of the channel";
     case GPUPORT_ERR_TIMEOUT: return "timed out";
     case GPUPORT_ERR_VERSION:
         return "version mismatch (gpuport between ranks, MPI between program and libgpuport_mpi, "

@@ -73,7 +73,12 @@ typedef enum {
     GPUPORT_ERR_AGAIN = -22,         /**< non-blocking call: try again */
     GPUPORT_ERR_BUSY = -23,          /**< in use (a region that live channels use) */
     GPUPORT_ERR_TRANSPORT = -30,     /**< a transport operation failed */
-    GPUPORT_ERR_PEER = -40,          /**< the peer failed, closed its side or disappeared */
+    GPUPORT_ERR_PEER = -40,          /**< the peer failed, exited or cannot be reached (a
+                                      *   broken connection); not an orderly close */
+    GPUPORT_ERR_CLOSED = -41,        /**< the peer closed its side of the channel in order
+                                      *   (gpuport_channel_destroy or gpuport_comm_destroy,
+                                      *   its process alive): no more signals will come and
+                                      *   nothing more can be sent; not a failure */
     GPUPORT_ERR_TIMEOUT = -50,       /**< a blocking call ran past its limit */
     GPUPORT_ERR_VERSION = -60,       /**< peers run different library versions, a program
                                       *   and libgpuport_mpi different MPIs, or a program
@@ -210,8 +215,10 @@ static inline gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bo
  * nothing more into this rank's memory; a peer that does not answer in
  * time (it has not destroyed its side yet) is logged and released anyway.
  * Then every channel and registration is released and the bootstrap's
- * destroy runs. The peers' channels to this rank fail with
- * GPUPORT_ERR_PEER from then on.
+ * destroy runs. The peers' channels to this rank are closed from then on:
+ * their calls return GPUPORT_ERR_CLOSED, as after gpuport_channel_destroy
+ * (GPUPORT_ERR_PEER only if this rank dies or its connection breaks
+ * instead).
  *
  * Local. One set-up call at a time; no other call on the communicator or
  * its channels may run meanwhile.
@@ -510,11 +517,12 @@ GPUPORT_API gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int pee
  * Tells the peer (after this side's earlier operations), waits for them to
  * complete, and returns once the peer can write nothing more into this
  * side's regions: on one host the peer's proxy has stopped the channel and
- * drained it; over a network the peer has failed its side, and this side's
- * receiver drops what still arrives. From then on the peer's operations on
- * the channel fail with GPUPORT_ERR_PEER and its waits end, and this side
- * may deregister and free the regions. The peer's own destroy (or its
- * communicator's) is not awaited.
+ * drained it; over a network the peer has answered that its side is
+ * stopped, and this side's receiver drops what still arrives. From then on the peer's operations on
+ * the channel, its status and its flushes return GPUPORT_ERR_CLOSED, its
+ * waits and polls take the signals sent before the close and then return
+ * GPUPORT_ERR_CLOSED, and this side may deregister and free the regions.
+ * The peer's own destroy (or its communicator's) is not awaited.
  *
  * Local. One set-up call at a time; no other call on the channel may run
  * meanwhile.
@@ -533,14 +541,16 @@ GPUPORT_API gpuport_status_t gpuport_channel_destroy(gpuport_channel_t channel);
  * proxy carries out a channel's operations in the order each producer
  * queued them. Offsets are relative to the start of the registered regions.
  * They first check the channel: a channel in error returns its error (see
- * gpuport_channel_status), and one whose peer has closed or failed its side
- * is failed with GPUPORT_ERR_PEER, nothing queued. All of them, flush, wait
- * and poll included, are local and may be called from any thread.
+ * gpuport_channel_status), and one whose peer has closed its side returns
+ * GPUPORT_ERR_CLOSED, one whose peer failed its side GPUPORT_ERR_PEER,
+ * nothing queued, and the channel keeps that status. All of them, flush,
+ * wait and poll included, are local and may be called from any thread.
  *
  * The statuses that put, signal, their combinations and flush share:
  * - GPUPORT_ERR_INVALID_ARG: not a live channel;
- * - the channel's error (GPUPORT_ERR_PEER once the peer closed, failed or
- *   exited; GPUPORT_ERR_OUT_OF_RANGE or _INVALID_ARG after a bad trigger;
+ * - the channel's error (GPUPORT_ERR_CLOSED once the peer closed its side
+ *   in order; GPUPORT_ERR_PEER once it failed or exited, or its connection
+ *   broke; GPUPORT_ERR_OUT_OF_RANGE or _INVALID_ARG after a bad trigger;
  *   GPUPORT_ERR_TRANSPORT after a failed copy or send);
  * - GPUPORT_ERR_SHUTDOWN: the communicator is being destroyed;
  * - GPUPORT_ERR_TIMEOUT: the FIFO stayed full for GPUPORT_TIMEOUT_MS (the
@@ -627,9 +637,13 @@ GPUPORT_API gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch);
  * it; the peer's puts before that signal are then in this rank's
  * destination. Host and device waiters count a channel's signals
  * separately: consume them on one side only.
- * @retval GPUPORT_OK one signal consumed
- * @retval GPUPORT_ERR_PEER the peer closed, failed or exited with no signal left
- *         to consume (reported when seen, not after the timeout)
+ * @retval GPUPORT_OK one signal consumed (signals that arrived before the peer's
+ *         close or failure are still consumed, one per call)
+ * @retval GPUPORT_ERR_CLOSED the peer closed its side of the channel in order
+ *         and no signal is left to consume (reported when seen, not after the
+ *         timeout)
+ * @retval GPUPORT_ERR_PEER the peer failed or exited, or its connection broke,
+ *         with no signal left to consume (reported when seen)
  * @retval GPUPORT_ERR_TIMEOUT no signal within GPUPORT_TIMEOUT_MS
  * @retval GPUPORT_ERR_INVALID_ARG not a live channel
  */
@@ -639,8 +653,11 @@ GPUPORT_API gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch);
  * Consumes one signal if one has arrived, without waiting.
  * @param ch a live channel
  * @param[out] ready_p 1 if a signal was consumed, 0 if none had arrived
- * @retval GPUPORT_OK *ready_p says which
- * @retval GPUPORT_ERR_PEER the peer closed, failed or exited with no signal left
+ * @retval GPUPORT_OK *ready_p says which (a signal that arrived before the peer's
+ *         close or failure is still consumed)
+ * @retval GPUPORT_ERR_CLOSED the peer closed its side in order, no signal left
+ * @retval GPUPORT_ERR_PEER the peer failed or exited, or its connection broke,
+ *         no signal left
  * @retval GPUPORT_ERR_INVALID_ARG not a live channel, or ready_p NULL
  */
 GPUPORT_API gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p);
@@ -648,7 +665,9 @@ GPUPORT_API gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *rea
 /**
  * The channel's error state: GPUPORT_OK, or the error the proxy or the peer
  * hit (for example a trigger with offsets outside the registered regions:
- * GPUPORT_ERR_OUT_OF_RANGE; the peer's close or death: GPUPORT_ERR_PEER).
+ * GPUPORT_ERR_OUT_OF_RANGE; the peer's orderly close: GPUPORT_ERR_CLOSED,
+ * as soon as its word has arrived, even while signals it sent before are
+ * still to be consumed; the peer's failure or death: GPUPORT_ERR_PEER).
  * Once in error a channel stays so.
  * @retval GPUPORT_ERR_INVALID_ARG not a live channel
  */

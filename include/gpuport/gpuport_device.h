@@ -69,7 +69,7 @@ typedef struct gpuport_port_channel_dev {
     const volatile int32_t *status;      /**< pinned host memory: the channel's error state */
     const volatile uint64_t *inbound;    /**< control segment (host): signals received */
     const volatile int32_t *peer_status; /**< control segment (host): the peer's side failed
-                                          *   or closed */
+                                          *   (its status) or closed (GPUPORT_ERR_CLOSED) */
     unsigned long long *consumed;        /**< device memory: signals taken by wait/poll */
     uint64_t timeout_ns;                 /**< 0: wait forever */
 } gpuport_port_channel_dev_t;
@@ -438,18 +438,24 @@ GPUPORT_DEV int gpuport_dev_take(const gpuport_port_channel_dev_t *ch)
     return 0;
 }
 
-/** Either side's failure (its status), else 0: no signal will come. */
+/** This side's error (its status), else the peer's word: GPUPORT_ERR_CLOSED
+ *  for its orderly close, GPUPORT_ERR_PEER for its failure or death; else 0.
+ *  Anything but 0: no signal will come. */
 GPUPORT_DEV int gpuport_dev_failed(const gpuport_port_channel_dev_t *ch)
 {
     int st = gpuport_dev_check(ch);
     if (st)
         return st;
-    return gpuport_dev_load_sys32(ch->peer_status) ? GPUPORT_ERR_PEER : 0;
+    st = gpuport_dev_load_sys32(ch->peer_status);
+    if (st == GPUPORT_OK)
+        return 0;
+    return st == GPUPORT_ERR_CLOSED ? GPUPORT_ERR_CLOSED : GPUPORT_ERR_PEER;
 }
 
 /** Takes one signal if one has arrived, without waiting.
  *  @return 1 a signal was taken; 0 none has arrived; below 0 an error:
- *          GPUPORT_ERR_PEER (the peer closed, failed or exited, no signal left),
+ *          GPUPORT_ERR_CLOSED (the peer closed its side in order, no signal
+ *          left), GPUPORT_ERR_PEER (the peer failed or exited, no signal left),
  *          the channel's own error, or GPUPORT_ERR_VERSION (a handle of another
  *          layout) */
 GPUPORT_DEV int gpuport_poll(const gpuport_port_channel_dev_t *ch)
@@ -471,7 +477,8 @@ GPUPORT_DEV int gpuport_poll(const gpuport_port_channel_dev_t *ch)
 /** Takes one signal, waiting for it up to the time limit; the peer's puts
  *  before that signal are then in this rank's destination.
  *  @retval GPUPORT_OK a signal was taken
- *  @retval GPUPORT_ERR_PEER the peer closed, failed or exited, no signal left
+ *  @retval GPUPORT_ERR_CLOSED the peer closed its side in order, no signal left
+ *  @retval GPUPORT_ERR_PEER the peer failed or exited, no signal left
  *  @retval GPUPORT_ERR_TIMEOUT no signal within the time limit
  *  @retval GPUPORT_ERR_VERSION a handle of another layout
  *  @retval other the channel's own error */

@@ -143,7 +143,8 @@ typedef struct gpuport_tl_chan {
 /* A channel's inbound semaphore, in the control segment that peers map. */
 typedef struct gpuport_sem_slot {
     _Alignas(64) _Atomic uint64_t value;
-    _Atomic int32_t peer_status; /* the peer's side of the channel failed or closed */
+    _Atomic int32_t peer_status; /* the peer's side of the channel failed (its status) or
+                                  * closed in order (GPUPORT_ERR_CLOSED) */
     /* The peer promises to write nothing more into this rank's memory for
      * the channel: its side is closed (or failed) and drained. Written only
      * where the peer maps this slot (remote_slot). */
@@ -239,7 +240,10 @@ void gpuport_tl_ctrl(gpuport_comm_t comm, void **base_p, size_t *size_p);
 gpuport_sem_slot_t *gpuport_tl_sem(gpuport_comm_t comm, uint32_t id);
 /* A peer's signal arrived for channel id (transports that receive). */
 void gpuport_tl_sem_add(gpuport_comm_t comm, uint32_t id, uint64_t n);
-/* The peer's side of channel id failed: this side's waiters stop. */
+/* The peer's side of channel id failed (status: the failure, or
+ * GPUPORT_ERR_PEER for a peer that died or a connection that broke) or
+ * closed in order (GPUPORT_ERR_CLOSED: a goodbye): this side's waiters
+ * stop, and its calls report which. The first word sticks. */
 void gpuport_tl_sem_fail(gpuport_comm_t comm, uint32_t id, gpuport_status_t status);
 
 /* ---- flusher (proxy thread) ---- */

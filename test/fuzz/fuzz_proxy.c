@@ -222,7 +222,7 @@ static void model(const gpuport_op_desc_t *d, uint64_t *rej)
         /* gpuport_channel_destroy's: this side closed, the peer (itself,
          * here) told so; not a rejection */
         c->status = GPUPORT_ERR_SHUTDOWN;
-        c->peer_status = GPUPORT_ERR_PEER;
+        c->peer_status = GPUPORT_ERR_CLOSED;
         break;
     default:
         ++*rej;

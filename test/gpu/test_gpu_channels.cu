@@ -24,10 +24,16 @@
  *    channel then still carries data both ways, the proxy rejected nothing;
  *  - merged puts: runs of puts that continue one another (one copy at the
  *    flusher) between puts that jump, every run whole, gaps untouched;
+ *  - the peer's close: once the peer destroyed its side in order, a kernel
+ *    takes the signal sent before the close, then its poll and wait return
+ *    GPUPORT_ERR_CLOSED (not a failure's GPUPORT_ERR_PEER), its put is
+ *    refused by the proxy and its flush says GPUPORT_ERR_CLOSED, and so do
+ *    the host's calls;
  *  - the host API on the same GPU channels.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpu_check.h"
 #include "gpu_pair.h"
@@ -599,6 +605,63 @@ static void merged_puts(gpuport_bootstrap_t *bs)
                MERGE_ROUNDS, MERGE_MAX_RUNS, MERGE_MAX_PUTS);
 }
 
+/* After the peer's close: the signal from before it, then the close. */
+__global__ void after_close(gpuport_port_channel_dev_t ch, int *rc)
+{
+    rc[0] = gpuport_poll(&ch); /* 1: the signal sent before the close */
+    rc[1] = gpuport_poll(&ch);
+    rc[2] = gpuport_wait(&ch);
+    rc[3] = gpuport_put(&ch, 0, 0, 64); /* queued: the proxy refuses it */
+    rc[4] = gpuport_flush(&ch);
+    rc[5] = gpuport_wait(&ch);
+}
+
+static void peer_close(gpuport_bootstrap_t *bs)
+{
+    const uint64_t region = 2u << 20;
+    side_t s;
+    gpuport_status_t st = GPUPORT_OK;
+    int h[6];
+
+    side_open(&s, bs, region);
+    /* signals are taken on the device only (host and device waiters count
+     * them apart) */
+    if (s.rank == 1) {
+        put_wait<<<1, 1>>>(s.dev, 0, 0, 4096, s.rc); /* its wait: rank 0's signal below */
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CHECK_MSG(rcs(&s, 0) == GPUPORT_OK && rcs(&s, 1) == GPUPORT_OK, "put %d, wait %d",
+                  rcs(&s, 0), rcs(&s, 1));
+        CHECK_OK(gpuport_channel_destroy(s.ch)); /* the close, in order behind the put */
+        s.ch = NULL;
+        CHECK_OK(bs->barrier(bs->ctx)); /* rank 0 has looked */
+        side_close(&s);
+        return;
+    }
+    CHECK_OK(gpuport_channel_put_with_signal(s.ch, 0, 0, 64)); /* for rank 1's kernel */
+    for (int i = 0; i < 200000 && (st = gpuport_channel_status(s.ch)) == GPUPORT_OK; i++)
+        usleep(100); /* 20 s at most */
+    CHECK_MSG(st == GPUPORT_ERR_CLOSED, "status after the peer's close: %s",
+              gpuport_status_string(st));
+    after_close<<<1, 1>>>(s.dev, s.rc); /* its put's refusal is logged, a warning */
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(h, s.rc, sizeof(h), cudaMemcpyDeviceToHost));
+    CHECK_MSG(h[0] == 1, "device poll of the signal sent before the close: %d", h[0]);
+    CHECK_MSG(count_bad(&s, 0, 4096, 0) == 0, "the put before the close is not whole");
+    CHECK_MSG(h[1] == GPUPORT_ERR_CLOSED && h[2] == GPUPORT_ERR_CLOSED,
+              "device poll %d, wait %d after the close (GPUPORT_ERR_CLOSED is %d)", h[1], h[2],
+              GPUPORT_ERR_CLOSED);
+    CHECK_MSG(h[3] == GPUPORT_OK && h[4] == GPUPORT_ERR_CLOSED && h[5] == GPUPORT_ERR_CLOSED,
+              "device put %d, flush %d, wait %d after the close", h[3], h[4], h[5]);
+    CHECK_STATUS(gpuport_channel_status(s.ch), GPUPORT_ERR_CLOSED);
+    CHECK_STATUS(gpuport_channel_put(s.ch, 0, 0, 64), GPUPORT_ERR_CLOSED);
+    CHECK_STATUS(gpuport_channel_flush(s.ch), GPUPORT_ERR_CLOSED);
+    CHECK_STATUS(gpuport_channel_wait(s.ch), GPUPORT_ERR_CLOSED);
+    CHECK_OK(bs->barrier(bs->ctx));
+    side_close(&s);
+    printf("PASS the peer's close on %s channels: the signal before it taken, then "
+           "GPUPORT_ERR_CLOSED on the device and the host\n", expected_transport());
+}
+
 static void host_api(gpuport_bootstrap_t *bs)
 {
     side_t s;
@@ -675,6 +738,7 @@ int main(void)
     many_pushers(&bs);
     values(&bs);
     merged_puts(&bs);
+    peer_close(&bs);
     host_api(&bs);
     forbidden_pushes(&bs);
     bad_triggers(&bs);

@@ -550,7 +550,7 @@ static void pool_shared_imports(gpuport_bootstrap_t *bs, unsigned char *stage)
  * the pool then trimmed to nothing (cudaMemPoolTrimTo):
  *  - in order (early 0): rank 0 destroys its channel, deregisters, frees
  *    and trims while rank 1 still holds its side; rank 1's put then fails
- *    with GPUPORT_ERR_PEER (the channel was closed by its peer), and its
+ *    with GPUPORT_ERR_CLOSED (the channel was closed by its peer), and its
  *    destroy returns GPUPORT_OK;
  *  - out of order (early 1): rank 0 frees its destination and trims while
  *    the channel is live, as an application with a bug would; rank 1's put
@@ -600,9 +600,9 @@ static void pool_lifetimes(gpuport_bootstrap_t *bs, unsigned char *stage, int ea
         fl = gpuport_channel_flush(ch);
         unsetenv("GPUPORT_LOG_LEVEL");
         if (!early)
-            CHECK_MSG(st == GPUPORT_ERR_PEER, "pool memory %s: the peer's put returned %s, "
+            CHECK_MSG(st == GPUPORT_ERR_CLOSED, "pool memory %s: the peer's put returned %s, "
                       "expected %s", what, gpuport_status_string(st),
-                      gpuport_status_string(GPUPORT_ERR_PEER));
+                      gpuport_status_string(GPUPORT_ERR_CLOSED));
         printf("pool memory %s: rank 1's put returned %s, its flush %s\n", what,
                gpuport_status_string(st), gpuport_status_string(fl));
         CHECK_OK(bs->barrier(bs->ctx));

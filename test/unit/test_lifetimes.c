@@ -6,7 +6,8 @@
  *   - registrations of memory that is not there (a range that wraps, runs
  *     past a gpuport_mem_alloc block, or is not mapped), and of nothing;
  *   - a peer that destroyed its side and deregistered: this side's later
- *     operations fail and nothing lands in the released memory; memory in
+ *     operations fail (GPUPORT_ERR_CLOSED) and nothing lands in the
+ *     released memory; memory in
  *     use by a live channel cannot be deregistered or freed;
  *   - handles used after destroy (twice destroyed, deregistered, ...), and
  *     how many dead handles are kept;
@@ -144,14 +145,15 @@ static int peer_released(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     }
     CHECK_OK(bs->barrier(bs->ctx));
     if (rank == 0) {
-        /* refused now, or by the proxy: the flush says so either way */
+        /* refused now, or by the proxy: the flush says so either way, and
+         * every call says the peer closed its side (it did not fail) */
         st = gpuport_channel_put_with_signal(ch, 0, 0, 4096);
-        CHECK_MSG(st == GPUPORT_OK || st == GPUPORT_ERR_PEER, "put: %s",
+        CHECK_MSG(st == GPUPORT_OK || st == GPUPORT_ERR_CLOSED, "put: %s",
                   gpuport_status_string(st));
-        CHECK_STATUS(gpuport_channel_flush(ch), GPUPORT_ERR_PEER);
-        CHECK_STATUS(gpuport_channel_status(ch), GPUPORT_ERR_PEER);
-        CHECK_STATUS(gpuport_channel_wait(ch), GPUPORT_ERR_PEER);
-        CHECK_STATUS(gpuport_channel_put(ch, 0, 0, 8), GPUPORT_ERR_PEER);
+        CHECK_STATUS(gpuport_channel_flush(ch), GPUPORT_ERR_CLOSED);
+        CHECK_STATUS(gpuport_channel_status(ch), GPUPORT_ERR_CLOSED);
+        CHECK_STATUS(gpuport_channel_wait(ch), GPUPORT_ERR_CLOSED);
+        CHECK_STATUS(gpuport_channel_put(ch, 0, 0, 8), GPUPORT_ERR_CLOSED);
         CHECK_OK(gpuport_channel_destroy(ch));
     }
     CHECK_OK(bs->barrier(bs->ctx));

@@ -232,11 +232,37 @@ static int null_outputs(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     return 0;
 }
 
+/* Every status of the enum has its own text (none falls to "unknown
+ * status"), no two the same; a close reads as a close. */
+static void every_status_named(void)
+{
+    static const gpuport_status_t all[] = {
+        GPUPORT_OK,           GPUPORT_ERR_INVALID_ARG,   GPUPORT_ERR_INVALID_CONFIG,
+        GPUPORT_ERR_OUT_OF_RANGE, GPUPORT_ERR_NOT_SUPPORTED, GPUPORT_ERR_NO_MEMORY,
+        GPUPORT_ERR_NO_RESOURCE, GPUPORT_ERR_AGAIN,      GPUPORT_ERR_BUSY,
+        GPUPORT_ERR_TRANSPORT, GPUPORT_ERR_PEER,         GPUPORT_ERR_CLOSED,
+        GPUPORT_ERR_TIMEOUT,  GPUPORT_ERR_VERSION,       GPUPORT_ERR_SHUTDOWN,
+        GPUPORT_ERR_INTERNAL};
+    const size_t n = sizeof(all) / sizeof(all[0]);
+
+    for (size_t i = 0; i < n; i++) {
+        const char *t = gpuport_status_string(all[i]);
+        CHECK_MSG(t && strcmp(t, "unknown status") != 0, "status %d has no text", (int)all[i]);
+        for (size_t j = 0; j < i; j++)
+            CHECK_MSG(strcmp(t, gpuport_status_string(all[j])) != 0,
+                      "statuses %d and %d share the text \"%s\"", (int)all[i], (int)all[j], t);
+    }
+    CHECK(GPUPORT_ERR_CLOSED == -41);
+    CHECK(strstr(gpuport_status_string(GPUPORT_ERR_CLOSED), "closed") &&
+          !strstr(gpuport_status_string(GPUPORT_ERR_CLOSED), "fail"));
+}
+
 int main(void)
 {
     /* the messages checked here are errors: printed unless logging is off */
     CHECK(setenv("GPUPORT_LOG_LEVEL", "warn", 1) == 0);
     CHECK(gpuport_status_string(GPUPORT_ERR_INVALID_ARG) != NULL);
+    every_status_named();
     CHECK(strlen(gpuport_status_string((gpuport_status_t)-12345)) > 0);
     CHECK(gpuport_version_string() != NULL);
     null_handles();

@@ -2,7 +2,9 @@
  * Channels between real processes (fork + socketpair bootstrap, no MPI) and
  * the lifecycle cases that need them: cross-memory attach and shared
  * mappings across address spaces, a peer that dies while we wait or put,
- * destroy draining queued work, destroy failing (not dropping) work that
+ * a peer that closes its side in order (GPUPORT_ERR_CLOSED, not the
+ * death's GPUPORT_ERR_PEER, and a log that says "closed"), destroy
+ * draining queued work, destroy failing (not dropping) work that
  * cannot drain, and put_value among puts over the same bytes. Also a channel
  * to oneself. The pair cases run twice: on one
  * host (shm), then with distinct GPUPORT_HOST_IDs (tcp over this machine's
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "capture.h"
 #include "check.h"
 #include "internal.h"
 #include "local_bootstrap.h"
@@ -100,40 +103,72 @@ static int cross_process(gpuport_bootstrap_t *bs, int use_malloc)
     for (uint64_t i = off; i < REGION; i++)
         CHECK_MSG(s.dst[i] == 0, "byte %llu past the written range changed", (unsigned long long)i);
     CHECK_OK(gpuport_channel_flush(s.ch));
-    /* both flushed before either closes: a flush after the peer's close
-     * fails with GPUPORT_ERR_PEER, as it must (seen under TSan, where the
-     * check above is slow enough for the peer to close first) */
+    /* both flushed before either closes: once the peer has closed, this
+     * side's operations fail with GPUPORT_ERR_CLOSED, as they must (seen
+     * under TSan, where the check above is slow enough for the peer to
+     * close first) */
     CHECK_OK(bs->barrier(bs->ctx));
     CHECK_OK(side_close(&s));
     return 0;
 }
 
-/* The child dies without a word. The proxy notices on its own (a kernel
- * waiting for the child could not): the channel fails within a fraction of
- * a second with nobody calling into it. Then the parent's wait ends with a
- * peer error well before the timeout, and further work is refused. */
+/* The child dies without a word (no destroy: _exit), after one signal that
+ * it saw delivered. The proxy notices on its own (a kernel waiting for the
+ * child could not): the channel fails within a fraction of a second with
+ * nobody calling into it. Then the parent's wait takes the signal sent
+ * before the death, its next wait ends with a peer error well before the
+ * timeout, and further work is refused, all with GPUPORT_ERR_PEER (a
+ * death, not a close: the log says it failed, never that it closed). */
 static int peer_dies(gpuport_bootstrap_t *bs, int use_malloc)
 {
     side_t s;
-    uint64_t t0;
-    gpuport_status_t st;
+    uint64_t t0, notice_ns, wait_ns;
+    gpuport_status_t st, got[9];
+    int ready = -1;
+    const char *log;
 
     side_open(&s, bs, use_malloc);
-    if (bs->rank == 1)
+    if (bs->rank == 1) {
+        CHECK_OK(gpuport_channel_signal(s.ch));
+        CHECK_OK(gpuport_channel_flush(s.ch)); /* delivered: in the parent's slot */
         _exit(0);
+    }
+    capture_begin();
     t0 = gpuport_now_ns();
     while (gpuport_channel_status(s.ch) == GPUPORT_OK && gpuport_now_ns() - t0 < 5000000000ull)
         usleep(1000);
-    CHECK_STATUS(gpuport_channel_status(s.ch), GPUPORT_ERR_PEER);
-    CHECK_MSG(gpuport_now_ns() - t0 < 1000000000ull, "the proxy took %llu ms to notice",
-              (unsigned long long)((gpuport_now_ns() - t0) / 1000000));
+    notice_ns = gpuport_now_ns() - t0;
+    got[0] = gpuport_channel_status(s.ch);
+    got[1] = gpuport_channel_poll(s.ch, &ready); /* the signal from before the death */
     t0 = gpuport_now_ns();
-    CHECK_STATUS(gpuport_channel_wait(s.ch), GPUPORT_ERR_PEER);
-    CHECK_MSG(gpuport_now_ns() - t0 < 5000000000ull, "took %llu ms",
-              (unsigned long long)((gpuport_now_ns() - t0) / 1000000));
+    got[2] = gpuport_channel_wait(s.ch);
+    wait_ns = gpuport_now_ns() - t0;
+    got[3] = gpuport_channel_poll(s.ch, &(int){0});
     /* a failed channel refuses further work at once, with the reason */
-    CHECK_STATUS(gpuport_channel_put(s.ch, 0, 0, 64), GPUPORT_ERR_PEER);
-    CHECK_STATUS(gpuport_channel_flush(s.ch), GPUPORT_ERR_PEER);
+    got[4] = gpuport_channel_put(s.ch, 0, 0, 64);
+    got[5] = gpuport_channel_put_value(s.ch, 0, 1);
+    got[6] = gpuport_channel_signal(s.ch);
+    got[7] = gpuport_channel_flush(s.ch);
+    got[8] = gpuport_channel_status(s.ch);
+    log = capture_end();
+    CHECK_MSG(got[0] == GPUPORT_ERR_PEER || (g_distinct_hosts && got[0] == GPUPORT_ERR_TRANSPORT),
+              "status after the death: %s", gpuport_status_string(got[0]));
+    CHECK_MSG(notice_ns < 1000000000ull, "the proxy took %llu ms to notice",
+              (unsigned long long)(notice_ns / 1000000));
+    CHECK_MSG(got[1] == GPUPORT_OK && ready == 1, "poll of the signal sent before the death: %s, "
+              "ready %d", gpuport_status_string(got[1]), ready);
+    CHECK_MSG(got[2] == GPUPORT_ERR_PEER && wait_ns < 5000000000ull,
+              "wait after the death: %s in %llu ms", gpuport_status_string(got[2]),
+              (unsigned long long)(wait_ns / 1000000));
+    /* poll (3) reads the peer's word: a failure; the others the channel's
+     * state, which over tcp is the reset's GPUPORT_ERR_TRANSPORT when the
+     * dead process left bytes unread (test_comm_destroy.c), else the end of
+     * stream's GPUPORT_ERR_PEER */
+    for (int i = 3; i < 9; i++)
+        CHECK_MSG(got[i] == GPUPORT_ERR_PEER ||
+                      (i > 3 && g_distinct_hosts && got[i] == GPUPORT_ERR_TRANSPORT),
+                  "call %d after the death returned %s", i, gpuport_status_string(got[i]));
+    CHECK_MSG(strstr(log, "failed") && !strstr(log, "closed its side"), "log: %s", log);
     /* destroy waits for nothing the dead peer would have had to do, and
      * this rank's own work is done: it returns at once, OK */
     t0 = gpuport_now_ns();
@@ -163,28 +198,110 @@ static int peer_dies_wait_first(gpuport_bootstrap_t *bs, int use_malloc)
     return 0;
 }
 
-/* tcp: the peer closes its communicator (its process lives on). Its goodbye
- * says no more signals will come, so a wait here ends with a peer error at
- * once instead of at GPUPORT_TIMEOUT_MS; a signal sent before the goodbye is
- * still taken first. */
-static int peer_closes(gpuport_bootstrap_t *bs, int use_malloc)
+/* The parent's side once the child has closed its side in order, after a
+ * put and two signals: the close word says no more signals will come, and
+ * every call says the channel was closed (GPUPORT_ERR_CLOSED), not that it
+ * failed. Status says so as soon as the word is there; the signals sent
+ * before it are still taken first, the data before them in place; then
+ * poll and wait return GPUPORT_ERR_CLOSED at once (not at
+ * GPUPORT_TIMEOUT_MS). A flush with nothing refused is OK (what this side
+ * did before the close was carried out); the operations are refused, and
+ * the flush after them says so. The log (at info, channel messages only)
+ * says "closed", never "failed". */
+static void after_peer_close(side_t *s, const char *how)
 {
+    gpuport_status_t got[15];
+    uint64_t t0 = gpuport_now_ns(), wait_ns = 0;
+    int ready[2] = {-1, -1};
+    const char *log;
+
+    capture_begin();
+    while ((got[0] = gpuport_channel_status(s->ch)) == GPUPORT_OK &&
+           gpuport_now_ns() - t0 < 20000000000ull)
+        usleep(100);
+    got[1] = gpuport_channel_poll(s->ch, &ready[0]); /* the put's signal */
+    got[2] = gpuport_channel_wait(s->ch);            /* the plain signal */
+    got[3] = gpuport_channel_poll(s->ch, &ready[1]);
+    t0 = gpuport_now_ns();
+    got[4] = gpuport_channel_wait(s->ch);
+    wait_ns = gpuport_now_ns() - t0;
+    got[5] = gpuport_channel_flush(s->ch);
+    got[6] = gpuport_channel_put(s->ch, 0, 0, 64);
+    got[7] = gpuport_channel_flush(s->ch);
+    got[8] = gpuport_channel_put_value(s->ch, 0, 1);
+    got[9] = gpuport_channel_signal(s->ch);
+    got[10] = gpuport_channel_put_with_signal(s->ch, 0, 0, 64);
+    got[11] = gpuport_channel_status(s->ch);
+    got[12] = gpuport_channel_wait(s->ch);
+    got[13] = got[14] = GPUPORT_ERR_CLOSED;
+    if (!g_distinct_hosts) {
+        /* one host: the child exits once its destroy returns; a channel it
+         * closed first stays closed, not failed by the proxy's watch for
+         * dead peers (every 50 ms) nor by a wait's own look */
+        int pid = s->comm->procs[1].pid;
+        t0 = gpuport_now_ns();
+        while (gpuport_pid_alive(pid) && gpuport_now_ns() - t0 < 20000000000ull)
+            usleep(1000);
+        usleep(300 * 1000);
+        got[13] = gpuport_pid_alive(pid) ? GPUPORT_ERR_TIMEOUT : gpuport_channel_status(s->ch);
+        got[14] = gpuport_channel_wait(s->ch);
+    }
+    log = capture_end();
+    CHECK_MSG(got[0] == GPUPORT_ERR_CLOSED, "%s: status after the peer's close: %s", how,
+              gpuport_status_string(got[0]));
+    CHECK_MSG(got[1] == GPUPORT_OK && ready[0] == 1 && got[2] == GPUPORT_OK,
+              "%s: the signals sent before the close: poll %s (ready %d), wait %s", how,
+              gpuport_status_string(got[1]), ready[0], gpuport_status_string(got[2]));
+    verify(s->dst, 1, 0, 4096);
+    CHECK_MSG(got[3] == GPUPORT_ERR_CLOSED && ready[1] == -1, "%s: poll after them: %s", how,
+              gpuport_status_string(got[3]));
+    CHECK_MSG(got[4] == GPUPORT_ERR_CLOSED && wait_ns < 5000000000ull,
+              "%s: wait after them: %s in %llu ms", how, gpuport_status_string(got[4]),
+              (unsigned long long)(wait_ns / 1000000));
+    CHECK_MSG(got[5] == GPUPORT_OK, "%s: a flush with nothing refused: %s", how,
+              gpuport_status_string(got[5]));
+    for (int i = 6; i < 15; i++)
+        CHECK_MSG(got[i] == GPUPORT_ERR_CLOSED, "%s: call %d after the close returned %s", how, i,
+                  gpuport_status_string(got[i]));
+    CHECK_MSG(strstr(log, "rank 1 closed its side of the channel; no more signals will come"),
+              "%s: the wait's message is missing: %s", how, log);
+    CHECK_MSG(strstr(log, "nothing was queued, and the channel is closed here too"),
+              "%s: the put's message is missing: %s", how, log);
+    CHECK_MSG(!strstr(log, "failed") && !strstr(log, "exited") && !strstr(log, "ERROR"),
+              "%s: log: %s", how, log);
+}
+
+/* The child closes its communicator (gpuport_comm_destroy, its process
+ * ends after) or only its channel (gpuport_channel_destroy, then the
+ * communicator): over tcp its goodbye follows the channel's close word; on
+ * one host its exit afterwards is no failure of a channel it closed. */
+static int peer_closes_how(gpuport_bootstrap_t *bs, int use_malloc, int channel_first)
+{
+    const char *how = channel_first ? "channel destroyed" : "communicator destroyed";
     side_t s;
-    uint64_t t0;
 
     side_open(&s, bs, use_malloc);
     if (bs->rank == 1) {
+        CHECK_OK(gpuport_channel_put_with_signal(s.ch, 0, 0, 4096));
         CHECK_OK(gpuport_channel_signal(s.ch));
+        if (channel_first)
+            CHECK_OK(gpuport_channel_destroy(s.ch));
         CHECK_OK(side_close(&s));
         return 0;
     }
-    CHECK_OK(gpuport_channel_wait(s.ch));
-    t0 = gpuport_now_ns();
-    CHECK_STATUS(gpuport_channel_wait(s.ch), GPUPORT_ERR_PEER);
-    CHECK_MSG(gpuport_now_ns() - t0 < 5000000000ull, "the wait took %llu ms",
-              (unsigned long long)((gpuport_now_ns() - t0) / 1000000));
+    after_peer_close(&s, how);
     CHECK_OK(side_close(&s));
     return 0;
+}
+
+static int peer_closes(gpuport_bootstrap_t *bs, int use_malloc)
+{
+    return peer_closes_how(bs, use_malloc, 0);
+}
+
+static int peer_destroys_channel(gpuport_bootstrap_t *bs, int use_malloc)
+{
+    return peer_closes_how(bs, use_malloc, 1);
 }
 
 /* tcp: a rank destroys its communicator long before its peer does. It waits
@@ -470,16 +587,23 @@ int main(void)
         for (int m = 0; m <= 1; m++)
             run_pair(values, m, "put-value");
         unsetenv("GPUPORT_LOG_LEVEL");
-        setenv("GPUPORT_LOG_LEVEL", "none", 1);
-        for (int m = 0; m <= 1; m++) {
+        /* warn: the death's messages are checked (captured) */
+        for (int m = 0; m <= 1; m++)
             run_pair(peer_dies, m, "peer-dies");
-            if (!g_distinct_hosts) /* same host: the wait itself looks for the peer */
+        setenv("GPUPORT_LOG_LEVEL", "none", 1);
+        if (!g_distinct_hosts) /* same host: the wait itself looks for the peer */
+            for (int m = 0; m <= 1; m++)
                 run_pair(peer_dies_wait_first, m, "peer-dies-wait-first");
-        }
-        if (g_distinct_hosts) {
-            run_pair(peer_closes, 0, "peer-closes");
+        if (g_distinct_hosts)
             run_pair(goodbye_late, 0, "goodbye-late");
+        /* info, of channels only: the wait's message after a close is info */
+        setenv("GPUPORT_LOG_LEVEL", "info", 1);
+        setenv("GPUPORT_LOG_SUBSYS", "channel", 1);
+        for (int m = 0; m <= 1; m++) {
+            run_pair(peer_closes, m, "peer-closes");
+            run_pair(peer_destroys_channel, m, "peer-destroys-channel");
         }
+        unsetenv("GPUPORT_LOG_SUBSYS");
         unsetenv("GPUPORT_LOG_LEVEL");
     }
     g_distinct_hosts = 0;

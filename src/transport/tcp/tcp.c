@@ -114,14 +114,18 @@ static void tcp_chan_disconnect(gpuport_tl_chan_t *ch)
 
 /* ---- failure (tcp_fail.c has the connection's break) ---- */
 
-/* The peer closed its communicator: no more signals will come from it.
- * Once what it sent is applied, this side's waiters on its channels stop
- * (signals already there can still be taken). The channels themselves stay
- * usable until this side closes too: the peer keeps receiving until this
+/* The peer closed its communicator, in order: no more signals will come
+ * from it. Once what it sent is applied, this side's waiters on its
+ * channels stop (signals already there can still be taken) and its later
+ * operations are refused, with GPUPORT_ERR_CLOSED: a goodbye is a close,
+ * not a failure (a connection that ends without one is: tcp_rx.c). Each
+ * channel's own close word came before the goodbye and stays; this one is
+ * for a channel whose close the peer could not send. The connection itself
+ * stays up until this side closes too: the peer keeps receiving until this
  * side's goodbye. */
 static void end_waits(gpuport_tl_chan_t *ch, void *arg)
 {
-    gpuport_tl_sem_fail(ch->comm, ch->id, GPUPORT_ERR_PEER);
+    gpuport_tl_sem_fail(ch->comm, ch->id, GPUPORT_ERR_CLOSED);
     ++*(int *)arg;
 }
 

@@ -29,10 +29,17 @@ static int queue_op(gpuport_tl_chan_t *ch, uint32_t type, uint64_t off, uint64_t
 
     if (tc->broken)
         return tc->broken;
-    if (tc->bye_seen || tc->bye_sent) {
-        log_error("channel %u: rank %d has closed its communicator; nothing more can be sent",
+    if (tc->bye_seen) {
+        /* an orderly end: a warning, and the close's own status */
+        log_warn("channel %u: rank %d has closed its communicator; nothing more can be sent",
+                 ch->id, tc->peer);
+        return GPUPORT_ERR_CLOSED;
+    }
+    if (tc->bye_sent) {
+        log_error("channel %u: an operation after this rank's goodbye to rank %d (its "
+                  "communicator is being destroyed); not sent",
                   ch->id, tc->peer);
-        return GPUPORT_ERR_PEER;
+        return GPUPORT_ERR_SHUTDOWN;
     }
     it = tcp_tx_push(tc, type, ch->peer_id, off, size, device ? NULL : payload);
     it->dev_src = device ? payload : NULL;
