@@ -211,10 +211,13 @@ int main(void)
     rank = pair_fork(&bs, &child);
     CHECK(rank >= 0);
     setenv("GPUPORT_HOST_ID", rank ? "b" : "a", 1);
-    bs.destroy = NULL; /* one socketpair serves both communicators */
+    /* one socketpair serves both communicators: released here, not by them */
+    void (*bs_destroy)(void *) = bs.destroy;
+    bs.destroy = NULL;
     if (rank == 1)
         _exit(run(&bs));
     run(&bs);
     CHECK_MSG(pair_join(child) == 0, "the child failed");
+    bs_destroy(bs.ctx);
     return 0;
 }
