@@ -33,6 +33,9 @@ struct tcp_greeting {
 
 /* why a connection was dropped, for the summary line */
 enum { DROP_WRONG, DROP_SILENT, DROP_CLOSED, DROP_EVICTED, DROP_KINDS };
+_Static_assert(sizeof(((struct gpuport_tcp_comm *)0)->strangers) ==
+                   DROP_KINDS * sizeof(uint64_t),
+               "a stranger counter per reason (tcp_priv.h)");
 
 static void stranger(struct gpuport_tcp_comm *t, int why)
 {
