@@ -10,9 +10,10 @@
  */
 #include "proxy_int.h"
 
-/* Once per channel: the peer's word for this side (in its slot, or by
- * report_fail) may arrive after the peer has let the channel's id go, so a
- * second one could land on a later channel with that id. */
+/* Once per channel, and never after the promise: the peer's word for this
+ * side (in its slot, or by report_fail) may arrive after the peer has let
+ * the channel's id go, so a second one, or one after the promise, could
+ * land on a later channel with that id. */
 static void tell_peer(gpuport_pchan_t *ch, gpuport_status_t status)
 {
     if (ch->told_peer)
@@ -78,6 +79,9 @@ void proxy_promise_if_done(gpuport_pchan_t *ch)
     if (ch->tl.remote_slot) {
         atomic_store_explicit(&ch->tl.remote_slot->peer_closed, 1, memory_order_release);
         ch->promised = 1;
+        /* the peer may give the slot to its next channel now: this side's
+         * own close, carried out later, must not write its word there */
+        ch->told_peer = 1;
     } else if (peer != GPUPORT_OK) {
         /* the answer to a close is a close (the peer reads it only as the
          * promise), to a failure a peer error, as before */

@@ -304,6 +304,41 @@ static int peer_destroys_channel(gpuport_bootstrap_t *bs, int use_malloc)
     return peer_closes_how(bs, use_malloc, 1);
 }
 
+/* A channel's id comes back for the next channel: rank 1 destroys its
+ * side first (rank 0's proxy promises on its own, with nothing written back)
+ * and reuses the id for a second channel while rank 0 still holds the first;
+ * then rank 0 destroys the first. Its close must not reach the second
+ * channel, which reuses the slot the close word would go to (seen in CI:
+ * a fresh channel's put returned GPUPORT_ERR_CLOSED). */
+static int id_reuse(gpuport_bootstrap_t *bs, int use_malloc)
+{
+    side_t s;
+    gpuport_channel_t ch2;
+    uint32_t first_id;
+
+    side_open(&s, bs, use_malloc);
+    first_id = s.ch->id;
+    if (bs->rank == 1)
+        CHECK_OK(gpuport_channel_destroy(s.ch));
+    CHECK_OK(bs->barrier(bs->ctx));
+    CHECK_OK(gpuport_channel_create(s.comm, 1 - bs->rank, s.msrc, s.mdst, &ch2));
+    if (bs->rank == 1)
+        CHECK_MSG(ch2->id == first_id, "the second channel has id %u, the first had %u",
+                  ch2->id, first_id);
+    if (bs->rank == 0)
+        CHECK_OK(gpuport_channel_destroy(s.ch)); /* rank 1 saw the close already */
+    CHECK_OK(bs->barrier(bs->ctx));
+    usleep(100 * 1000); /* a late word has time to land */
+    CHECK_OK(gpuport_channel_status(ch2));
+    CHECK_OK(gpuport_channel_put_with_signal(ch2, 4096, 4096, 8192));
+    CHECK_OK(gpuport_channel_wait(ch2));
+    verify(s.dst, 1 - bs->rank, 4096, 8192);
+    CHECK_OK(gpuport_channel_flush(ch2));
+    CHECK_OK(bs->barrier(bs->ctx));
+    CHECK_OK(side_close(&s));
+    return 0;
+}
+
 /* tcp: a rank destroys its communicator long before its peer does. It waits
  * for the peer's goodbye only GPUPORT_TIMEOUT_MS (here 300 ms, set once the
  * channel exists: see short_timeout.h), then returns GPUPORT_OK: nothing of
@@ -594,6 +629,8 @@ int main(void)
         if (!g_distinct_hosts) /* same host: the wait itself looks for the peer */
             for (int m = 0; m <= 1; m++)
                 run_pair(peer_dies_wait_first, m, "peer-dies-wait-first");
+        for (int m = 0; m <= 1; m++)
+            run_pair(id_reuse, m, "id-reuse");
         if (g_distinct_hosts)
             run_pair(goodbye_late, 0, "goodbye-late");
         /* info, of channels only: the wait's message after a close is info */
