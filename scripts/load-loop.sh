@@ -106,7 +106,9 @@ for suite in "$@"; do
             [ -n "$bad" ] || bad="(make: exit $rc)"
             for t in $bad; do
                 count[$t]=$(( ${count[$t]:-0} + 1 ))
-                [ -f "$build/$t.log" ] && cp "$build/$t.log" "$out/$suite.$r.$(echo "$t" | tr / _).log"
+                # automake's log: the test's name with .sh (a script's) replaced
+                log=$build/${t%.sh}.log
+                [ -f "$log" ] && cp "$log" "$out/$suite.$r.$(echo "$t" | tr / _).log"
             done
             cp "$out/.make.log" "$out/$suite.$r.make.log"
             echo "load-loop: $suite run $r (seed $s): FAILED: $bad ($(( $(date +%s) - t0 )) s)"

@@ -165,6 +165,16 @@ static int selected(const char *list, const char *name)
     return 0;
 }
 
+void (*harness_before_finalize)(void);
+
+/* MPI_Finalize, after what the program asked to be done first */
+static void finalize(void)
+{
+    if (harness_before_finalize)
+        harness_before_finalize();
+    MPI_Finalize();
+}
+
 static int usage(const char *argv0, const scenario_t *scenarios, int n, int rc)
 {
     if (g_rank == 0) {
@@ -173,7 +183,7 @@ static int usage(const char *argv0, const scenario_t *scenarios, int n, int rc)
         for (int i = 0; i < n; i++)
             fprintf(rc ? stderr : stdout, "  %-18s %s\n", scenarios[i].name, scenarios[i].what);
     }
-    MPI_Finalize();
+    finalize();
     return rc;
 }
 
@@ -212,7 +222,7 @@ int harness_main(int argc, char **argv, const scenario_t *scenarios, int n, void
             if (g_rank == 0)
                 printf("FAIL %s: a check failed on at least one rank (see above)\n", sc->name);
             fflush(stdout);
-            MPI_Finalize();
+            finalize();
             return 1;
         }
         MPI_Reduce(&g_stats, &sum, 5, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
@@ -224,6 +234,6 @@ int harness_main(int argc, char **argv, const scenario_t *scenarios, int n, void
                    MPI_Wtime() - t0);
         fflush(stdout);
     }
-    MPI_Finalize();
+    finalize();
     return 0;
 }

@@ -92,6 +92,9 @@ typedef struct scenario {
  * every rank, then the scenarios chosen, each followed by the agreement.
  * Returns main's exit status: 0, 1 (a check failed), 2 (usage). */
 int harness_main(int argc, char **argv, const scenario_t *scenarios, int n, void (*setup)(void));
+/* Called by harness_main just before it finalizes MPI, where set (the
+ * program's own communicators are freed there). */
+extern void (*harness_before_finalize)(void);
 
 /* --- reproducible content --- */
 

@@ -192,6 +192,11 @@ static const scenario_t scenarios[] = {
      "random traffic, FIFO of 4, host ids per group: shm within, tcp between"},
 };
 
+static void free_agree(void)
+{
+    MPI_Comm_free(&g_agree);
+}
+
 static void setup(void)
 {
     unsigned long long seed = g_seed;
@@ -199,6 +204,7 @@ static void setup(void)
     setenv("GPUPORT_TIMEOUT_MS", TIMEOUT_MS, 0);
     traffic_init();
     MPI_Comm_dup(MPI_COMM_WORLD, &g_agree);
+    harness_before_finalize = free_agree;
     /* rank 0's seed for everyone */
     MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
     g_seed = seed;
