@@ -167,7 +167,12 @@ if [ -n "$cut_after" ]; then
 fi
 xflags=()
 for v in $(compgen -e); do
-    case $v in GPUPORT_*) xflags+=(-x "$v") ;; esac
+    # the sanitizers' options too: the other host's ranks start from an
+    # empty environment (netns_agent.sh), and without its suppressions and
+    # unwinding LeakSanitizer there reports Open MPI's own allocations
+    case $v in GPUPORT_* | ASAN_OPTIONS | LSAN_OPTIONS | UBSAN_OPTIONS | TSAN_OPTIONS)
+        xflags+=(-x "$v") ;;
+    esac
 done
 # For the agent only (mpirun's environment reaches it); not passed to ranks.
 export GPUPORT_TEST_NETNS_MAP=$tmp/hosts.map
