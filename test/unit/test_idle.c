@@ -90,6 +90,12 @@ static void until_asleep(gpuport_comm_t comm)
     usleep(2000); /* into its sleep */
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static int run(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
 {
     gpuport_comm_t comm;
@@ -97,6 +103,7 @@ static int run(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     gpuport_channel_t ch;
     unsigned char *src, *dst;
     int slow = 0;
+    double wake_ms[ROUNDS];
 
     (void)size, (void)arg;
     CHECK_OK(gpuport_comm_create(bs, &comm));
@@ -122,7 +129,7 @@ static int run(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
             ms = ms_since(t0);
             printf("round %d: put + flush after a pause %.3f ms (sleep cap %d ms)\n", r, ms,
                    CAP_US / 1000);
-            CHECK_MSG(ms < 20.0, "round %d: %.3f ms: the push did not wake the proxy", r, ms);
+            wake_ms[r - 1] = ms;
             CHECK_MSG(atomic_load(&comm->proxy.waker.kicks) > kicks,
                       "round %d: the proxy was not woken through its eventfd", r);
         } else {
@@ -130,6 +137,16 @@ static int run(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
             for (int i = 0; i < 64; i++)
                 CHECK_MSG(dst[i] == (unsigned char)r, "round %d: byte %d is %u", r, i, dst[i]);
         }
+    }
+    /* The median, not each round: a push that woke nobody waits out the rest
+     * of a sleep of up to 100 ms (half of it on average), so the median of
+     * five would be tens of ms; one round can be that slow on a loaded
+     * machine anyway (25 ms seen under TSan and CPU hogs, the proxy woken) */
+    if (rank == 0) {
+        qsort(wake_ms, ROUNDS, sizeof(wake_ms[0]), cmp_double);
+        CHECK_MSG(wake_ms[ROUNDS / 2] < 20.0,
+                  "median put + flush after a pause %.3f ms: the pushes did not wake the proxy",
+                  wake_ms[ROUNDS / 2]);
     }
     /* control: the same trigger written without the poke */
     for (int r = 0; r < 3; r++) {
