@@ -1309,7 +1309,8 @@ static void mock_run(int link_layer, int atomic_cap, const mock_opts_t *o, const
     mock_config.max_inline = o->no_inline ? 0 : 64;
     mock_verbs_install();
     setenv("GPUPORT_TRANSPORT", "ib", 1);
-    setenv("GPUPORT_TIMEOUT_MS", "8000", 1);
+    /* a flush or destroy under TSan on a loaded 2-core machine took more than 8 s */
+    setenv("GPUPORT_TIMEOUT_MS", "30000", 1);
     setenv("GPUPORT_LOG_LEVEL", "info", 1);
     mock_capture_begin();
     int failed = local_run(2, mock_rank, (void *)o);
