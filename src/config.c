@@ -64,6 +64,15 @@ static const gpuport_config_var_t core_vars[] = {
      "an idle proxy sleeps its idle time divided by this (at least 1 us, at most what "
      "GPUPORT_PROXY_IDLE_CPU allows): prompt after short pauses, cheap in long ones; 0 sleeps "
      "the maximum at once", NULL},
+    {"GPUPORT_DEV_SPIN", "64", GPUPORT_CFG_UINT, FIELD(dev_spin), 0, 1000000ull, NULL,
+     "polls a kernel's wait, flush or push into a full FIFO makes before it starts pausing "
+     "between them (GPUPORT_DEV_BACKOFF_NS)", NULL},
+    {"GPUPORT_DEV_BACKOFF_NS", "1000", GPUPORT_CFG_UINT, FIELD(dev_backoff_ns), 0, 1000000ull,
+     NULL,
+     "longest pause (__nanosleep, which sleeps up to twice the figure) between a waiting "
+     "kernel's polls once GPUPORT_DEV_SPIN polls found nothing; pauses grow from 32 ns, so a "
+     "waiter leaves the issue slots of a GPU it shares (MPS) to the kernel it waits for; 0 "
+     "spins without pause", NULL},
     {"GPUPORT_HOST_ID", "0", GPUPORT_CFG_HEX64, FIELD(host_id), 0, 0, NULL,
      "host identity in hex; ranks with equal ids share a host; 0 derives it from the host", NULL},
     {"GPUPORT_GPU", "auto", GPUPORT_CFG_ENUM, FIELD(gpu), 0, 0, gpu_words,

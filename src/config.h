@@ -42,6 +42,8 @@ typedef struct gpuport_config {
     uint64_t proxy_sleep_host_max_us; /* GPUPORT_PROXY_SLEEP_HOST_MAX_US */
     uint64_t proxy_sleep_scale;  /* GPUPORT_PROXY_SLEEP_SCALE */
     uint64_t proxy_idle_cpu;     /* GPUPORT_PROXY_IDLE_CPU, % of a core */
+    uint32_t dev_spin;          /* GPUPORT_DEV_SPIN: device polls before pausing */
+    uint32_t dev_backoff_ns;    /* GPUPORT_DEV_BACKOFF_NS: longest device pause, 0 = none */
     uint64_t host_id;           /* GPUPORT_HOST_ID, 0 = derived from the host */
     int gpu;                    /* GPUPORT_GPU, gpuport_gpu_mode_t */
     int bind;                   /* GPUPORT_BIND */

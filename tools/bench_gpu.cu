@@ -951,6 +951,8 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
         return -1;
     if (env->bandwidth_only) {
         fails += failures(ipc_bandwidth(&st));
+    } else if (env->backoff_only) {
+        fails += failures(bench_backoff(&st));
     } else {
         if (!env->small_only) {
             fails += failures(fifo_latency(&st));
@@ -960,6 +962,8 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
             fails += failures(ipc_bandwidth(&st));
         }
         fails += failures(bench_small(&st));
+        if (!env->small_only)
+            fails += failures(bench_backoff(&st));
     }
 
     env->barrier(env->ctx);

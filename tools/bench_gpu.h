@@ -44,6 +44,7 @@ typedef struct bench_gpu_env {
                      * VMM before pool) */
     int small_only; /* 1: only the small-operations table */
     int bandwidth_only; /* 1: only the IPC bandwidth table */
+    int backoff_only;   /* 1: only the device back-off table (tools/bench_backoff.cu) */
     void *ctx;
     void (*barrier)(void *ctx); /* the pair, or everyone */
     void (*exchange)(void *ctx, const void *mine, void *theirs, size_t bytes); /* with peer */

@@ -141,4 +141,8 @@ int bench_gp_bw(state_t *st, kind_t *k, uint64_t size, int both, int reps, doubl
  * the number of verification failures, or -1 on a CUDA error. */
 int bench_small(state_t *st);
 
+/* The device back-off table (bench_backoff.cu). Collective over the pair;
+ * the number of failures on this side, or -1 on a CUDA error. */
+int bench_backoff(state_t *st);
+
 #endif

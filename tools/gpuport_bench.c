@@ -97,6 +97,7 @@ typedef struct opts {
     int mem;
     int small_only;
     int bandwidth_only;
+    int backoff_only; /* --backoff-only: only the device back-off table */
     int idle;        /* --idle: only the idle-proxy table (bench_idle.c) */
     int idle_pauses;
     double idle_pause;
@@ -139,6 +140,8 @@ static void usage(FILE *f, const char *prog)
             "                 64 B puts, 1-256 KiB puts, FIFO round trip, ping-pong, each\n"
             "                 beside its limit from a private CUDA context, with its target)\n"
             "  --bandwidth-only  GPU mode: only the IPC put bandwidth table\n"
+            "  --backoff-only GPU mode: only the device back-off table (GPUPORT_DEV_SPIN and\n"
+            "                 GPUPORT_DEV_BACKOFF_NS beside spinning; run it under MPS)\n"
             "  --csv FILE     also write every figure to FILE as CSV: one row per size of each\n"
             "                 measurement, gpuport beside its baseline, with the machine,\n"
             "                 version, commit and date (scripts/plot-bench.py plots them)\n"
@@ -198,7 +201,7 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
     o->max_size = 256 * MIB;
     o->iter_scale = 1.0;
     o->use_malloc = o->no_mpi = o->host = o->small_only = o->help = 0;
-    o->bandwidth_only = 0;
+    o->bandwidth_only = o->backoff_only = 0;
     o->idle = 0;
     o->idle_pauses = 5;
     o->idle_pause = 1.0;
@@ -221,6 +224,8 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
             o->small_only = 1;
         } else if (!strcmp(arg, "--bandwidth-only")) {
             o->bandwidth_only = 1;
+        } else if (!strcmp(arg, "--backoff-only")) {
+            o->backoff_only = 1;
         } else if (!strcmp(arg, "--idle")) {
             o->idle = 1;
         } else if ((v = opt_value(argc, argv, &i, "--idle-pauses", &missing))) {
@@ -1274,6 +1279,7 @@ static int run_gpu(const opts_t *o, int rank, int nranks, int device, int shared
         env.mem = mem;
         env.small_only = o->small_only;
         env.bandwidth_only = o->bandwidth_only;
+        env.backoff_only = o->backoff_only;
         env.ctx = &peer;
         env.barrier = gpu_barrier;
         env.exchange = gpu_exchange;
@@ -1396,10 +1402,12 @@ int main(int argc, char **argv)
         return failed ? 1 : 0;
     }
 #endif
-    if (o.small_only || o.bandwidth_only) {
+    if (o.small_only || o.bandwidth_only || o.backoff_only) {
         if (rank == 0)
             fprintf(stderr, "%s: %s needs GPU mode (a GPU on every rank, no --host)\n", argv[0],
-                    o.small_only ? "--small-only" : "--bandwidth-only");
+                    o.small_only       ? "--small-only"
+                    : o.bandwidth_only ? "--bandwidth-only"
+                                       : "--backoff-only");
         close_records(rank);
         MPI_Finalize();
         return 2;

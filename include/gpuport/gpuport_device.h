@@ -72,10 +72,13 @@ typedef struct gpuport_port_channel_dev {
                                           *   (its status) or closed (GPUPORT_ERR_CLOSED) */
     unsigned long long *consumed;        /**< device memory: signals taken by wait/poll */
     uint64_t timeout_ns;                 /**< 0: wait forever */
+    uint32_t spin;                       /**< GPUPORT_DEV_SPIN: polls before pausing */
+    uint32_t backoff_ns;                 /**< GPUPORT_DEV_BACKOFF_NS: longest pause, 0 none */
 } gpuport_port_channel_dev_t;
 
-/** This header's gpuport_port_channel_dev_t layout version. */
-#define GPUPORT_CHANNEL_DEV_VERSION 1
+/** This header's gpuport_port_channel_dev_t layout version (2: the back-off
+ *  settings). */
+#define GPUPORT_CHANNEL_DEV_VERSION 2
 /** This header's gpuport_port_channel_dev_t layout, as gpuport_channel_device
  *  passes it and the device calls expect it. */
 #define GPUPORT_CHANNEL_DEV_LAYOUT                                                              \
@@ -165,6 +168,31 @@ GPUPORT_DEV int gpuport_dev_expired(const gpuport_port_channel_dev_t *ch, uint64
     return now - *start > ch->timeout_ns;
 }
 
+/** A waiting call's back-off: after `spin` polls that found nothing, each
+ *  further poll is preceded by a pause that doubles from 32 ns up to `cap`
+ *  (__nanosleep sleeps between 0 and twice its argument, at most 1 ms: PTX
+ *  ISA, nanosleep). A waiter that finds its word early, as on the busy path,
+ *  never pauses; one that waits long issues a load per pause instead of
+ *  back to back, leaving the issue slots of a shared GPU to the kernels it
+ *  waits for. cap 0: no pause ever. */
+typedef struct gpuport_dev_backoff {
+    uint32_t polls;    /**< polls so far */
+    uint32_t pause_ns; /**< the last pause */
+} gpuport_dev_backoff_t;
+
+/** One step of a gpuport_dev_backoff_t (zeroed before the first poll). */
+GPUPORT_DEV void gpuport_dev_pause(gpuport_dev_backoff_t *b, uint32_t spin, uint32_t cap)
+{
+    if (cap == 0 || b->polls < spin) {
+        b->polls++;
+        return;
+    }
+    b->pause_ns = b->pause_ns ? b->pause_ns * 2 : 32;
+    if (b->pause_ns > cap)
+        b->pause_ns = cap;
+    __nanosleep(b->pause_ns);
+}
+
 /** Prints which operation of which channel is stuck; returns GPUPORT_ERR_TIMEOUT. */
 GPUPORT_DEV int gpuport_dev_stuck(const gpuport_port_channel_dev_t *ch, const char *op)
 {
@@ -224,6 +252,8 @@ GPUPORT_DEV int gpuport_dev_fifo_push(const gpuport_port_channel_dev_t *ch,
      * two accesses to device memory are in flight together instead of one
      * after the other: the copy only grows, and an older value can only
      * make the check below more cautious (it then reads again). */
+    gpuport_dev_backoff_t b = {0, 0};
+
     cached = *(volatile unsigned long long *)f->tail_cache;
     pos = atomicAdd(f->head, (unsigned long long)n);
 
@@ -232,7 +262,9 @@ GPUPORT_DEV int gpuport_dev_fifo_push(const gpuport_port_channel_dev_t *ch,
      * waiting threads do not flood the bus the triggers travel on. */
     while (pos + n - cached > f->size) {
         if (pos + n - cached <= f->size + n) {
-            uint64_t tail = gpuport_dev_load_sys(f->tail);
+            uint64_t tail;
+            gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
+            tail = gpuport_dev_load_sys(f->tail);
             if (tail > cached)
                 atomicMax(f->tail_cache, (unsigned long long)tail);
         } else {
@@ -410,6 +442,7 @@ GPUPORT_DEV int gpuport_put_value_with_signal(const gpuport_port_channel_dev_t *
 GPUPORT_DEV int gpuport_flush(const gpuport_port_channel_dev_t *ch)
 {
     uint64_t pos, start = 0, f;
+    gpuport_dev_backoff_t b = {0, 0};
     int st = gpuport_dev_push_op(ch, GPUPORT_OP_FLUSH, 0, 0, 0, &pos);
 
     if (st)
@@ -418,6 +451,7 @@ GPUPORT_DEV int gpuport_flush(const gpuport_port_channel_dev_t *ch)
     while (((f = gpuport_dev_load_sys(ch->flushed)) & ~GPUPORT_FLUSHED_FAILED) <= pos) {
         if (gpuport_dev_expired(ch, &start))
             return gpuport_dev_stuck(ch, "flush");
+        gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
     }
     /* the channel's state is read across PCIe only when the proxy said
      * it had failed by the time the flush completed */
@@ -485,12 +519,14 @@ GPUPORT_DEV int gpuport_poll(const gpuport_port_channel_dev_t *ch)
 GPUPORT_DEV int gpuport_wait(const gpuport_port_channel_dev_t *ch)
 {
     uint64_t start = 0;
+    gpuport_dev_backoff_t b = {0, 0};
 
     if (gpuport_dev_layout(ch))
         return GPUPORT_ERR_VERSION;
     for (uint32_t i = 1;; i++) {
         if (gpuport_dev_take(ch))
             return GPUPORT_OK;
+        gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
         /* failures are rare: look for them every 64th pass, not on each */
         if ((i & 63) == 0) {
             int st = gpuport_dev_failed(ch);

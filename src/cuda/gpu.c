@@ -452,6 +452,8 @@ gpuport_status_t gpuport_channel_device_v(uint32_t layout, gpuport_channel_t ch,
         offsetof(gpuport_sem_slot_t, peer_status));
     d.consumed = (unsigned long long *)(uintptr_t)(g->consumed + ch->id * sizeof(uint64_t));
     d.timeout_ns = comm->timeout_ns;
+    d.spin = comm->config.dev_spin;
+    d.backoff_ns = comm->config.dev_backoff_ns;
     *dev_p = d;
     return GPUPORT_OK;
 }
