@@ -107,6 +107,10 @@ bench="$build/tools/gpuport_bench"
 step bench-small 300 env GPUPORT_TEST_TIMEOUT=280 "$build/test/mpi/mpirun.sh" 2 "$bench" --small-only
 step bench-small-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_TIMEOUT=280 \
     "$build/test/mpi/mpirun.sh" 2 "$bench" --small-only
+# the device back-off beside the same handle spinning: busy path and a
+# compute kernel beside pending waits (meaningful under MPS only)
+step bench-backoff-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_TIMEOUT=280 \
+    "$build/test/mpi/mpirun.sh" 2 "$bench" --backoff-only
 # the idle proxy by sleep policy: CPU while idle, first operation after a pause
 step bench-idle-host 300 env GPUPORT_TEST_TIMEOUT=280 "$build/test/mpi/mpirun.sh" 2 "$bench" \
     --host --idle --idle-pauses 3
