@@ -49,6 +49,15 @@ step vmm 300 "$build/test/gpu/test_gpu_vmm"
 step noctx 60 "$build/test/gpu/test_gpu_noctx"
 # every memory kind: classified, queried, moved over the transports README says carry it
 step kinds 300 "$build/test/gpu/test_gpu_kinds"
+# memory channels: kernels store into the peer's memory themselves; under MPS
+# the pair's kernels run at once, without it they take turns (slow, must end)
+step memchan-mps 300 bash scripts/with-mps.sh "$build/test/gpu/test_gpu_memchan"
+step memchan-appvmm-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_MEM=appvmm \
+    "$build/test/gpu/test_gpu_memchan"
+step memchan-pool-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_MEM=pool \
+    "$build/test/gpu/test_gpu_memchan"
+step memchan-cudamalloc 120 env GPUPORT_TEST_MEM=cudamalloc "$build/test/gpu/test_gpu_memchan"
+step memchan 300 "$build/test/gpu/test_gpu_memchan"
 # a copy CUDA holds while the host is in cudaMemcpy: the timeout and the proxy's warning
 step held 120 "$build/test/gpu/test_gpu_held"
 # the same pattern over memory mapped for the device: not held, every byte checked

@@ -18,6 +18,17 @@
 
 #include "internal.h"
 
+/* The steps of gpuport_channel_create (channel.c), for both kinds: memory
+ * 1 makes the port channel under a memory channel (memchan.c), whose
+ * kernels store into the peer's destination themselves: *dst_d_p and
+ * *sem_d_p get the device addresses of the peer's destination and
+ * semaphore as the application's kernels reach them. call and out_name
+ * (the handle's argument, out_p its value) are for messages. */
+gpuport_status_t chan_create(const char *call, const char *out_name, gpuport_comm_t comm,
+                             int peer, gpuport_mem_t src, gpuport_mem_t dst, int memory,
+                             const void *out_p, gpuport_channel_t *channel_p, uint64_t *dst_d_p,
+                             uint64_t *sem_d_p);
+
 /* A handle from gpuport_channel_create not yet destroyed. */
 static inline int chan_ok(gpuport_channel_t ch)
 {

@@ -1,5 +1,7 @@
 /*
- * Port channels' creation: gpuport_channel_create, application threads.
+ * Channels' creation: gpuport_channel_create, and the same steps for
+ * memory channels (memchan.c: a port channel whose peer's destination the
+ * application's kernels store into themselves); application threads.
  * Its steps: the arguments checked; this side prepared (an id and the
  * peer's connection from chan_alloc.c, the transport chosen, the
  * transport's part of the record); the creation handshake with the peer
@@ -29,6 +31,9 @@ typedef struct port_new {
     gpuport_channel_t ch;
     gpuport_pchan_t *pc;
     gpuport_chan_shake_t hs;
+    const char *call;  /* the public call, for messages */
+    int memory;        /* a memory channel's */
+    uint64_t dst_d, sem_d; /* memory: the kernels' view of the peer (chan_kernel_map) */
 } port_new_t;
 
 static int mem_ok(gpuport_comm_t comm, gpuport_mem_t mem)
@@ -58,26 +63,27 @@ static const char *region_word(int kind)
 static const gpuport_region_t none_region = {.kind = GPUPORT_REGION_NONE, .alloc_fd = -1};
 
 /* Errors here are this side's alone: the peer is not waited for. */
-static gpuport_status_t check_args(gpuport_comm_t comm, int peer, gpuport_mem_t src,
-                                   gpuport_mem_t dst, gpuport_channel_t *channel_p)
+static gpuport_status_t check_args(const char *call, const char *out_name, gpuport_comm_t comm,
+                                   int peer, gpuport_mem_t src, gpuport_mem_t dst,
+                                   const void *channel_p)
 {
     if (!gpuport_comm_live(comm)) {
-        log_error("gpuport_channel_create: comm %p is not a live communicator", (void *)comm);
+        log_error("%s: comm %p is not a live communicator", call, (void *)comm);
         return GPUPORT_ERR_INVALID_ARG;
     }
     if (!channel_p) {
-        log_error("gpuport_channel_create: channel_p is NULL");
+        log_error("%s: %s is NULL", call, out_name);
         return GPUPORT_ERR_INVALID_ARG;
     }
     if (peer < 0 || peer >= comm->size) {
-        log_error("gpuport_channel_create: peer %d is not a rank of this communicator (0..%d)",
-                  peer, comm->size - 1);
+        log_error("%s: peer %d is not a rank of this communicator (0..%d)", call, peer,
+                  comm->size - 1);
         return GPUPORT_ERR_INVALID_ARG;
     }
     if (!mem_ok(comm, src) || !mem_ok(comm, dst)) {
-        log_error("gpuport_channel_create: %s %p is not a live registration of this "
+        log_error("%s: %s %p is not a live registration of this "
                   "communicator (gpuport_mem_register, not yet deregistered) or NULL",
-                  mem_ok(comm, src) ? "dst" : "src", mem_ok(comm, src) ? (void *)dst : (void *)src);
+                  call, mem_ok(comm, src) ? "dst" : "src", mem_ok(comm, src) ? (void *)dst : (void *)src);
         return GPUPORT_ERR_INVALID_ARG;
     }
     return GPUPORT_OK;
@@ -107,6 +113,38 @@ static gpuport_status_t regions_check(port_new_t *c, char *why, size_t len)
     return GPUPORT_OK;
 }
 
+/* A memory channel's own conditions on this side: GPU mode, a source in
+ * GPU memory (kernels load it), and a transport that lets kernels reach
+ * the peer. Its destination is checked in agree, where both sides see
+ * both. */
+static gpuport_status_t memory_check(port_new_t *c, char *why, size_t len)
+{
+    const char *text = NULL;
+
+    if (!c->comm->gpu)
+        text = "memory channels need GPU mode, and this rank's communicator is host-only "
+               "(GPUPORT_GPU, a GPU, a build with CUDA)";
+    else if (c->src && !gpuport_region_is_device(c->src->region.kind))
+        text = "a memory channel's source is GPU memory (its kernels load it), and this one is "
+               "host memory";
+    else if (!c->ops->kernel_dst_ok || !c->ops->chan_kernel_map)
+        text = NULL;
+    else
+        return GPUPORT_OK;
+    if (text) {
+        log_error("%s to rank %d: %s", c->call, c->peer, text);
+        snprintf(why, len, "%s", text);
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    log_error("%s to rank %d: it is reached over %s, into whose memory kernels cannot store; "
+              "memory channels reach ranks of this host whose GPU memory this rank's GPU can map "
+              "(the same GPU, or peers over NVLink or PCIe)",
+              c->call, c->peer, c->ops->name);
+    snprintf(why, len, "kernels cannot store into memory reached over %s: memory channels reach "
+             "ranks of one host whose GPUs map each other's memory", c->ops->name);
+    return GPUPORT_ERR_NOT_SUPPORTED;
+}
+
 /* This side's part before the handshake: its id, its transport and
  * connection, the handle, and the transport's data in the record. A
  * failure is carried into the handshake, which tells the peer. */
@@ -121,7 +159,8 @@ static gpuport_status_t prepare(port_new_t *c)
     /* Selection runs even when this side has already failed: a transport may
      * agree on reachability with the peer through the bootstrap (ib), and
      * the peer must not wait for an exchange this side skips. */
-    sel = gpuport_transport_select(c->comm, c->peer, is_device(c->src) || is_device(c->dst),
+    sel = gpuport_transport_select(c->comm, c->peer,
+                                   c->memory || is_device(c->src) || is_device(c->dst),
                                    &c->tc, mine->why, sizeof(mine->why));
     if (!status) {
         status = sel;
@@ -132,6 +171,8 @@ static gpuport_status_t prepare(port_new_t *c)
     }
     if (!status)
         status = regions_check(c, mine->why, sizeof(mine->why));
+    if (!status && c->memory)
+        status = memory_check(c, mine->why, sizeof(mine->why));
     if (!status && (status = chan_conn_get(c->comm, c->peer, c->tc, &c->conn)) != GPUPORT_OK)
         snprintf(mine->why, sizeof(mine->why), "%s could not connect (its log says why)",
                  c->ops->name);
@@ -141,6 +182,7 @@ static gpuport_status_t prepare(port_new_t *c)
         status = c->ops->chan_prepare(c->conn, c->id, c->src ? &c->src->region : NULL,
                                       c->dst ? &c->dst->region : NULL, mine);
     mine->transport = c->tc ? (uint32_t)c->tc->kind : 0;
+    mine->chan_kind = c->memory ? GPUPORT_CHAN_KIND_MEMORY : GPUPORT_CHAN_KIND_PORT;
     c->hs.pass_fds = c->ops && c->ops->pass_fds;
     return status;
 }
@@ -152,11 +194,37 @@ static gpuport_status_t port_agree(void *arg, const gpuport_channel_rec_t *mine,
 {
     port_new_t *c = arg;
 
+    char why[200];
+
+    if (theirs->chan_kind != mine->chan_kind) {
+        static const char *const kinds[] = {"a port", "a memory"};
+        log_error("rank %d creates %s channel where this rank creates %s channel: both sides of a "
+                  "channel call the same create (gpuport_channel_create or "
+                  "gpuport_memory_channel_create)",
+                  c->peer, kinds[theirs->chan_kind == GPUPORT_CHAN_KIND_MEMORY],
+                  kinds[mine->chan_kind == GPUPORT_CHAN_KIND_MEMORY]);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
     if (theirs->transport != mine->transport) {
         log_error("rank %d chose transport %s for this channel and this rank chose %s: set "
                   "GPUPORT_TRANSPORT the same on every rank",
                   c->peer, gpuport_transport_name((int)theirs->transport), c->ops->name);
         return GPUPORT_ERR_INVALID_CONFIG;
+    }
+    if (!c->memory)
+        return GPUPORT_OK;
+    /* both destinations, on both sides: both refuse alike */
+    if (!c->ops->kernel_dst_ok(&theirs->dst, why, sizeof(why))) {
+        log_error("%s to rank %d: this rank's kernels cannot store into rank %d's destination: "
+                  "%s",
+                  c->call, c->peer, c->peer, why);
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    if (!c->ops->kernel_dst_ok(&mine->dst, why, sizeof(why))) {
+        log_error("%s to rank %d: rank %d's kernels cannot store into this rank's destination: "
+                  "%s",
+                  c->call, c->peer, c->peer, why);
+        return GPUPORT_ERR_NOT_SUPPORTED;
     }
     return GPUPORT_OK;
 }
@@ -178,6 +246,7 @@ static gpuport_status_t port_setup(void *arg, const gpuport_channel_rec_t *their
     pc->tl.src = c->src ? c->src->region : none_region;
     pc->tl.local_dst = c->dst ? c->dst->region : none_region;
     pc->ops = c->ops;
+    pc->kernel_stores = c->memory;
     pc->state = &comm->states[id];
     for (int f = 0; f < GPUPORT_NFIFOS; f++)
         atomic_store(&pc->state->flushed[f], 0);
@@ -201,6 +270,8 @@ static gpuport_status_t port_connect(void *arg, const gpuport_channel_rec_t *the
     /* closed when this returns: chan_connect has mapped what it needed */
     c->pc->tl.dst_pieces = NULL;
     c->pc->tl.dst_npieces = 0;
+    if (!status && c->memory)
+        status = c->ops->chan_kernel_map(&c->pc->tl, &c->dst_d, &c->sem_d);
     return status;
 }
 
@@ -269,15 +340,19 @@ static void unprepare(port_new_t *c)
     pthread_mutex_unlock(&c->comm->lock);
 }
 
-gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_mem_t src,
-                                        gpuport_mem_t dst, gpuport_channel_t *channel_p)
+gpuport_status_t chan_create(const char *call, const char *out_name, gpuport_comm_t comm,
+                             int peer, gpuport_mem_t src, gpuport_mem_t dst, int memory,
+                             const void *out_p, gpuport_channel_t *channel_p, uint64_t *dst_d_p,
+                             uint64_t *sem_d_p)
 {
     port_new_t c;
-    gpuport_status_t status = check_args(comm, peer, src, dst, channel_p);
+    gpuport_status_t status = check_args(call, out_name, comm, peer, src, dst, out_p);
 
     if (status)
         return status;
     memset(&c, 0, sizeof(c));
+    c.call = call;
+    c.memory = memory;
     c.comm = comm;
     c.peer = peer;
     c.src = src;
@@ -293,5 +368,16 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
     }
     publish(&c);
     *channel_p = c.ch;
+    if (memory) {
+        *dst_d_p = c.dst_d;
+        *sem_d_p = c.sem_d;
+    }
     return GPUPORT_OK;
+}
+
+gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_mem_t src,
+                                        gpuport_mem_t dst, gpuport_channel_t *channel_p)
+{
+    return chan_create("gpuport_channel_create", "channel_p", comm, peer, src, dst, 0, channel_p,
+                       channel_p, NULL, NULL);
 }

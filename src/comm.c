@@ -321,6 +321,12 @@ static void comm_free(gpuport_comm_t comm)
             free(comm->chans[i]);
     }
     gpuport_dead_free_all(&comm->dead_chans);
+    if (comm->mchans) {
+        for (uint32_t i = 0; i < comm->config.max_channels; i++)
+            free(comm->mchans[i]);
+    }
+    free(comm->mchans);
+    gpuport_dead_free_all(&comm->dead_mchans);
     gpuport_mem_free_all(comm);
     gpuport_fdsock_close(&comm->fdsock);
     /* the flusher's context outlives its thread until peer handles are closed */
@@ -376,8 +382,9 @@ static gpuport_status_t setup_local(gpuport_comm_t comm, gpuport_proc_rec_t *me)
     comm->conns = calloc((size_t)comm->size, sizeof(*comm->conns));
     comm->pconns = calloc((size_t)comm->size, sizeof(*comm->pconns));
     comm->chans = calloc(config->max_channels, sizeof(*comm->chans));
+    comm->mchans = calloc(config->max_channels, sizeof(*comm->mchans));
     if (!comm->pchans || !comm->states || !comm->id_used || !comm->conns || !comm->pconns ||
-        !comm->chans) {
+        !comm->chans || !comm->mchans) {
         log_error("cannot allocate tables for %u channels and %d ranks", config->max_channels,
                   comm->size);
         return GPUPORT_ERR_NO_MEMORY;

@@ -65,6 +65,23 @@ gpuport_status_t gpuport_channel_device_v(uint32_t layout, gpuport_channel_t ch,
     return GPUPORT_ERR_NOT_SUPPORTED;
 }
 
+/* No memory channel exists without CUDA (creation needs GPU mode). */
+gpuport_status_t gpuport_memory_channel_device_v(uint32_t layout, gpuport_memory_channel_t mc,
+                                                 gpuport_memory_channel_dev_t *dev_p)
+{
+    if (!mc || mc->magic != GPUPORT_MCHAN_MAGIC || !dev_p) {
+        log_error("gpuport_memory_channel_device: channel %p (a live memory channel) and dev_p "
+                  "%p must be set",
+                  (void *)mc, (void *)dev_p);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    if (gpuport_layout_check("gpuport_memory_channel_device", "gpuport_memory_channel_dev_t",
+                             layout, GPUPORT_MEMORY_CHANNEL_DEV_LAYOUT))
+        return GPUPORT_ERR_VERSION;
+    log_error("gpuport_memory_channel_device: this gpuport was built without CUDA");
+    return GPUPORT_ERR_NOT_SUPPORTED;
+}
+
 gpuport_status_t gpuport_fcuda_start(gpuport_flusher_t *fl)
 {
     (void)fl;

@@ -63,6 +63,11 @@ typedef struct gpuport_pchan {
     int sig_listed;       /* on the proxy's list of channels with such signals */
     int told_peer; /* this side's failure or close was sent to the peer (once) */
     int promised;  /* remote_slot->peer_closed written: nothing more is written there */
+    /* A memory channel's: this rank's kernels store into the peer's memory
+     * themselves, so the promise waits for this side's own close (its
+     * destroy), not only for the end of what the proxy carried out. */
+    int kernel_stores;
+    int closed_here; /* this side's close was carried out */
 } gpuport_pchan_t;
 
 static inline gpuport_pchan_t *gpuport_pchan_of(gpuport_tl_chan_t *tl)
@@ -74,6 +79,7 @@ static inline gpuport_pchan_t *gpuport_pchan_of(gpuport_tl_chan_t *tl)
  * its communicator's dead ones (handles.h). */
 #define GPUPORT_MEM_MAGIC 0x4d454d47u  /* "GMEM" */
 #define GPUPORT_CHAN_MAGIC 0x4e414843u /* "CHAN" */
+#define GPUPORT_MCHAN_MAGIC 0x4e41484du /* "MHAN" */
 
 struct gpuport_mem {
     gpuport_dead_link_t dead; /* first: on the dead list once deregistered */
@@ -109,6 +115,17 @@ struct gpuport_channel {
     uint64_t src_size;
     uint64_t dst_size;         /* the peer's destination region */
     int peer_same_host;
+};
+
+/* A memory channel (memchan.c): the port channel under it carries its id,
+ * its semaphore slot, the peer's failure and close words and the destroy
+ * handshake; the kernels' view of the peer is what chan_kernel_map gave. */
+struct gpuport_memory_channel {
+    gpuport_dead_link_t dead; /* first: on the dead list once destroyed */
+    uint32_t magic;
+    struct gpuport_channel *ch;
+    uint64_t dst_d; /* the peer's destination, device address (0: none) */
+    uint64_t sem_d; /* the peer's semaphore for the channel, device address */
 };
 
 /* the dead lists free a handle through its link (handles.h) */
@@ -188,6 +205,8 @@ struct gpuport_comm {
     struct gpuport_mem *mems;
     gpuport_dead_list_t dead_mems;  /* deregistered registrations (handles.h) */
     gpuport_dead_list_t dead_chans; /* destroyed channels */
+    gpuport_dead_list_t dead_mchans; /* destroyed memory channels */
+    struct gpuport_memory_channel **mchans; /* by id, freed at destroy if left open */
     struct gpuport_comm *live_next;      /* the process's live communicators */
     struct gpuport_channel **chans; /* handles by id, freed at destroy if left open */
     gpuport_fdsock_t fdsock;        /* descriptors for same-host peers (fdpass.h) */

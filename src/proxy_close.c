@@ -53,6 +53,7 @@ int proxy_exec_close(gpuport_pchan_t *ch)
     if (ch->work_done < ch->work_posted)
         return EXEC_RETRY;
     atomic_compare_exchange_strong(&ch->state->status, &ok, GPUPORT_ERR_SHUTDOWN);
+    ch->closed_here = 1;
     tell_peer(ch, GPUPORT_ERR_CLOSED);
     proxy_promise_if_done(ch);
     return EXEC_DONE;
@@ -71,6 +72,9 @@ void proxy_promise_if_done(gpuport_pchan_t *ch)
     int32_t peer;
 
     if (ch->promised || ch->work_done != ch->work_posted)
+        return;
+    /* a memory channel's kernels may store until its destroy here */
+    if (ch->kernel_stores && !ch->closed_here)
         return;
     peer = proxy_peer_word(comm, ch);
     if (peer == GPUPORT_OK &&

@@ -13,7 +13,7 @@
 
 #define GPUPORT_RECORD_MAGIC 0x54505047u /* "GPPT" */
 /* Bumped whenever any record's layout changes. */
-#define GPUPORT_RECORD_LAYOUT 7
+#define GPUPORT_RECORD_LAYOUT 8
 
 /* The core's record types. 3 was ib's QP record, before transports
  * declared their own. */
@@ -105,12 +105,17 @@ typedef struct gpuport_region_rec {
 } gpuport_region_rec_t;
 
 /* Exchanged by the two sides of a channel at creation. */
+/* A channel record's chan_kind: both sides must create the same kind. */
+enum { GPUPORT_CHAN_KIND_PORT = 0, GPUPORT_CHAN_KIND_MEMORY = 1 };
+
 typedef struct gpuport_channel_rec {
     gpuport_rec_header_t hdr;
     int32_t status;       /* the sender's local result so far */
     uint32_t transport;   /* its transport's kind (transport.h) */
     uint32_t channel_id;  /* sender's id: its inbound semaphore index */
     uint32_t fdsock_ok;   /* 1: the sender listens for descriptors (fdpass.h) */
+    uint32_t chan_kind;   /* GPUPORT_CHAN_KIND_*: what the sender creates */
+    uint32_t reserved;
     gpuport_region_rec_t dst; /* where the receiver's puts land */
     char why[128];        /* the sender's error text when status != OK */
     uint8_t tdata[64];    /* the transport's own (chan_prepare), e.g. memory keys */

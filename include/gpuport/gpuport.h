@@ -161,6 +161,8 @@ typedef struct gpuport_bootstrap {
 typedef struct gpuport_comm *gpuport_comm_t;       /**< a communicator */
 typedef struct gpuport_mem *gpuport_mem_t;         /**< a registered region */
 typedef struct gpuport_channel *gpuport_channel_t; /**< a port channel */
+/** a memory channel: kernels store into a same-host peer's memory themselves */
+typedef struct gpuport_memory_channel *gpuport_memory_channel_t;
 
 /** The entry point of gpuport_comm_create; `layout` is GPUPORT_BOOTSTRAP_LAYOUT. */
 GPUPORT_API gpuport_status_t gpuport_comm_create_v(uint32_t layout,
@@ -534,6 +536,69 @@ GPUPORT_API gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int pee
  * @retval GPUPORT_ERR_INVALID_ARG not a live channel (NULL, or destroyed already)
  */
 GPUPORT_API gpuport_status_t gpuport_channel_destroy(gpuport_channel_t channel);
+
+/**
+ * Creates a memory channel to `peer`: the application's kernels copy into
+ * the peer's `dst` with their own stores and signal it with their own
+ * writes (gpuport_memory_* in gpuport_device.h), with no proxy, no copy
+ * engine and no CUDA call after this one. For peers on this host whose GPU
+ * memory this rank's GPU can map: the same GPU, or GPUs with peer access
+ * (NVLink or PCIe); cuda_ipc is the transport underneath. Port channels
+ * over the same regions and peer work beside it; the peer's destination is
+ * mapped once however many channels use it.
+ *
+ * `src` is this rank's GPU memory the kernels copy from (NULL: signals and
+ * values only); `dst` is where the peer's kernels store (NULL if they never
+ * do): VMM memory (gpuport_mem_alloc_device, or the application's
+ * cuMemCreate memory with a POSIX descriptor handle) or memory of an
+ * exportable stream-ordered pool. cudaMalloc memory is refused: its legacy
+ * IPC handle opens in one context per GPU and process, and gpuport opens it
+ * in the flusher's, where the application's kernels cannot use it. Anything
+ * else (another host, no peer access, host memory, a host-only
+ * communicator) fails on both sides with a message saying why.
+ *
+ * Pairwise, like gpuport_channel_create (both sides call this one: a side
+ * that calls gpuport_channel_create instead fails both). Memory channels
+ * and port channels share GPUPORT_MAX_CHANNELS. One set-up call at a time.
+ *
+ * @param comm a live communicator in GPU mode
+ * @param peer a rank of the communicator on this host
+ * @param src local source region in GPU memory, or NULL
+ * @param dst local destination region (VMM or exportable pool memory), or NULL
+ * @param[out] channel_p the channel
+ * @retval GPUPORT_OK the channel is connected on both sides
+ * @retval GPUPORT_ERR_INVALID_ARG not a live communicator, channel_p NULL, peer not a
+ *         rank, src or dst not a live registration of this communicator; or the
+ *         peer called gpuport_channel_create
+ * @retval GPUPORT_ERR_NOT_SUPPORTED a host-only communicator, a source in host memory,
+ *         a peer that kernels cannot reach, or a destination they cannot store into
+ * @retval GPUPORT_ERR_NO_RESOURCE every channel id is in use
+ * @retval GPUPORT_ERR_PEER the peer could not create its side (its log says why)
+ * @retval other as gpuport_channel_create
+ */
+GPUPORT_API gpuport_status_t gpuport_memory_channel_create(gpuport_comm_t comm, int peer,
+                                                           gpuport_mem_t src, gpuport_mem_t dst,
+                                                           gpuport_memory_channel_t *channel_p);
+
+/**
+ * Destroys a memory channel. Every kernel that uses the channel's device
+ * handle must have finished first: kernels store into the peer's memory
+ * without the library seeing it.
+ *
+ * Pairwise, unlike gpuport_channel_destroy: the peer's kernels store into
+ * this side's memory until the peer destroys its side too, so this returns
+ * once the peer has (or has exited); only then may this side deregister and
+ * free its destination. The peer's device waits and polls on the channel
+ * take the signals sent before this side's destroy, then return
+ * GPUPORT_ERR_CLOSED.
+ *
+ * @retval GPUPORT_OK destroyed on both sides; the handle is dead
+ * @retval GPUPORT_ERR_TIMEOUT the peer did not destroy its side within
+ *         GPUPORT_TIMEOUT_MS: the channel, and its regions, are kept until the
+ *         communicator is destroyed
+ * @retval GPUPORT_ERR_INVALID_ARG not a live memory channel (NULL, or destroyed already)
+ */
+GPUPORT_API gpuport_status_t gpuport_memory_channel_destroy(gpuport_memory_channel_t channel);
 
 /**
  * @name Operations

@@ -122,6 +122,73 @@ static inline gpuport_status_t gpuport_channel_device(gpuport_channel_t ch,
     return gpuport_channel_device_v(GPUPORT_CHANNEL_DEV_LAYOUT, ch, dev_p);
 }
 
+/**
+ * The plain-data handle of a memory channel for kernels, filled by
+ * gpuport_memory_channel_device; passed and copied like the port channel's.
+ * Every address in it is a device address of the application's context.
+ */
+typedef struct gpuport_memory_channel_dev {
+    uint32_t layout;     /**< GPUPORT_MEMORY_CHANNEL_DEV_LAYOUT of the library that filled it */
+    uint32_t id;         /**< the channel's id in its communicator */
+    int32_t rank;        /**< this rank, for messages */
+    int32_t peer;        /**< the peer's rank, for messages */
+    const unsigned char *src; /**< this rank's source region (NULL: none) */
+    uint64_t src_size;        /**< its bytes */
+    unsigned char *dst;       /**< the peer's destination, mapped here (NULL: none) */
+    uint64_t dst_size;        /**< its bytes */
+    const unsigned char *local_dst; /**< this rank's destination: the peer's stores and
+                                     *   packets land there (NULL: none) */
+    uint64_t local_dst_size;        /**< its bytes */
+    volatile uint64_t *peer_sem; /**< control segment of the peer (host), mapped: the count
+                                  *   this side's signals raise */
+    unsigned long long *tickets; /**< device memory: [0] signals begun, [1] published */
+    const volatile uint64_t *inbound;    /**< control segment (host): signals received */
+    const volatile int32_t *status;      /**< pinned host memory: the channel's error state */
+    const volatile int32_t *peer_status; /**< control segment (host): the peer's failure or
+                                          *   close (GPUPORT_ERR_CLOSED) */
+    unsigned long long *consumed; /**< device memory: signals taken by wait/poll */
+    uint64_t timeout_ns;          /**< 0: wait forever */
+    uint32_t spin;                /**< GPUPORT_DEV_SPIN */
+    uint32_t backoff_ns;          /**< GPUPORT_DEV_BACKOFF_NS */
+} gpuport_memory_channel_dev_t;
+
+/** This header's gpuport_memory_channel_dev_t layout version. */
+#define GPUPORT_MEMORY_CHANNEL_DEV_VERSION 1
+/** This header's gpuport_memory_channel_dev_t layout. */
+#define GPUPORT_MEMORY_CHANNEL_DEV_LAYOUT                                                       \
+    GPUPORT_LAYOUT(GPUPORT_MEMORY_CHANNEL_DEV_VERSION, gpuport_memory_channel_dev_t)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The entry point of gpuport_memory_channel_device; `layout` is
+ *  GPUPORT_MEMORY_CHANNEL_DEV_LAYOUT. */
+GPUPORT_API gpuport_status_t gpuport_memory_channel_device_v(uint32_t layout,
+                                                             gpuport_memory_channel_t ch,
+                                                             gpuport_memory_channel_dev_t *dev_p);
+
+#ifdef __cplusplus
+}
+#endif
+
+/**
+ * Fills the plain-data handle of a memory channel for kernels; valid until
+ * the channel is destroyed. Local. One set-up call at a time.
+ *
+ * @param ch a live memory channel
+ * @param[out] dev_p the handle
+ * @retval GPUPORT_OK *dev_p is filled
+ * @retval GPUPORT_ERR_INVALID_ARG not a live memory channel, or dev_p NULL
+ * @retval GPUPORT_ERR_VERSION a program built with another handle layout: nothing is
+ *         written
+ */
+static inline gpuport_status_t gpuport_memory_channel_device(gpuport_memory_channel_t ch,
+                                                             gpuport_memory_channel_dev_t *dev_p)
+{
+    return gpuport_memory_channel_device_v(GPUPORT_MEMORY_CHANNEL_DEV_LAYOUT, ch, dev_p);
+}
+
 #if defined(__CUDACC__)
 
 #include <stdio.h> /* device printf, for the stuck-operation report */
@@ -538,6 +605,377 @@ GPUPORT_DEV int gpuport_wait(const gpuport_port_channel_dev_t *ch)
                 return gpuport_dev_stuck(ch, "wait for the peer's signal");
         }
     }
+}
+
+/* ---- Memory channels (gpuport_memory_channel_create) ----
+ * The calling threads store into the peer's destination themselves. put,
+ * put_value and put_packets are plain stores: once they return, nothing is
+ * visible to the peer until a fence (gpuport_memory_flush) or a signal by
+ * the same thread. A group of threads that put together makes its stores
+ * visible with a barrier of the group (__syncwarp, __syncthreads, a grid
+ * sync) followed by one thread's signal: the signal's system-scope release
+ * covers what the thread saw through the barrier. signal is safe from any
+ * number of threads at once (signals are counted exactly, published in the
+ * order they were begun); wait and poll take signals as port channels' do.
+ * Offsets are checked before any store: a bad one returns an error and
+ * writes nothing. Packets (put_packets / read_packets) carry 8 bytes of data
+ * and two copies of a flag in each 16-byte store, so a reader that sees
+ * both flags of a packet has its data without a separate signal (the
+ * layout of NCCL's and MSCCL++'s LL protocols); a new flag per round lets a
+ * buffer be reused without clearing. */
+
+/** GPUPORT_OK for a memory-channel handle of this header's layout; else
+ *  prints both and returns GPUPORT_ERR_VERSION. */
+GPUPORT_DEV int gpuport_mdev_layout(const gpuport_memory_channel_dev_t *ch)
+{
+    if (ch->layout == GPUPORT_MEMORY_CHANNEL_DEV_LAYOUT)
+        return GPUPORT_OK;
+    printf("gpuport: a memory-channel handle of layout version %u (%u bytes; version 0: never "
+           "filled by gpuport_memory_channel_device) reached device code compiled for layout "
+           "version %u (%u bytes) (block %d, thread %d); failing with GPUPORT_ERR_VERSION\n",
+           GPUPORT_LAYOUT_VERSION(ch->layout), GPUPORT_LAYOUT_SIZE(ch->layout),
+           GPUPORT_LAYOUT_VERSION(GPUPORT_MEMORY_CHANNEL_DEV_LAYOUT),
+           GPUPORT_LAYOUT_SIZE(GPUPORT_MEMORY_CHANNEL_DEV_LAYOUT), (int)blockIdx.x,
+           (int)threadIdx.x);
+    return GPUPORT_ERR_VERSION;
+}
+
+/** As gpuport_dev_expired, for a memory channel. */
+GPUPORT_DEV int gpuport_mdev_expired(const gpuport_memory_channel_dev_t *ch, uint64_t *start)
+{
+    uint64_t now;
+    if (ch->timeout_ns == 0)
+        return 0;
+    now = gpuport_dev_now_ns();
+    if (*start == 0) {
+        *start = now;
+        return 0;
+    }
+    return now - *start > ch->timeout_ns;
+}
+
+/** As gpuport_dev_stuck, for a memory channel. */
+GPUPORT_DEV int gpuport_mdev_stuck(const gpuport_memory_channel_dev_t *ch, const char *op)
+{
+    printf("gpuport: rank %d, memory channel %u (to rank %d): %s stuck for more than %llu ms "
+           "(block %d, thread %d); failing with GPUPORT_ERR_TIMEOUT\n",
+           ch->rank, ch->id, ch->peer, op, (unsigned long long)(ch->timeout_ns / 1000000),
+           (int)blockIdx.x, (int)threadIdx.x);
+    return GPUPORT_ERR_TIMEOUT;
+}
+
+/** This side's error, else the peer's close (GPUPORT_ERR_CLOSED) or
+ *  failure (GPUPORT_ERR_PEER), else 0. */
+GPUPORT_DEV int gpuport_mdev_failed(const gpuport_memory_channel_dev_t *ch)
+{
+    int st = gpuport_dev_load_sys32(ch->status);
+    if (st)
+        return st;
+    st = gpuport_dev_load_sys32(ch->peer_status);
+    if (st == GPUPORT_OK)
+        return 0;
+    return st == GPUPORT_ERR_CLOSED ? GPUPORT_ERR_CLOSED : GPUPORT_ERR_PEER;
+}
+
+/** One step of gpuport_mdev_copy: accesses of W bytes (type T) between single
+ * bytes at the ends. */
+#define GPUPORT_MDEV_COPY_AS(T, W)                                                              \
+    do {                                                                                        \
+        uint64_t head = (W - ((uintptr_t)d & (W - 1))) & (W - 1), nv;                           \
+        if (head > n)                                                                           \
+            head = n;                                                                           \
+        nv = (n - head) / W;                                                                    \
+        for (uint64_t i = t; i < head; i += nt)                                                 \
+            d[i] = s[i];                                                                        \
+        for (uint64_t i = t; i < nv; i += nt)                                                   \
+            ((T *)(d + head))[i] = ((const T *)(s + head))[i];                                  \
+        for (uint64_t i = head + nv * W + t; i < n; i += nt)                                    \
+            d[i] = s[i];                                                                        \
+    } while (0)
+
+/** Copies n bytes from s to d by threads t of nt, each with a stride of
+ *  nt: the widest accesses (16, 8, 4 bytes) that the two addresses'
+ *  alignment allows, single bytes at the ends. */
+GPUPORT_DEV void gpuport_mdev_copy(unsigned char *d, const unsigned char *s, uint64_t n,
+                                   uint32_t t, uint32_t nt)
+{
+    uintptr_t phase = (uintptr_t)d ^ (uintptr_t)s;
+
+    if ((phase & 15) == 0)
+        GPUPORT_MDEV_COPY_AS(uint4, 16);
+    else if ((phase & 7) == 0)
+        GPUPORT_MDEV_COPY_AS(unsigned long long, 8);
+    else if ((phase & 3) == 0)
+        GPUPORT_MDEV_COPY_AS(unsigned int, 4);
+    else
+        for (uint64_t i = t; i < n; i += nt)
+            d[i] = s[i];
+}
+
+/** Copies `size` bytes from the source region at src_off to the peer's
+ *  destination at dst_off, by the calling group: thread `thread` of
+ *  `nthreads` (a warp: lane and 32; a block: threadIdx.x and blockDim.x; a
+ *  grid's share: the global index and the grid's size), every thread of
+ *  the group with the same arguments. 16-byte stores where the two
+ *  addresses' alignment allows; any size and alignment is correct.
+ *  @retval GPUPORT_OK this thread's share is stored (not yet visible: see above)
+ *  @retval GPUPORT_ERR_OUT_OF_RANGE the copy does not fit both regions (nothing stored)
+ *  @retval GPUPORT_ERR_INVALID_ARG thread not below nthreads (nothing stored)
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout */
+GPUPORT_DEV int gpuport_memory_put(const gpuport_memory_channel_dev_t *ch, uint64_t dst_off,
+                                   uint64_t src_off, uint64_t size, uint32_t thread,
+                                   uint32_t nthreads)
+{
+    if (gpuport_mdev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    if (!gpuport_range_fits(src_off, size, ch->src_size) ||
+        !gpuport_range_fits(dst_off, size, ch->dst_size))
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    if (thread >= nthreads)
+        return GPUPORT_ERR_INVALID_ARG;
+    gpuport_mdev_copy(ch->dst + dst_off, ch->src + src_off, size, thread, nthreads);
+    return GPUPORT_OK;
+}
+
+/** One 8-byte store of value at dst_off of the peer's destination.
+ *  @retval GPUPORT_OK stored (not yet visible)
+ *  @retval GPUPORT_ERR_INVALID_ARG dst_off, or the address, not a multiple of 8
+ *  @retval GPUPORT_ERR_OUT_OF_RANGE dst_off + 8 beyond the region
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout */
+GPUPORT_DEV int gpuport_memory_put_value(const gpuport_memory_channel_dev_t *ch,
+                                         uint64_t dst_off, uint64_t value)
+{
+    if (gpuport_mdev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    if (!gpuport_value_aligned(dst_off))
+        return GPUPORT_ERR_INVALID_ARG;
+    if (!gpuport_range_fits(dst_off, 8, ch->dst_size))
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    if ((uintptr_t)(ch->dst + dst_off) & 7)
+        return GPUPORT_ERR_INVALID_ARG; /* the peer's region starts unaligned */
+    *(volatile unsigned long long *)(ch->dst + dst_off) = value;
+    return GPUPORT_OK;
+}
+
+/** Makes the calling thread's earlier stores (and, through a barrier, its
+ *  group's) visible to the peer: a system-scope fence. Returns GPUPORT_OK;
+ *  errors show in signal, wait and poll. */
+GPUPORT_DEV int gpuport_memory_flush(const gpuport_memory_channel_dev_t *ch)
+{
+    (void)ch;
+    __threadfence_system();
+    return GPUPORT_OK;
+}
+
+/** Raises the peer's semaphore by one after the calling thread's earlier
+ *  stores (a system-scope release). Any number of threads may signal at
+ *  once: each takes a ticket, and the count is published in ticket order.
+ *  @retval GPUPORT_OK signalled
+ *  @retval GPUPORT_ERR_TIMEOUT an earlier ticket was not published within the limit
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout */
+GPUPORT_DEV int gpuport_memory_signal(const gpuport_memory_channel_dev_t *ch)
+{
+    unsigned long long t, seen;
+    uint64_t start = 0;
+    gpuport_dev_backoff_t b = {0, 0};
+
+    if (gpuport_mdev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    t = atomicAdd(&ch->tickets[0], 1ull) + 1;
+    for (;;) {
+        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(&ch->tickets[1])
+                     : "memory");
+        if (seen == t - 1)
+            break;
+        if (gpuport_mdev_expired(ch, &start))
+            return gpuport_mdev_stuck(ch, "signal (an earlier signal's turn)");
+        gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
+    }
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(ch->peer_sem), "l"((uint64_t)t)
+                 : "memory");
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(&ch->tickets[1]), "l"(t)
+                 : "memory");
+    return GPUPORT_OK;
+}
+
+/** gpuport_memory_put by the calling thread alone, then its signal:
+ *  returns as gpuport_memory_put, then as gpuport_memory_signal. */
+GPUPORT_DEV int gpuport_memory_put_with_signal(const gpuport_memory_channel_dev_t *ch,
+                                               uint64_t dst_off, uint64_t src_off,
+                                               uint64_t size)
+{
+    int st = gpuport_memory_put(ch, dst_off, src_off, size, 0, 1);
+    return st ? st : gpuport_memory_signal(ch);
+}
+
+/** Takes one arrived signal: 1 taken, 0 none. */
+GPUPORT_DEV int gpuport_mdev_take(const gpuport_memory_channel_dev_t *ch)
+{
+    unsigned long long c = *(volatile unsigned long long *)ch->consumed;
+    while (gpuport_dev_load_sys(ch->inbound) > c) {
+        unsigned long long seen = atomicCAS(ch->consumed, c, c + 1);
+        if (seen == c)
+            return 1;
+        c = seen;
+    }
+    return 0;
+}
+
+/** Takes one signal if one has arrived: 1, 0 or below 0 as gpuport_poll. */
+GPUPORT_DEV int gpuport_memory_poll(const gpuport_memory_channel_dev_t *ch)
+{
+    int st = gpuport_mdev_layout(ch);
+
+    if (st)
+        return st;
+    if (gpuport_mdev_take(ch))
+        return 1;
+    st = gpuport_mdev_failed(ch);
+    if (st && gpuport_mdev_take(ch))
+        return 1; /* arrived before the word */
+    return st;
+}
+
+/** Takes one signal, waiting up to the time limit; the peer's stores before
+ *  it are then visible here. Returns as gpuport_wait. */
+GPUPORT_DEV int gpuport_memory_wait(const gpuport_memory_channel_dev_t *ch)
+{
+    uint64_t start = 0;
+    gpuport_dev_backoff_t b = {0, 0};
+
+    if (gpuport_mdev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    for (uint32_t i = 1;; i++) {
+        if (gpuport_mdev_take(ch))
+            return GPUPORT_OK;
+        gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
+        if ((i & 63) == 0) {
+            int st = gpuport_mdev_failed(ch);
+            if (st && gpuport_mdev_take(ch))
+                return GPUPORT_OK;
+            if (st)
+                return st;
+            if (gpuport_mdev_expired(ch, &start))
+                return gpuport_mdev_stuck(ch, "wait for the peer's signal");
+        }
+    }
+}
+
+/** Bytes of destination that `size` bytes of data take as packets: 16 per
+ *  8 bytes of data (the last packet padded). */
+__host__ __device__ static __forceinline__ uint64_t gpuport_memory_packet_bytes(uint64_t size)
+{
+    return (size / 8 + (size % 8 != 0)) * 16;
+}
+
+/** The 8 bytes of data of packet i: the source's, zero past its end. */
+GPUPORT_DEV uint64_t gpuport_mdev_packet_data(const unsigned char *s, uint64_t size, uint64_t i)
+{
+    uint64_t v = 0, at = i * 8;
+    if (at + 8 <= size && ((uintptr_t)(s + at) & 7) == 0)
+        return *(const uint64_t *)(s + at);
+    for (uint32_t k = 0; k < 8 && at + k < size; k++)
+        v |= (uint64_t)s[at + k] << (8 * k);
+    return v;
+}
+
+/** Stores `size` bytes of the source at src_off into the peer's
+ *  destination at dst_off as packets (gpuport_memory_packet_bytes of them),
+ *  each 8 bytes of data with `flag` beside each half in one 16-byte store,
+ *  by the calling group (thread of nthreads). The reader needs no signal:
+ *  gpuport_memory_read_packets polls the packets for the same flag. Use a
+ *  new flag for each round over the same place (a round number from 1).
+ *  @retval GPUPORT_OK this thread's packets are stored
+ *  @retval GPUPORT_ERR_INVALID_ARG flag 0 (fresh memory reads as 0), dst_off or the
+ *          address not a multiple of 16, thread not below nthreads (nothing stored)
+ *  @retval GPUPORT_ERR_OUT_OF_RANGE the data does not fit the source, or its packets the
+ *          peer's destination (nothing stored)
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout */
+GPUPORT_DEV int gpuport_memory_put_packets(const gpuport_memory_channel_dev_t *ch,
+                                           uint64_t dst_off, uint64_t src_off, uint64_t size,
+                                           uint32_t flag, uint32_t thread, uint32_t nthreads)
+{
+    uint64_t pb = gpuport_memory_packet_bytes(size), npk = pb / 16;
+
+    if (gpuport_mdev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    if (flag == 0 || (dst_off & 15) || thread >= nthreads ||
+        (ch->dst && ((uintptr_t)(ch->dst + dst_off) & 15)))
+        return GPUPORT_ERR_INVALID_ARG;
+    if (size > UINT64_MAX / 4 || !gpuport_range_fits(dst_off, pb, ch->dst_size) ||
+        !gpuport_range_fits(src_off, size, ch->src_size))
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    for (uint64_t i = thread; i < npk; i += nthreads) {
+        uint64_t v = gpuport_mdev_packet_data(ch->src + src_off, size, i);
+        asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(
+                         ch->dst + dst_off + i * 16),
+                     "r"((uint32_t)v), "r"(flag), "r"((uint32_t)(v >> 32)), "r"(flag)
+                     : "memory");
+    }
+    return GPUPORT_OK;
+}
+
+/** Reads `size` bytes of data that the peer's gpuport_memory_put_packets
+ *  stores at offset `off` of this rank's destination with `flag`, into
+ *  `out` (this rank's memory), by the calling group: each thread polls its
+ *  packets until both halves carry the flag, waiting up to the time limit.
+ *  @retval GPUPORT_OK this thread's share of the data is in out
+ *  @retval GPUPORT_ERR_INVALID_ARG flag 0, off or the address not a multiple of 16,
+ *          thread not below nthreads
+ *  @retval GPUPORT_ERR_OUT_OF_RANGE the packets do not fit this rank's destination
+ *  @retval GPUPORT_ERR_CLOSED, GPUPORT_ERR_PEER the peer closed or failed its side
+ *          before the packets came
+ *  @retval GPUPORT_ERR_TIMEOUT they did not come within the limit
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout */
+GPUPORT_DEV int gpuport_memory_read_packets(const gpuport_memory_channel_dev_t *ch, uint64_t off,
+                                            unsigned char *out, uint64_t size, uint32_t flag,
+                                            uint32_t thread, uint32_t nthreads)
+{
+    uint64_t pb = gpuport_memory_packet_bytes(size), npk = pb / 16, start = 0;
+
+    if (gpuport_mdev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    if (flag == 0 || (off & 15) || thread >= nthreads ||
+        (ch->local_dst && ((uintptr_t)(ch->local_dst + off) & 15)))
+        return GPUPORT_ERR_INVALID_ARG;
+    if (size > UINT64_MAX / 4 || !gpuport_range_fits(off, pb, ch->local_dst_size))
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    for (uint64_t i = thread; i < npk; i += nthreads) {
+        const unsigned char *p = ch->local_dst + off + i * 16;
+        gpuport_dev_backoff_t b = {0, 0};
+        uint32_t d0, f0, d1, f1;
+        uint64_t v;
+        for (uint32_t k = 1;; k++) {
+            asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(d0), "=r"(f0), "=r"(d1), "=r"(f1)
+                         : "l"(p)
+                         : "memory");
+            if (f0 == flag && f1 == flag)
+                break;
+            gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
+            if ((k & 63) == 0) {
+                int st = gpuport_mdev_failed(ch);
+                if (st)
+                    return st;
+                if (gpuport_mdev_expired(ch, &start))
+                    return gpuport_mdev_stuck(ch, "read of the peer's packets");
+            }
+        }
+        v = (uint64_t)d0 | (uint64_t)d1 << 32;
+        for (uint32_t k = 0; k < 8 && i * 8 + k < size; k++)
+            out[i * 8 + k] = (unsigned char)(v >> (8 * k));
+    }
+    return GPUPORT_OK;
+}
+
+/** The peer's destination at dst_off as this rank's kernels reach it, for
+ *  loads and stores of their own; NULL where dst_off is not inside it. */
+GPUPORT_DEV unsigned char *gpuport_memory_peer_ptr(const gpuport_memory_channel_dev_t *ch,
+                                                   uint64_t dst_off)
+{
+    if (ch->layout != GPUPORT_MEMORY_CHANNEL_DEV_LAYOUT || !ch->dst || dst_off >= ch->dst_size)
+        return NULL;
+    return ch->dst + dst_off;
 }
 
 #endif /* __CUDACC__ */

@@ -60,6 +60,8 @@ static void gpu_free(gpuport_comm_t comm, struct gpuport_gpu *g)
         gpuport_cu.cuMemHostUnregister(comm->states);
     if (g->consumed)
         gpuport_cu.cuMemFree(g->consumed);
+    if (g->tickets)
+        gpuport_cu.cuMemFree(g->tickets);
     if (g->fifo_dmem)
         gpuport_cu.cuMemFree(g->fifo_dmem);
     if (g->fifo_host)
@@ -113,6 +115,11 @@ gpuport_status_t gpuport_gpu_open(gpuport_comm_t comm)
         st = CU_CALL(cuMemAlloc, (&g->consumed, comm->config.max_channels * sizeof(uint64_t)));
     if (!st)
         st = CU_CALL(cuMemsetD8, (g->consumed, 0, comm->config.max_channels * sizeof(uint64_t)));
+    if (!st)
+        st = CU_CALL(cuMemAlloc, (&g->tickets, comm->config.max_channels * 2 * sizeof(uint64_t)));
+    if (!st)
+        st = CU_CALL(cuMemsetD8,
+                     (g->tickets, 0, comm->config.max_channels * 2 * sizeof(uint64_t)));
     if (!st)
         st = map_host(comm->states, comm->states_size, &g->states_d, &g->states_registered);
     if (!st)
@@ -381,9 +388,15 @@ int gpuport_gpu_mem_describe(gpuport_comm_t comm, void *ptr, size_t size,
 
 gpuport_status_t gpuport_gpu_channel_reset(gpuport_comm_t comm, uint32_t id)
 {
+    gpuport_status_t st;
+
     if (!comm->gpu)
         return GPUPORT_OK;
-    return CU_CALL(cuMemsetD8, (comm->gpu->consumed + id * sizeof(uint64_t), 0, sizeof(uint64_t)));
+    st = CU_CALL(cuMemsetD8, (comm->gpu->consumed + id * sizeof(uint64_t), 0, sizeof(uint64_t)));
+    if (!st)
+        st = CU_CALL(cuMemsetD8,
+                     (comm->gpu->tickets + id * 2 * sizeof(uint64_t), 0, 2 * sizeof(uint64_t)));
+    return st;
 }
 
 int gpuport_gpu_bus_id(gpuport_comm_t comm, char *buf, size_t len)

@@ -21,6 +21,8 @@ struct gpuport_gpu {
     size_t fifo_host_len;
     CUdeviceptr fifo_dmem; /* [head line][tail_cache line] */
     CUdeviceptr consumed;  /* per channel: signals taken by device waiters */
+    CUdeviceptr tickets;   /* per channel, 16 bytes: a memory channel's signals begun and
+                            * published (gpuport_memory_signal) */
     CUdeviceptr states_d;
     CUdeviceptr ctrl_d;
     int states_registered;

@@ -110,6 +110,18 @@ typedef struct gpuport_transport_ops {
      * segment, ch->remote_slot. */
     gpuport_status_t (*chan_connect)(gpuport_tl_chan_t *ch, const gpuport_channel_rec_t *peer);
     void (*chan_disconnect)(gpuport_tl_chan_t *ch);
+    /* Optional, for memory channels (kernels storing into the peer's
+     * memory themselves): 1 if this rank's kernels could reach the peer's
+     * destination r (its record) directly once connected; else 0 with why.
+     * Both sides ask it of both destinations, so that both refuse alike.
+     * Absent: the transport serves no memory channel. */
+    int (*kernel_dst_ok)(const gpuport_region_rec_t *r, char *why, size_t len);
+    /* After chan_connect, for a memory channel: the device addresses, valid
+     * in the application's context, of the peer's destination (0 where it
+     * has none) and of its semaphore (the 64-bit count this side's signals
+     * raise). */
+    gpuport_status_t (*chan_kernel_map)(gpuport_tl_chan_t *ch, uint64_t *dst_d_p,
+                                        uint64_t *sem_d_p);
 
     /* ---- operations (proxy thread) ---- */
     /* Offsets are already validated against both regions. `behind_work`:

@@ -212,6 +212,46 @@ static void cipc_chan_disconnect(gpuport_tl_chan_t *ch)
     ch->priv = NULL;
 }
 
+/* Memory channels: VMM and pool destinations are imported for the
+ * process (cipc_vmm.c, cipc_pool.c), so the application's kernels reach
+ * them as the flusher does; a cudaMalloc destination is opened by its
+ * legacy IPC handle in the flusher's context, and CUDA lets one context per
+ * device and process open it, so the application's cannot. */
+static int cipc_kernel_dst_ok(const gpuport_region_rec_t *r, char *why, size_t len)
+{
+    switch (r->kind) {
+    case GPUPORT_REGION_NONE:
+    case GPUPORT_REGION_DEVICE_VMM:
+    case GPUPORT_REGION_DEVICE_POOL:
+        return 1;
+    case GPUPORT_REGION_DEVICE:
+        snprintf(why, len, "a cudaMalloc destination opens by its legacy CUDA IPC handle in one "
+                 "context per GPU and process, here the flusher's, which the application's "
+                 "kernels cannot use; register VMM memory (gpuport_mem_alloc_device, or "
+                 "cuMemCreate memory with a POSIX descriptor handle) or exportable pool memory");
+        return 0;
+    default:
+        snprintf(why, len, "kernels store into GPU memory, and the destination is host memory");
+        return 0;
+    }
+}
+
+static gpuport_status_t cipc_chan_kernel_map(gpuport_tl_chan_t *ch, uint64_t *dst_d_p,
+                                             uint64_t *sem_d_p)
+{
+    cipc_chan_t *cs = ch->priv;
+
+    if (!cs || (ch->dst.rec.kind != GPUPORT_REGION_NONE && !cs->imp)) {
+        log_error("channel %u (to rank %d): its destination is not mapped for the process, so "
+                  "kernels cannot reach it",
+                  ch->id, ch->peer);
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    }
+    *dst_d_p = cs->imp ? (uint64_t)(uintptr_t)ch->dst.base : 0;
+    *sem_d_p = (uint64_t)cs->sem_d;
+    return GPUPORT_OK;
+}
+
 static int cipc_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
                     int behind_work, gpuport_work_t *w)
 {
@@ -273,6 +313,8 @@ const gpuport_transport_ops_t gpuport_transport_cuda_ipc = {
     .region_ok = cipc_region_ok,
     .chan_connect = cipc_chan_connect,
     .chan_disconnect = cipc_chan_disconnect,
+    .kernel_dst_ok = cipc_kernel_dst_ok,
+    .chan_kernel_map = cipc_chan_kernel_map,
     .put = cipc_put,
     .put_value = cipc_put_value,
     .signal = cipc_signal,

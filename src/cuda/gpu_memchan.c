@@ -1,0 +1,72 @@
+/*
+ * A memory channel's handle for kernels (gpuport_memory_channel_device):
+ * the regions as the application's kernels reach them (this rank's own by
+ * their registered addresses; the peer's destination and semaphore as the
+ * transport mapped them, memchan.c), the channel's words that waits read
+ * (as the port channel's handle has them, gpu.c), and its signal tickets in
+ * device memory. Application threads.
+ */
+#define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CUDA
+#include <stddef.h>
+#include <string.h>
+
+#include "cuda/gpu.h"
+#include "gpuport/gpuport_device.h"
+#include "layout.h"
+#include "log.h"
+
+gpuport_status_t gpuport_memory_channel_device_v(uint32_t layout, gpuport_memory_channel_t mc,
+                                                 gpuport_memory_channel_dev_t *dev_p)
+{
+    gpuport_memory_channel_dev_t d;
+    gpuport_channel_t ch;
+    gpuport_comm_t comm;
+    struct gpuport_gpu *g;
+
+    if (!mc || mc->magic != GPUPORT_MCHAN_MAGIC) {
+        log_error("gpuport_memory_channel_device: %p is not a live memory channel (NULL, "
+                  "destroyed already, or not a memory channel)",
+                  (void *)mc);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    if (!dev_p) {
+        log_error("gpuport_memory_channel_device: dev_p is NULL");
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    if (gpuport_layout_check("gpuport_memory_channel_device", "gpuport_memory_channel_dev_t",
+                             layout, GPUPORT_MEMORY_CHANNEL_DEV_LAYOUT))
+        return GPUPORT_ERR_VERSION;
+    ch = mc->ch;
+    comm = ch->comm;
+    g = comm->gpu; /* a memory channel exists only in GPU mode */
+    memset(&d, 0, sizeof(d));
+    d.layout = GPUPORT_MEMORY_CHANNEL_DEV_LAYOUT;
+    d.id = ch->id;
+    d.rank = comm->rank;
+    d.peer = ch->peer;
+    if (ch->src_mem) {
+        d.src = (const unsigned char *)ch->src_mem->region.ptr;
+        d.src_size = ch->src_mem->region.size;
+    }
+    d.dst = (unsigned char *)(uintptr_t)mc->dst_d;
+    d.dst_size = mc->dst_d ? ch->dst_size : 0;
+    if (ch->dst_mem) {
+        d.local_dst = (const unsigned char *)ch->dst_mem->region.ptr;
+        d.local_dst_size = ch->dst_mem->region.size;
+    }
+    d.peer_sem = (volatile uint64_t *)(uintptr_t)mc->sem_d;
+    d.tickets = (unsigned long long *)(uintptr_t)(g->tickets + ch->id * 2 * sizeof(uint64_t));
+    d.inbound = (const volatile uint64_t *)(uintptr_t)(
+        g->ctrl_d + ch->id * sizeof(gpuport_sem_slot_t) + offsetof(gpuport_sem_slot_t, value));
+    d.status = (const volatile int32_t *)(uintptr_t)(
+        g->states_d + ch->id * sizeof(gpuport_chan_state_t) + offsetof(gpuport_chan_state_t, status));
+    d.peer_status = (const volatile int32_t *)(uintptr_t)(
+        g->ctrl_d + ch->id * sizeof(gpuport_sem_slot_t) +
+        offsetof(gpuport_sem_slot_t, peer_status));
+    d.consumed = (unsigned long long *)(uintptr_t)(g->consumed + ch->id * sizeof(uint64_t));
+    d.timeout_ns = comm->timeout_ns;
+    d.spin = comm->config.dev_spin;
+    d.backoff_ns = comm->config.dev_backoff_ns;
+    *dev_p = d;
+    return GPUPORT_OK;
+}

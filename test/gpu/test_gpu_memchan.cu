@@ -1,0 +1,497 @@
+/*
+ * Memory channels on GPUs: kernels store into the peer's memory and signal
+ * it themselves. Two processes (fork + socketpair bootstrap); on one GPU
+ * (GPUPORT_TEST_ONE_GPU=1) their kernels run at once only under MPS
+ * (scripts/with-mps.sh), and without it take turns: every case still ends,
+ * slowly. Regions of GPUPORT_TEST_MEM's kind (vmm when unset); with
+ * cudamalloc only the refusal runs. Cases, every byte checked:
+ *  - refusal: cudaMalloc destinations are refused on both sides, the message
+ *    naming VMM memory as the way out, and nothing is kept;
+ *  - puts: 1 B to 64 MiB at odd offsets by one thread, a warp and a grid,
+ *    both directions; after the peer's signal the whole destination is
+ *    compared (the copy in place, zeros around it);
+ *  - values and signals: 1024 threads each put_value their own slot and
+ *    signal at once; the peer takes exactly 1024 signals (then none) and
+ *    finds every value;
+ *  - packets and ping-pong: 300 rounds of 200-byte packet messages each way
+ *    with a new flag per round over one buffer, checked in the kernels; then
+ *    300 rounds of put_with_signal + wait;
+ *  - bad offsets: every refusal returns its status and the peer's memory
+ *    stays untouched; peer_ptr past the end is NULL;
+ *  - beside a port channel: one kernel puts by both channels over the same
+ *    regions, both signals taken, both ranges checked;
+ *  - close: rank 0 destroys; rank 1's waiting kernel returns
+ *    GPUPORT_ERR_CLOSED, then rank 1 destroys and both return.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpu_check.h"
+#include "gpu_pair.h"
+#include "gpuport/gpuport_device.h"
+extern "C" {
+#include "capture.h"
+}
+
+#define REGION (64ull << 20)
+#define PKT_OFF (REGION - (1u << 20)) /* the packet buffers: the last MiB */
+
+__host__ __device__ static inline unsigned char pat(int rank, uint64_t i)
+{
+    return (unsigned char)(rank * 89 + (i * 131) % 251 + 1);
+}
+
+typedef struct side {
+    gpuport_bootstrap_t *bs;
+    int rank;
+    gpuport_comm_t comm;
+    unsigned char *src, *dst;
+    gpuport_mem_t msrc, mdst;
+    gpuport_memory_channel_t mc;
+    gpuport_memory_channel_dev_t dev;
+    int *d_rc;
+    unsigned long long *d_count;
+    unsigned char *host;
+} side_t;
+
+static __global__ void k_fill(unsigned char *p, uint64_t n, int rank)
+{
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x)
+        p[i] = pat(rank, i);
+}
+
+/* The whole grid puts, then (a later kernel) one thread signals. */
+static __global__ void k_put(gpuport_memory_channel_dev_t ch, uint64_t dst_off, uint64_t src_off,
+                             uint64_t size, int *rc)
+{
+    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
+    int st = gpuport_memory_put(&ch, dst_off, src_off, size, t, nt);
+    if (st)
+        atomicCAS(rc, 0, st);
+}
+
+static __global__ void k_signal(gpuport_memory_channel_dev_t ch, int *rc)
+{
+    int st = gpuport_memory_flush(&ch);
+    if (!st)
+        st = gpuport_memory_signal(&ch);
+    if (st)
+        *rc = st;
+}
+
+static __global__ void k_wait(gpuport_memory_channel_dev_t ch, int *rc)
+{
+    *rc = gpuport_memory_wait(&ch);
+}
+
+/* Every thread: a value into its slot, then its own signal. */
+static __global__ void k_values(gpuport_memory_channel_dev_t ch, int *rc)
+{
+    uint64_t slot = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x;
+    int st = gpuport_memory_put_value(&ch, slot * 8, slot * 0x9E3779B97F4A7C15ull | 1);
+    if (!st)
+        st = gpuport_memory_signal(&ch);
+    if (st)
+        atomicCAS(rc, 0, st);
+}
+
+/* Takes signals until n are taken (bounded), then counts what more polls find. */
+static __global__ void k_take(gpuport_memory_channel_dev_t ch, unsigned long long n,
+                              unsigned long long *count, int *rc)
+{
+    unsigned long long got = 0;
+    while (got < n) {
+        int r = gpuport_memory_wait(&ch);
+        if (r) {
+            *rc = r;
+            break;
+        }
+        got++;
+    }
+    for (int i = 0; i < 1000; i++) {
+        int r = gpuport_memory_poll(&ch);
+        if (r == 1)
+            got++;
+        else if (r < 0)
+            *rc = r;
+    }
+    *count = got;
+}
+
+/* Packet ping-pong, one warp: rank 0 sends first. Message r holds bytes
+ * pat(rank, r * 7 + i); each side checks what it reads. */
+static __global__ void k_packets(gpuport_memory_channel_dev_t ch, int first, int rank, int rounds,
+                                 unsigned char *scratch, int *rc)
+{
+    const uint64_t size = 200, pb = gpuport_memory_packet_bytes(size);
+    uint32_t lane = threadIdx.x;
+    int st = 0;
+
+    for (int r = 0; r < rounds && !st; r++) {
+        for (int turn = 0; turn < 2 && !st; turn++) {
+            int mine = (turn == 0) == (first != 0);
+            if (mine) {
+                /* the message in the source's scratch place, then as packets */
+                for (uint64_t i = lane; i < size; i += 32)
+                    scratch[i] = pat(rank, (uint64_t)r * 7 + i);
+                __syncwarp();
+                st = gpuport_memory_put_packets(&ch, PKT_OFF + (first ? 0 : pb), PKT_OFF, size,
+                                                (uint32_t)r + 1, lane, 32);
+            } else {
+                st = gpuport_memory_read_packets(&ch, PKT_OFF + (first ? pb : 0),
+                                                 scratch + 4096, size, (uint32_t)r + 1, lane, 32);
+                __syncwarp();
+                for (uint64_t i = lane; !st && i < size; i += 32)
+                    if (scratch[4096 + i] != pat(1 - rank, (uint64_t)r * 7 + i))
+                        st = -1000 - r;
+            }
+            /* the warp goes on together: a lane's failure stops every lane */
+            if (__any_sync(0xffffffffu, st != 0) && !st)
+                st = -999;
+        }
+    }
+    if (lane == 0 && st)
+        atomicCAS(rc, 0, st);
+}
+
+static __global__ void k_pingpong(gpuport_memory_channel_dev_t ch, int first, int rounds, int *rc)
+{
+    int st = 0;
+    for (int r = 0; r < rounds && !st; r++) {
+        if (first) {
+            st = gpuport_memory_put_with_signal(&ch, 64, 64, 8);
+            if (!st)
+                st = gpuport_memory_wait(&ch);
+        } else {
+            st = gpuport_memory_wait(&ch);
+            if (!st)
+                st = gpuport_memory_put_with_signal(&ch, 64, 64, 8);
+        }
+    }
+    *rc = st;
+}
+
+/* Each refusal's status; nothing may be stored. */
+static __global__ void k_bad(gpuport_memory_channel_dev_t ch, int *out)
+{
+    uint64_t s = ch.dst_size;
+    out[0] = gpuport_memory_put(&ch, s - 8, 0, 16, 0, 1);
+    out[1] = gpuport_memory_put(&ch, 0, ch.src_size - 8, 16, 0, 1);
+    out[2] = gpuport_memory_put(&ch, UINT64_MAX - 7, 0, 16, 0, 1);
+    out[3] = gpuport_memory_put(&ch, 0, 0, 16, 1, 1); /* thread not below nthreads */
+    out[4] = gpuport_memory_put_value(&ch, 4, 1);
+    out[5] = gpuport_memory_put_value(&ch, s, 1);
+    out[6] = gpuport_memory_put_packets(&ch, 0, 0, 64, 0, 0, 1); /* flag 0 */
+    out[7] = gpuport_memory_put_packets(&ch, 8, 0, 64, 1, 0, 1); /* not 16-aligned */
+    out[8] = gpuport_memory_put_packets(&ch, s - 64, 0, 64, 1, 0, 1); /* 128 B of packets */
+    out[9] = gpuport_memory_peer_ptr(&ch, s) == NULL && gpuport_memory_peer_ptr(&ch, 0) != NULL
+                 ? 0
+                 : 1;
+    gpuport_memory_channel_dev_t other = ch;
+    other.layout = GPUPORT_LAYOUT(GPUPORT_MEMORY_CHANNEL_DEV_VERSION + 1,
+                                  gpuport_memory_channel_dev_t);
+    out[10] = gpuport_memory_put(&other, 0, 0, 16, 0, 1);
+    __threadfence_system();
+}
+
+/* Both kinds in one kernel: the port channel puts [0, 4096), the memory
+ * channel [4096, 8192), each signals. */
+static __global__ void k_both(gpuport_port_channel_dev_t pc, gpuport_memory_channel_dev_t mc,
+                              int *rc)
+{
+    int st = gpuport_put_with_signal(&pc, 0, 0, 4096);
+    if (!st)
+        st = gpuport_memory_put_with_signal(&mc, 4096, 4096, 4096);
+    if (!st)
+        st = gpuport_flush(&pc);
+    *rc = st;
+}
+
+static __global__ void k_wait_both(gpuport_port_channel_dev_t pc, gpuport_memory_channel_dev_t mc,
+                                   int *rc)
+{
+    int st = gpuport_wait(&pc);
+    if (!st)
+        st = gpuport_memory_wait(&mc);
+    *rc = st;
+}
+
+static int rc_of(side_t *s)
+{
+    int rc = 0;
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(&rc, s->d_rc, sizeof(int), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemset(s->d_rc, 0, sizeof(int)));
+    return rc;
+}
+
+static void barrier(side_t *s)
+{
+    CHECK_OK(s->bs->barrier(s->bs->ctx));
+}
+
+/* The receiver's whole destination: the peer's bytes in [off, off + n)
+ * (src_off their source offset), zeros elsewhere. */
+static void verify_dst(side_t *s, uint64_t off, uint64_t src_off, uint64_t n, const char *what)
+{
+    CUDA_CHECK(cudaMemcpy(s->host, s->dst, REGION, cudaMemcpyDeviceToHost));
+    for (uint64_t i = 0; i < REGION; i++) {
+        unsigned char want = i >= off && i < off + n ? pat(1 - s->rank, src_off + (i - off)) : 0;
+        CHECK_MSG(s->host[i] == want, "%s: destination byte %llu is 0x%02x, expected 0x%02x",
+                  what, (unsigned long long)i, s->host[i], want);
+    }
+}
+
+static void puts_case(side_t *s)
+{
+    static const uint64_t sizes[] = {1, 7, 16, 100, 4097, 65539, (1u << 20) + 5,
+                                     REGION - (1u << 20) - 64};
+    static const struct {
+        unsigned blocks, threads;
+        const char *name;
+    } groups[] = {{1, 1, "one thread"}, {1, 32, "a warp"}, {64, 256, "a grid"}};
+    char what[128];
+
+    for (int dir = 0; dir < 2; dir++) {
+        int sender = dir;
+        for (size_t g = 0; g < 3; g++) {
+            for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+                uint64_t n = sizes[k], dst_off = 5 + 16 * k % 48, src_off = 3 + 8 * g;
+                if (g == 0 && n > (1u << 20))
+                    continue; /* one thread: a MiB is enough */
+                snprintf(what, sizeof(what), "put of %llu B by %s, rank %d to %d",
+                         (unsigned long long)n, groups[g].name, sender, 1 - sender);
+                CUDA_CHECK(cudaMemset(s->dst, 0, REGION));
+                CUDA_CHECK(cudaDeviceSynchronize());
+                barrier(s);
+                if (s->rank == sender) {
+                    k_put<<<groups[g].blocks, groups[g].threads>>>(s->dev, dst_off, src_off, n,
+                                                                   s->d_rc);
+                    k_signal<<<1, 1>>>(s->dev, s->d_rc);
+                    CHECK_MSG(rc_of(s) == 0, "%s: the sender's calls failed", what);
+                } else {
+                    k_wait<<<1, 1>>>(s->dev, s->d_rc);
+                    CHECK_MSG(rc_of(s) == 0, "%s: the wait failed", what);
+                    verify_dst(s, dst_off, src_off, n, what);
+                }
+                barrier(s);
+            }
+        }
+    }
+    printf("PASS puts (rank %d): 1 B .. %llu B at odd offsets, one thread / a warp / a grid, "
+           "both ways\n",
+           s->rank, (unsigned long long)sizes[7]);
+}
+
+static void values_case(side_t *s)
+{
+    const unsigned blocks = 8, threads = 128;
+    const uint64_t n = blocks * threads;
+    unsigned long long got = 0;
+
+    CUDA_CHECK(cudaMemset(s->dst, 0, REGION));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    barrier(s);
+    if (s->rank == 0) {
+        k_values<<<blocks, threads>>>(s->dev, s->d_rc);
+        CHECK_MSG(rc_of(s) == 0, "values: the sender's calls failed");
+    } else {
+        k_take<<<1, 1>>>(s->dev, n, s->d_count, s->d_rc);
+        CHECK_MSG(rc_of(s) == 0, "values: taking the signals failed");
+        CUDA_CHECK(cudaMemcpy(&got, s->d_count, sizeof(got), cudaMemcpyDeviceToHost));
+        CHECK_MSG(got == n, "values: %llu signals taken, %llu sent", got,
+                  (unsigned long long)n);
+        CUDA_CHECK(cudaMemcpy(s->host, s->dst, n * 8, cudaMemcpyDeviceToHost));
+        for (uint64_t slot = 0; slot < n; slot++) {
+            uint64_t v;
+            memcpy(&v, s->host + slot * 8, 8);
+            CHECK_MSG(v == (slot * 0x9E3779B97F4A7C15ull | 1), "values: slot %llu is 0x%llx",
+                      (unsigned long long)slot, (unsigned long long)v);
+        }
+    }
+    barrier(s);
+    printf("PASS values and signals (rank %d): %llu threads, each a value and a signal at once, "
+           "exactly as many signals taken\n",
+           s->rank, (unsigned long long)n);
+}
+
+static void packets_case(side_t *s)
+{
+    const int rounds = 300;
+
+    barrier(s);
+    k_packets<<<1, 32>>>(s->dev, s->rank == 0, s->rank, rounds, s->src + PKT_OFF, s->d_rc);
+    CHECK_MSG(rc_of(s) == 0, "packets: a round failed or read wrong data");
+    barrier(s);
+    k_pingpong<<<1, 1>>>(s->dev, s->rank == 0, rounds, s->d_rc);
+    CHECK_MSG(rc_of(s) == 0, "ping-pong by signal failed");
+    /* the sources' packet place is scratch: give back the pattern */
+    k_fill<<<64, 256>>>(s->src, REGION, s->rank);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    barrier(s);
+    printf("PASS packets (rank %d): %d rounds of 200 B each way, one buffer, a flag per round; "
+           "%d put_with_signal + wait round trips\n",
+           s->rank, rounds, rounds);
+}
+
+static void bad_case(side_t *s)
+{
+    int out[11], *d_out;
+    static const int want[11] = {GPUPORT_ERR_OUT_OF_RANGE, GPUPORT_ERR_OUT_OF_RANGE,
+                                 GPUPORT_ERR_OUT_OF_RANGE, GPUPORT_ERR_INVALID_ARG,
+                                 GPUPORT_ERR_INVALID_ARG,  GPUPORT_ERR_OUT_OF_RANGE,
+                                 GPUPORT_ERR_INVALID_ARG,  GPUPORT_ERR_INVALID_ARG,
+                                 GPUPORT_ERR_OUT_OF_RANGE, 0,
+                                 GPUPORT_ERR_VERSION};
+
+    CUDA_CHECK(cudaMemset(s->dst, 0, REGION));
+    CUDA_CHECK(cudaMalloc(&d_out, sizeof(out)));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    barrier(s);
+    if (s->rank == 0) {
+        k_bad<<<1, 1>>>(s->dev, d_out);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(out, d_out, sizeof(out), cudaMemcpyDeviceToHost));
+        for (int i = 0; i < 11; i++)
+            CHECK_MSG(out[i] == want[i], "bad offsets: call %d returned %d, expected %d", i,
+                      out[i], want[i]);
+    }
+    barrier(s);
+    if (s->rank == 1)
+        verify_dst(s, 0, 0, 0, "after the refused calls");
+    barrier(s);
+    cudaFree(d_out);
+    printf("PASS bad offsets (rank %d): each refused with its status, the peer's memory "
+           "untouched\n",
+           s->rank);
+}
+
+static void both_case(side_t *s)
+{
+    gpuport_channel_t pc;
+    gpuport_port_channel_dev_t pdev;
+
+    CHECK_OK(gpuport_channel_create(s->comm, 1 - s->rank, s->msrc, s->mdst, &pc));
+    CHECK_OK(gpuport_channel_device(pc, &pdev));
+    CUDA_CHECK(cudaMemset(s->dst, 0, REGION));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    barrier(s);
+    if (s->rank == 0) {
+        k_both<<<1, 1>>>(pdev, s->dev, s->d_rc);
+        CHECK_MSG(rc_of(s) == 0, "port and memory channel: the sender failed");
+    } else {
+        k_wait_both<<<1, 1>>>(pdev, s->dev, s->d_rc);
+        CHECK_MSG(rc_of(s) == 0, "port and memory channel: the waits failed");
+        verify_dst(s, 0, 0, 8192, "a port and a memory channel over the same regions");
+    }
+    barrier(s);
+    CHECK_OK(gpuport_channel_destroy(pc));
+    printf("PASS beside a port channel (rank %d): one kernel puts by both over the same regions\n",
+           s->rank);
+}
+
+static void close_case(side_t *s)
+{
+    if (s->rank == 1) {
+        k_wait<<<1, 1>>>(s->dev, s->d_rc);
+        barrier(s); /* the kernel is waiting */
+        int rc = rc_of(s);
+        CHECK_MSG(rc == GPUPORT_ERR_CLOSED, "close: the waiting kernel returned %d (%s)", rc,
+                  gpuport_status_string((gpuport_status_t)rc));
+        CHECK_OK(gpuport_memory_channel_destroy(s->mc));
+    } else {
+        barrier(s);
+        usleep(100 * 1000);
+        CHECK_OK(gpuport_memory_channel_destroy(s->mc)); /* returns once rank 1 destroyed */
+    }
+    CHECK_STATUS(gpuport_memory_channel_destroy(s->mc), GPUPORT_ERR_INVALID_ARG);
+    printf("PASS close (rank %d): the peer's waiting kernel returns GPUPORT_ERR_CLOSED, destroy "
+           "is pairwise\n",
+           s->rank);
+}
+
+/* cudaMalloc destinations: refused on both sides, naming VMM memory. */
+static void refusal_case(side_t *s)
+{
+    void *a, *b;
+    gpuport_mem_t ma, mb;
+    gpuport_memory_channel_t mc = NULL;
+    gpuport_status_t st;
+    const char *log;
+
+    CUDA_CHECK(cudaMalloc(&a, 1 << 20));
+    CUDA_CHECK(cudaMalloc(&b, 1 << 20));
+    CHECK_OK(gpuport_mem_register(s->comm, a, 1 << 20, &ma));
+    CHECK_OK(gpuport_mem_register(s->comm, b, 1 << 20, &mb));
+    capture_begin();
+    st = gpuport_memory_channel_create(s->comm, 1 - s->rank, ma, mb, &mc);
+    log = capture_end();
+    CHECK_MSG(st == GPUPORT_ERR_NOT_SUPPORTED && mc == NULL, "cudaMalloc: %s",
+              gpuport_status_string(st));
+    CHECK_MSG(strstr(log, "legacy CUDA IPC") && strstr(log, "gpuport_mem_alloc_device"),
+              "cudaMalloc refusal: log: %s", log);
+    CHECK_OK(gpuport_mem_deregister(ma));
+    CHECK_OK(gpuport_mem_deregister(mb));
+    cudaFree(a);
+    cudaFree(b);
+    printf("PASS refusal (rank %d): cudaMalloc destinations refused on both sides, naming VMM "
+           "memory\n",
+           s->rank);
+}
+
+int main(void)
+{
+    gpuport_bootstrap_t bs;
+    pid_t child;
+    side_t s;
+    gpu_mem_kind_t kind;
+    int rank;
+
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (!getenv("GPUPORT_TEST_MEM"))
+        setenv("GPUPORT_TEST_MEM", "vmm", 1);
+    rank = gpu_pair_fork(&bs, &child);
+    kind = gpu_mem_kind();
+    memset(&s, 0, sizeof(s));
+    s.bs = &bs;
+    s.rank = rank;
+    if (rank == 0)
+        printf("test_gpu_memchan: memory %s\n", gpu_mem_kind_desc(kind));
+    CHECK_OK(gpuport_comm_create(&bs, &s.comm));
+    refusal_case(&s);
+    if (kind == GPU_MEM_CUDAMALLOC) {
+        CHECK_OK(gpuport_comm_destroy(s.comm));
+        gpu_pair_join(rank, child, 0);
+        return 0;
+    }
+    gpu_region_alloc(s.comm, REGION, (void **)&s.src);
+    gpu_region_alloc(s.comm, REGION, (void **)&s.dst);
+    k_fill<<<256, 256>>>(s.src, REGION, rank);
+    CUDA_CHECK(cudaMemset(s.dst, 0, REGION));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMalloc(&s.d_rc, sizeof(int)));
+    CUDA_CHECK(cudaMemset(s.d_rc, 0, sizeof(int)));
+    CUDA_CHECK(cudaMalloc(&s.d_count, sizeof(unsigned long long)));
+    s.host = (unsigned char *)malloc(REGION);
+    CHECK(s.host);
+    CHECK_OK(gpuport_mem_register(s.comm, s.src, REGION, &s.msrc));
+    CHECK_OK(gpuport_mem_register(s.comm, s.dst, REGION, &s.mdst));
+    CHECK_OK(gpuport_memory_channel_create(s.comm, 1 - rank, s.msrc, s.mdst, &s.mc));
+    CHECK_OK(gpuport_memory_channel_device(s.mc, &s.dev));
+    CHECK(s.dev.dst != NULL && s.dev.dst_size == REGION && s.dev.src_size == REGION);
+    puts_case(&s);
+    values_case(&s);
+    packets_case(&s);
+    bad_case(&s);
+    both_case(&s);
+    close_case(&s);
+    CHECK_OK(gpuport_comm_destroy(s.comm));
+    barrier(&s);
+    gpu_region_free(s.src);
+    gpu_region_free(s.dst);
+    free(s.host);
+    gpu_pair_join(rank, child, 0);
+    return 0;
+}
