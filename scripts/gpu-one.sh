@@ -56,6 +56,8 @@ step memchan-appvmm-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_MEM=appvmm
     "$build/test/gpu/test_gpu_memchan"
 step memchan-pool-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_MEM=pool \
     "$build/test/gpu/test_gpu_memchan"
+step memchan-store-mps 300 bash scripts/with-mps.sh env GPUPORT_MEMORY_SIGNAL=store \
+    "$build/test/gpu/test_gpu_memchan"
 step memchan-cudamalloc 120 env GPUPORT_TEST_MEM=cudamalloc "$build/test/gpu/test_gpu_memchan"
 step memchan 300 "$build/test/gpu/test_gpu_memchan"
 # a copy CUDA holds while the host is in cudaMemcpy: the timeout and the proxy's warning

@@ -18,16 +18,25 @@
 
 #include "internal.h"
 
+/* How a memory channel's kernels reach the peer (transport.h's
+ * chan_kernel_map): the device addresses of its destination (0: none) and
+ * of its control-segment semaphore for the channel, and whether both GPUs
+ * add atomically in each other's memory (GPUPORT_MC_ATOMICS of both). */
+typedef struct chan_kernel_view {
+    uint64_t dst_d, sem_d;
+    int atomics;
+} chan_kernel_view_t;
+
 /* The steps of gpuport_channel_create (channel.c), for both kinds: memory
- * 1 makes the port channel under a memory channel (memchan.c), whose
- * kernels store into the peer's destination themselves: *dst_d_p and
- * *sem_d_p get the device addresses of the peer's destination and
- * semaphore as the application's kernels reach them. call and out_name
- * (the handle's argument, out_p its value) are for messages. */
+ * 1 makes a port channel under a memory channel (memchan.c), whose kernels
+ * store into the peer's destination themselves, and fills *view_p. A
+ * failure of the caller's own (prior) fails the creation on both sides,
+ * the handshake run as usual. call and out_name (the handle's argument,
+ * out_p its value) are for messages. */
 gpuport_status_t chan_create(const char *call, const char *out_name, gpuport_comm_t comm,
                              int peer, gpuport_mem_t src, gpuport_mem_t dst, int memory,
-                             const void *out_p, gpuport_channel_t *channel_p, uint64_t *dst_d_p,
-                             uint64_t *sem_d_p);
+                             gpuport_status_t prior, const void *out_p,
+                             gpuport_channel_t *channel_p, chan_kernel_view_t *view_p);
 
 /* A handle from gpuport_channel_create not yet destroyed. */
 static inline int chan_ok(gpuport_channel_t ch)

@@ -33,7 +33,7 @@ typedef struct port_new {
     gpuport_chan_shake_t hs;
     const char *call;  /* the public call, for messages */
     int memory;        /* a memory channel's */
-    uint64_t dst_d, sem_d; /* memory: the kernels' view of the peer (chan_kernel_map) */
+    chan_kernel_view_t view; /* memory: the kernels' view of the peer */
 } port_new_t;
 
 static int mem_ok(gpuport_comm_t comm, gpuport_mem_t mem)
@@ -183,6 +183,9 @@ static gpuport_status_t prepare(port_new_t *c)
                                       c->dst ? &c->dst->region : NULL, mine);
     mine->transport = c->tc ? (uint32_t)c->tc->kind : 0;
     mine->chan_kind = c->memory ? GPUPORT_CHAN_KIND_MEMORY : GPUPORT_CHAN_KIND_PORT;
+    if (c->memory && c->comm->config.memory_signal == 0 &&
+        gpuport_gpu_peer_atomics(c->comm, c->comm->procs[c->peer].gpu))
+        mine->kind_flags |= GPUPORT_MC_ATOMICS;
     c->hs.pass_fds = c->ops && c->ops->pass_fds;
     return status;
 }
@@ -271,7 +274,9 @@ static gpuport_status_t port_connect(void *arg, const gpuport_channel_rec_t *the
     c->pc->tl.dst_pieces = NULL;
     c->pc->tl.dst_npieces = 0;
     if (!status && c->memory)
-        status = c->ops->chan_kernel_map(&c->pc->tl, &c->dst_d, &c->sem_d);
+        status = c->ops->chan_kernel_map(&c->pc->tl, &c->view.dst_d, &c->view.sem_d);
+    /* both sides decide alike: atomics only where both GPUs can */
+    c->view.atomics = (c->hs.mine.kind_flags & theirs->kind_flags & GPUPORT_MC_ATOMICS) != 0;
     return status;
 }
 
@@ -342,8 +347,8 @@ static void unprepare(port_new_t *c)
 
 gpuport_status_t chan_create(const char *call, const char *out_name, gpuport_comm_t comm,
                              int peer, gpuport_mem_t src, gpuport_mem_t dst, int memory,
-                             const void *out_p, gpuport_channel_t *channel_p, uint64_t *dst_d_p,
-                             uint64_t *sem_d_p)
+                             gpuport_status_t prior, const void *out_p,
+                             gpuport_channel_t *channel_p, chan_kernel_view_t *view_p)
 {
     port_new_t c;
     gpuport_status_t status = check_args(call, out_name, comm, peer, src, dst, out_p);
@@ -361,23 +366,27 @@ gpuport_status_t chan_create(const char *call, const char *out_name, gpuport_com
     c.hs.dst = dst;
     c.hs.kind = &port_kind;
     c.hs.arg = &c;
-    status = chan_handshake(&c.hs, prepare(&c));
+    status = prepare(&c);
+    if (!status && prior) {
+        status = prior; /* the caller's failure, told to the peer */
+        snprintf(c.hs.mine.why, sizeof(c.hs.mine.why), "%s failed on this side (its log says why)",
+                 call);
+    }
+    status = chan_handshake(&c.hs, status);
     if (status) {
         unprepare(&c);
         return status;
     }
     publish(&c);
     *channel_p = c.ch;
-    if (memory) {
-        *dst_d_p = c.dst_d;
-        *sem_d_p = c.sem_d;
-    }
+    if (memory)
+        *view_p = c.view;
     return GPUPORT_OK;
 }
 
 gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_mem_t src,
                                         gpuport_mem_t dst, gpuport_channel_t *channel_p)
 {
-    return chan_create("gpuport_channel_create", "channel_p", comm, peer, src, dst, 0, channel_p,
-                       channel_p, NULL, NULL);
+    return chan_create("gpuport_channel_create", "channel_p", comm, peer, src, dst, 0, GPUPORT_OK,
+                       channel_p, channel_p, NULL);
 }

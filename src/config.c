@@ -20,6 +20,7 @@ extern char **environ;
 static const char *const log_words[] = {"none", "error", "warn", "info", "debug", "trace", NULL};
 static const char *const gpu_words[] = {"auto", "off", "on", NULL};
 static const char *const bind_words[] = {"0", "1", NULL};
+static const char *const memory_signal_words[] = {"auto", "store", NULL};
 
 #define FIELD(f) GPUPORT_CFG_FIELD(gpuport_config_t, f)
 
@@ -73,6 +74,11 @@ static const gpuport_config_var_t core_vars[] = {
      "kernel's polls once GPUPORT_DEV_SPIN polls found nothing; pauses grow from 32 ns, so a "
      "waiter leaves the issue slots of a GPU it shares (MPS) to the kernel it waits for; 0 "
      "spins without pause", NULL},
+    {"GPUPORT_MEMORY_SIGNAL", "auto", GPUPORT_CFG_ENUM, FIELD(memory_signal), 0, 0,
+     memory_signal_words,
+     "how memory channels' kernels signal: auto adds atomically in the peer's GPU memory where "
+     "both GPUs can (the same GPU, peers with native atomics), else stores counts into its "
+     "host control segment; store always stores (either side's store decides for both)", NULL},
     {"GPUPORT_HOST_ID", "0", GPUPORT_CFG_HEX64, FIELD(host_id), 0, 0, NULL,
      "host identity in hex; ranks with equal ids share a host; 0 derives it from the host", NULL},
     {"GPUPORT_GPU", "auto", GPUPORT_CFG_ENUM, FIELD(gpu), 0, 0, gpu_words,

@@ -44,6 +44,7 @@ typedef struct gpuport_config {
     uint64_t proxy_idle_cpu;     /* GPUPORT_PROXY_IDLE_CPU, % of a core */
     uint32_t dev_spin;          /* GPUPORT_DEV_SPIN: device polls before pausing */
     uint32_t dev_backoff_ns;    /* GPUPORT_DEV_BACKOFF_NS: longest device pause, 0 = none */
+    int memory_signal;          /* GPUPORT_MEMORY_SIGNAL: 0 auto, 1 store */
     uint64_t host_id;           /* GPUPORT_HOST_ID, 0 = derived from the host */
     int gpu;                    /* GPUPORT_GPU, gpuport_gpu_mode_t */
     int bind;                   /* GPUPORT_BIND */

@@ -41,6 +41,13 @@ gpuport_status_t gpuport_gpu_channel_reset(gpuport_comm_t comm, uint32_t id)
     return GPUPORT_OK;
 }
 
+int gpuport_gpu_peer_atomics(gpuport_comm_t comm, int ordinal)
+{
+    (void)comm;
+    (void)ordinal;
+    return 0;
+}
+
 int gpuport_gpu_bus_id(gpuport_comm_t comm, char *buf, size_t len)
 {
     (void)comm;

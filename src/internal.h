@@ -123,9 +123,15 @@ struct gpuport_channel {
 struct gpuport_memory_channel {
     gpuport_dead_link_t dead; /* first: on the dead list once destroyed */
     uint32_t magic;
-    struct gpuport_channel *ch;
-    uint64_t dst_d; /* the peer's destination, device address (0: none) */
-    uint64_t sem_d; /* the peer's semaphore for the channel, device address */
+    struct gpuport_channel *ch;   /* over the application's regions */
+    struct gpuport_channel *sems; /* over the semaphore arenas (no source) */
+    uint64_t dst_d;      /* the peer's destination, device address (0: none) */
+    uint64_t peer_sem_d; /* where this side's signals go, device address: the peer's
+                          * arena slot (atomics) or its control-segment slot */
+    uint64_t sem_d;      /* where the peer's arrive: this rank's arena slot, or 0 for
+                          * the control segment's */
+    int atomics;         /* signals are atomic adds in the peer's GPU memory */
+    uint32_t id;         /* ch's id: the memory channel's (comm->mchans) */
 };
 
 /* the dead lists free a handle through its link (handles.h) */
@@ -207,6 +213,11 @@ struct gpuport_comm {
     gpuport_dead_list_t dead_chans; /* destroyed channels */
     gpuport_dead_list_t dead_mchans; /* destroyed memory channels */
     struct gpuport_memory_channel **mchans; /* by id, freed at destroy if left open */
+    /* memory channels' semaphores in this rank's GPU memory, one 64-bit count
+     * per channel id, which peers' kernels add to (memchan.c); NULL until the
+     * first memory channel */
+    void *mc_arena;
+    struct gpuport_mem *mc_arena_mem;
     struct gpuport_comm *live_next;      /* the process's live communicators */
     struct gpuport_channel **chans; /* handles by id, freed at destroy if left open */
     gpuport_fdsock_t fdsock;        /* descriptors for same-host peers (fdpass.h) */
@@ -297,6 +308,10 @@ gpuport_status_t gpuport_gpu_ctx_push(struct gpuport_comm *comm);
 void gpuport_gpu_ctx_pop(void);
 /* zeroes the device waiters' signal count of a (re)used channel id */
 gpuport_status_t gpuport_gpu_channel_reset(struct gpuport_comm *comm, uint32_t id);
+/* 1 if this rank's GPU can add atomically in the memory of the GPU with
+ * CUDA ordinal `ordinal` (this process's numbering, as the rank records
+ * carry it): the same GPU, or a peer with native atomics; else 0. */
+int gpuport_gpu_peer_atomics(struct gpuport_comm *comm, int ordinal);
 /* GPU memory that every context on the communicator's device reaches (CUDA
  * VMM, mapped read-write for the device), made exportable as a POSIX file
  * descriptor (*fd_p, the caller's to close) and, where the device supports

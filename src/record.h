@@ -107,6 +107,9 @@ typedef struct gpuport_region_rec {
 /* Exchanged by the two sides of a channel at creation. */
 /* A channel record's chan_kind: both sides must create the same kind. */
 enum { GPUPORT_CHAN_KIND_PORT = 0, GPUPORT_CHAN_KIND_MEMORY = 1 };
+/* A memory channel's kind_flags: the sender's GPU adds atomically in the
+ * receiver's GPU memory (the same GPU, or peers with native atomics) */
+#define GPUPORT_MC_ATOMICS 1u
 
 typedef struct gpuport_channel_rec {
     gpuport_rec_header_t hdr;
@@ -115,7 +118,7 @@ typedef struct gpuport_channel_rec {
     uint32_t channel_id;  /* sender's id: its inbound semaphore index */
     uint32_t fdsock_ok;   /* 1: the sender listens for descriptors (fdpass.h) */
     uint32_t chan_kind;   /* GPUPORT_CHAN_KIND_*: what the sender creates */
-    uint32_t reserved;
+    uint32_t kind_flags;  /* the kind's: GPUPORT_MC_ATOMICS for a memory channel */
     gpuport_region_rec_t dst; /* where the receiver's puts land */
     char why[128];        /* the sender's error text when status != OK */
     uint8_t tdata[64];    /* the transport's own (chan_prepare), e.g. memory keys */

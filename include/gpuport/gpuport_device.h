@@ -139,10 +139,15 @@ typedef struct gpuport_memory_channel_dev {
     const unsigned char *local_dst; /**< this rank's destination: the peer's stores and
                                      *   packets land there (NULL: none) */
     uint64_t local_dst_size;        /**< its bytes */
-    volatile uint64_t *peer_sem; /**< control segment of the peer (host), mapped: the count
-                                  *   this side's signals raise */
-    unsigned long long *tickets; /**< device memory: [0] signals begun, [1] published */
-    const volatile uint64_t *inbound;    /**< control segment (host): signals received */
+    unsigned long long *peer_sem; /**< the count this side's signals raise: the peer's slot in
+                                   *   its GPU memory (sem_atomic), else in its control
+                                   *   segment (host) */
+    uint32_t sem_atomic;          /**< 1: signals add atomically to peer_sem; 0: they store
+                                   *   exact counts in ticket order */
+    uint32_t pad_;                /**< zero */
+    unsigned long long *tickets;  /**< device memory: [0] signals begun, [1] published */
+    const volatile uint64_t *inbound;    /**< signals received: this rank's slot in its GPU
+                                          *   memory (sem_atomic), else in its control segment */
     const volatile int32_t *status;      /**< pinned host memory: the channel's error state */
     const volatile int32_t *peer_status; /**< control segment (host): the peer's failure or
                                           *   close (GPUPORT_ERR_CLOSED) */
@@ -615,8 +620,10 @@ GPUPORT_DEV int gpuport_wait(const gpuport_port_channel_dev_t *ch)
  * visible with a barrier of the group (__syncwarp, __syncthreads, a grid
  * sync) followed by one thread's signal: the signal's system-scope release
  * covers what the thread saw through the barrier. signal is safe from any
- * number of threads at once (signals are counted exactly, published in the
- * order they were begun); wait and poll take signals as port channels' do.
+ * number of threads at once and counted exactly (an atomic add in the
+ * peer's GPU memory, or, between GPUs without native atomics, exact counts
+ * published in the order the signals began); wait and poll take signals as
+ * port channels' do.
  * Offsets are checked before any store: a bad one returns an error and
  * writes nothing. Packets (put_packets / read_packets) carry 8 bytes of data
  * and two copies of a flag in each 16-byte store, so a reader that sees
@@ -769,7 +776,8 @@ GPUPORT_DEV int gpuport_memory_flush(const gpuport_memory_channel_dev_t *ch)
 
 /** Raises the peer's semaphore by one after the calling thread's earlier
  *  stores (a system-scope release). Any number of threads may signal at
- *  once: each takes a ticket, and the count is published in ticket order.
+ *  once: an atomic add where the GPUs allow it (sem_atomic); else each
+ *  takes a ticket, and the count is published in ticket order.
  *  @retval GPUPORT_OK signalled
  *  @retval GPUPORT_ERR_TIMEOUT an earlier ticket was not published within the limit
  *  @retval GPUPORT_ERR_VERSION a handle of another layout */
@@ -781,6 +789,10 @@ GPUPORT_DEV int gpuport_memory_signal(const gpuport_memory_channel_dev_t *ch)
 
     if (gpuport_mdev_layout(ch))
         return GPUPORT_ERR_VERSION;
+    if (ch->sem_atomic) {
+        asm volatile("red.release.sys.global.add.u64 [%0], 1;" ::"l"(ch->peer_sem) : "memory");
+        return GPUPORT_OK;
+    }
     t = atomicAdd(&ch->tickets[0], 1ull) + 1;
     for (;;) {
         asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(&ch->tickets[1])

@@ -25,6 +25,7 @@
     X(cuDeviceGetPCIBusId)                                                                      \
     X(cuDeviceGetName)                                                                          \
     X(cuDeviceGetAttribute)                                                                     \
+    X(cuDeviceGetP2PAttribute)                                                                  \
     X(cuDevicePrimaryCtxRetain)                                                                 \
     X(cuDevicePrimaryCtxRelease)                                                                \
     X(cuCtxCreate)                                                                              \

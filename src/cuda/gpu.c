@@ -396,7 +396,26 @@ gpuport_status_t gpuport_gpu_channel_reset(gpuport_comm_t comm, uint32_t id)
     if (!st)
         st = CU_CALL(cuMemsetD8,
                      (comm->gpu->tickets + id * 2 * sizeof(uint64_t), 0, 2 * sizeof(uint64_t)));
+    if (!st && comm->mc_arena)
+        st = CU_CALL(cuMemsetD8, ((CUdeviceptr)(uintptr_t)comm->mc_arena + id * sizeof(uint64_t),
+                                  0, sizeof(uint64_t)));
     return st;
+}
+
+int gpuport_gpu_peer_atomics(gpuport_comm_t comm, int ordinal)
+{
+    CUdevice peer;
+    int v = 0;
+
+    if (!comm->gpu || ordinal < 0)
+        return 0;
+    if (ordinal == comm->gpu_device)
+        return 1;
+    if (gpuport_cu.cuDeviceGet(&peer, ordinal) != CUDA_SUCCESS ||
+        gpuport_cu.cuDeviceGetP2PAttribute(&v, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED,
+                                           comm->gpu->dev, peer) != CUDA_SUCCESS)
+        return 0;
+    return v != 0;
 }
 
 int gpuport_gpu_bus_id(gpuport_comm_t comm, char *buf, size_t len)

@@ -23,9 +23,9 @@ gpuport_status_t gpuport_memory_channel_device_v(uint32_t layout, gpuport_memory
     gpuport_comm_t comm;
     struct gpuport_gpu *g;
 
-    if (!mc || mc->magic != GPUPORT_MCHAN_MAGIC) {
+    if (!mc || mc->magic != GPUPORT_MCHAN_MAGIC || !mc->ch) {
         log_error("gpuport_memory_channel_device: %p is not a live memory channel (NULL, "
-                  "destroyed already, or not a memory channel)",
+                  "destroyed already or being destroyed, or not a memory channel)",
                   (void *)mc);
         return GPUPORT_ERR_INVALID_ARG;
     }
@@ -54,10 +54,14 @@ gpuport_status_t gpuport_memory_channel_device_v(uint32_t layout, gpuport_memory
         d.local_dst = (const unsigned char *)ch->dst_mem->region.ptr;
         d.local_dst_size = ch->dst_mem->region.size;
     }
-    d.peer_sem = (volatile uint64_t *)(uintptr_t)mc->sem_d;
+    d.peer_sem = (unsigned long long *)(uintptr_t)mc->peer_sem_d;
+    d.sem_atomic = (uint32_t)mc->atomics;
     d.tickets = (unsigned long long *)(uintptr_t)(g->tickets + ch->id * 2 * sizeof(uint64_t));
-    d.inbound = (const volatile uint64_t *)(uintptr_t)(
-        g->ctrl_d + ch->id * sizeof(gpuport_sem_slot_t) + offsetof(gpuport_sem_slot_t, value));
+    if (mc->sem_d)
+        d.inbound = (const volatile uint64_t *)(uintptr_t)mc->sem_d;
+    else
+        d.inbound = (const volatile uint64_t *)(uintptr_t)(
+            g->ctrl_d + ch->id * sizeof(gpuport_sem_slot_t) + offsetof(gpuport_sem_slot_t, value));
     d.status = (const volatile int32_t *)(uintptr_t)(
         g->states_d + ch->id * sizeof(gpuport_chan_state_t) + offsetof(gpuport_chan_state_t, status));
     d.peer_status = (const volatile int32_t *)(uintptr_t)(

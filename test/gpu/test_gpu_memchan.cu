@@ -22,6 +22,9 @@
  *    regions, both signals taken, both ranges checked;
  *  - close: rank 0 destroys; rank 1's waiting kernel returns
  *    GPUPORT_ERR_CLOSED, then rank 1 destroys and both return.
+ * GPUPORT_MEMORY_SIGNAL=store runs every case with signals stored into the
+ * control segment in ticket order instead of atomic adds (the path between
+ * GPUs without native atomics).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -481,6 +484,19 @@ int main(void)
     CHECK_OK(gpuport_memory_channel_create(s.comm, 1 - rank, s.msrc, s.mdst, &s.mc));
     CHECK_OK(gpuport_memory_channel_device(s.mc, &s.dev));
     CHECK(s.dev.dst != NULL && s.dev.dst_size == REGION && s.dev.src_size == REGION);
+    {
+        /* one GPU: atomics in each other's memory, unless told to store */
+        const char *how = getenv("GPUPORT_MEMORY_SIGNAL");
+        int store = how && strcmp(how, "store") == 0;
+        if (getenv("GPUPORT_TEST_ONE_GPU") && atoi(getenv("GPUPORT_TEST_ONE_GPU")) == 1)
+            CHECK_MSG(s.dev.sem_atomic == (uint32_t)!store, "signals by %s on one GPU",
+                      s.dev.sem_atomic ? "atomics" : "stores");
+        if (store)
+            CHECK_MSG(s.dev.sem_atomic == 0, "GPUPORT_MEMORY_SIGNAL=store: signals by atomics");
+        if (rank == 0)
+            printf("signals by %s\n", s.dev.sem_atomic ? "atomic adds in the peer's GPU memory"
+                                                       : "stores into its control segment");
+    }
     puts_case(&s);
     values_case(&s);
     packets_case(&s);
