@@ -120,6 +120,10 @@ step bench-small-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_TIMEOUT=280 \
     "$build/test/mpi/mpirun.sh" 2 "$bench" --small-only
 # the device back-off beside the same handle spinning: busy path and a
 # compute kernel beside pending waits (meaningful under MPS only)
+step bench-memchan-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_TIMEOUT=280 \
+    "$build/test/mpi/mpirun.sh" 2 "$bench" --memchan-only
+step bench-memchan-store-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_TIMEOUT=280 \
+    GPUPORT_MEMORY_SIGNAL=store "$build/test/mpi/mpirun.sh" 2 "$bench" --memchan-only
 step bench-backoff-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_TIMEOUT=280 \
     "$build/test/mpi/mpirun.sh" 2 "$bench" --backoff-only
 # the idle proxy by sleep policy: CPU while idle, first operation after a pause

@@ -953,6 +953,8 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
         fails += failures(ipc_bandwidth(&st));
     } else if (env->backoff_only) {
         fails += failures(bench_backoff(&st));
+    } else if (env->memchan_only) {
+        fails += failures(bench_memchan(&st));
     } else {
         if (!env->small_only) {
             fails += failures(fifo_latency(&st));
@@ -962,8 +964,10 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
             fails += failures(ipc_bandwidth(&st));
         }
         fails += failures(bench_small(&st));
-        if (!env->small_only)
+        if (!env->small_only) {
             fails += failures(bench_backoff(&st));
+            fails += failures(bench_memchan(&st));
+        }
     }
 
     env->barrier(env->ctx);

@@ -45,6 +45,7 @@ typedef struct bench_gpu_env {
     int small_only; /* 1: only the small-operations table */
     int bandwidth_only; /* 1: only the IPC bandwidth table */
     int backoff_only;   /* 1: only the device back-off table (tools/bench_backoff.cu) */
+    int memchan_only;   /* 1: only the memory-channel table (tools/bench_memchan.cu) */
     void *ctx;
     void (*barrier)(void *ctx); /* the pair, or everyone */
     void (*exchange)(void *ctx, const void *mine, void *theirs, size_t bytes); /* with peer */

@@ -145,4 +145,8 @@ int bench_small(state_t *st);
  * the number of failures on this side, or -1 on a CUDA error. */
 int bench_backoff(state_t *st);
 
+/* The memory-channel table (bench_memchan.cu). Collective over the pair;
+ * the number of failures on this side, or -1 on a CUDA error. */
+int bench_memchan(state_t *st);
+
 #endif

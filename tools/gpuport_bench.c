@@ -98,6 +98,7 @@ typedef struct opts {
     int small_only;
     int bandwidth_only;
     int backoff_only; /* --backoff-only: only the device back-off table */
+    int memchan_only; /* --memchan-only: only the memory-channel table */
     int idle;        /* --idle: only the idle-proxy table (bench_idle.c) */
     int idle_pauses;
     double idle_pause;
@@ -142,6 +143,8 @@ static void usage(FILE *f, const char *prog)
             "  --bandwidth-only  GPU mode: only the IPC put bandwidth table\n"
             "  --backoff-only  GPU mode: only the device back-off table (GPUPORT_DEV_SPIN\n"
             "                 and GPUPORT_DEV_BACKOFF_NS beside spinning; run it under MPS)\n"
+            "  --memchan-only  GPU mode: only the memory-channel table (ping-pong, 64 B\n"
+            "                 put + signal, bandwidth, each beside its floor; under MPS)\n"
             "  --csv FILE     also write every figure to FILE as CSV: one row per size of each\n"
             "                 measurement, gpuport beside its baseline, with the machine,\n"
             "                 version, commit and date (scripts/plot-bench.py plots them)\n"
@@ -201,7 +204,7 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
     o->max_size = 256 * MIB;
     o->iter_scale = 1.0;
     o->use_malloc = o->no_mpi = o->host = o->small_only = o->help = 0;
-    o->bandwidth_only = o->backoff_only = 0;
+    o->bandwidth_only = o->backoff_only = o->memchan_only = 0;
     o->idle = 0;
     o->idle_pauses = 5;
     o->idle_pause = 1.0;
@@ -226,6 +229,8 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
             o->bandwidth_only = 1;
         } else if (!strcmp(arg, "--backoff-only")) {
             o->backoff_only = 1;
+        } else if (!strcmp(arg, "--memchan-only")) {
+            o->memchan_only = 1;
         } else if (!strcmp(arg, "--idle")) {
             o->idle = 1;
         } else if ((v = opt_value(argc, argv, &i, "--idle-pauses", &missing))) {
@@ -1280,6 +1285,7 @@ static int run_gpu(const opts_t *o, int rank, int nranks, int device, int shared
         env.small_only = o->small_only;
         env.bandwidth_only = o->bandwidth_only;
         env.backoff_only = o->backoff_only;
+        env.memchan_only = o->memchan_only;
         env.ctx = &peer;
         env.barrier = gpu_barrier;
         env.exchange = gpu_exchange;
@@ -1402,12 +1408,13 @@ int main(int argc, char **argv)
         return failed ? 1 : 0;
     }
 #endif
-    if (o.small_only || o.bandwidth_only || o.backoff_only) {
+    if (o.small_only || o.bandwidth_only || o.backoff_only || o.memchan_only) {
         if (rank == 0)
             fprintf(stderr, "%s: %s needs GPU mode (a GPU on every rank, no --host)\n", argv[0],
                     o.small_only       ? "--small-only"
                     : o.bandwidth_only ? "--bandwidth-only"
-                                       : "--backoff-only");
+                    : o.backoff_only   ? "--backoff-only"
+                                       : "--memchan-only");
         close_records(rank);
         MPI_Finalize();
         return 2;
