@@ -105,6 +105,7 @@ step mpi-np2 180 "$build/test/mpi/mpirun.sh" 2 "$build/test/mpi/test_mpi_channel
 # examples/device_channels.cu, both ranks on GPU 0: a kernel over a cudaMalloc
 # and a VMM channel, every byte compared on the host (4 OK lines expected)
 step example-device 120 sh test/examples/device_channels.sh
+step example-memory 120 bash scripts/with-mps.sh sh test/examples/memory_channels.sh
 # the benchmark with both ranks on the GPU: IPC bandwidth over cudaMalloc
 # and VMM memory side by side, beside the raw copy within the GPU
 step bench-mem-both 420 env GPUPORT_TEST_TIMEOUT=400 "$build/test/mpi/mpirun.sh" 2 \
