@@ -225,19 +225,69 @@ GPUPORT_DEV int32_t gpuport_dev_load_sys32(const volatile int32_t *p)
     return v;
 }
 
-/** Deadline bookkeeping for spinning calls: returns 1 once the limit passed
- *  (*start, 0 at first, holds when the spin began). */
-GPUPORT_DEV int gpuport_dev_expired(const gpuport_port_channel_dev_t *ch, uint64_t *start)
+/** Deadline bookkeeping for spinning calls of either channel kind: returns
+ *  1 once timeout_ns (0: none) passed (*start, 0 at first, holds when the
+ *  spin began). */
+GPUPORT_DEV int gpuport_dev_deadline(uint64_t timeout_ns, uint64_t *start)
 {
     uint64_t now;
-    if (ch->timeout_ns == 0)
+    if (timeout_ns == 0)
         return 0;
     now = gpuport_dev_now_ns();
     if (*start == 0) {
         *start = now;
         return 0;
     }
-    return now - *start > ch->timeout_ns;
+    return now - *start > timeout_ns;
+}
+
+/** Prints which operation of which channel (`kind`: "channel", "memory
+ *  channel") is stuck; returns GPUPORT_ERR_TIMEOUT. */
+GPUPORT_DEV int gpuport_dev_report_stuck(const char *kind, int rank, uint32_t id, int peer,
+                                         uint64_t timeout_ns, const char *op)
+{
+    printf("gpuport: rank %d, %s %u (to rank %d): %s stuck for more than %llu ms "
+           "(block %d, thread %d); failing with GPUPORT_ERR_TIMEOUT\n",
+           rank, kind, id, peer, op, (unsigned long long)(timeout_ns / 1000000),
+           (int)blockIdx.x, (int)threadIdx.x);
+    return GPUPORT_ERR_TIMEOUT;
+}
+
+/** Takes one arrived signal of a channel of either kind: 1 taken, 0 none
+ *  (inbound: the count received; consumed: the count device waiters took,
+ *  in device memory, shared by every device waiter of the channel). */
+GPUPORT_DEV int gpuport_dev_take_from(const volatile uint64_t *inbound,
+                                      unsigned long long *consumed)
+{
+    unsigned long long c = *(volatile unsigned long long *)consumed;
+    while (gpuport_dev_load_sys(inbound) > c) {
+        unsigned long long seen = atomicCAS(consumed, c, c + 1);
+        if (seen == c)
+            return 1;
+        c = seen;
+    }
+    return 0;
+}
+
+/** A channel's own error (its status word), else the peer's word:
+ *  GPUPORT_ERR_CLOSED for its orderly close, GPUPORT_ERR_PEER for its
+ *  failure or death; else 0. Anything but 0: no signal will come. */
+GPUPORT_DEV int gpuport_dev_failed_from(const volatile int32_t *status,
+                                        const volatile int32_t *peer_status)
+{
+    int st = gpuport_dev_load_sys32(status);
+    if (st)
+        return st;
+    st = gpuport_dev_load_sys32(peer_status);
+    if (st == GPUPORT_OK)
+        return 0;
+    return st == GPUPORT_ERR_CLOSED ? GPUPORT_ERR_CLOSED : GPUPORT_ERR_PEER;
+}
+
+/** gpuport_dev_deadline of a port channel's limit. */
+GPUPORT_DEV int gpuport_dev_expired(const gpuport_port_channel_dev_t *ch, uint64_t *start)
+{
+    return gpuport_dev_deadline(ch->timeout_ns, start);
 }
 
 /** A waiting call's back-off: after `spin` polls that found nothing, each
@@ -268,11 +318,7 @@ GPUPORT_DEV void gpuport_dev_pause(gpuport_dev_backoff_t *b, uint32_t spin, uint
 /** Prints which operation of which channel is stuck; returns GPUPORT_ERR_TIMEOUT. */
 GPUPORT_DEV int gpuport_dev_stuck(const gpuport_port_channel_dev_t *ch, const char *op)
 {
-    printf("gpuport: rank %d, channel %u (to rank %d): %s stuck for more than %llu ms "
-           "(block %d, thread %d); failing with GPUPORT_ERR_TIMEOUT\n",
-           ch->rank, ch->id, ch->peer, op, (unsigned long long)(ch->timeout_ns / 1000000),
-           (int)blockIdx.x, (int)threadIdx.x);
-    return GPUPORT_ERR_TIMEOUT;
+    return gpuport_dev_report_stuck("channel", ch->rank, ch->id, ch->peer, ch->timeout_ns, op);
 }
 
 /** GPUPORT_OK for a handle of this header's layout; else prints both layouts
@@ -534,14 +580,7 @@ GPUPORT_DEV int gpuport_flush(const gpuport_port_channel_dev_t *ch)
  *  is shared by every device waiter of the channel). */
 GPUPORT_DEV int gpuport_dev_take(const gpuport_port_channel_dev_t *ch)
 {
-    unsigned long long c = *(volatile unsigned long long *)ch->consumed;
-    while (gpuport_dev_load_sys(ch->inbound) > c) {
-        unsigned long long seen = atomicCAS(ch->consumed, c, c + 1);
-        if (seen == c)
-            return 1;
-        c = seen;
-    }
-    return 0;
+    return gpuport_dev_take_from(ch->inbound, ch->consumed);
 }
 
 /** This side's error (its status), else the peer's word: GPUPORT_ERR_CLOSED
@@ -549,13 +588,7 @@ GPUPORT_DEV int gpuport_dev_take(const gpuport_port_channel_dev_t *ch)
  *  Anything but 0: no signal will come. */
 GPUPORT_DEV int gpuport_dev_failed(const gpuport_port_channel_dev_t *ch)
 {
-    int st = gpuport_dev_check(ch);
-    if (st)
-        return st;
-    st = gpuport_dev_load_sys32(ch->peer_status);
-    if (st == GPUPORT_OK)
-        return 0;
-    return st == GPUPORT_ERR_CLOSED ? GPUPORT_ERR_CLOSED : GPUPORT_ERR_PEER;
+    return gpuport_dev_failed_from(ch->status, ch->peer_status);
 }
 
 /** Takes one signal if one has arrived, without waiting.
@@ -650,38 +683,20 @@ GPUPORT_DEV int gpuport_mdev_layout(const gpuport_memory_channel_dev_t *ch)
 /** As gpuport_dev_expired, for a memory channel. */
 GPUPORT_DEV int gpuport_mdev_expired(const gpuport_memory_channel_dev_t *ch, uint64_t *start)
 {
-    uint64_t now;
-    if (ch->timeout_ns == 0)
-        return 0;
-    now = gpuport_dev_now_ns();
-    if (*start == 0) {
-        *start = now;
-        return 0;
-    }
-    return now - *start > ch->timeout_ns;
+    return gpuport_dev_deadline(ch->timeout_ns, start);
 }
 
 /** As gpuport_dev_stuck, for a memory channel. */
 GPUPORT_DEV int gpuport_mdev_stuck(const gpuport_memory_channel_dev_t *ch, const char *op)
 {
-    printf("gpuport: rank %d, memory channel %u (to rank %d): %s stuck for more than %llu ms "
-           "(block %d, thread %d); failing with GPUPORT_ERR_TIMEOUT\n",
-           ch->rank, ch->id, ch->peer, op, (unsigned long long)(ch->timeout_ns / 1000000),
-           (int)blockIdx.x, (int)threadIdx.x);
-    return GPUPORT_ERR_TIMEOUT;
+    return gpuport_dev_report_stuck("memory channel", ch->rank, ch->id, ch->peer, ch->timeout_ns,
+                                    op);
 }
 
-/** This side's error, else the peer's close (GPUPORT_ERR_CLOSED) or
- *  failure (GPUPORT_ERR_PEER), else 0. */
+/** As gpuport_dev_failed, for a memory channel. */
 GPUPORT_DEV int gpuport_mdev_failed(const gpuport_memory_channel_dev_t *ch)
 {
-    int st = gpuport_dev_load_sys32(ch->status);
-    if (st)
-        return st;
-    st = gpuport_dev_load_sys32(ch->peer_status);
-    if (st == GPUPORT_OK)
-        return 0;
-    return st == GPUPORT_ERR_CLOSED ? GPUPORT_ERR_CLOSED : GPUPORT_ERR_PEER;
+    return gpuport_dev_failed_from(ch->status, ch->peer_status);
 }
 
 /** One step of gpuport_mdev_copy: accesses of W bytes (type T) between single
@@ -823,14 +838,7 @@ GPUPORT_DEV int gpuport_memory_put_with_signal(const gpuport_memory_channel_dev_
 /** Takes one arrived signal: 1 taken, 0 none. */
 GPUPORT_DEV int gpuport_mdev_take(const gpuport_memory_channel_dev_t *ch)
 {
-    unsigned long long c = *(volatile unsigned long long *)ch->consumed;
-    while (gpuport_dev_load_sys(ch->inbound) > c) {
-        unsigned long long seen = atomicCAS(ch->consumed, c, c + 1);
-        if (seen == c)
-            return 1;
-        c = seen;
-    }
-    return 0;
+    return gpuport_dev_take_from(ch->inbound, ch->consumed);
 }
 
 /** Takes one signal if one has arrived: 1, 0 or below 0 as gpuport_poll. */

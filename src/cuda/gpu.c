@@ -472,17 +472,12 @@ gpuport_status_t gpuport_channel_device_v(uint32_t layout, gpuport_channel_t ch,
     d.peer = ch->peer;
     d.src_size = ch->src_size;
     d.dst_size = ch->dst_size;
-    d.flushed = (const volatile uint64_t *)(uintptr_t)(
-        g->states_d + ch->id * sizeof(gpuport_chan_state_t) +
-        offsetof(gpuport_chan_state_t, flushed) + GPUPORT_FIFO_DEVICE * sizeof(uint64_t));
-    d.status = (const volatile int32_t *)(uintptr_t)(
-        g->states_d + ch->id * sizeof(gpuport_chan_state_t) + offsetof(gpuport_chan_state_t, status));
-    d.inbound = (const volatile uint64_t *)(uintptr_t)(
-        g->ctrl_d + ch->id * sizeof(gpuport_sem_slot_t) + offsetof(gpuport_sem_slot_t, value));
-    d.peer_status = (const volatile int32_t *)(uintptr_t)(
-        g->ctrl_d + ch->id * sizeof(gpuport_sem_slot_t) +
-        offsetof(gpuport_sem_slot_t, peer_status));
-    d.consumed = (unsigned long long *)(uintptr_t)(g->consumed + ch->id * sizeof(uint64_t));
+    d.flushed = (const volatile uint64_t *)(uintptr_t)(GPUPORT_GPU_STATE_D(g, ch->id, flushed) +
+                                                       GPUPORT_FIFO_DEVICE * sizeof(uint64_t));
+    d.status = (const volatile int32_t *)(uintptr_t)GPUPORT_GPU_STATE_D(g, ch->id, status);
+    d.inbound = (const volatile uint64_t *)(uintptr_t)GPUPORT_GPU_SLOT_D(g, ch->id, value);
+    d.peer_status = (const volatile int32_t *)(uintptr_t)GPUPORT_GPU_SLOT_D(g, ch->id, peer_status);
+    d.consumed = (unsigned long long *)(uintptr_t)GPUPORT_GPU_CONSUMED_D(g, ch->id);
     d.timeout_ns = comm->timeout_ns;
     d.spin = comm->config.dev_spin;
     d.backoff_ns = comm->config.dev_backoff_ns;

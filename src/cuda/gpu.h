@@ -31,4 +31,14 @@ struct gpuport_gpu {
 
 #define GPUPORT_DFIFO_HDR 128
 
+/* The device addresses kernels read a channel's words at, for both
+ * handles (gpu.c, gpu_memchan.c): a field of its state (pinned host
+ * memory) and of its semaphore slot (the control segment), and its count
+ * of signals device waiters took. */
+#define GPUPORT_GPU_STATE_D(g, id, field)                                                       \
+    ((g)->states_d + (id) * sizeof(gpuport_chan_state_t) + offsetof(gpuport_chan_state_t, field))
+#define GPUPORT_GPU_SLOT_D(g, id, field)                                                        \
+    ((g)->ctrl_d + (id) * sizeof(gpuport_sem_slot_t) + offsetof(gpuport_sem_slot_t, field))
+#define GPUPORT_GPU_CONSUMED_D(g, id) ((g)->consumed + (id) * sizeof(uint64_t))
+
 #endif

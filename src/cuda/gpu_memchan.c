@@ -57,17 +57,11 @@ gpuport_status_t gpuport_memory_channel_device_v(uint32_t layout, gpuport_memory
     d.peer_sem = (unsigned long long *)(uintptr_t)mc->peer_sem_d;
     d.sem_atomic = (uint32_t)mc->atomics;
     d.tickets = (unsigned long long *)(uintptr_t)(g->tickets + ch->id * 2 * sizeof(uint64_t));
-    if (mc->sem_d)
-        d.inbound = (const volatile uint64_t *)(uintptr_t)mc->sem_d;
-    else
-        d.inbound = (const volatile uint64_t *)(uintptr_t)(
-            g->ctrl_d + ch->id * sizeof(gpuport_sem_slot_t) + offsetof(gpuport_sem_slot_t, value));
-    d.status = (const volatile int32_t *)(uintptr_t)(
-        g->states_d + ch->id * sizeof(gpuport_chan_state_t) + offsetof(gpuport_chan_state_t, status));
-    d.peer_status = (const volatile int32_t *)(uintptr_t)(
-        g->ctrl_d + ch->id * sizeof(gpuport_sem_slot_t) +
-        offsetof(gpuport_sem_slot_t, peer_status));
-    d.consumed = (unsigned long long *)(uintptr_t)(g->consumed + ch->id * sizeof(uint64_t));
+    d.inbound = (const volatile uint64_t *)(uintptr_t)(mc->sem_d ? mc->sem_d
+                                                                : GPUPORT_GPU_SLOT_D(g, ch->id, value));
+    d.status = (const volatile int32_t *)(uintptr_t)GPUPORT_GPU_STATE_D(g, ch->id, status);
+    d.peer_status = (const volatile int32_t *)(uintptr_t)GPUPORT_GPU_SLOT_D(g, ch->id, peer_status);
+    d.consumed = (unsigned long long *)(uintptr_t)GPUPORT_GPU_CONSUMED_D(g, ch->id);
     d.timeout_ns = comm->timeout_ns;
     d.spin = comm->config.dev_spin;
     d.backoff_ns = comm->config.dev_backoff_ns;
