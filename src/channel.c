@@ -119,29 +119,25 @@ static gpuport_status_t regions_check(port_new_t *c, char *why, size_t len)
  * both. */
 static gpuport_status_t memory_check(port_new_t *c, char *why, size_t len)
 {
-    const char *text = NULL;
+    char text[256];
 
     if (!c->comm->gpu)
-        text = "memory channels need GPU mode, and this rank's communicator is host-only "
-               "(GPUPORT_GPU, a GPU, a build with CUDA)";
+        snprintf(text, sizeof(text), "memory channels need GPU mode, and this rank's "
+                 "communicator is host-only (GPUPORT_GPU, a GPU, a build with CUDA)");
     else if (c->src && !gpuport_region_is_device(c->src->region.kind))
-        text = "a memory channel's source is GPU memory (its kernels load it), and this one is "
-               "host memory";
+        snprintf(text, sizeof(text), "a memory channel's source is GPU memory (its kernels load "
+                 "it), and this one is host memory");
     else if (!c->ops->kernel_dst_ok || !c->ops->chan_kernel_map)
-        text = NULL;
+        snprintf(text, sizeof(text), "kernels cannot store into memory reached over %s: memory "
+                 "channels reach ranks of one host whose GPUs map each other's memory (the same "
+                 "GPU, or peers over NVLink or PCIe)",
+                 c->ops->name);
     else
         return GPUPORT_OK;
-    if (text) {
-        log_error("%s to rank %d: %s", c->call, c->peer, text);
-        snprintf(why, len, "%s", text);
-        return GPUPORT_ERR_NOT_SUPPORTED;
-    }
-    log_error("%s to rank %d: it is reached over %s, into whose memory kernels cannot store; "
-              "memory channels reach ranks of this host whose GPU memory this rank's GPU can map "
-              "(the same GPU, or peers over NVLink or PCIe)",
-              c->call, c->peer, c->ops->name);
-    snprintf(why, len, "kernels cannot store into memory reached over %s: memory channels reach "
-             "ranks of one host whose GPUs map each other's memory", c->ops->name);
+    log_error("%s to rank %d: %s", c->call, c->peer, text);
+    /* the record's why is shorter than the text: the log has it whole */
+    if (snprintf(why, len, "%s", text) >= (int)len)
+        why[len - 1] = '\0';
     return GPUPORT_ERR_NOT_SUPPORTED;
 }
 
@@ -196,7 +192,6 @@ static gpuport_status_t port_agree(void *arg, const gpuport_channel_rec_t *mine,
                                    const gpuport_channel_rec_t *theirs)
 {
     port_new_t *c = arg;
-
     char why[200];
 
     if (theirs->chan_kind != mine->chan_kind) {
@@ -273,10 +268,11 @@ static gpuport_status_t port_connect(void *arg, const gpuport_channel_rec_t *the
     /* closed when this returns: chan_connect has mapped what it needed */
     c->pc->tl.dst_pieces = NULL;
     c->pc->tl.dst_npieces = 0;
-    if (!status && c->memory)
+    if (!status && c->memory) {
         status = c->ops->chan_kernel_map(&c->pc->tl, &c->view.dst_d, &c->view.sem_d);
-    /* both sides decide alike: atomics only where both GPUs can */
-    c->view.atomics = (c->hs.mine.kind_flags & theirs->kind_flags & GPUPORT_MC_ATOMICS) != 0;
+        /* both sides decide alike: atomics only where both GPUs can */
+        c->view.atomics = (c->hs.mine.kind_flags & theirs->kind_flags & GPUPORT_MC_ATOMICS) != 0;
+    }
     return status;
 }
 

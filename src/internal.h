@@ -306,7 +306,8 @@ gpuport_status_t gpuport_gpu_dmabuf(struct gpuport_comm *comm, uint64_t start, u
 /* the flusher's private context made current on this thread, and undone */
 gpuport_status_t gpuport_gpu_ctx_push(struct gpuport_comm *comm);
 void gpuport_gpu_ctx_pop(void);
-/* zeroes the device waiters' signal count of a (re)used channel id */
+/* zeroes a (re)used channel id's device words: the device waiters' signal
+ * count, a memory channel's signal tickets and its semaphore in the arena */
 gpuport_status_t gpuport_gpu_channel_reset(struct gpuport_comm *comm, uint32_t id);
 /* 1 if this rank's GPU can add atomically in the memory of the GPU with
  * CUDA ordinal `ordinal` (this process's numbering, as the rank records

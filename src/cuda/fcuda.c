@@ -72,7 +72,7 @@ static gpuport_status_t warm_up(gpuport_flusher_t *fl, struct gpuport_fcuda *c)
         st = CU_CALL(cuMemcpyDtoDAsync, (c->scratch + 128, c->scratch, 64, c->stream));
     /* copies from the application's memory name its context */
     if (!st && fl->gpu)
-        st = CU_CALL(cuMemcpyPeerAsync, (c->scratch + 64, c->ctx, fl->gpu->consumed,
+        st = CU_CALL(cuMemcpyPeerAsync, (c->scratch + 64, c->ctx, fl->gpu->words,
                                          fl->gpu->app_ctx, 8, c->stream));
     /* the staging copies of network transports, both ways */
     if (!st)

@@ -58,10 +58,8 @@ static void gpu_free(gpuport_comm_t comm, struct gpuport_gpu *g)
         gpuport_cu.cuMemHostUnregister(comm->ctrl);
     if (g->states_registered)
         gpuport_cu.cuMemHostUnregister(comm->states);
-    if (g->consumed)
-        gpuport_cu.cuMemFree(g->consumed);
-    if (g->tickets)
-        gpuport_cu.cuMemFree(g->tickets);
+    if (g->words)
+        gpuport_cu.cuMemFree(g->words);
     if (g->fifo_dmem)
         gpuport_cu.cuMemFree(g->fifo_dmem);
     if (g->fifo_host)
@@ -112,14 +110,11 @@ gpuport_status_t gpuport_gpu_open(gpuport_comm_t comm)
     if (!st)
         st = CU_CALL(cuMemsetD8, (g->fifo_dmem, 0, 128));
     if (!st)
-        st = CU_CALL(cuMemAlloc, (&g->consumed, comm->config.max_channels * sizeof(uint64_t)));
+        st = CU_CALL(cuMemAlloc, (&g->words, comm->config.max_channels * GPUPORT_GPU_WORDS *
+                                                 sizeof(uint64_t)));
     if (!st)
-        st = CU_CALL(cuMemsetD8, (g->consumed, 0, comm->config.max_channels * sizeof(uint64_t)));
-    if (!st)
-        st = CU_CALL(cuMemAlloc, (&g->tickets, comm->config.max_channels * 2 * sizeof(uint64_t)));
-    if (!st)
-        st = CU_CALL(cuMemsetD8,
-                     (g->tickets, 0, comm->config.max_channels * 2 * sizeof(uint64_t)));
+        st = CU_CALL(cuMemsetD8, (g->words, 0, comm->config.max_channels * GPUPORT_GPU_WORDS *
+                                                   sizeof(uint64_t)));
     if (!st)
         st = map_host(comm->states, comm->states_size, &g->states_d, &g->states_registered);
     if (!st)
@@ -392,10 +387,8 @@ gpuport_status_t gpuport_gpu_channel_reset(gpuport_comm_t comm, uint32_t id)
 
     if (!comm->gpu)
         return GPUPORT_OK;
-    st = CU_CALL(cuMemsetD8, (comm->gpu->consumed + id * sizeof(uint64_t), 0, sizeof(uint64_t)));
-    if (!st)
-        st = CU_CALL(cuMemsetD8,
-                     (comm->gpu->tickets + id * 2 * sizeof(uint64_t), 0, 2 * sizeof(uint64_t)));
+    st = CU_CALL(cuMemsetD8, (GPUPORT_GPU_WORD_D(comm->gpu, id, 0), 0,
+                              GPUPORT_GPU_WORDS * sizeof(uint64_t)));
     if (!st && comm->mc_arena)
         st = CU_CALL(cuMemsetD8, ((CUdeviceptr)(uintptr_t)comm->mc_arena + id * sizeof(uint64_t),
                                   0, sizeof(uint64_t)));

@@ -20,9 +20,10 @@ struct gpuport_gpu {
     CUdeviceptr fifo_host_d;
     size_t fifo_host_len;
     CUdeviceptr fifo_dmem; /* [head line][tail_cache line] */
-    CUdeviceptr consumed;  /* per channel: signals taken by device waiters */
-    CUdeviceptr tickets;   /* per channel, 16 bytes: a memory channel's signals begun and
-                            * published (gpuport_memory_signal) */
+    /* per channel, GPUPORT_GPU_WORDS 64-bit words, zeroed together when an
+     * id is taken: [0] signals taken by device waiters, [1] and [2] a memory
+     * channel's signals begun and published (gpuport_memory_signal) */
+    CUdeviceptr words;
     CUdeviceptr states_d;
     CUdeviceptr ctrl_d;
     int states_registered;
@@ -39,6 +40,9 @@ struct gpuport_gpu {
     ((g)->states_d + (id) * sizeof(gpuport_chan_state_t) + offsetof(gpuport_chan_state_t, field))
 #define GPUPORT_GPU_SLOT_D(g, id, field)                                                        \
     ((g)->ctrl_d + (id) * sizeof(gpuport_sem_slot_t) + offsetof(gpuport_sem_slot_t, field))
-#define GPUPORT_GPU_CONSUMED_D(g, id) ((g)->consumed + (id) * sizeof(uint64_t))
+#define GPUPORT_GPU_WORDS 4
+#define GPUPORT_GPU_WORD_D(g, id, w) ((g)->words + ((id) * GPUPORT_GPU_WORDS + (w)) * sizeof(uint64_t))
+#define GPUPORT_GPU_CONSUMED_D(g, id) GPUPORT_GPU_WORD_D(g, id, 0)
+#define GPUPORT_GPU_TICKETS_D(g, id) GPUPORT_GPU_WORD_D(g, id, 1)
 
 #endif

@@ -56,7 +56,7 @@ gpuport_status_t gpuport_memory_channel_device_v(uint32_t layout, gpuport_memory
     }
     d.peer_sem = (unsigned long long *)(uintptr_t)mc->peer_sem_d;
     d.sem_atomic = (uint32_t)mc->atomics;
-    d.tickets = (unsigned long long *)(uintptr_t)(g->tickets + ch->id * 2 * sizeof(uint64_t));
+    d.tickets = (unsigned long long *)(uintptr_t)GPUPORT_GPU_TICKETS_D(g, ch->id);
     d.inbound = (const volatile uint64_t *)(uintptr_t)(mc->sem_d ? mc->sem_d
                                                                 : GPUPORT_GPU_SLOT_D(g, ch->id, value));
     d.status = (const volatile int32_t *)(uintptr_t)GPUPORT_GPU_STATE_D(g, ch->id, status);

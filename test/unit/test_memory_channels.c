@@ -43,7 +43,6 @@ static void bad_args(side_t *s)
 {
     gpuport_memory_channel_t mc = (gpuport_memory_channel_t)0x1;
     gpuport_memory_channel_dev_t dev;
-    gpuport_channel_t ch = NULL;
     const char *log;
 
     capture_begin();
@@ -69,7 +68,6 @@ static void bad_args(side_t *s)
                   strstr(log, "gpuport_memory_channel_destroy: (nil) is not a live memory channel") &&
                   strstr(log, "gpuport_memory_channel_device"),
               "log: %s", log);
-    (void)ch;
 }
 
 /* Both sides host-only: each refuses on its own, naming GPU mode; then a
