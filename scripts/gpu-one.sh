@@ -7,6 +7,7 @@
 # hangs when the application's launch queue is full.
 #   usage: scripts/gpu-one.sh [BUILD_DIR] [OUT_DIR]   (build: scripts/gpu-build.sh)
 # GPU_ONE_ONLY=REGEX runs only the steps whose names match (grep -E).
+# GPU_ONE_MAX_S=N caps every step's time limit at N seconds (a short first look).
 set -u
 cd "$(dirname "$0")/.."
 build=${1:-_build/gpu}
@@ -18,6 +19,7 @@ pass=0 fail=0
 step() {
     local name=$1 limit=$2 rc=0 t0=$SECONDS
     shift 2
+    if [ -n "${GPU_ONE_MAX_S:-}" ] && [ "$limit" -gt "$GPU_ONE_MAX_S" ]; then limit=$GPU_ONE_MAX_S; fi
     if [ -n "${GPU_ONE_ONLY:-}" ] && ! echo "$name" | grep -Eq "$GPU_ONE_ONLY"; then
         return
     fi
