@@ -192,7 +192,7 @@ static gpuport_status_t port_agree(void *arg, const gpuport_channel_rec_t *mine,
                                    const gpuport_channel_rec_t *theirs)
 {
     port_new_t *c = arg;
-    char why[200];
+    char why[400]; /* a refusal names the memory to use instead: room for it */
 
     if (theirs->chan_kind != mine->chan_kind) {
         static const char *const kinds[] = {"a port", "a memory"};

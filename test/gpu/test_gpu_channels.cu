@@ -655,6 +655,9 @@ static void peer_close(gpuport_bootstrap_t *bs)
     CHECK_STATUS(gpuport_channel_status(s.ch), GPUPORT_ERR_CLOSED);
     CHECK_STATUS(gpuport_channel_put(s.ch, 0, 0, 64), GPUPORT_ERR_CLOSED);
     CHECK_STATUS(gpuport_channel_flush(s.ch), GPUPORT_ERR_CLOSED);
+    /* the host counts signals apart from the device (gpuport.h): the one
+     * sent before the close is still the host's to take, then the close */
+    CHECK_STATUS(gpuport_channel_wait(s.ch), GPUPORT_OK);
     CHECK_STATUS(gpuport_channel_wait(s.ch), GPUPORT_ERR_CLOSED);
     CHECK_OK(bs->barrier(bs->ctx));
     side_close(&s);

@@ -456,6 +456,7 @@ int main(void)
     if (!getenv("GPUPORT_TEST_MEM"))
         setenv("GPUPORT_TEST_MEM", "vmm", 1);
     rank = gpu_pair_fork(&bs, &child);
+    bs.destroy = NULL; /* the pair's socket outlives the communicator: a barrier after it */
     kind = gpu_mem_kind();
     memset(&s, 0, sizeof(s));
     s.bs = &bs;
