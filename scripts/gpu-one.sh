@@ -129,6 +129,20 @@ step bench-memchan-store-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_TIMEO
     GPUPORT_MEMORY_SIGNAL=store "$build/test/mpi/mpirun.sh" 2 "$bench" --memchan-only
 step bench-backoff-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_TIMEOUT=280 \
     "$build/test/mpi/mpirun.sh" 2 "$bench" --backoff-only
+# tcp beside MPI over TCP in the same run (OMPI_MCA_btl=tcp,self: MPI's
+# point-to-point path over loopback sockets), with the ACK delay and without;
+# shm beside MPI's shared memory; GPU memory over tcp under MPS beside the
+# raw staging copy
+step bench-host-tcp 300 env GPUPORT_TEST_TIMEOUT=280 GPUPORT_TRANSPORT=tcp OMPI_MCA_btl=tcp,self \
+    "$build/test/mpi/mpirun.sh" 2 "$bench" --host --max-size 1m --csv "$out/host-tcp.csv"
+step bench-host-tcp-ack0 300 env GPUPORT_TEST_TIMEOUT=280 GPUPORT_TRANSPORT=tcp \
+    GPUPORT_SOCKET_ACK_DELAY_US=0 OMPI_MCA_btl=tcp,self \
+    "$build/test/mpi/mpirun.sh" 2 "$bench" --host --max-size 1m --csv "$out/host-tcp-ack0.csv"
+step bench-host-shm 300 env GPUPORT_TEST_TIMEOUT=280 \
+    "$build/test/mpi/mpirun.sh" 2 "$bench" --host --max-size 1m --csv "$out/host-shm.csv"
+step bench-gpu-tcp-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_TIMEOUT=280 \
+    GPUPORT_TRANSPORT=tcp OMPI_MCA_btl=tcp,self "$build/test/mpi/mpirun.sh" 2 "$bench" \
+    --max-size 64m --iters 0.25 --csv "$out/gpu-tcp.csv"
 # the idle proxy by sleep policy: CPU while idle, first operation after a pause
 step bench-idle-host 300 env GPUPORT_TEST_TIMEOUT=280 "$build/test/mpi/mpirun.sh" 2 "$bench" \
     --host --idle --idle-pauses 3

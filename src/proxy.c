@@ -69,11 +69,13 @@ static void *proxy_main(void *arg)
          * looked at */
         if (device_first)
             from_device = proxy_consume_fifo(comm, &comm->dfifo, GPUPORT_FIFO_DEVICE);
-        progressed = from_device + proxy_read_completions(comm) + progress_conns(comm);
+        progressed = from_device + proxy_read_completions(comm);
         from_host = proxy_consume_fifo(comm, &comm->fifo, GPUPORT_FIFO_HOST);
         if (!device_first && comm->dfifo.slots)
             from_device = proxy_consume_fifo(comm, &comm->dfifo, GPUPORT_FIFO_DEVICE);
-        progressed += from_host + (device_first ? 0 : from_device);
+        /* the connections after the FIFOs: what this pass took from them
+         * goes out in this pass (with an ACK owed, in one sendmsg) */
+        progressed += from_host + (device_first ? 0 : from_device) + progress_conns(comm);
         if (from_device || from_host)
             device_first = from_device > 0;
         now = gpuport_now_ns();

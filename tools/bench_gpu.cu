@@ -12,7 +12,9 @@
  *    synchronize (the raw copy-engine latency);
  *  - IPC put bandwidth, one direction and both: R puts then a flush, beside
  *    R cudaMemcpyPeerAsync of the same size from this process's GPU to a
- *    buffer it allocated on the peer GPU, both timed with events; gpuport's
+ *    buffer it allocated on the peer GPU (over tcp, the raw staging copy:
+ *    device to pinned host memory, then host to that buffer), both timed
+ *    with events; gpuport's
  *    and the baseline's received bytes are verified after each size. With
  *    both memory kinds, one channel over cudaMalloc and one over VMM memory
  *    (gpuport_mem_alloc_device), their columns beside one baseline;
@@ -572,7 +574,10 @@ int bench_gp_bw(state_t *st, kind_t *k, uint64_t size, int both, int reps, doubl
 }
 
 /* The baseline: cudaMemcpyPeerAsync of `size` from k[0]'s source to this
- * process's buffer on the peer GPU, timed and checked there. */
+ * process's buffer on the peer GPU, timed and checked there. Over tcp, the
+ * raw staging copy instead: the source into pinned host memory and from
+ * there into the same buffer, one after the other on one stream (the two
+ * copies tcp's GPU path makes, without the socket between them). */
 static int raw_bw(state_t *st, uint64_t size, int both, int reps, double *gbs, int *failed_p)
 {
     const bench_gpu_env_t *env = st->env;
@@ -588,10 +593,17 @@ static int raw_bw(state_t *st, uint64_t size, int both, int reps, double *gbs, i
     env->barrier(env->ctx);
     if (sender) {
         const unsigned char *src = st->k[0].src;
-        CK(cudaMemcpyPeerAsync(st->raw_dst, st->peer_gpu, src, st->gpu, size, st->s));
-        CK(cudaEventRecord(st->e0, st->s));
-        for (int r = 0; r < reps; r++)
-            CK(cudaMemcpyPeerAsync(st->raw_dst, st->peer_gpu, src, st->gpu, size, st->s));
+        for (int r = -1; r < reps; r++) {
+            if (r == 0)
+                CK(cudaEventRecord(st->e0, st->s));
+            if (st->staging) {
+                CK(cudaMemcpyAsync(st->staging, src, size, cudaMemcpyDeviceToHost, st->s));
+                CK(cudaMemcpyAsync(st->raw_dst, st->staging, size, cudaMemcpyHostToDevice,
+                                   st->s));
+            } else {
+                CK(cudaMemcpyPeerAsync(st->raw_dst, st->peer_gpu, src, st->gpu, size, st->s));
+            }
+        }
         CK(cudaEventRecord(st->e1, st->s));
         CK(cudaEventSynchronize(st->e1));
         CK(cudaEventElapsedTime(&ms, st->e0, st->e1));
@@ -670,8 +682,10 @@ static const char *pct_text(char *buf, size_t len, double a, double b, int dec)
 static void bw_rows(const state_t *st, uint64_t size, const bw_row_t *r1, const bw_row_t *r2)
 {
     const char *base = !st->env->baselines ? NULL
-                       : st->shared       ? "cudaMemcpyPeerAsync, same size, within the GPU"
-                                          : "cudaMemcpyPeerAsync, same size, to the peer GPU";
+                       : st->staging ? "raw staging copy: cudaMemcpyAsync to pinned host memory, "
+                                       "then from it, same size"
+                       : st->shared  ? "cudaMemcpyPeerAsync, same size, within the GPU"
+                                     : "cudaMemcpyPeerAsync, same size, to the peer GPU";
 
     for (int d = 0; d < 2; d++) {
         const bw_row_t *r = d ? r2 : r1;
@@ -737,9 +751,15 @@ static int ipc_bandwidth(state_t *st)
              st->k[0].short_name);
 
     if (env->report) {
-        printf("\nIPC put bandwidth, %s (GB/s = 1e9 B/s; baseline: cudaMemcpyPeerAsync of the "
-               "same size %s)\n",
-               kinds, st->shared ? "to another buffer on the same GPU" : "to the peer GPU");
+        if (st->staging)
+            printf("\nIPC put bandwidth, %s (GB/s = 1e9 B/s; baseline: the raw staging copy, "
+                   "cudaMemcpyAsync of the same size into pinned host memory, then from it "
+                   "into a buffer %s, one stream)\n",
+                   kinds, st->shared ? "on the same GPU" : "on the peer GPU");
+        else
+            printf("\nIPC put bandwidth, %s (GB/s = 1e9 B/s; baseline: cudaMemcpyPeerAsync of "
+                   "the same size %s)\n",
+                   kinds, st->shared ? "to another buffer on the same GPU" : "to the peer GPU");
         if (both)
             printf("  %10s | %8s %10s %8s %7s | %8s %10s %8s %7s | %s\n", "size", "memcpy",
                    st->k[0].name, st->k[1].name, ratio, "memcpy", st->k[0].name,
@@ -946,6 +966,8 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
         CK(cudaSetDevice(st.gpu));
         if (!st.shared && cudaDeviceEnablePeerAccess(st.peer_gpu, 0) != cudaSuccess)
             cudaGetLastError(); /* already enabled, or copies go through the host */
+        if (strcmp(gpuport_channel_transport(st.k[0].ch), "tcp") == 0)
+            CK(cudaMallocHost(&st.staging, st.region));
     }
     if (env->report && run_header(&st))
         return -1;
@@ -980,6 +1002,8 @@ extern "C" int bench_gpu_run(const bench_gpu_env_t *env)
         cudaFree(st.raw_dst);
         cudaFree(st.d_bad_peer);
         cudaSetDevice(st.gpu);
+        if (st.staging)
+            cudaFreeHost(st.staging);
     }
     cudaFree(st.d_ns);
     cudaFree(st.d_rc);

@@ -53,6 +53,8 @@ typedef struct state {
     cudaMemPool_t pool;     /* BENCH_GPU_MEM_POOL's exportable pool, or NULL */
     int nkinds;
     unsigned char *raw_dst; /* the baseline's destination, on the peer GPU */
+    unsigned char *staging; /* over tcp: pinned host memory the bandwidth baseline copies
+                             * through (device to host, host to device), as tcp does */
     int gpu, peer_gpu;
     int shared;             /* gpu == peer_gpu: contexts time-sliced on one GPU */
     uint64_t region;        /* bytes of every src and dst buffer */

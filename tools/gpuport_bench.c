@@ -22,6 +22,10 @@
  *                from MPI_Win_allocate_shared when the pair shares a node (MPI's
  *                fastest path there: Open MPI 4.1 would otherwise pick osc/rdma,
  *                several times slower on one host), else MPI_Win_allocate.
+ *                Beside tcp, two-sided instead (W MPI_Isend/MPI_Irecv, then
+ *                the acknowledgements), so that MPI's figure is its
+ *                point-to-point path, which --mca btl tcp,self makes TCP: a
+ *                shared window is shared memory whatever the BTL.
  *
  * Every measurement runs warm-up rounds, then timed rounds, then one
  * verification round. Messages carry a pattern made from the size, the test,
@@ -443,7 +447,8 @@ typedef struct bench {
     unsigned char *src, *dst;
     MPI_Win win;
     unsigned char *win_base;
-    int win_twosided; /* no window between the pair's hosts: MPI bw is two-sided */
+    int win_twosided; /* MPI bw is two-sided: over tcp, or no window between the hosts */
+    const char *twosided_why;
     const char *win_alloc; /* the MPI call that made the window */
     /* the measurement being run */
     const char *test;
@@ -824,6 +829,41 @@ static const char *mpi_onesided_text(const char *alloc)
     return text;
 }
 
+static const char *mpi_twosided_text(const char *why)
+{
+    static char text[320];
+
+    snprintf(text, sizeof(text),
+             "#       MPI: two-sided, W MPI_Isend / MPI_Irecv and MPI_Waitall, 0-byte\n"
+             "#       ack back (%s)\n",
+             why);
+    return text;
+}
+
+/* Which MPI, and which of its paths the baseline took, as far as the run
+ * says: Open MPI takes --mca NAME VALUE as OMPI_MCA_NAME in each rank's
+ * environment, and MPICH's ch3/ch4 netmod as MPIR_CVAR_CH4_NETMOD. */
+static void print_mpi_path(void)
+{
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "?";
+    const char *btl = getenv("OMPI_MCA_btl"), *pml = getenv("OMPI_MCA_pml");
+    const char *netmod = getenv("MPIR_CVAR_CH4_NETMOD");
+    int len = 0;
+
+    MPI_Get_library_version(lib, &len);
+    lib[strcspn(lib, "\n,")] = '\0';
+    printf("# MPI path:  %s; ", lib);
+    if (btl || pml)
+        printf("btl %s, pml %s (OMPI_MCA_btl, OMPI_MCA_pml: --mca)", btl ? btl : "(default)",
+               pml ? pml : "(default)");
+    else if (netmod)
+        printf("netmod %s (MPIR_CVAR_CH4_NETMOD)", netmod);
+    else
+        printf("MPI's default transports (no --mca btl: shared memory on one host; "
+               "--mca btl tcp,self for MPI over TCP)");
+    printf("\n");
+}
+
 static void print_header(const bench_t *b)
 {
     char host[256] = "?", when[64] = "?", lo[32], hi[32], load[32];
@@ -857,11 +897,11 @@ static void print_header(const bench_t *b)
            "%s"
            "# verified: every byte of the last timed round and of an extra round with a\n"
            "#       fresh pattern checked (and word 0 of every round), all tests, all ranks\n",
-           b->win_twosided
-               ? "#       MPI: two-sided, W MPI_Isend / MPI_Irecv and MPI_Waitall, 0-byte\n"
-                 "#       ack back (MPI_Win_allocate failed between these hosts)\n"
-               : b->win_alloc ? mpi_onesided_text(b->win_alloc)
-                              : "#       MPI: (none: --no-mpi)\n");
+           b->win_twosided ? mpi_twosided_text(b->twosided_why)
+           : b->win_alloc  ? mpi_onesided_text(b->win_alloc)
+                           : "#       MPI: (none: --no-mpi)\n");
+    if (b->win_alloc)
+        print_mpi_path();
     if (pairs > 1)
         printf("# the table is for pair 0<->1; %d pairs run concurrently\n", pairs);
     printf("\n%10s", "size");
@@ -910,7 +950,13 @@ static void window_setup(bench_t *b, uint64_t bytes)
     MPI_Comm_split_type(b->pair, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     MPI_Comm_size(node, &node_size);
     MPI_Comm_free(&node);
-    if (node_size == 2) {
+    if (strcmp(gpuport_channel_transport(b->ch), "tcp") == 0) {
+        /* Beside tcp, MPI over its own point-to-point path (the BTL the
+         * run chose: --mca btl tcp,self for MPI over TCP). A shared window
+         * would be one-sided shared memory whatever the BTL (osc/sm). */
+        b->win_twosided = 1;
+        b->twosided_why = "beside tcp: MPI's point-to-point path, not a shared window";
+    } else if (node_size == 2) {
         MPI_Info_create(&info);
         MPI_Info_set(info, "alloc_shared_noncontig", "true");
         MPI_Win_allocate_shared((MPI_Aint)bytes, 1, info, b->pair, &b->win_base, &b->win);
@@ -932,15 +978,18 @@ static void window_setup(bench_t *b, uint64_t bytes)
                 MPI_Win_free(&b->win);
             b->win = MPI_WIN_NULL;
             b->win_twosided = 1;
-            b->win_base = malloc(bytes);
-            if (!b->win_base) {
-                fprintf(stderr, "rank %d: malloc(%llu) failed\n", b->rank,
-                        (unsigned long long)bytes);
-                MPI_Abort(MPI_COMM_WORLD, 1);
-            }
-            b->win_alloc = "(none: MPI_Win_allocate failed between these hosts)";
-            return;
+            b->twosided_why = "MPI_Win_allocate failed between these hosts";
         }
+    }
+    if (b->win_twosided) {
+        b->win_base = malloc(bytes);
+        if (!b->win_base) {
+            fprintf(stderr, "rank %d: malloc(%llu) failed\n", b->rank,
+                    (unsigned long long)bytes);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        b->win_alloc = "(none)";
+        return;
     }
     MPI_Win_lock_all(0, b->win);
 }
@@ -1074,15 +1123,21 @@ typedef struct size_result {
  * bandwidth beside MPI's (tests[] pairs them in that order). */
 static void write_rows(const bench_t *b, const size_result_t *sr)
 {
-    char bw_base[96];
+    char bw_base[160], lat_base[128];
+    const char *btl = getenv("OMPI_MCA_btl");
+    char via[64] = "";
 
-    snprintf(bw_base, sizeof(bw_base), "%s",
+    /* the path the run forced, in the baseline's name (--mca btl) */
+    if (btl)
+        snprintf(via, sizeof(via), " (btl %s)", btl);
+    snprintf(bw_base, sizeof(bw_base), "%s%s",
              b->win_twosided ? "MPI_Isend/MPI_Irecv + 0-byte ack"
-             : b->win_alloc ? "MPI_Put + MPI_Win_flush + 0-byte ack" : "");
+             : b->win_alloc ? "MPI_Put + MPI_Win_flush + 0-byte ack" : "",
+             b->win_twosided ? via : "");
+    snprintf(lat_base, sizeof(lat_base), "MPI_Send/MPI_Recv ping-pong%s", via);
     for (size_t i = 0; i + 1 < NTESTS; i += 2) {
         const result_t *gp = &sr->r[i], *mpi = &sr->r[i + 1];
-        const char *base = mpi->ran ? (tests[i].latency ? "MPI_Send/MPI_Recv ping-pong" : bw_base)
-                                    : NULL;
+        const char *base = mpi->ran ? (tests[i].latency ? lat_base : bw_base) : NULL;
         bench_row_t row;
 
         if (!gp->ran)

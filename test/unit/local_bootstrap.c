@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_RANKS 64
+#define MAX_RANKS 80
 
 typedef struct msg {
     struct msg *next;

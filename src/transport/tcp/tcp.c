@@ -230,24 +230,41 @@ static int tcp_progress(gpuport_conn_t *conn)
         tcp_stage_tx(tc);
     tcp_queue_ack(tc);
     n += tcp_send_some(tc);
-    return n;
+    /* an ACK waiting for an answer to ride with keeps the proxy passing */
+    return n + tcp_ack_waiting(tc);
 }
 
-/* The idle proxy sleeps in poll() on every connection that still works;
- * asking the socket first catches errors that came while it was quiet. */
+/* The idle proxy sleeps in ppoll on the epoll descriptor, which is readable
+ * while any connection in it is (data, an error or a hang-up), however many
+ * connections there are, and on the sockets of connections epoll could not
+ * take; asking each socket first catches errors that came while it was
+ * quiet. */
 static int tcp_poll_fds(gpuport_tl_comm_t *tl, struct pollfd *fds, int max)
 {
     struct gpuport_tcp_comm *t = tl->priv;
     int n = t ? atomic_load_explicit(&t->nconns, memory_order_acquire) : 0, nfds = 0;
+    int in_epoll = 0;
 
-    for (int i = 0; i < n && nfds < max; i++) {
+    for (int i = 0; i < n; i++) {
         tcp_conn_t *tc = t->conns[i];
         if (tc->broken)
             continue;
         tcp_check_socket(tc);
         if (tc->broken)
             continue;
-        fds[nfds].fd = tc->fd_rx;
+        if (!tc->no_epoll) {
+            in_epoll = 1;
+            continue;
+        }
+        if (nfds < max) {
+            fds[nfds].fd = tc->fd_rx;
+            fds[nfds].events = POLLIN;
+            fds[nfds].revents = 0;
+            nfds++;
+        }
+    }
+    if (in_epoll && nfds < max) {
+        fds[nfds].fd = t->epfd;
         fds[nfds].events = POLLIN;
         fds[nfds].revents = 0;
         nfds++;

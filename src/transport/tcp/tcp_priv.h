@@ -19,6 +19,7 @@
 
 #define RXBUF 65536
 #define DIRECT_MIN 16384        /* payload rest this large is received in place */
+#define RX_TAIL 4096            /* read past such a payload, and behind a large put */
 #define IOV_BATCH 64
 #define PASS_BYTES (8u << 20)   /* per direction and progress call, so one big put
                                  * does not starve the FIFO and other peers */
@@ -126,6 +127,13 @@ typedef struct tcp_conn {
     uint64_t ops_sent, ops_acked;
     int ack_queued;     /* an ACK is in tx and not yet started */
     uint32_t ack_slot;
+    /* An ACK owed for operations that include a signal waits up to
+     * ack_delay_ns (GPUPORT_SOCKET_ACK_DELAY_US) for a message to ride
+     * with: the application woken by the signal often answers at once, and
+     * ACK and answer then go in one sendmsg (tcp_queue_ack). */
+    uint64_t ack_delay_ns;
+    uint64_t ack_owed_ns; /* since when, 0: none waiting */
+    int signal_unacked;   /* a SIGNAL among the operations not yet acknowledged */
     int bye_sent, bye_seen;
     int bye_applied; /* channels closed after the peer's goodbye */
     int readable;    /* epoll said so, and no recv has come back empty since */
@@ -135,6 +143,7 @@ typedef struct tcp_conn {
     size_t rx_len, rx_pos;
     tcp_msg_t cur;
     int in_payload;
+    int big_puts;      /* the last PUT's payload was at least DIRECT_MIN */
     char *payload_dst; /* NULL: discard */
     uint64_t payload_left;
     uint64_t applied; /* PUT/VALUE/SIGNAL applied, acknowledged cumulatively */
@@ -224,6 +233,7 @@ void tcp_report_fail(gpuport_tl_chan_t *ch, gpuport_status_t status);
 void tcp_stage_tx(tcp_conn_t *tc);
 int tcp_send_some(tcp_conn_t *tc);
 void tcp_queue_ack(tcp_conn_t *tc);
+int tcp_ack_waiting(const tcp_conn_t *tc);
 
 /* tcp_rx.c */
 int tcp_recv_some(tcp_conn_t *tc);

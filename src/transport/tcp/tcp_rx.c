@@ -131,6 +131,7 @@ static void on_put(tcp_conn_t *tc, const tcp_msg_t *m)
 
     tc->in_payload = m->size > 0;
     tc->payload_left = m->size;
+    tc->big_puts = m->size >= DIRECT_MIN;
     tc->payload_dst = NULL;
     tc->dev_payload = 0;
     if (!ch) {
@@ -161,6 +162,8 @@ static void on_signal(tcp_conn_t *tc, const tcp_msg_t *m)
 {
     gpuport_tl_chan_t *ch = rx_channel(tc, m->channel);
     gpuport_work_t w;
+
+    tc->signal_unacked = 1; /* its ACK may wait for an answer (tcp_queue_ack) */
 
     if (m->a == 0) {
         protocol_error(tc, "a signal message for channel %llu carried no signal (count %llu)",
@@ -319,7 +322,7 @@ static int recv_device(tcp_conn_t *tc, uint64_t *budget)
 int tcp_recv_some(tcp_conn_t *tc)
 {
     uint64_t budget = PASS_BYTES;
-    int progressed = 0;
+    int progressed = 0, drained = 0;
 
     while (budget > 0 && !tc->broken) {
         size_t avail = tc->rx_len - tc->rx_pos;
@@ -352,24 +355,54 @@ int tcp_recv_some(tcp_conn_t *tc)
             progressed = 1;
             continue;
         }
-        /* need bytes from the socket */
+        /* need bytes from the socket; after a short read it is empty (the
+         * next pass's epoll_wait says when more came), so no recv is spent
+         * on EAGAIN */
+        if (drained && !tc->no_epoll) {
+            tc->readable = 0;
+            break;
+        }
+        if (tc->rx_pos > 0) {
+            memmove(tc->rxbuf, tc->rxbuf + tc->rx_pos, avail);
+            tc->rx_len = avail;
+            tc->rx_pos = 0;
+        }
         if (tc->in_payload && tc->payload_dst && tc->payload_left >= DIRECT_MIN) {
+            /* the payload's rest straight into its destination, and what
+             * follows it (the next headers) into the buffer, in one call */
+            struct iovec iov[2];
+            struct msghdr mh;
             size_t want = tc->payload_left < budget ? (size_t)tc->payload_left : (size_t)budget;
-            n = recv(tc->fd_rx, tc->payload_dst, want, MSG_DONTWAIT);
+            int parts = 1;
+            iov[0].iov_base = tc->payload_dst;
+            iov[0].iov_len = want;
+            if (want == tc->payload_left) {
+                iov[1].iov_base = tc->rxbuf + tc->rx_len;
+                iov[1].iov_len = RX_TAIL < RXBUF - tc->rx_len ? RX_TAIL : RXBUF - tc->rx_len;
+                parts = 2;
+            }
+            memset(&mh, 0, sizeof(mh));
+            mh.msg_iov = iov;
+            mh.msg_iovlen = (size_t)parts;
+            n = recvmsg(tc->fd_rx, &mh, MSG_DONTWAIT);
             if (n > 0) {
-                payload_done(tc, (uint64_t)n);
+                size_t direct = (size_t)n < want ? (size_t)n : want;
+                drained = (size_t)n < want + (parts == 2 ? iov[1].iov_len : 0);
+                tc->rx_len += (size_t)n - direct;
+                payload_done(tc, (uint64_t)direct);
                 budget -= (uint64_t)n < budget ? (uint64_t)n : budget;
                 progressed = 1;
                 continue;
             }
         } else {
-            if (tc->rx_pos > 0) {
-                memmove(tc->rxbuf, tc->rxbuf + tc->rx_pos, avail);
-                tc->rx_len = avail;
-                tc->rx_pos = 0;
-            }
-            n = recv(tc->fd_rx, tc->rxbuf + tc->rx_len, RXBUF - tc->rx_len, MSG_DONTWAIT);
+            /* behind a large put, read little past the next header: the
+             * rest of its payload then goes in place */
+            size_t room = RXBUF - tc->rx_len;
+            if (tc->big_puts && room > RX_TAIL)
+                room = RX_TAIL;
+            n = recv(tc->fd_rx, tc->rxbuf + tc->rx_len, room, MSG_DONTWAIT);
             if (n > 0) {
+                drained = (size_t)n < room;
                 tc->rx_len += (size_t)n;
                 budget -= (uint64_t)n < budget ? (uint64_t)n : budget;
                 progressed = 1;

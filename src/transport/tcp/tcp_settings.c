@@ -85,6 +85,12 @@ static const gpuport_config_var_t rows[] = {
      "tcp send queue per connection; all but 64 entries may hold operations sent and not yet "
      "acknowledged by the peer",
      NULL},
+    {"GPUPORT_SOCKET_ACK_DELAY_US", "20", GPUPORT_CFG_UINT, FIELD(ack_delay_us), 0, 10000ull,
+     NULL,
+     "after a signal arrives, how long the acknowledgement waits for an answer to ride with "
+     "(the woken application often sends one at once); a flush on the other side waits up to "
+     "this much longer when nothing answers; 0 acknowledges at once",
+     NULL},
 };
 
 const gpuport_settings_table_t gpuport_tcp_settings = {rows, sizeof(rows) / sizeof(rows[0]),

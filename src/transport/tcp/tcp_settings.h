@@ -1,7 +1,8 @@
 /*
  * The tcp transport's GPUPORT_* settings: GPUPORT_SOCKET_IFNAME (an
- * interface name list only tcp reads), GPUPORT_SOCKET_TIMEOUT_MS and
- * GPUPORT_SOCKET_QUEUE. For the tcp transport's files and its tests.
+ * interface name list only tcp reads), GPUPORT_SOCKET_TIMEOUT_MS,
+ * GPUPORT_SOCKET_QUEUE and GPUPORT_SOCKET_ACK_DELAY_US. For the tcp
+ * transport's files and its tests.
  */
 #ifndef GPUPORT_TCP_SETTINGS_H
 #define GPUPORT_TCP_SETTINGS_H
@@ -27,6 +28,8 @@ typedef struct tcp_settings {
     tcp_if_list_t ifname; /* GPUPORT_SOCKET_IFNAME, none = first up non-loopback */
     uint64_t timeout_ms;  /* GPUPORT_SOCKET_TIMEOUT_MS */
     uint64_t queue;       /* GPUPORT_SOCKET_QUEUE: operations in flight per connection */
+    uint64_t ack_delay_us; /* GPUPORT_SOCKET_ACK_DELAY_US: how long an ACK after a signal
+                            * waits for something to ride with */
 } tcp_settings_t;
 
 extern const gpuport_settings_table_t gpuport_tcp_settings;

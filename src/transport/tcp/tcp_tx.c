@@ -241,11 +241,41 @@ int tcp_send_some(tcp_conn_t *tc)
     return progressed;
 }
 
+/* May the ACK owed wait? Only one for operations that include a signal,
+ * only while nothing else is queued to ride with (an ACK queued behind a
+ * message goes in the same sendmsg), only up to ack_delay_ns, and only
+ * while the peer has room to keep sending (a quarter of its window). */
+static int ack_may_wait(tcp_conn_t *tc)
+{
+    uint64_t now;
+
+    if (!tc->signal_unacked || tc->ack_delay_ns == 0 || tc->tx_head != tc->tx_tail ||
+        tc->applied - tc->acked_sent >= tc->q / 4)
+        return 0;
+    now = gpuport_now_ns();
+    if (tc->ack_owed_ns == 0)
+        tc->ack_owed_ns = now;
+    return now - tc->ack_owed_ns < tc->ack_delay_ns;
+}
+
+/* 1 while an ACK waits (tcp_progress reports it as work, so that the proxy
+ * keeps passing until it goes). */
+int tcp_ack_waiting(const tcp_conn_t *tc)
+{
+    return tc->ack_owed_ns != 0 && !tc->broken;
+}
+
 /* One ACK at a time in the queue, updated in place until it starts going. */
 void tcp_queue_ack(tcp_conn_t *tc)
 {
-    if (tc->applied == tc->acked_sent || tc->broken)
+    if (tc->applied == tc->acked_sent || tc->broken) {
+        tc->ack_owed_ns = 0;
         return;
+    }
+    if (!tc->ack_queued && ack_may_wait(tc))
+        return;
+    tc->ack_owed_ns = 0;
+    tc->signal_unacked = 0;
     if (tc->ack_queued) {
         tx_item_t *it = &tc->tx[tc->ack_slot];
         if (it->sent == 0) {
