@@ -72,6 +72,11 @@ static inline gpuport_status_t chan_health(gpuport_channel_t ch)
  * to `call`; GPUPORT_ERR_INVALID_ARG. */
 gpuport_status_t chan_stale(const char *call, gpuport_channel_t ch);
 
+/* chan_push.c: 1 when none of ch's host operations is in flight: the
+ * proxy has published every one pushed so far complete (flushed[host]
+ * reached host_last). */
+int chan_host_settled(gpuport_channel_t ch);
+
 /* chan_wait.c: waits until everything before host-FIFO position pos of ch
  * is complete; GPUPORT_ERR_TIMEOUT (logged) after GPUPORT_TIMEOUT_MS. */
 gpuport_status_t chan_flushed_to(gpuport_channel_t ch, uint64_t pos);

@@ -17,6 +17,27 @@ gpuport_status_t chan_stale(const char *call, gpuport_channel_t ch)
     return GPUPORT_ERR_INVALID_ARG;
 }
 
+/* The channel's last host trigger is at pos: host_last only grows (host
+ * threads push at once). */
+static void note_pushed(gpuport_channel_t ch, uint64_t pos)
+{
+    uint64_t cur = atomic_load_explicit(&ch->host_last, memory_order_relaxed);
+
+    while (cur < pos + 1 &&
+           !atomic_compare_exchange_weak_explicit(&ch->host_last, &cur, pos + 1,
+                                                  memory_order_release, memory_order_relaxed))
+        ;
+}
+
+int chan_host_settled(gpuport_channel_t ch)
+{
+    uint64_t last = atomic_load_explicit(&ch->host_last, memory_order_acquire);
+    uint64_t done =
+        atomic_load_explicit(&ch->state->flushed[GPUPORT_FIFO_HOST], memory_order_acquire);
+
+    return (done & ~GPUPORT_FLUSHED_FAILED) >= last;
+}
+
 gpuport_status_t gpuport_channel_push(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
                                       uint64_t src_off, uint64_t size, uint64_t *pos_p)
 {
@@ -32,8 +53,10 @@ gpuport_status_t gpuport_channel_push(gpuport_channel_t ch, uint32_t op, uint64_
     gpuport_trigger_encode(&t[n++], op, ch->id, src_off, dst_off, size);
     status = gpuport_fifo_push(&comm->fifo, t, n, comm->timeout_ns ? comm->timeout_ns : UINT64_MAX,
                                pos_p);
-    if (status == GPUPORT_OK)
+    if (status == GPUPORT_OK) {
+        note_pushed(ch, *pos_p);
         gpuport_waker_poke(&comm->proxy.waker); /* a sleeping proxy takes it at once */
+    }
     if (status == GPUPORT_ERR_TIMEOUT)
         log_error("channel %u: the FIFO stayed full for %llu ms; is the proxy thread stuck?",
                   ch->id, (unsigned long long)comm->config.timeout_ms);
@@ -52,8 +75,10 @@ gpuport_status_t gpuport_channel_push_value(gpuport_channel_t ch, uint32_t op, u
     gpuport_trigger_encode_value(&t, op, ch->id, dst_off, value);
     status = gpuport_fifo_push(&comm->fifo, &t, 1,
                                comm->timeout_ns ? comm->timeout_ns : UINT64_MAX, pos_p);
-    if (status == GPUPORT_OK)
+    if (status == GPUPORT_OK) {
+        note_pushed(ch, *pos_p);
         gpuport_waker_poke(&comm->proxy.waker);
+    }
     if (status == GPUPORT_ERR_TIMEOUT)
         log_error("channel %u: the FIFO stayed full for %llu ms; is the proxy thread stuck?",
                   ch->id, (unsigned long long)comm->config.timeout_ms);
@@ -124,6 +149,60 @@ static gpuport_status_t usable(gpuport_channel_t ch)
     return status;
 }
 
+/* What a host call carried out itself (GPUPORT_HOST_INLINE). */
+enum { INLINE_NONE, INLINE_DATA, INLINE_ALL };
+
+/* GPUPORT_HOST_INLINE: the calling thread carries out the operation itself
+ * where the channel's transport allows it (ops->host_inline) and none of
+ * the channel's host operations is in flight (the proxy has published them
+ * all complete: chan_host_settled), so it keeps its place in the channel's
+ * order, and no proxy pass is spent on it. The data first (a put, or a
+ * value), then the signal, released after it as the proxy would. Returns
+ * what was carried out: nothing (push it all), the data only (push the
+ * signal), or all. A declined or failed attempt is pushed as usual: the
+ * proxy carries it out again (a put rewrites the same bytes) or fails the
+ * channel with the message. */
+static int try_inline(gpuport_channel_t ch, uint32_t op, uint64_t dst_off, uint64_t src_off,
+                      uint64_t size, uint64_t value)
+{
+    gpuport_comm_t comm = ch->comm;
+    const gpuport_transport_ops_t *ops = ch->pchan->ops;
+    gpuport_tl_chan_t *tl = &ch->pchan->tl;
+    gpuport_work_t w;
+    int rc = GPUPORT_TRANSPORT_DONE;
+
+    if (!comm->config.host_inline || !ops || !ops->host_inline || !chan_host_settled(ch) ||
+        atomic_load_explicit(&comm->proxy.stop, memory_order_acquire))
+        return INLINE_NONE;
+    memset(&w, 0, sizeof(w));
+    if ((op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_SIGNAL) && size > 0)
+        rc = ops->put(tl, dst_off, src_off, size, 0, &w);
+    else if (op == GPUPORT_OP_PUT_VALUE || op == GPUPORT_OP_PUT_VALUE_SIGNAL)
+        rc = ops->put_value ? ops->put_value(tl, dst_off, value, 0, &w) : GPUPORT_TRANSPORT_QUEUE;
+    if (rc != GPUPORT_TRANSPORT_DONE)
+        return INLINE_NONE;
+    atomic_fetch_add_explicit(&comm->host_inline_ops, 1, memory_order_relaxed);
+    if (op != GPUPORT_OP_PUT && op != GPUPORT_OP_PUT_VALUE) {
+        memset(&w, 0, sizeof(w));
+        rc = ops->signal(tl, 1, 0, &w);
+    }
+    if (GPUPORT_LOG_ON(GPUPORT_LOG_TRACE))
+        log_trace("channel %u (to rank %d): %s, dst_off %llu, %s %llu, carried out by the "
+                  "calling thread (GPUPORT_HOST_INLINE)%s",
+                  ch->id, ch->peer,
+                  op == GPUPORT_OP_SIGNAL                          ? "signal"
+                  : op == GPUPORT_OP_PUT                           ? "put"
+                  : op == GPUPORT_OP_PUT_SIGNAL                    ? "put_with_signal"
+                  : op == GPUPORT_OP_PUT_VALUE                     ? "put_value"
+                                                                   : "put_value_with_signal",
+                  (unsigned long long)dst_off, gpuport_trigger_is_value(op) ? "value" : "size",
+                  (unsigned long long)(gpuport_trigger_is_value(op) ? value : size),
+                  rc == GPUPORT_TRANSPORT_DONE ? "" : "; its signal goes through the proxy");
+    if (op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_VALUE)
+        return INLINE_ALL;
+    return rc == GPUPORT_TRANSPORT_DONE ? INLINE_ALL : INLINE_DATA;
+}
+
 static gpuport_status_t push_op(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
                                 uint64_t src_off, uint64_t size)
 {
@@ -137,7 +216,14 @@ static gpuport_status_t push_op(gpuport_channel_t ch, uint32_t op, uint64_t dst_
         if (status)
             return status;
     }
-    return gpuport_channel_push(ch, op, dst_off, src_off, size, &pos);
+    switch (try_inline(ch, op, dst_off, src_off, size, 0)) {
+    case INLINE_ALL:
+        return GPUPORT_OK;
+    case INLINE_DATA:
+        return gpuport_channel_push(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, &pos);
+    default:
+        return gpuport_channel_push(ch, op, dst_off, src_off, size, &pos);
+    }
 }
 
 gpuport_status_t gpuport_channel_put(gpuport_channel_t ch, uint64_t dst_off, uint64_t src_off,
@@ -167,7 +253,14 @@ static gpuport_status_t push_value(gpuport_channel_t ch, uint32_t op, uint64_t d
         status = check_value(ch, dst_off);
     if (status)
         return status;
-    return gpuport_channel_push_value(ch, op, dst_off, value, &pos);
+    switch (try_inline(ch, op, dst_off, 0, 8, value)) {
+    case INLINE_ALL:
+        return GPUPORT_OK;
+    case INLINE_DATA:
+        return gpuport_channel_push(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, &pos);
+    default:
+        return gpuport_channel_push_value(ch, op, dst_off, value, &pos);
+    }
 }
 
 gpuport_status_t gpuport_channel_put_value(gpuport_channel_t ch, uint64_t dst_off, uint64_t value)

@@ -52,6 +52,10 @@ gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
     status = chan_state(ch);
     if (status)
         return status;
+    /* nothing in flight (every earlier host operation carried out by its
+     * caller or published complete by the proxy): nothing to wait for */
+    if (ch->comm->config.host_inline && chan_host_settled(ch))
+        return GPUPORT_OK;
     status = gpuport_channel_push(ch, GPUPORT_OP_FLUSH, 0, 0, 0, &pos);
     if (!status)
         status = chan_flushed_to(ch, pos);

@@ -37,6 +37,7 @@ typedef struct gpuport_config {
     int transport;              /* GPUPORT_TRANSPORT: a transport kind, or AUTO */
     uint32_t max_channels;      /* GPUPORT_MAX_CHANNELS */
     uint64_t timeout_ms;        /* GPUPORT_TIMEOUT_MS, 0 = never */
+    int host_inline;            /* GPUPORT_HOST_INLINE: 0 or 1 */
     uint64_t proxy_idle_us;     /* GPUPORT_PROXY_IDLE_US */
     uint64_t proxy_sleep_max_us; /* GPUPORT_PROXY_SLEEP_MAX_US */
     uint64_t proxy_sleep_host_max_us; /* GPUPORT_PROXY_SLEEP_HOST_MAX_US */

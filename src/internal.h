@@ -68,6 +68,11 @@ typedef struct gpuport_pchan {
      * destroy), not only for the end of what the proxy carried out. */
     int kernel_stores;
     int closed_here; /* this side's close was carried out */
+    /* host FIFO position + 1 of the channel's last host trigger taken, and
+     * the last such value published in flushed[host] because everything
+     * of the channel up to it was complete (proxy_settle): what lets a
+     * host call carry out the next operation itself (GPUPORT_HOST_INLINE) */
+    uint64_t host_seen, host_settled;
 } gpuport_pchan_t;
 
 static inline gpuport_pchan_t *gpuport_pchan_of(gpuport_tl_chan_t *tl)
@@ -112,6 +117,10 @@ struct gpuport_channel {
     gpuport_chan_state_t *state;
     gpuport_sem_slot_t *inbound; /* our semaphore, incremented by the peer */
     _Atomic uint64_t consumed; /* signals taken by wait/poll */
+    /* host FIFO position + 1 of the channel's last trigger pushed from a
+     * host thread (0: none): once the proxy's flushed[host] reaches it,
+     * none of its host operations is in flight (chan_push.c) */
+    _Atomic uint64_t host_last;
     uint64_t src_size;
     uint64_t dst_size;         /* the peer's destination region */
     int peer_same_host;
@@ -224,6 +233,7 @@ struct gpuport_comm {
     gpuport_topology_t *topo;       /* NULL: unreadable, threads unbound */
     gpuport_placement_t placement;  /* the proxy's and flusher's PUs */
     gpuport_proxy_t proxy;
+    _Atomic uint64_t host_inline_ops; /* host operations their callers carried out */
 };
 
 /* proxy.c (the proxy thread's files are listed in proxy_int.h) */

@@ -232,6 +232,12 @@ int proxy_consume_fifo(gpuport_comm_t comm, gpuport_fifo_t *f, int fifo)
         }
         if (execute(comm, &d, fifo, f->pos + consumed + used - 1) == EXEC_RETRY)
             break;
+        if (fifo == GPUPORT_FIFO_HOST && d.channel < comm->config.max_channels &&
+            atomic_load_explicit(&comm->pchans[d.channel].active, memory_order_relaxed)) {
+            gpuport_pchan_t *ch = &comm->pchans[d.channel];
+            ch->host_seen = f->pos + consumed + used;
+            proxy_settle(ch);
+        }
         if (GPUPORT_LOG_ON(GPUPORT_LOG_TRACE))
             trace_trigger(comm, &d, fifo, f->pos + consumed + used - 1, used);
         consumed += used;

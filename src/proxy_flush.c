@@ -5,6 +5,9 @@
  * (work_posted), its completions are counted back (work_done) from the
  * flusher's ring or the transport's call, and a flush is answered, by
  * publishing its FIFO position, once the work posted before it is done.
+ * The host FIFO's position is also published without a flush whenever all
+ * of a channel's host operations taken so far are complete (proxy_settle),
+ * which is what lets a host call carry out the next one itself.
  */
 #include <string.h>
 
@@ -19,6 +22,15 @@ static void publish_flushed(gpuport_pchan_t *ch, int fifo, uint64_t pos)
     if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) != GPUPORT_OK)
         v |= GPUPORT_FLUSHED_FAILED;
     atomic_store_explicit(&ch->state->flushed[fifo], v, memory_order_release);
+}
+
+void proxy_settle(gpuport_pchan_t *ch)
+{
+    if (ch->host_seen == ch->host_settled || ch->sig_pending || ch->nflush ||
+        ch->work_done != ch->work_posted)
+        return;
+    ch->host_settled = ch->host_seen;
+    publish_flushed(ch, GPUPORT_FIFO_HOST, ch->host_seen - 1);
 }
 
 static void publish_flushes(gpuport_pchan_t *ch)
@@ -106,6 +118,7 @@ int proxy_read_completions(gpuport_comm_t comm)
             gpuport_pchan_fail(ch, (gpuport_status_t)c->status);
         ch->work_done++;
         publish_flushes(ch);
+        proxy_settle(ch);
         proxy_promise_if_done(ch);
         gpuport_flusher_release(&comm->proxy.flusher);
         n++;
@@ -122,6 +135,7 @@ void gpuport_tl_chan_complete(gpuport_tl_chan_t *tl, gpuport_status_t status)
     ch->work_done++;
     tl->comm->proxy.async_outstanding--;
     publish_flushes(ch);
+    proxy_settle(ch);
     proxy_promise_if_done(ch);
 }
 

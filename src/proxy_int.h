@@ -1,6 +1,7 @@
 /*
- * What the proxy thread's files share; only they include it. The proxy
- * (one thread per communicator) is split by job:
+ * What the proxy thread's files share; only they include it (and one test of
+ * proxy_settle's rule, test_host_inline). The proxy (one thread per
+ * communicator) is split by job:
  *   proxy.c         the loop, and starting, quieting and stopping the thread
  *   proxy_exec.c    triggers taken from the FIFOs, checked and carried out
  *   proxy_signal.c  signals folded, handed to the transport as one
@@ -42,6 +43,11 @@ void proxy_sig_emit_all(gpuport_comm_t comm);
 void proxy_transport_result(gpuport_comm_t comm, gpuport_pchan_t *ch, int rc,
                             const gpuport_work_t *w);
 int proxy_exec_flush(gpuport_pchan_t *ch, int fifo, uint64_t pos);
+/* Publishes host_seen in flushed[host] once every host operation of the
+ * channel taken so far is complete: no work at the flusher or with the
+ * transport, no deferred signal, no pending flush. Called after each host
+ * trigger, each signal handed over and each completion. */
+void proxy_settle(gpuport_pchan_t *ch);
 int proxy_read_completions(gpuport_comm_t comm);
 
 /* proxy_close.c: the peer's word in this rank's slot for the channel

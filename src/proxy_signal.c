@@ -48,6 +48,7 @@ int proxy_sig_emit(gpuport_comm_t comm, gpuport_pchan_t *ch)
     exec_signal(comm, ch, ch->sig_pending);
     GPUPORT_STAT_INC(comm->proxy.sig_sent);
     ch->sig_pending = 0;
+    proxy_settle(ch);
     return 1;
 }
 

@@ -685,10 +685,13 @@ static void test_comm_levels(void)
     comm_opts_t o = {.trace_puts = 5};
     const char *log;
 
-    /* trace: every trigger, with its channel, offsets and size */
+    /* trace: every trigger, with its channel, offsets and size (the host
+     * calls go through the proxy: GPUPORT_HOST_INLINE=0) */
     setenv("GPUPORT_LOG_LEVEL", "trace", 1);
     setenv("GPUPORT_LOG_SUBSYS", "proxy", 1);
+    setenv("GPUPORT_HOST_INLINE", "0", 1);
     log = run_comms(&o);
+    unsetenv("GPUPORT_HOST_INLINE");
     CHECK_MSG(o.result[0] == GPUPORT_OK && o.result[1] == GPUPORT_OK, "%s", log);
     for (int i = 0; i < o.trace_puts; i++) {
         char want[160];

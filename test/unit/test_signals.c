@@ -12,7 +12,10 @@
  *    signals were handed over (the receiver's count is already complete);
  *  - a signal or flush trigger with garbage in word 1 (which the device
  *    API leaves unwritten) is a plain signal or flush.
- * Over shm and tcp (loopback), ranks as threads of one process.
+ * Over shm and tcp (loopback), ranks as threads of one process; over shm
+ * with GPUPORT_HOST_INLINE on (the default: a signal whose channel has
+ * nothing in flight is its caller's, so the counts mix the callers' own
+ * signals with the proxy's folded ones) and off (every signal folded).
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -88,6 +91,7 @@ static int run(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     if (rank == 0) {
         pthread_t t[THREADS];
         pusher_t p[THREADS];
+        uint64_t inl = atomic_load(&comm->host_inline_ops), by_caller;
         for (int i = 0; i < THREADS; i++) {
             p[i].ch = ch;
             p[i].fails = 0;
@@ -98,12 +102,24 @@ static int run(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
             CHECK_MSG(p[i].fails == 0, "pusher %d: %d signals refused", i, p[i].fails);
         }
         CHECK_STATUS(gpuport_channel_flush(ch), GPUPORT_OK);
-        printf("%s: %d signals became %llu transport signals\n", transport,
-               THREADS * PER_THREAD,
+        /* the signals their callers carried out themselves (GPUPORT_HOST_INLINE
+         * on shm, where no other signal of the channel was in flight) and
+         * those the proxy took add up to every signal pushed */
+        by_caller = atomic_load(&comm->host_inline_ops) - inl;
+        printf("%s: %d signals: %llu carried out by their callers, the rest became %llu "
+               "transport signals\n",
+               transport, THREADS * PER_THREAD, (unsigned long long)by_caller,
                (unsigned long long)atomic_load(&comm->proxy.sig_sent));
-        CHECK(atomic_load(&comm->proxy.sig_taken) == THREADS * PER_THREAD);
-        CHECK(atomic_load(&comm->proxy.sig_sent) >= 1 &&
-              atomic_load(&comm->proxy.sig_sent) <= THREADS * PER_THREAD);
+        CHECK_MSG(atomic_load(&comm->proxy.sig_taken) + by_caller == THREADS * PER_THREAD,
+                  "%llu taken by the proxy + %llu by their callers",
+                  (unsigned long long)atomic_load(&comm->proxy.sig_taken),
+                  (unsigned long long)by_caller);
+        CHECK(by_caller == THREADS * PER_THREAD ||
+              (atomic_load(&comm->proxy.sig_sent) >= 1 &&
+               atomic_load(&comm->proxy.sig_sent) <= THREADS * PER_THREAD - by_caller));
+        if (!comm->config.host_inline)
+            CHECK_MSG(by_caller == 0, "GPUPORT_HOST_INLINE=0, yet %llu signals went inline",
+                      (unsigned long long)by_caller);
     }
     barrier(bs); /* every signal handed over and flushed */
     if (rank == 1) {
@@ -184,6 +200,12 @@ int main(void)
         setenv("GPUPORT_TRANSPORT", transports[t], 1);
         CHECK_MSG(local_run(2, run, (void *)transports[t]) == 0, "%s failed", transports[t]);
     }
-    printf("folded signals: counts exact, never ahead of their puts, over shm and tcp\n");
+    /* shm again with every signal through the proxy, folded */
+    setenv("GPUPORT_TRANSPORT", "shm", 1);
+    setenv("GPUPORT_HOST_INLINE", "0", 1);
+    CHECK_MSG(local_run(2, run, (void *)"shm, GPUPORT_HOST_INLINE=0") == 0, "shm, inline off");
+    unsetenv("GPUPORT_HOST_INLINE");
+    printf("folded signals: counts exact, never ahead of their puts, over shm (the callers' "
+           "own signals among them, and none) and tcp\n");
     return 0;
 }

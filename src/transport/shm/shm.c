@@ -228,6 +228,7 @@ const gpuport_transport_ops_t gpuport_transport_shm = {
     .name = "shm",
     .settings = &gpuport_shm_settings,
     .pass_fds = 1,
+    .host_inline = 1, /* puts below GPUPORT_SHM_ASYNC_MIN, values, signals */
     .describe = shm_describe,
     .reachable = shm_reachable,
     .auto_rank = shm_auto_rank,
