@@ -188,6 +188,12 @@ typedef struct gpuport_proxy {
     uint64_t window_cpu_ns; /* thread CPU time at the window's start; 0: none open */
     uint32_t window_sleeps;
     int wake_cost_told;
+    /* crowded: the kernel preempted the proxy in the last watch window (its
+     * involuntary context switches grew), so cores are shared with other
+     * busy threads and it yields even while it spins (proxy_idle.c) */
+    uint64_t nivcsw;
+    int crowded, crowded_told;
+    uint64_t awake_until_ns; /* no sleep before this (gpuport_tl_keep_awake) */
 } gpuport_proxy_t;
 
 struct gpuport_comm {

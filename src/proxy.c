@@ -82,6 +82,7 @@ static void *proxy_main(void *arg)
         if (now >= next_watch) {
             proxy_watch_peers(comm);
             proxy_watch_flusher(comm);
+            proxy_watch_crowding(comm);
             next_watch = now + PEER_WATCH_NS;
         }
         if (now >= next_scan) {

@@ -216,6 +216,12 @@ gpuport_status_t gpuport_tl_work_execute(const gpuport_work_t *w)
     return gpuport_work_execute(w);
 }
 
+void gpuport_tl_keep_awake(gpuport_comm_t comm, uint64_t until_ns)
+{
+    if (until_ns > comm->proxy.awake_until_ns)
+        comm->proxy.awake_until_ns = until_ns;
+}
+
 int gpuport_tl_stopping(gpuport_comm_t comm)
 {
     return atomic_load_explicit(&comm->proxy.stop, memory_order_acquire);

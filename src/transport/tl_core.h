@@ -258,6 +258,11 @@ int gpuport_tl_flusher_room(gpuport_comm_t comm, uint32_t n);
 int gpuport_tl_post(gpuport_conn_t *conn, const gpuport_work_t *w);
 /* 1 once the communicator is being destroyed */
 int gpuport_tl_stopping(gpuport_comm_t comm);
+/* Proxy thread: keeps the proxy from sleeping before until_ns (gpuport_now_ns
+ * clock) although no pass finds work: for something the transport will do
+ * by then on its own, such as an acknowledgement it holds back for a
+ * while. The proxy still yields its core meanwhile. */
+void gpuport_tl_keep_awake(gpuport_comm_t comm, uint64_t until_ns);
 
 /* ---- GPU (application threads; GPU mode only) ---- */
 /* Makes the flusher's private context current on this thread, for set-up

@@ -230,8 +230,9 @@ static int tcp_progress(gpuport_conn_t *conn)
         tcp_stage_tx(tc);
     tcp_queue_ack(tc);
     n += tcp_send_some(tc);
-    /* an ACK waiting for an answer to ride with keeps the proxy passing */
-    return n + tcp_ack_waiting(tc);
+    /* an ACK waiting for an answer to ride with keeps the proxy from
+     * sleeping until it is due (tcp_queue_ack), not from yielding */
+    return n;
 }
 
 /* The idle proxy sleeps in ppoll on the epoll descriptor, which is readable

@@ -233,7 +233,6 @@ void tcp_report_fail(gpuport_tl_chan_t *ch, gpuport_status_t status);
 void tcp_stage_tx(tcp_conn_t *tc);
 int tcp_send_some(tcp_conn_t *tc);
 void tcp_queue_ack(tcp_conn_t *tc);
-int tcp_ack_waiting(const tcp_conn_t *tc);
 
 /* tcp_rx.c */
 int tcp_recv_some(tcp_conn_t *tc);

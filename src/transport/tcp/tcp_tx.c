@@ -258,13 +258,6 @@ static int ack_may_wait(tcp_conn_t *tc)
     return now - tc->ack_owed_ns < tc->ack_delay_ns;
 }
 
-/* 1 while an ACK waits (tcp_progress reports it as work, so that the proxy
- * keeps passing until it goes). */
-int tcp_ack_waiting(const tcp_conn_t *tc)
-{
-    return tc->ack_owed_ns != 0 && !tc->broken;
-}
-
 /* One ACK at a time in the queue, updated in place until it starts going. */
 void tcp_queue_ack(tcp_conn_t *tc)
 {
@@ -272,8 +265,10 @@ void tcp_queue_ack(tcp_conn_t *tc)
         tc->ack_owed_ns = 0;
         return;
     }
-    if (!tc->ack_queued && ack_may_wait(tc))
+    if (!tc->ack_queued && ack_may_wait(tc)) {
+        gpuport_tl_keep_awake(tc->conn->comm, tc->ack_owed_ns + tc->ack_delay_ns);
         return;
+    }
     tc->ack_owed_ns = 0;
     tc->signal_unacked = 0;
     if (tc->ack_queued) {
