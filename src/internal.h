@@ -191,7 +191,7 @@ typedef struct gpuport_proxy {
     /* crowded: the kernel preempted the proxy in the last watch window (its
      * involuntary context switches grew), so cores are shared with other
      * busy threads and it yields even while it spins (proxy_idle.c) */
-    uint64_t nivcsw;
+    uint64_t nivcsw, watch_cpu_ns, watch_ns; /* at the last watch */
     int crowded, crowded_told;
     uint64_t awake_until_ns; /* no sleep before this (gpuport_tl_keep_awake) */
 } gpuport_proxy_t;

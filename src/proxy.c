@@ -24,6 +24,8 @@
  * channel this side is not using now (a channel in use finds out at its
  * next operation): a peer's gpuport_channel_destroy waits for the answer. */
 #define CLOSE_SCAN_NS (2 * 1000 * 1000ull)
+/* how often the proxy asks whether it shares its core (proxy_watch_crowding) */
+#define CROWD_WATCH_NS (10 * 1000 * 1000ull)
 
 /* Network transports' traffic: sends, receives, acknowledgements. */
 static int progress_conns(gpuport_comm_t comm)
@@ -50,7 +52,7 @@ static void *proxy_main(void *arg)
 {
     gpuport_comm_t comm = arg;
     uint64_t idle_since = gpuport_now_ns(), next_watch = idle_since + PEER_WATCH_NS;
-    uint64_t next_scan = idle_since + CLOSE_SCAN_NS, pass = 0;
+    uint64_t next_scan = idle_since + CLOSE_SCAN_NS, pass = 0, next_crowd = idle_since;
     int device_first = 0;
 
     gpuport_log_set_rank(comm->rank);
@@ -82,12 +84,15 @@ static void *proxy_main(void *arg)
         if (now >= next_watch) {
             proxy_watch_peers(comm);
             proxy_watch_flusher(comm);
-            proxy_watch_crowding(comm);
             next_watch = now + PEER_WATCH_NS;
         }
         if (now >= next_scan) {
             proxy_scan_closes(comm);
             next_scan = now + CLOSE_SCAN_NS;
+        }
+        if (now >= next_crowd) {
+            proxy_watch_crowding(comm);
+            next_crowd = now + CROWD_WATCH_NS;
         }
         if (progressed) {
             idle_since = now;

@@ -108,15 +108,21 @@ void proxy_watch_crowding(gpuport_comm_t comm)
 {
     gpuport_proxy_t *px = &comm->proxy;
     struct rusage ru;
-    uint64_t n;
+    uint64_t n, cpu = thread_cpu_ns(), now = gpuport_now_ns();
 
     if (getrusage(RUSAGE_THREAD, &ru) != 0)
         return;
     n = (uint64_t)ru.ru_nivcsw;
-    /* one preemption in a window can be anything; two or more, a core
-     * shared with busy threads (a spinning proxy is preempted every tick) */
-    px->crowded = n - px->nivcsw >= 2;
+    /* Crowded: preempted more than once in the window (a spinning proxy
+     * that shares its core with a busy thread is, every few ms), and short
+     * of a quarter of the window's time or more. A few preemptions by the kernel's own
+     * short work (softirq threads under heavy traffic) keep it on its core
+     * nearly all the time: not crowded. */
+    px->crowded = px->watch_ns && n - px->nivcsw >= 2 &&
+                  (cpu - px->watch_cpu_ns) * 4 < (now - px->watch_ns) * 3;
     px->nivcsw = n;
+    px->watch_cpu_ns = cpu;
+    px->watch_ns = now;
     if (px->crowded && !px->crowded_told) {
         px->crowded_told = 1;
         log_info("the proxy is preempted (its cores are shared with other busy threads): it "

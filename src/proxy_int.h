@@ -63,8 +63,9 @@ void proxy_scan_closes(gpuport_comm_t comm);
 /* proxy_idle.c: a pass without work; spins, yields or sleeps by how long
  * the proxy has been idle (since idle_since, gpuport_now_ns). */
 void proxy_idle_wait(gpuport_comm_t comm, uint64_t idle_since);
-/* proxy_idle.c, every watch period: whether the kernel preempted the proxy
- * since the last call (then it yields even while it spins). */
+/* proxy_idle.c, every 10 ms: whether the kernel preempted the proxy since
+ * the last call and it lost time to it (then it yields even while it
+ * spins). */
 void proxy_watch_crowding(gpuport_comm_t comm);
 
 /* proxy_watch.c: fails the channels of same-host peers that exited;
