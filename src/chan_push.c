@@ -174,18 +174,29 @@ static int try_inline(gpuport_channel_t ch, uint32_t op, uint64_t dst_off, uint6
     if (!comm->config.host_inline || !ops || !ops->host_inline || !chan_host_settled(ch) ||
         atomic_load_explicit(&comm->proxy.stop, memory_order_acquire))
         return INLINE_NONE;
+    /* inside, unless the proxy is promising the peer to write nothing more
+     * (the peer closed or failed, or this side failed): proxy_close.c */
+    atomic_fetch_add_explicit(&ch->pchan->inline_users, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&ch->pchan->no_inline, memory_order_seq_cst) ||
+        chan_peer_state(ch) != GPUPORT_OK) {
+        atomic_fetch_sub_explicit(&ch->pchan->inline_users, 1, memory_order_release);
+        return INLINE_NONE;
+    }
     memset(&w, 0, sizeof(w));
     if ((op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_SIGNAL) && size > 0)
         rc = ops->put(tl, dst_off, src_off, size, 0, &w);
     else if (op == GPUPORT_OP_PUT_VALUE || op == GPUPORT_OP_PUT_VALUE_SIGNAL)
         rc = ops->put_value ? ops->put_value(tl, dst_off, value, 0, &w) : GPUPORT_TRANSPORT_QUEUE;
-    if (rc != GPUPORT_TRANSPORT_DONE)
+    if (rc != GPUPORT_TRANSPORT_DONE) {
+        atomic_fetch_sub_explicit(&ch->pchan->inline_users, 1, memory_order_release);
         return INLINE_NONE;
+    }
     atomic_fetch_add_explicit(&comm->host_inline_ops, 1, memory_order_relaxed);
     if (op != GPUPORT_OP_PUT && op != GPUPORT_OP_PUT_VALUE) {
         memset(&w, 0, sizeof(w));
         rc = ops->signal(tl, 1, 0, &w);
     }
+    atomic_fetch_sub_explicit(&ch->pchan->inline_users, 1, memory_order_release);
     if (GPUPORT_LOG_ON(GPUPORT_LOG_TRACE))
         log_trace("channel %u (to rank %d): %s, dst_off %llu, %s %llu, carried out by the "
                   "calling thread (GPUPORT_HOST_INLINE)%s",

@@ -73,6 +73,12 @@ typedef struct gpuport_pchan {
      * of the channel up to it was complete (proxy_settle): what lets a
      * host call carry out the next operation itself (GPUPORT_HOST_INLINE) */
     uint64_t host_seen, host_settled;
+    /* host calls writing into the peer's memory themselves now, and 1 once
+     * the proxy is about to promise the peer that nothing more is written
+     * there (proxy_promise_if_done): a Dekker pair (seq_cst), so that no
+     * host call writes after the promise */
+    _Atomic int inline_users;
+    _Atomic int no_inline;
 } gpuport_pchan_t;
 
 static inline gpuport_pchan_t *gpuport_pchan_of(gpuport_tl_chan_t *tl)

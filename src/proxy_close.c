@@ -80,6 +80,12 @@ void proxy_promise_if_done(gpuport_pchan_t *ch)
     if (peer == GPUPORT_OK &&
         atomic_load_explicit(&ch->state->status, memory_order_relaxed) == GPUPORT_OK)
         return;
+    /* no host call may go on writing into the peer's memory after the
+     * promise (chan_push.c's try_inline): closed to them first, then none
+     * may be inside; one that is delays the promise to a later scan */
+    atomic_store_explicit(&ch->no_inline, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&ch->inline_users, memory_order_seq_cst) != 0)
+        return;
     if (ch->tl.remote_slot) {
         atomic_store_explicit(&ch->tl.remote_slot->peer_closed, 1, memory_order_release);
         ch->promised = 1;

@@ -20,7 +20,12 @@
  *    sender's put_with_signal + flush and the receiver's wait complete
  *    within 20 ms (median of five rounds), no trigger enters the sender's
  *    FIFO and neither proxy is woken; with the inline path off the same
- *    operations wake the sender's proxy (a control: the counters see it).
+ *    operations wake the sender's proxy (a control: the counters see it);
+ *  - the promise: while a host call of rank 0 is inside (writing into
+ *    rank 1's memory; held by hand for 100 ms), rank 1's destroy cannot
+ *    complete, since rank 0's proxy must not promise that nothing more is
+ *    written; afterwards rank 0's put is refused with GPUPORT_ERR_CLOSED,
+ *    through the proxy.
  */
 #include <stdatomic.h>
 #include <stdint.h>
@@ -251,6 +256,45 @@ static void settle_rules(void)
     printf("settle rules: ok\n");
 }
 
+/* The promise waits for a host call inside: rank 0 plays a host call
+ * writing into rank 1's memory (inline_users held at 1 for 100 ms) while
+ * rank 1 destroys its side. Rank 1's destroy must wait for rank 0's
+ * promise, so take those 100 ms; after it rank 0's calls go through the
+ * proxy and report the close. */
+static int promise(int rank, gpuport_bootstrap_t *bs, gpuport_comm_t comm, gpuport_channel_t ch)
+{
+    (void)comm;
+    if (rank == 0) {
+        uint64_t inl;
+        gpuport_status_t st;
+        atomic_fetch_add(&ch->pchan->inline_users, 1);
+        barrier(bs);
+        usleep(100000);
+        atomic_fetch_sub(&ch->pchan->inline_users, 1);
+        barrier(bs); /* rank 1's destroy returned */
+        CHECK(atomic_load(&ch->pchan->no_inline) == 1);
+        inl = atomic_load(&comm->host_inline_ops);
+        st = gpuport_channel_put(ch, 0, 0, 64);
+        CHECK_MSG(st == GPUPORT_ERR_CLOSED, "a put after the peer's close: %s",
+                  gpuport_status_string(st));
+        CHECK(atomic_load(&comm->host_inline_ops) == inl);
+        CHECK_OK(gpuport_channel_destroy(ch));
+    } else {
+        uint64_t t0;
+        double ms;
+        barrier(bs);
+        t0 = gpuport_now_ns();
+        CHECK_OK(gpuport_channel_destroy(ch));
+        ms = (double)(gpuport_now_ns() - t0) / 1e6;
+        printf("promise: the peer's destroy waited %.1f ms for a host call inside (held 100 ms)\n",
+               ms);
+        CHECK_MSG(ms >= 90.0, "the destroy returned after %.1f ms, while a host call was still "
+                  "writing into its memory", ms);
+        barrier(bs);
+    }
+    return 0;
+}
+
 static int run(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
 {
     static shared_t sh;
@@ -275,10 +319,13 @@ static int run(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     barrier(bs);
     if (which == 0)
         order(rank, bs, comm, ch, src, dst, &sh);
-    else
+    else if (which == 1)
         no_pass(rank, bs, comm, ch, src, dst, &sh);
+    else
+        promise(rank, bs, comm, ch);
     barrier(bs);
-    CHECK_OK(gpuport_channel_destroy(ch));
+    if (which != 2)
+        CHECK_OK(gpuport_channel_destroy(ch));
     CHECK_OK(gpuport_mem_deregister(msrc));
     CHECK_OK(gpuport_mem_deregister(mdst));
     CHECK_OK(gpuport_mem_free(comm, src));
@@ -291,7 +338,7 @@ int main(void)
 {
     static const char *const onoff[] = {"1", "0"};
     char cap[32];
-    int order_t = 0, pass_t = 1;
+    int order_t = 0, pass_t = 1, promise_t = 2;
 
     setvbuf(stdout, NULL, _IONBF, 0);
     settle_rules();
@@ -311,6 +358,14 @@ int main(void)
         setenv("GPUPORT_HOST_INLINE", onoff[i], 1);
         CHECK(local_run(2, run, &pass_t) == 0);
     }
+    /* the proxies as by default again: awake, or asleep 500 us at most, so
+     * each scans for closes every few ms */
+    unsetenv("GPUPORT_PROXY_IDLE_CPU");
+    unsetenv("GPUPORT_PROXY_IDLE_US");
+    unsetenv("GPUPORT_PROXY_SLEEP_HOST_MAX_US");
+    unsetenv("GPUPORT_PROXY_SLEEP_SCALE");
+    setenv("GPUPORT_HOST_INLINE", "1", 1);
+    CHECK(local_run(2, run, &promise_t) == 0);
     unsetenv("GPUPORT_HOST_INLINE");
     printf("host inline: ok\n");
     return 0;
