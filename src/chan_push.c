@@ -168,8 +168,9 @@ static int try_inline(gpuport_channel_t ch, uint32_t op, uint64_t dst_off, uint6
     gpuport_comm_t comm = ch->comm;
     const gpuport_transport_ops_t *ops = ch->pchan->ops;
     gpuport_tl_chan_t *tl = &ch->pchan->tl;
+    int with_signal = op != GPUPORT_OP_PUT && op != GPUPORT_OP_PUT_VALUE;
+    int done = INLINE_NONE, rc = GPUPORT_TRANSPORT_DONE;
     gpuport_work_t w;
-    int rc = GPUPORT_TRANSPORT_DONE;
 
     if (!comm->config.host_inline || !ops || !ops->host_inline || !chan_host_settled(ch) ||
         atomic_load_explicit(&comm->proxy.stop, memory_order_acquire))
@@ -177,47 +178,55 @@ static int try_inline(gpuport_channel_t ch, uint32_t op, uint64_t dst_off, uint6
     /* inside, unless the proxy is promising the peer to write nothing more
      * (the peer closed or failed, or this side failed): proxy_close.c */
     atomic_fetch_add_explicit(&ch->pchan->inline_users, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&ch->pchan->no_inline, memory_order_seq_cst) ||
-        chan_peer_state(ch) != GPUPORT_OK) {
-        atomic_fetch_sub_explicit(&ch->pchan->inline_users, 1, memory_order_release);
-        return INLINE_NONE;
-    }
-    memset(&w, 0, sizeof(w));
-    if ((op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_SIGNAL) && size > 0)
-        rc = ops->put(tl, dst_off, src_off, size, 0, &w);
-    else if (op == GPUPORT_OP_PUT_VALUE || op == GPUPORT_OP_PUT_VALUE_SIGNAL)
-        rc = ops->put_value ? ops->put_value(tl, dst_off, value, 0, &w) : GPUPORT_TRANSPORT_QUEUE;
-    if (rc != GPUPORT_TRANSPORT_DONE) {
-        atomic_fetch_sub_explicit(&ch->pchan->inline_users, 1, memory_order_release);
-        return INLINE_NONE;
-    }
-    atomic_fetch_add_explicit(&comm->host_inline_ops, 1, memory_order_relaxed);
-    if (op != GPUPORT_OP_PUT && op != GPUPORT_OP_PUT_VALUE) {
+    if (!atomic_load_explicit(&ch->pchan->no_inline, memory_order_seq_cst) &&
+        chan_peer_state(ch) == GPUPORT_OK) {
         memset(&w, 0, sizeof(w));
-        rc = ops->signal(tl, 1, 0, &w);
+        if ((op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_SIGNAL) && size > 0)
+            rc = ops->put(tl, dst_off, src_off, size, 0, &w);
+        else if (gpuport_trigger_is_value(op))
+            rc = ops->put_value ? ops->put_value(tl, dst_off, value, 0, &w)
+                                : GPUPORT_TRANSPORT_QUEUE;
+        if (rc == GPUPORT_TRANSPORT_DONE) {
+            done = INLINE_ALL;
+            if (with_signal) {
+                memset(&w, 0, sizeof(w));
+                if (ops->signal(tl, 1, 0, &w) != GPUPORT_TRANSPORT_DONE)
+                    done = INLINE_DATA;
+            }
+        }
     }
     atomic_fetch_sub_explicit(&ch->pchan->inline_users, 1, memory_order_release);
+    if (done == INLINE_NONE)
+        return INLINE_NONE;
+    atomic_fetch_add_explicit(&comm->host_inline_ops, 1, memory_order_relaxed);
     if (GPUPORT_LOG_ON(GPUPORT_LOG_TRACE))
         log_trace("channel %u (to rank %d): %s, dst_off %llu, %s %llu, carried out by the "
                   "calling thread (GPUPORT_HOST_INLINE)%s",
-                  ch->id, ch->peer,
-                  op == GPUPORT_OP_SIGNAL                          ? "signal"
-                  : op == GPUPORT_OP_PUT                           ? "put"
-                  : op == GPUPORT_OP_PUT_SIGNAL                    ? "put_with_signal"
-                  : op == GPUPORT_OP_PUT_VALUE                     ? "put_value"
-                                                                   : "put_value_with_signal",
-                  (unsigned long long)dst_off, gpuport_trigger_is_value(op) ? "value" : "size",
+                  ch->id, ch->peer, gpuport_op_name(op), (unsigned long long)dst_off,
+                  gpuport_trigger_is_value(op) ? "value" : "size",
                   (unsigned long long)(gpuport_trigger_is_value(op) ? value : size),
-                  rc == GPUPORT_TRANSPORT_DONE ? "" : "; its signal goes through the proxy");
-    if (op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_VALUE)
-        return INLINE_ALL;
-    return rc == GPUPORT_TRANSPORT_DONE ? INLINE_ALL : INLINE_DATA;
+                  done == INLINE_DATA ? "; its signal goes through the proxy" : "");
+    return done;
+}
+
+/* Pushes what the caller did not carry out itself (try_inline's answer). */
+static gpuport_status_t push_rest(gpuport_channel_t ch, int done, uint32_t op, uint64_t dst_off,
+                                  uint64_t src_off, uint64_t size, uint64_t value)
+{
+    uint64_t pos;
+
+    if (done == INLINE_ALL)
+        return GPUPORT_OK;
+    if (done == INLINE_DATA)
+        return gpuport_channel_push(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, &pos);
+    return gpuport_trigger_is_value(op) ? gpuport_channel_push_value(ch, op, dst_off, value, &pos)
+                                        : gpuport_channel_push(ch, op, dst_off, src_off, size,
+                                                               &pos);
 }
 
 static gpuport_status_t push_op(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
                                 uint64_t src_off, uint64_t size)
 {
-    uint64_t pos;
     gpuport_status_t status = usable(ch);
 
     if (status)
@@ -227,14 +236,8 @@ static gpuport_status_t push_op(gpuport_channel_t ch, uint32_t op, uint64_t dst_
         if (status)
             return status;
     }
-    switch (try_inline(ch, op, dst_off, src_off, size, 0)) {
-    case INLINE_ALL:
-        return GPUPORT_OK;
-    case INLINE_DATA:
-        return gpuport_channel_push(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, &pos);
-    default:
-        return gpuport_channel_push(ch, op, dst_off, src_off, size, &pos);
-    }
+    return push_rest(ch, try_inline(ch, op, dst_off, src_off, size, 0), op, dst_off, src_off,
+                     size, 0);
 }
 
 gpuport_status_t gpuport_channel_put(gpuport_channel_t ch, uint64_t dst_off, uint64_t src_off,
@@ -257,21 +260,13 @@ gpuport_status_t gpuport_channel_put_with_signal(gpuport_channel_t ch, uint64_t 
 static gpuport_status_t push_value(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
                                    uint64_t value)
 {
-    uint64_t pos;
     gpuport_status_t status = usable(ch);
 
     if (!status)
         status = check_value(ch, dst_off);
     if (status)
         return status;
-    switch (try_inline(ch, op, dst_off, 0, 8, value)) {
-    case INLINE_ALL:
-        return GPUPORT_OK;
-    case INLINE_DATA:
-        return gpuport_channel_push(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, &pos);
-    default:
-        return gpuport_channel_push_value(ch, op, dst_off, value, &pos);
-    }
+    return push_rest(ch, try_inline(ch, op, dst_off, 0, 8, value), op, dst_off, 0, 8, value);
 }
 
 gpuport_status_t gpuport_channel_put_value(gpuport_channel_t ch, uint64_t dst_off, uint64_t value)

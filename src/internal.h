@@ -248,6 +248,10 @@ struct gpuport_comm {
     _Atomic uint64_t host_inline_ops; /* host operations their callers carried out */
 };
 
+/* proxy_exec.c: a trigger's op as messages name it ("put", "put_signal",
+ * ...; "unknown" for no op). Any thread. */
+const char *gpuport_op_name(uint32_t op);
+
 /* proxy.c (the proxy thread's files are listed in proxy_int.h) */
 gpuport_status_t gpuport_proxy_start(struct gpuport_comm *comm);
 /* Application thread: returns once the proxy has finished the pass it was

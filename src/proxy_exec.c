@@ -79,8 +79,7 @@ static int exec_put_value(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpupor
     return EXEC_DONE;
 }
 
-/* A trigger's op, for messages. */
-static const char *op_name(uint32_t op)
+const char *gpuport_op_name(uint32_t op)
 {
     static const char *const names[GPUPORT_OP_MAX_] = {
         [GPUPORT_OP_NONE] = "none",           [GPUPORT_OP_PUT] = "put",
@@ -104,11 +103,11 @@ static void refuse_after_peer(gpuport_pchan_t *ch, uint32_t op, int fifo)
     if (st == GPUPORT_ERR_CLOSED)
         log_warn("channel %u (to rank %d): rank %d closed its side of the channel; a %s from "
                  "the %s FIFO is not carried out, and the channel is closed here too",
-                 ch->tl.id, ch->tl.peer, ch->tl.peer, op_name(op), fifo ? "device" : "host");
+                 ch->tl.id, ch->tl.peer, ch->tl.peer, gpuport_op_name(op), fifo ? "device" : "host");
     else
         log_error("channel %u (to rank %d): rank %d's side of the channel failed; a %s from "
                   "the %s FIFO is not carried out and the channel is failed",
-                  ch->tl.id, ch->tl.peer, ch->tl.peer, op_name(op), fifo ? "device" : "host");
+                  ch->tl.id, ch->tl.peer, ch->tl.peer, gpuport_op_name(op), fifo ? "device" : "host");
     gpuport_pchan_fail(ch, st);
     proxy_promise_if_done(ch);
 }
@@ -190,7 +189,7 @@ static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, ui
 static void trace_trigger(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint64_t pos,
                           uint32_t used)
 {
-    const char *name = op_name(d->op);
+    const char *name = gpuport_op_name(d->op);
     gpuport_status_t st = GPUPORT_ERR_INVALID_ARG; /* no such channel: the trigger was dropped */
     char value[40] = "";
 
