@@ -252,10 +252,15 @@ typedef struct gpuport_comm_stats {
     uint64_t flusher_items;  /**< work items the flusher completed */
     uint64_t proxy_cpu_ns;   /**< CPU time used by the proxy thread */
     uint64_t flusher_cpu_ns; /**< CPU time used by the flusher thread */
+    /** host puts, put_values and signals that their calling threads carried
+     *  out themselves (GPUPORT_HOST_INLINE), without the proxy: not among
+     *  `triggers` (layout version 2) */
+    uint64_t host_inline;
 } gpuport_comm_stats_t;
 
-/** This header's gpuport_comm_stats_t layout version. */
-#define GPUPORT_STATS_VERSION 1
+/** This header's gpuport_comm_stats_t layout version. Version 1 (without
+ *  host_inline) is still accepted: the library fills its five counters. */
+#define GPUPORT_STATS_VERSION 2
 /** This header's gpuport_comm_stats_t layout, as gpuport_comm_stats passes it. */
 #define GPUPORT_STATS_LAYOUT GPUPORT_LAYOUT(GPUPORT_STATS_VERSION, gpuport_comm_stats_t)
 
@@ -273,8 +278,8 @@ GPUPORT_API gpuport_status_t gpuport_comm_stats_v(uint32_t layout, gpuport_comm_
  * @param[out] stats_p the counters
  * @retval GPUPORT_OK *stats_p is filled
  * @retval GPUPORT_ERR_INVALID_ARG not a live communicator, or stats_p NULL
- * @retval GPUPORT_ERR_VERSION a program built with another gpuport_comm_stats_t
- *         layout: nothing is written
+ * @retval GPUPORT_ERR_VERSION a program built with a gpuport_comm_stats_t layout
+ *         other than this one or version 1: nothing is written
  */
 static inline gpuport_status_t gpuport_comm_stats(gpuport_comm_t comm,
                                                   gpuport_comm_stats_t *stats_p)

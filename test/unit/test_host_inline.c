@@ -167,6 +167,19 @@ static int order(int rank, gpuport_bootstrap_t *bs, gpuport_comm_t comm, gpuport
         else
             CHECK_MSG(by_caller == 0, "GPUPORT_HOST_INLINE=0, yet %llu operations went inline",
                       (unsigned long long)by_caller);
+        {
+            /* the public counters say the same: this thread's inline
+             * operations exactly, the proxy's triggers at least */
+            gpuport_comm_stats_t st;
+            CHECK_OK(gpuport_comm_stats(comm, &st));
+            CHECK_MSG(st.host_inline == atomic_load(&comm->host_inline_ops) &&
+                          st.triggers >= trig0 + by_proxy,
+                      "gpuport_comm_stats: host_inline %llu, triggers %llu; counted %llu, "
+                      "at least %llu",
+                      (unsigned long long)st.host_inline, (unsigned long long)st.triggers,
+                      (unsigned long long)atomic_load(&comm->host_inline_ops),
+                      (unsigned long long)(trig0 + by_proxy));
+        }
     }
     return 0;
 }

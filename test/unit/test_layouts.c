@@ -38,6 +38,12 @@ typedef struct old_stats {
     uint64_t triggers, rejected, flusher_items;
 } old_stats_t;
 
+/* gpuport_comm_stats_t of layout version 1, before host_inline: still
+ * accepted, and nothing written past it */
+typedef struct v1_stats {
+    uint64_t triggers, rejected, flusher_items, proxy_cpu_ns, flusher_cpu_ns;
+} v1_stats_t;
+
 /* a later gpuport_comm_stats_t, one counter more */
 typedef struct new_stats {
     gpuport_comm_stats_t v1;
@@ -150,18 +156,24 @@ static void bootstrap_layouts(void)
     }
 }
 
-/* An older program's stats, a newer one's, and one of this version cut
- * short: nothing written, inside the caller's struct or after it. Then
- * this layout: the counters, and nothing after them. */
+/* An older program's stats (version 0, or version 1 cut short), a newer
+ * one's, and one of this version cut short: nothing written, inside the
+ * caller's struct or after it. Then this layout: the counters, and nothing
+ * after them; then version 1's, which is still served. */
 static void stats_layouts(gpuport_comm_t comm)
 {
     struct {
         gpuport_comm_stats_t s;
         unsigned char after[64];
     } buf;
+    struct {
+        v1_stats_t s;
+        unsigned char after[64];
+    } v1;
     const uint32_t layouts[] = {GPUPORT_LAYOUT(0, old_stats_t),
                                 GPUPORT_LAYOUT(GPUPORT_STATS_VERSION + 1, new_stats_t),
-                                GPUPORT_LAYOUT(GPUPORT_STATS_VERSION, old_stats_t)};
+                                GPUPORT_LAYOUT(GPUPORT_STATS_VERSION, old_stats_t),
+                                GPUPORT_LAYOUT(1, old_stats_t)};
 
     for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++) {
         gpuport_status_t st;
@@ -182,6 +194,18 @@ static void stats_layouts(gpuport_comm_t comm)
     CHECK_MSG(buf.s.triggers >= 2 && buf.s.rejected == 0, "triggers %llu, rejected %llu",
               (unsigned long long)buf.s.triggers, (unsigned long long)buf.s.rejected);
     CHECK(all_canary(buf.after, sizeof(buf.after)));
+    CHECK_MSG(buf.s.host_inline != 0xa5a5a5a5a5a5a5a5ull, "host_inline was not written");
+    /* a version-1 program: its five counters, and not host_inline after them */
+    memset(&v1, CANARY, sizeof(v1));
+    CHECK_OK(gpuport_comm_stats_v(GPUPORT_LAYOUT(1, v1_stats_t), comm,
+                                  (gpuport_comm_stats_t *)(void *)&v1.s));
+    CHECK_MSG(v1.s.triggers >= buf.s.triggers && v1.s.rejected == 0 &&
+                  v1.s.flusher_items >= buf.s.flusher_items,
+              "layout 1: triggers %llu, rejected %llu, flusher items %llu",
+              (unsigned long long)v1.s.triggers, (unsigned long long)v1.s.rejected,
+              (unsigned long long)v1.s.flusher_items);
+    CHECK_MSG(all_canary(v1.after, sizeof(v1.after)),
+              "gpuport_comm_stats wrote past a layout-1 struct");
 }
 
 /* The same for the memory query; this layout: the region's kind, address
