@@ -138,6 +138,10 @@ typedef struct tcp_conn {
     int bye_applied; /* channels closed after the peer's goodbye */
     int readable;    /* epoll said so, and no recv has come back empty since */
     int no_epoll;    /* not in the epoll set: always try */
+    int rx_lowat;    /* SO_RCVLOWAT of fd_rx as this side last set it (0: never, the
+                      * kernel's 1) */
+    uint64_t lowat_max; /* GPUPORT_SOCKET_RCVLOWAT */
+    uint64_t lowat_raised; /* times set above 1 (__atomic: test_tcp_lowat reads it) */
     /* receiving (proxy thread) */
     char *rxbuf;
     size_t rx_len, rx_pos;
@@ -236,6 +240,10 @@ void tcp_queue_ack(tcp_conn_t *tc);
 
 /* tcp_rx.c */
 int tcp_recv_some(tcp_conn_t *tc);
+/* The SO_RCVLOWAT to wait with when `rest` bytes of a payload are still to
+ * come (0: not in a payload) and GPUPORT_SOCKET_RCVLOWAT is `max`: half of
+ * the rest, at most max, or 1 (any byte) where that is below DIRECT_MIN. */
+int tcp_rx_lowat(uint64_t rest, uint64_t max);
 
 /* tcp_fail.c */
 void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, int err);

@@ -91,6 +91,11 @@ static const gpuport_config_var_t rows[] = {
      "(the woken application often sends one at once); a flush on the other side waits up to "
      "this much longer when nothing answers; 0 acknowledges at once",
      NULL},
+    {"GPUPORT_SOCKET_RCVLOWAT", "512k", GPUPORT_CFG_UINT, FIELD(rcvlowat), 0, 4ull << 20, NULL,
+     "while a large payload arrives, the receiving proxy is woken only once half of its rest, "
+     "at most this many bytes, has come (SO_RCVLOWAT), so that each read takes a large piece; "
+     "below 16k (0 too) it reads bytes as they come",
+     NULL},
 };
 
 const gpuport_settings_table_t gpuport_tcp_settings = {rows, sizeof(rows) / sizeof(rows[0]),

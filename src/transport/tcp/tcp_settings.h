@@ -1,7 +1,8 @@
 /*
  * The tcp transport's GPUPORT_* settings: GPUPORT_SOCKET_IFNAME (an
  * interface name list only tcp reads), GPUPORT_SOCKET_TIMEOUT_MS,
- * GPUPORT_SOCKET_QUEUE and GPUPORT_SOCKET_ACK_DELAY_US. For the tcp
+ * GPUPORT_SOCKET_QUEUE, GPUPORT_SOCKET_ACK_DELAY_US and
+ * GPUPORT_SOCKET_RCVLOWAT. For the tcp
  * transport's files and its tests.
  */
 #ifndef GPUPORT_TCP_SETTINGS_H
@@ -30,6 +31,8 @@ typedef struct tcp_settings {
     uint64_t queue;       /* GPUPORT_SOCKET_QUEUE: operations in flight per connection */
     uint64_t ack_delay_us; /* GPUPORT_SOCKET_ACK_DELAY_US: how long an ACK after a signal
                             * waits for something to ride with */
+    uint64_t rcvlowat;     /* GPUPORT_SOCKET_RCVLOWAT: the most a receiving proxy waits to
+                            * have queued before it reads on in a payload */
 } tcp_settings_t;
 
 extern const gpuport_settings_table_t gpuport_tcp_settings;
