@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "capture.h"
@@ -32,6 +33,7 @@ static unsigned char pat(int rank, uint64_t i)
 }
 
 static int g_distinct_hosts; /* 1: each process its own host identity (tcp) */
+static pid_t g_child;        /* the pair's child, in the parent */
 
 typedef struct side {
     gpuport_comm_t comm;
@@ -112,6 +114,16 @@ static int cross_process(gpuport_bootstrap_t *bs, int use_malloc)
     return 0;
 }
 
+/* Has the pair's child exited? Asked without reaping it (run_pair does). */
+static int child_exited(void)
+{
+    siginfo_t info;
+
+    memset(&info, 0, sizeof(info));
+    return waitid(P_PID, (id_t)g_child, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+           info.si_pid == g_child;
+}
+
 /* The child dies without a word (no destroy: _exit), after one signal that
  * it saw delivered. The proxy notices on its own (a kernel waiting for the
  * child could not): the channel fails within a fraction of a second with
@@ -124,7 +136,8 @@ static int peer_dies(gpuport_bootstrap_t *bs, int use_malloc)
     side_t s;
     uint64_t t0, notice_ns, wait_ns;
     gpuport_status_t st, got[9];
-    int ready = -1;
+    int ready = -1, naps = 0;
+    uint64_t exited_ns = 0;
     const char *log;
 
     side_open(&s, bs, use_malloc);
@@ -135,10 +148,29 @@ static int peer_dies(gpuport_bootstrap_t *bs, int use_malloc)
     }
     capture_begin();
     t0 = gpuport_now_ns();
-    while (gpuport_channel_status(s.ch) == GPUPORT_OK && gpuport_now_ns() - t0 < 5000000000ull)
+    while (gpuport_channel_status(s.ch) == GPUPORT_OK && gpuport_now_ns() - t0 < 5000000000ull) {
         usleep(1000);
+        naps++;
+        if (!exited_ns && child_exited())
+            exited_ns = gpuport_now_ns() - t0;
+    }
     notice_ns = gpuport_now_ns() - t0;
     got[0] = gpuport_channel_status(s.ch);
+    if (got[0] == GPUPORT_OK) {
+        /* say which it was: a child that never exited, a proxy that missed
+         * the death, or a clock that jumped (few naps in the 5 s) */
+        log = capture_end();
+        if (!exited_ns)
+            exited_ns = child_exited() ? notice_ns : 0;
+        fprintf(stderr, "peer-dies: after %llu ms (%d naps of 1 ms) the channel is still OK; "
+                "the child %s; log: %s\n",
+                (unsigned long long)(notice_ns / 1000000), naps,
+                exited_ns ? "had exited" : "was still running", log);
+        if (exited_ns)
+            fprintf(stderr, "peer-dies: the child's exit was seen after %llu ms\n",
+                    (unsigned long long)(exited_ns / 1000000));
+        capture_begin();
+    }
     got[1] = gpuport_channel_poll(s.ch, &ready); /* the signal from before the death */
     t0 = gpuport_now_ns();
     got[2] = gpuport_channel_wait(s.ch);
@@ -560,6 +592,7 @@ static int run_pair(int (*fn)(gpuport_bootstrap_t *, int), int use_malloc, const
     int rank = pair_fork(&bs, &child);
 
     CHECK(rank >= 0);
+    g_child = child;
     if (g_distinct_hosts)
         setenv("GPUPORT_HOST_ID", rank ? "b" : "a", 1);
     if (rank == 1)
