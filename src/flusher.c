@@ -207,13 +207,33 @@ static void *flusher_main(void *arg)
     return NULL;
 }
 
+/* The thread; in GPU mode only once its private context is made and every
+ * CUDA operation it uses exercised, before any kernel can wait on it. */
+static gpuport_status_t start_thread(gpuport_flusher_t *fl)
+{
+    int rc, ready;
+
+    rc = pthread_create(&fl->thread, NULL, flusher_main, fl);
+    if (rc) {
+        log_error("cannot start the flusher thread: pthread_create: %s", strerror(rc));
+        return GPUPORT_ERR_NO_RESOURCE;
+    }
+    while (fl->cuda_device >= 0 && (ready = atomic_load(&fl->ready)) == 0)
+        sched_yield();
+    if (fl->cuda_device >= 0 && ready < 0) {
+        pthread_join(fl->thread, NULL);
+        return (gpuport_status_t)ready;
+    }
+    atomic_store_explicit(&fl->running, 1, memory_order_release);
+    return GPUPORT_OK;
+}
+
 gpuport_status_t gpuport_flusher_start(gpuport_flusher_t *fl, uint32_t capacity, int rank,
                                        int cuda_device, struct gpuport_gpu *gpu,
                                        uint64_t timeout_ns, struct gpuport_topology *topo,
                                        int cpu)
 {
     gpuport_status_t status;
-    int rc, ready;
 
     memset(fl, 0, sizeof(*fl));
     fl->capacity = capacity;
@@ -229,19 +249,11 @@ gpuport_status_t gpuport_flusher_start(gpuport_flusher_t *fl, uint32_t capacity,
     status = gpuport_ring_init(&fl->done, capacity, sizeof(gpuport_work_done_t));
     if (status)
         goto err_work;
-    rc = pthread_create(&fl->thread, NULL, flusher_main, fl);
-    if (rc) {
-        log_error("pthread_create(flusher) failed: %s", strerror(rc));
-        status = GPUPORT_ERR_NO_RESOURCE;
-        goto err_done;
-    }
-    /* the private context is made and exercised before any kernel can wait */
-    while ((ready = atomic_load(&fl->ready)) == 0)
-        sched_yield();
-    if (ready < 0) {
-        pthread_join(fl->thread, NULL);
-        status = (gpuport_status_t)ready;
-        goto err_done;
+    /* without a GPU the thread waits for the first work (gpuport_flusher_post) */
+    if (cuda_device >= 0) {
+        status = start_thread(fl);
+        if (status)
+            goto err_done;
     }
     fl->started = 1;
     return GPUPORT_OK;
@@ -258,6 +270,11 @@ err:
 
 gpuport_status_t gpuport_flusher_post(gpuport_flusher_t *fl, const gpuport_work_t *w)
 {
+    if (!atomic_load_explicit(&fl->running, memory_order_relaxed)) {
+        gpuport_status_t st = start_thread(fl);
+        if (st)
+            return st;
+    }
     if (gpuport_ring_push(&fl->work, w) != 0) {
         /* has_room was not checked: a proxy bug, not a runtime condition */
         log_error("flusher ring full although the proxy counted room (channel %u)", w->channel);
@@ -276,10 +293,13 @@ void gpuport_flusher_stop(gpuport_flusher_t *fl)
 {
     if (!fl->started)
         return;
-    atomic_store_explicit(&fl->stop, 1, memory_order_release);
-    atomic_store(&fl->sleeping, 0);
-    futex_wake(&fl->sleeping);
-    pthread_join(fl->thread, NULL);
+    if (atomic_load(&fl->running)) {
+        atomic_store_explicit(&fl->stop, 1, memory_order_release);
+        atomic_store(&fl->sleeping, 0);
+        futex_wake(&fl->sleeping);
+        pthread_join(fl->thread, NULL);
+        atomic_store(&fl->running, 0);
+    }
     fl->started = 0;
     gpuport_ring_fini(&fl->done);
     gpuport_ring_fini(&fl->work);

@@ -77,7 +77,12 @@ typedef struct gpuport_flusher {
     _Atomic int stop;
     _Atomic int sleeping;
     pthread_t thread;
-    int started;
+    int started; /* the rings are there (gpuport_flusher_start) */
+    /* the thread is: at start in GPU mode, else at the first work posted
+     * (proxy thread), so a host-only communicator whose work is all done
+     * by the proxy and its callers has no flusher thread at all; set with
+     * release after `thread` (gpuport_comm_stats reads both) */
+    _Atomic int running;
     int rank;
     _Atomic uint64_t completed; /* flusher's count (GPUPORT_STAT_INC), for stats */
     /* GPU mode: the flusher owns a private CUDA context on this device */
@@ -104,8 +109,10 @@ typedef struct gpuport_flusher {
 gpuport_status_t gpuport_work_execute(const gpuport_work_t *w);
 
 /* cuda_device >= 0 (GPU mode): the flusher creates its private context
- * there and exercises every CUDA operation it uses before this returns. The
- * thread is bound to PU cpu (>= 0) before anything else. */
+ * there and exercises every CUDA operation it uses before this returns.
+ * Without a GPU (-1) only the rings are made here and the thread starts at
+ * the first gpuport_flusher_post. The thread is bound to PU cpu (>= 0)
+ * before anything else. */
 gpuport_status_t gpuport_flusher_start(gpuport_flusher_t *fl, uint32_t capacity, int rank,
                                        int cuda_device, struct gpuport_gpu *gpu,
                                        uint64_t timeout_ns, struct gpuport_topology *topo,
@@ -131,9 +138,10 @@ static inline int gpuport_flusher_has_room(const gpuport_flusher_t *fl, uint32_t
     return fl->outstanding + n <= fl->capacity;
 }
 
-/* Proxy side: queues one item; the caller checked has_room. Wakes the
- * flusher if it sleeps. GPUPORT_ERR_INTERNAL (logged) if the ring had no
- * room after all: the item was not queued. */
+/* Proxy side: queues one item; the caller checked has_room. Starts the
+ * thread if it is not running yet, wakes it if it sleeps. Not queued (and
+ * logged): GPUPORT_ERR_NO_RESOURCE if the thread could not start,
+ * GPUPORT_ERR_INTERNAL if the ring had no room after all. */
 gpuport_status_t gpuport_flusher_post(gpuport_flusher_t *fl, const gpuport_work_t *w);
 
 /* Proxy side: next completion or NULL; gpuport_flusher_release frees it. */

@@ -76,10 +76,13 @@ int proxy_exec_flush(gpuport_pchan_t *ch, int fifo, uint64_t pos)
 static void queue_work(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_work_t *w)
 {
     gpuport_work_t item = *w;
+    gpuport_status_t st;
+
     item.channel = ch->tl.id;
-    if (gpuport_flusher_post(&comm->proxy.flusher, &item) != GPUPORT_OK) {
-        /* not queued: the channel fails rather than report delivery later */
-        gpuport_pchan_fail(ch, GPUPORT_ERR_INTERNAL);
+    st = gpuport_flusher_post(&comm->proxy.flusher, &item);
+    if (st != GPUPORT_OK) {
+        /* not queued (logged): the channel fails rather than report delivery later */
+        gpuport_pchan_fail(ch, st);
         return;
     }
     ch->work_posted++;

@@ -46,7 +46,9 @@ gpuport_status_t gpuport_comm_stats_v(uint32_t layout, gpuport_comm_t comm,
     s.host_inline = atomic_load_explicit(&comm->host_inline_ops, memory_order_relaxed);
     if (comm->proxy.started) {
         s.proxy_cpu_ns = thread_cpu_ns(comm->proxy.thread);
-        s.flusher_cpu_ns = thread_cpu_ns(comm->proxy.flusher.thread);
+        /* none in a host-only comm before its first work */
+        if (atomic_load_explicit(&comm->proxy.flusher.running, memory_order_acquire))
+            s.flusher_cpu_ns = thread_cpu_ns(comm->proxy.flusher.thread);
     }
     memcpy(stats_p, &s, layout == STATS_V1_LAYOUT ? STATS_V1_SIZE : sizeof(s));
     return GPUPORT_OK;

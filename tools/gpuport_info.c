@@ -359,6 +359,14 @@ static void print_text(const opts_t *o, const report_t *r)
     if (r->place_failed >= 0)
         printf("  local rank %d: not placed (see the error); later ranks not tried\n",
                r->place_failed);
+    for (int k = 0; k < r->nplaced; k++) {
+        if (r->place[k].bus[0])
+            continue;
+        printf("  without a GPU the flusher thread starts only when it is first given work "
+               "(shm puts from GPUPORT_SHM_ASYNC_MIN up): a host-only communicator that never "
+               "has any runs none; with a GPU it starts with the communicator\n");
+        break;
+    }
 }
 
 static void print_json(const opts_t *o, const report_t *r)

@@ -21,6 +21,8 @@
  *    within 20 ms (median of five rounds), no trigger enters the sender's
  *    FIFO and neither proxy is woken; with the inline path off the same
  *    operations wake the sender's proxy (a control: the counters see it);
+ *  - no flusher thread without work for it: none in either rank after
+ *    those rounds, the sender's once it puts 8 KiB (the bytes compared);
  *  - the promise: while a host call of rank 0 is inside (writing into
  *    rank 1's memory; held by hand for 100 ms), rank 1's destroy cannot
  *    complete, since rank 0's proxy must not promise that nothing more is
@@ -184,6 +186,50 @@ static int order(int rank, gpuport_bootstrap_t *bs, gpuport_comm_t comm, gpuport
     return 0;
 }
 
+/* A communicator without a GPU has no flusher thread until it has work:
+ * none after the small operations (inline or the proxy's own copies), one
+ * after a put of GPUPORT_SHM_ASYNC_MIN (4k here), whose bytes arrive. */
+static void lazy_flusher(int rank, gpuport_bootstrap_t *bs, gpuport_comm_t comm,
+                         gpuport_channel_t ch, unsigned char *src, unsigned char *dst)
+{
+    gpuport_comm_stats_t st;
+
+    CHECK_OK(gpuport_comm_stats(comm, &st));
+    CHECK_MSG(!atomic_load(&comm->proxy.flusher.running) && st.flusher_items == 0 &&
+                  st.flusher_cpu_ns == 0,
+              "rank %d: a flusher thread before any work for it (%llu items, %llu ns)", rank,
+              (unsigned long long)st.flusher_items, (unsigned long long)st.flusher_cpu_ns);
+    barrier(bs);
+    if (rank == 0) {
+        for (int b = 0; b < 8192; b++)
+            src[b] = (unsigned char)(b * 13 + 5);
+        CHECK_OK(gpuport_channel_put_with_signal(ch, 0, 0, 8192));
+        CHECK_OK(gpuport_channel_flush(ch));
+        /* the flusher counts an item just after reporting it done */
+        for (int i = 0; i < 10000; i++) {
+            CHECK_OK(gpuport_comm_stats(comm, &st));
+            if (st.flusher_items >= 1)
+                break;
+            usleep(100);
+        }
+        CHECK_MSG(atomic_load(&comm->proxy.flusher.running) && st.flusher_items >= 1,
+                  "after an 8 KiB put the flusher runs %d, %llu items",
+                  atomic_load(&comm->proxy.flusher.running),
+                  (unsigned long long)st.flusher_items);
+    } else {
+        CHECK_OK(gpuport_channel_wait(ch));
+        for (int b = 0; b < 8192; b++)
+            CHECK_MSG(dst[b] == (unsigned char)(b * 13 + 5), "8 KiB put, byte %d: %u", b,
+                      dst[b]);
+        CHECK_MSG(!atomic_load(&comm->proxy.flusher.running),
+                  "the receiver, which copied nothing, started a flusher");
+    }
+    barrier(bs);
+    if (rank == 0)
+        printf("lazy flusher (GPUPORT_HOST_INLINE=%d): none until the first 8 KiB put, which "
+               "started it\n", comm->config.host_inline);
+}
+
 /* Sleeping proxies: the operations and the wait need neither. */
 static int no_pass(int rank, gpuport_bootstrap_t *bs, gpuport_comm_t comm, gpuport_channel_t ch,
                    unsigned char *src, unsigned char *dst, shared_t *sh)
@@ -234,6 +280,7 @@ static int no_pass(int rank, gpuport_bootstrap_t *bs, gpuport_comm_t comm, gpupo
         CHECK_MSG(ms[WAKE_ROUNDS / 2] < 20.0, "median %.3f ms: a proxy pass was waited for",
                   ms[WAKE_ROUNDS / 2]);
     }
+    lazy_flusher(rank, bs, comm, ch, src, dst);
     return 0;
 }
 

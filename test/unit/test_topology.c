@@ -509,6 +509,38 @@ static int cpu_only(const cpu_set_t *set, int cpu)
     return CPU_COUNT(set) == 1 && CPU_ISSET(cpu, set);
 }
 
+/* Without a GPU the flusher thread starts at its first work: a put of
+ * GPUPORT_SHM_ASYNC_MIN (default 256 KiB) to this rank itself gives it
+ * some. Then it has placed itself (it binds before anything else). */
+static void start_flusher(gpuport_comm_t comm)
+{
+    const uint64_t size = 256u << 10;
+    gpuport_mem_t msrc, mdst;
+    gpuport_channel_t ch;
+    void *src, *dst;
+
+    if (atomic_load(&comm->proxy.flusher.running))
+        return;
+    CHECK(comm->gpu_device < 0);
+    CHECK_OK(gpuport_mem_alloc(comm, size, &src));
+    CHECK_OK(gpuport_mem_alloc(comm, size, &dst));
+    CHECK_OK(gpuport_mem_register(comm, src, size, &msrc));
+    CHECK_OK(gpuport_mem_register(comm, dst, size, &mdst));
+    CHECK_OK(gpuport_channel_create(comm, gpuport_comm_rank(comm), msrc, mdst, &ch));
+    CHECK_OK(gpuport_channel_put(ch, 0, 0, size));
+    CHECK_OK(gpuport_channel_flush(ch));
+    CHECK_MSG(atomic_load(&comm->proxy.flusher.running),
+              "a %llu-byte put over %s did not start the flusher",
+              (unsigned long long)size, gpuport_channel_transport(ch));
+    while (!atomic_load(&comm->proxy.flusher.ready))
+        sched_yield();
+    CHECK_OK(gpuport_channel_destroy(ch));
+    CHECK_OK(gpuport_mem_deregister(msrc));
+    CHECK_OK(gpuport_mem_deregister(mdst));
+    CHECK_OK(gpuport_mem_free(comm, src));
+    CHECK_OK(gpuport_mem_free(comm, dst));
+}
+
 static int check_threads(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
 {
     real_opts_t *o = arg;
@@ -526,6 +558,7 @@ static int check_threads(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
         snprintf(o->log, sizeof(o->log), "%s", capture_end());
     CHECK_OK(status);
     pl = &comm->placement;
+    start_flusher(comm);
     CHECK(pthread_getaffinity_np(comm->proxy.thread, sizeof(proxy), &proxy) == 0);
     CHECK(pthread_getaffinity_np(comm->proxy.flusher.thread, sizeof(flusher), &flusher) == 0);
     if (o->expect_level)
