@@ -21,6 +21,16 @@ void capture_begin(void)
     CHECK(dup2(fileno(cap_file), STDERR_FILENO) == STDERR_FILENO);
 }
 
+const char *capture_peek(void)
+{
+    ssize_t n;
+
+    fflush(stderr);
+    n = pread(fileno(cap_file), cap_buf, sizeof(cap_buf) - 1, 0);
+    cap_buf[n > 0 ? n : 0] = '\0';
+    return cap_buf;
+}
+
 const char *capture_end(void)
 {
     size_t n;

@@ -4,6 +4,9 @@
 #define GPUPORT_TEST_CAPTURE_H
 
 void capture_begin(void);
+/* What has been captured so far, the capture going on; valid until the
+ * next capture_peek or capture_end. */
+const char *capture_peek(void);
 /* Ends the capture; the text stays valid until the next capture_end. */
 const char *capture_end(void);
 /* Occurrences of needle in hay. */
