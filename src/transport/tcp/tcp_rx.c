@@ -266,7 +266,7 @@ int tcp_rx_lowat(uint64_t rest, uint64_t max)
  * epoll honour; a recv with MSG_DONTWAIT still returns what is there), so
  * each recv takes a large piece instead of the 64 KiB or so that loopback
  * delivers at a time. Measured on 16 cores (docs/PERFORMANCE.md): host
- * bandwidth from 1 MiB up 20-40 % higher, GPU memory over tcp 40 %. Half,
+ * bandwidth from 1 MiB up 10-35 % higher, GPU memory over tcp a third. Half,
  * not all of the rest: the first half is copied out while the second is
  * still coming, which keeps one large message's latency (waiting for all of
  * it made a 1 MiB ping-pong 50 % slower). The rest is always sent (a
