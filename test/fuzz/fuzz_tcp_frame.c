@@ -124,6 +124,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
                                      sizeof(gpuport_work_done_t)) == 0,
                "rings");
     g_comm.proxy.flusher.capacity = 64;
+    /* the thread that takes the rings' work is this harness (flusher_drain):
+     * gpuport_flusher_post must not start a real one */
+    atomic_store(&g_comm.proxy.flusher.running, 1);
     for (int k = 1; k < gpuport_transport_nkinds(); k++)
         if (strcmp(gpuport_transport_name(k), "tcp") == 0)
             g_tl.kind = k;
