@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Host-memory rows on the GPU machine, each variant twice, in turn, so that
 # a variant's figures sit beside its neighbours' from the same minutes:
-# shm with the callers' inline path on and off (GPUPORT_HOST_INLINE), and
-# tcp beside MPI over TCP with the ACK delay at its default and at 0.
+# shm and tcp (beside MPI over TCP) with the callers' inline path on and
+# off (GPUPORT_HOST_INLINE).
 #   usage: scripts/gpu-host-rows.sh [BUILD_DIR] [OUT_DIR]
 set -u
 cd "$(dirname "$0")/.."
@@ -21,6 +21,6 @@ run() {
 for i in 1 2; do
     run shm-inline-$i GPUPORT_HOST_INLINE=1
     run shm-noinline-$i GPUPORT_HOST_INLINE=0
-    run tcp-ack20-$i GPUPORT_TRANSPORT=tcp OMPI_MCA_btl=tcp,self
-    run tcp-ack0-$i GPUPORT_TRANSPORT=tcp GPUPORT_SOCKET_ACK_DELAY_US=0 OMPI_MCA_btl=tcp,self
+    run tcp-inline-$i GPUPORT_TRANSPORT=tcp GPUPORT_HOST_INLINE=1 OMPI_MCA_btl=tcp,self
+    run tcp-noinline-$i GPUPORT_TRANSPORT=tcp GPUPORT_HOST_INLINE=0 OMPI_MCA_btl=tcp,self
 done

@@ -88,7 +88,11 @@ gpuport_status_t gpuport_channel_destroy(gpuport_channel_t ch)
     if (!atomic_load(&comm->proxy.stop)) {
         /* a failed channel carries out nothing, but what it posted earlier
          * may still be moving: the flush waits for that too */
-        status = gpuport_channel_push(ch, GPUPORT_OP_CLOSE, 0, 0, 0, &pos);
+        /* what host calls sent themselves first: their completions name
+         * the channel, so it must outlive them */
+        status = chan_inline_drained(ch);
+        if (!status)
+            status = gpuport_channel_push(ch, GPUPORT_OP_CLOSE, 0, 0, 0, &pos);
         if (!status)
             status = gpuport_channel_push(ch, GPUPORT_OP_FLUSH, 0, 0, 0, &pos);
         if (!status)

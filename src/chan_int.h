@@ -80,6 +80,11 @@ int chan_host_settled(gpuport_channel_t ch);
 /* chan_wait.c: waits until everything before host-FIFO position pos of ch
  * is complete; GPUPORT_ERR_TIMEOUT (logged) after GPUPORT_TIMEOUT_MS. */
 gpuport_status_t chan_flushed_to(gpuport_channel_t ch, uint64_t pos);
+/* chan_wait.c: waits until every operation that host calls of ch sent
+ * themselves so far (ops->host_send) has completed; GPUPORT_ERR_TIMEOUT
+ * (logged) after GPUPORT_TIMEOUT_MS. A failure shows in the channel's
+ * state. */
+gpuport_status_t chan_inline_drained(gpuport_channel_t ch);
 
 /* chan_alloc.c. A free channel id (GPUPORT_ERR_NO_RESOURCE, logged with
  * the limit, when all GPUPORT_MAX_CHANNELS are in use), and giving it back

@@ -152,49 +152,75 @@ static gpuport_status_t usable(gpuport_channel_t ch)
 /* What a host call carried out itself (GPUPORT_HOST_INLINE). */
 enum { INLINE_NONE, INLINE_DATA, INLINE_ALL };
 
+/* A transport that sends the operation itself and completes it later
+ * (ops->host_send): counted first, so that the count is never behind its
+ * completion, which may come at once; a flush and a destroy wait for it. */
+static int try_send(gpuport_channel_t ch, uint32_t op, uint64_t dst_off, uint64_t src_off,
+                    uint64_t size, uint64_t value)
+{
+    gpuport_pchan_t *pc = ch->pchan;
+
+    atomic_fetch_add_explicit(&pc->inline_sent, 1, memory_order_relaxed);
+    if (pc->ops->host_send(&pc->tl, op, dst_off, src_off, size, value) ==
+        GPUPORT_TRANSPORT_ASYNC) {
+        /* what the socket did not take is the proxy's to send */
+        gpuport_waker_poke(&ch->comm->proxy.waker);
+        return INLINE_ALL;
+    }
+    atomic_fetch_sub_explicit(&pc->inline_sent, 1, memory_order_relaxed);
+    return INLINE_NONE;
+}
+
+/* A transport whose operations are a copy, a store and an atomic add that
+ * any thread may do (ops->host_inline): the data first (a put, or a value),
+ * then the signal, released after it as the proxy would. */
+static int try_copy(gpuport_channel_t ch, uint32_t op, uint64_t dst_off, uint64_t src_off,
+                    uint64_t size, uint64_t value)
+{
+    const gpuport_transport_ops_t *ops = ch->pchan->ops;
+    gpuport_tl_chan_t *tl = &ch->pchan->tl;
+    int rc = GPUPORT_TRANSPORT_DONE;
+    gpuport_work_t w;
+
+    memset(&w, 0, sizeof(w));
+    if ((op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_SIGNAL) && size > 0)
+        rc = ops->put(tl, dst_off, src_off, size, 0, &w);
+    else if (gpuport_trigger_is_value(op))
+        rc = ops->put_value ? ops->put_value(tl, dst_off, value, 0, &w) : GPUPORT_TRANSPORT_QUEUE;
+    if (rc != GPUPORT_TRANSPORT_DONE)
+        return INLINE_NONE;
+    if (op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_VALUE)
+        return INLINE_ALL;
+    memset(&w, 0, sizeof(w));
+    return ops->signal(tl, 1, 0, &w) == GPUPORT_TRANSPORT_DONE ? INLINE_ALL : INLINE_DATA;
+}
+
 /* GPUPORT_HOST_INLINE: the calling thread carries out the operation itself
- * where the channel's transport allows it (ops->host_inline) and none of
- * the channel's host operations is in flight (the proxy has published them
- * all complete: chan_host_settled), so it keeps its place in the channel's
- * order, and no proxy pass is spent on it. The data first (a put, or a
- * value), then the signal, released after it as the proxy would. Returns
- * what was carried out: nothing (push it all), the data only (push the
- * signal), or all. A declined or failed attempt is pushed as usual: the
- * proxy carries it out again (a put rewrites the same bytes) or fails the
- * channel with the message. */
+ * where the channel's transport allows it (ops->host_inline: try_copy;
+ * ops->host_send: try_send) and none of the channel's host operations is
+ * in flight (the proxy has published them all complete:
+ * chan_host_settled), so it keeps its place in the channel's order, and no
+ * proxy pass is spent on it. Returns what was carried out: nothing (push it
+ * all), the data only (push the signal), or all. A declined or failed
+ * attempt is pushed as usual: the proxy carries it out again (a put
+ * rewrites the same bytes) or fails the channel with the message. */
 static int try_inline(gpuport_channel_t ch, uint32_t op, uint64_t dst_off, uint64_t src_off,
                       uint64_t size, uint64_t value)
 {
     gpuport_comm_t comm = ch->comm;
     const gpuport_transport_ops_t *ops = ch->pchan->ops;
-    gpuport_tl_chan_t *tl = &ch->pchan->tl;
-    int with_signal = op != GPUPORT_OP_PUT && op != GPUPORT_OP_PUT_VALUE;
-    int done = INLINE_NONE, rc = GPUPORT_TRANSPORT_DONE;
-    gpuport_work_t w;
+    int done = INLINE_NONE;
 
-    if (!comm->config.host_inline || !ops || !ops->host_inline || !chan_host_settled(ch) ||
-        atomic_load_explicit(&comm->proxy.stop, memory_order_acquire))
+    if (!comm->config.host_inline || !ops || !(ops->host_inline || ops->host_send) ||
+        !chan_host_settled(ch) || atomic_load_explicit(&comm->proxy.stop, memory_order_acquire))
         return INLINE_NONE;
     /* inside, unless the proxy is promising the peer to write nothing more
      * (the peer closed or failed, or this side failed): proxy_close.c */
     atomic_fetch_add_explicit(&ch->pchan->inline_users, 1, memory_order_seq_cst);
     if (!atomic_load_explicit(&ch->pchan->no_inline, memory_order_seq_cst) &&
-        chan_peer_state(ch) == GPUPORT_OK) {
-        memset(&w, 0, sizeof(w));
-        if ((op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_SIGNAL) && size > 0)
-            rc = ops->put(tl, dst_off, src_off, size, 0, &w);
-        else if (gpuport_trigger_is_value(op))
-            rc = ops->put_value ? ops->put_value(tl, dst_off, value, 0, &w)
-                                : GPUPORT_TRANSPORT_QUEUE;
-        if (rc == GPUPORT_TRANSPORT_DONE) {
-            done = INLINE_ALL;
-            if (with_signal) {
-                memset(&w, 0, sizeof(w));
-                if (ops->signal(tl, 1, 0, &w) != GPUPORT_TRANSPORT_DONE)
-                    done = INLINE_DATA;
-            }
-        }
-    }
+        chan_peer_state(ch) == GPUPORT_OK)
+        done = ops->host_send ? try_send(ch, op, dst_off, src_off, size, value)
+                              : try_copy(ch, op, dst_off, src_off, size, value);
     atomic_fetch_sub_explicit(&ch->pchan->inline_users, 1, memory_order_release);
     if (done == INLINE_NONE)
         return INLINE_NONE;

@@ -37,6 +37,24 @@ gpuport_status_t chan_flushed_to(gpuport_channel_t ch, uint64_t pos)
     return GPUPORT_OK;
 }
 
+gpuport_status_t chan_inline_drained(gpuport_channel_t ch)
+{
+    gpuport_pchan_t *pc = ch->pchan;
+    uint64_t sent = atomic_load_explicit(&pc->inline_sent, memory_order_relaxed), deadline;
+    uint32_t iter = 0, polls = 0;
+
+    if (atomic_load_explicit(&pc->inline_done, memory_order_acquire) >= sent)
+        return GPUPORT_OK;
+    deadline = gpuport_deadline(ch->comm->timeout_ns);
+    while (atomic_load_explicit(&pc->inline_done, memory_order_acquire) < sent) {
+        if ((iter > GPUPORT_SPIN_POLLS || (++polls & 1023) == 0) &&
+            gpuport_deadline_passed(deadline))
+            return timed_out(ch, "flush of operations sent by host calls");
+        gpuport_wait_backoff(&iter);
+    }
+    return GPUPORT_OK;
+}
+
 gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
 {
     uint64_t pos;
@@ -49,6 +67,13 @@ gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
      * peer's close did land (the peer's destroy waited for them). One that
      * the close kept from being carried out put the channel in
      * GPUPORT_ERR_CLOSED, which the flush then returns. */
+    status = chan_state(ch);
+    if (status)
+        return status;
+    /* what host calls sent themselves is complete once the peer has it */
+    status = chan_inline_drained(ch);
+    if (status)
+        return status;
     status = chan_state(ch);
     if (status)
         return status;

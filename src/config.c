@@ -49,7 +49,8 @@ static const gpuport_config_var_t core_vars[] = {
     {"GPUPORT_HOST_INLINE", "1", GPUPORT_CFG_ENUM, FIELD(host_inline), 0, 0, bind_words,
      "a host put, put_value or signal on a channel whose earlier host operations are all "
      "complete is carried out by the calling thread where the transport allows it (shm puts "
-     "below GPUPORT_SHM_ASYNC_MIN), and a flush with nothing to wait for returns at once: no "
+     "below GPUPORT_SHM_ASYNC_MIN; on tcp operations with a signal, sent by the caller: "
+     "GPUPORT_SOCKET_INLINE_MAX), and a flush with nothing to wait for returns at once: no "
      "proxy pass; 0 sends every host operation through the proxy", NULL},
     {"GPUPORT_PROXY_IDLE_US", "10000", GPUPORT_CFG_UINT, FIELD(proxy_idle_us), 0, 10000000ull,
      NULL, "microseconds without work after which the proxy stops polling and sleeps", NULL},

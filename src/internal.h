@@ -79,6 +79,11 @@ typedef struct gpuport_pchan {
      * host call writes after the promise */
     _Atomic int inline_users;
     _Atomic int no_inline;
+    /* host calls whose operation the transport sent itself and completes
+     * later (ops->host_send's ASYNC: counted by the caller), and their
+     * completions (gpuport_tl_inline_complete, proxy thread): a flush or a
+     * destroy waits for the two to meet (chan_inline_drained) */
+    _Atomic uint64_t inline_sent, inline_done;
 } gpuport_pchan_t;
 
 static inline gpuport_pchan_t *gpuport_pchan_of(gpuport_tl_chan_t *tl)

@@ -129,6 +129,15 @@ int proxy_read_completions(gpuport_comm_t comm)
     return n;
 }
 
+void gpuport_tl_inline_complete(gpuport_tl_chan_t *tl, gpuport_status_t status)
+{
+    gpuport_pchan_t *ch = gpuport_pchan_of(tl);
+
+    if (status != GPUPORT_OK)
+        gpuport_pchan_fail(ch, status);
+    atomic_fetch_add_explicit(&ch->inline_done, 1, memory_order_release);
+}
+
 void gpuport_tl_chan_complete(gpuport_tl_chan_t *tl, gpuport_status_t status)
 {
     gpuport_pchan_t *ch = gpuport_pchan_of(tl);

@@ -35,6 +35,7 @@
 #include "fdpass.h"           /* types: gpuport_fdpiece_t */
 #include "flusher.h"          /* types: gpuport_work_t */
 #include "gpuport/gpuport.h"  /* service: the public API (gpuport_status_string) */
+#include "gpuport/gpuport_trigger.h" /* types: the operation codes (ops->host_send) */
 #include "log.h"              /* service: the log_* macros (its set-up calls are the core's) */
 #include "record.h"           /* types: the records and their header */
 #include "util.h"             /* service: the clock, deadlines, back-off */
@@ -231,6 +232,10 @@ int gpuport_tl_chan_fail(gpuport_tl_chan_t *ch, gpuport_status_t status);
  * GPUPORT_TRANSPORT_ASYNC: the oldest incomplete operation of ch has
  * completed with status. */
 void gpuport_tl_chan_complete(gpuport_tl_chan_t *ch, gpuport_status_t status);
+/* Proxy thread, for transports with host_send: the oldest host call of ch
+ * whose operation host_send sent (GPUPORT_TRANSPORT_ASYNC) has completed
+ * with status (an error fails the channel). */
+void gpuport_tl_inline_complete(gpuport_tl_chan_t *ch, gpuport_status_t status);
 
 /* ---- this rank's control segment: the inbound semaphores ---- */
 /* The segment (for transports that register it with a NIC or map it for

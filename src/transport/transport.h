@@ -101,6 +101,17 @@ typedef struct gpuport_transport_ops {
      * owed; the core pushes the trigger instead, and the proxy calls again
      * (so an error is reported, and the channel failed, as usual). */
     int host_inline;
+    /* Optional, for transports whose operations complete later (host_inline
+     * 0): a host call's put_with_signal (src host memory), put_value_with_signal
+     * or signal (op, a GPUPORT_OP_*; size and value as in the trigger), sent
+     * by the calling thread itself, at a time when none of the channel's
+     * host operations is in flight, beside the proxy's calls for every
+     * channel on the connection (the transport serializes them). ASYNC: sent
+     * whole or in part (the rest left to the proxy); one
+     * gpuport_tl_inline_complete follows, in order. QUEUE: declined, nothing
+     * sent: the core pushes the trigger instead. Never blocks. */
+    int (*host_send)(gpuport_tl_chan_t *ch, uint32_t op, uint64_t dst_off, uint64_t src_off,
+                     uint64_t size, uint64_t value);
     /* Optional, application thread: 1 if the transport can carry r as a
      * channel's source (as_dst 0) or destination (as_dst 1); else 0 with
      * why, the refusal's text. The core asks it at channel creation for this

@@ -3,7 +3,7 @@
  *  - settle rules: the proxy publishes a channel's host position (which
  *    lets callers go inline) only with no work out, no deferred signal and
  *    no pending flush, and with the failed bit of a failed channel;
- * and over shm, two ranks as threads of one process:
+ * and over shm (order also over tcp), two ranks as threads of one process:
  *  - order: rounds of random operations on one channel into one small,
  *    overlapping destination window: puts of 1 B to 12 KiB (those of 4 KiB
  *    and more go to the flusher: GPUPORT_SHM_ASYNC_MIN=4k), put_values,
@@ -163,8 +163,13 @@ static int order(int rank, gpuport_bootstrap_t *bs, gpuport_comm_t comm, gpuport
                "mixing both\n",
                comm->config.host_inline, ROUNDS, OPS, (unsigned long long)by_caller,
                (unsigned long long)by_proxy, mixed);
+        /* tcp's callers send only operations with a signal, and only
+         * where nothing is in flight: after a flush, before the next plain
+         * put or value (about three rounds in four) */
         if (comm->config.host_inline)
-            CHECK_MSG(by_caller > 0 && by_proxy > 0 && mixed > ROUNDS / 2,
+            CHECK_MSG(by_caller > 0 && by_proxy > 0 &&
+                          mixed > (strcmp(getenv("GPUPORT_TRANSPORT"), "tcp") ? ROUNDS / 2
+                                                                              : ROUNDS / 4),
                       "the rounds did not mix callers' and proxy's operations");
         else
             CHECK_MSG(by_caller == 0, "GPUPORT_HOST_INLINE=0, yet %llu operations went inline",
@@ -375,7 +380,9 @@ static int run(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     CHECK_OK(gpuport_mem_register(comm, src, SRC_REGION, &msrc));
     CHECK_OK(gpuport_mem_register(comm, dst, REGION, &mdst));
     CHECK_OK(gpuport_channel_create(comm, 1 - rank, msrc, mdst, &ch));
-    CHECK(strcmp(gpuport_channel_transport(ch), "shm") == 0);
+    CHECK_MSG(strcmp(gpuport_channel_transport(ch), getenv("GPUPORT_TRANSPORT")) == 0,
+              "the channel's transport is %s, not %s", gpuport_channel_transport(ch),
+              getenv("GPUPORT_TRANSPORT"));
     barrier(bs);
     if (which == 0)
         order(rank, bs, comm, ch, src, dst, &sh);
@@ -409,6 +416,15 @@ int main(void)
         setenv("GPUPORT_HOST_INLINE", onoff[i], 1);
         CHECK(local_run(2, run, &order_t) == 0);
     }
+    /* tcp: a host call sends an operation with a signal itself where
+     * nothing of the channel is in flight, plain puts and values go through
+     * the proxy */
+    setenv("GPUPORT_TRANSPORT", "tcp", 1);
+    for (int i = 0; i < 2; i++) {
+        setenv("GPUPORT_HOST_INLINE", onoff[i], 1);
+        CHECK(local_run(2, run, &order_t) == 0);
+    }
+    setenv("GPUPORT_TRANSPORT", "shm", 1);
     snprintf(cap, sizeof(cap), "%d", CAP_US);
     setenv("GPUPORT_PROXY_IDLE_CPU", "0", 1);
     setenv("GPUPORT_PROXY_IDLE_US", "0", 1);

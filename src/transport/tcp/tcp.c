@@ -160,9 +160,8 @@ static void fail_late_channels(tcp_conn_t *tc)
 
 /* ---- proxy thread: progress ---- */
 
-static void tcp_work_done(gpuport_conn_t *conn, gpuport_status_t status)
+static void work_done_locked(tcp_conn_t *tc, gpuport_status_t status)
 {
-    tcp_conn_t *tc = conn->priv;
     posted_t p = tc->posted[tc->po_head % POSTED_CAP];
 
     tc->po_head++;
@@ -181,6 +180,15 @@ static void tcp_work_done(gpuport_conn_t *conn, gpuport_status_t status)
         tc->tc_ready++;
     else
         tc->applied = tc->rx_pending ? p.marker : tc->rx_ops;
+}
+
+static void tcp_work_done(gpuport_conn_t *conn, gpuport_status_t status)
+{
+    tcp_conn_t *tc = conn->priv;
+
+    tcp_lock(tc);
+    work_done_locked(tc, status);
+    tcp_unlock(tc);
 }
 
 /* Is there anything for tcp_recv_some to do: the socket is readable (or
@@ -213,9 +221,8 @@ static int tcp_comm_progress(gpuport_tl_comm_t *tl)
     return 0;
 }
 
-static int tcp_progress(gpuport_conn_t *conn)
+static int progress_locked(tcp_conn_t *tc)
 {
-    tcp_conn_t *tc = conn->priv;
     int n;
 
     if (tc->bye_seen && !tc->bye_applied && tc->rx_pending == 0)
@@ -235,6 +242,17 @@ static int tcp_progress(gpuport_conn_t *conn)
     return n;
 }
 
+static int tcp_progress(gpuport_conn_t *conn)
+{
+    tcp_conn_t *tc = conn->priv;
+    int n;
+
+    tcp_lock(tc);
+    n = progress_locked(tc);
+    tcp_unlock(tc);
+    return n;
+}
+
 /* The idle proxy sleeps in ppoll on the epoll descriptor, which is readable
  * while any connection in it is (data, an error or a hang-up), however many
  * connections there are, and on the sockets of connections epoll could not
@@ -248,10 +266,13 @@ static int tcp_poll_fds(gpuport_tl_comm_t *tl, struct pollfd *fds, int max)
 
     for (int i = 0; i < n; i++) {
         tcp_conn_t *tc = t->conns[i];
-        if (tc->broken)
-            continue;
-        tcp_check_socket(tc);
-        if (tc->broken)
+        int broken;
+        tcp_lock(tc);
+        if (!tc->broken)
+            tcp_check_socket(tc);
+        broken = tc->broken;
+        tcp_unlock(tc);
+        if (broken)
             continue;
         if (!tc->no_epoll) {
             in_epoll = 1;
@@ -284,15 +305,19 @@ static int tcp_auto_rank(int device_regions)
 static int tcp_quiesce(gpuport_conn_t *conn)
 {
     tcp_conn_t *tc = conn->priv;
+    int done = 1;
 
-    if (tc->broken)
-        return 1;
-    if (!tc->bye_sent && tcp_tx_room(tc, 1)) {
-        tcp_tx_push(tc, MSG_BYE, NO_CHANNEL, 0, 0, NULL);
-        tc->bye_sent = 1;
+    tcp_lock(tc);
+    if (!tc->broken) {
+        if (!tc->bye_sent && tcp_tx_room(tc, 1)) {
+            tcp_tx_push(tc, MSG_BYE, NO_CHANNEL, 0, 0, NULL);
+            tc->bye_sent = 1;
+        }
+        /* the peer's BYE follows every op it sent; ours must have gone out */
+        done = tc->bye_sent && tc->bye_seen && tc->tx_head == tc->tx_tail;
     }
-    /* the peer's BYE follows every op it sent; ours must have gone out */
-    return tc->bye_sent && tc->bye_seen && tc->tx_head == tc->tx_tail;
+    tcp_unlock(tc);
+    return done;
 }
 
 const gpuport_transport_ops_t gpuport_transport_tcp = {
@@ -313,6 +338,7 @@ const gpuport_transport_ops_t gpuport_transport_tcp = {
     .put = tcp_put,
     .put_value = tcp_put_value,
     .signal = tcp_signal,
+    .host_send = tcp_host_send,
     .has_room = tcp_has_room,
     .progress = tcp_progress,
     .quiesce = tcp_quiesce,

@@ -9,6 +9,8 @@
 
 #include "transport/tcp/tcp_priv.h"
 
+_Thread_local char tcp_lock_self;
+
 /* Fails every channel on the connection here and completes what was in
  * flight with the error, so flushes and waits return. */
 void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, int err)
@@ -42,9 +44,14 @@ void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, i
 
 void tcp_complete(tcp_conn_t *tc, uint32_t id, gpuport_status_t status)
 {
-    gpuport_tl_chan_t *ch = gpuport_tl_chan_find(tc->conn, id);
+    gpuport_tl_chan_t *ch;
 
-    if (ch)
+    if (id == NO_CHANNEL)
+        return;
+    ch = gpuport_tl_chan_find(tc->conn, id & ~INFLIGHT_INLINE);
+    if (ch && (id & INFLIGHT_INLINE))
+        gpuport_tl_inline_complete(ch, status);
+    else if (ch)
         gpuport_tl_chan_complete(ch, status);
     else
         log_error("an operation of channel %u completed, but that channel is not on the "

@@ -10,6 +10,8 @@
 #ifndef GPUPORT_TCP_PRIV_H
 #define GPUPORT_TCP_PRIV_H
 
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -24,6 +26,10 @@
 #define PASS_BYTES (8u << 20)   /* per direction and progress call, so one big put
                                  * does not starve the FIFO and other peers */
 #define NO_CHANNEL UINT32_MAX
+/* inflight[]: the operation a host call sent itself (tcp_host_send), whose
+ * completion goes to gpuport_tl_inline_complete; NO_CHANNEL there: an
+ * operation that completes nothing (the rest of such a call's) */
+#define INFLIGHT_INLINE 0x80000000u
 #define CHUNK (1u << 20)        /* GPU staging piece */
 #define NSLOT 8                 /* staging pieces per direction and connection */
 #define POSTED_CAP 256          /* flusher items of one connection in flight */
@@ -111,7 +117,17 @@ typedef struct posted {
     uint64_t marker; /* rx: operations applied once this completes */
 } posted_t;
 
+/* A connection's state belongs to whoever holds its lock: the proxy thread
+ * in every call into the connection (tcp.c, tcp_tx.c), or an application
+ * thread in tcp_host_send, which only tries it. It is held for work that
+ * does not block (a sendmsg with MSG_DONTWAIT at most), so the proxy's wait
+ * for it is short: it spins, then yields, the holder being perhaps an
+ * application thread that lost its core. The proxy takes it again inside
+ * (a completion that fails a channel tells the peer: tcp_report_fail), so
+ * it counts its owner's takes. */
 typedef struct tcp_conn {
+    _Atomic(const void *) lock_owner; /* NULL: free */
+    uint32_t lock_depth;              /* the owner's takes beyond the first */
     gpuport_comm_t comm;
     struct gpuport_tcp_comm *t;
     int peer;
@@ -142,6 +158,9 @@ typedef struct tcp_conn {
                       * kernel's 1) */
     uint64_t lowat_max; /* GPUPORT_SOCKET_RCVLOWAT */
     uint64_t lowat_raised; /* times set above 1 (__atomic: test_tcp_lowat reads it) */
+    uint64_t inline_max;   /* GPUPORT_SOCKET_INLINE_MAX */
+    uint64_t host_rests;   /* host sends whose rest the socket did not take and the
+                            * proxy sent (__atomic: test_tcp_inline reads it) */
     /* receiving (proxy thread) */
     char *rxbuf;
     size_t rx_len, rx_pos;
@@ -170,6 +189,35 @@ typedef struct tcp_conn {
     uint32_t po_head, po_tail;
     gpuport_conn_t *conn;
 } tcp_conn_t;
+
+extern _Thread_local char tcp_lock_self; /* its address names the thread */
+
+static inline int tcp_trylock(tcp_conn_t *tc)
+{
+    const void *none = NULL;
+
+    if (atomic_load_explicit(&tc->lock_owner, memory_order_relaxed) == &tcp_lock_self) {
+        tc->lock_depth++;
+        return 1;
+    }
+    return atomic_compare_exchange_strong_explicit(&tc->lock_owner, &none, &tcp_lock_self,
+                                                   memory_order_acquire, memory_order_relaxed);
+}
+
+static inline void tcp_lock(tcp_conn_t *tc)
+{
+    for (uint32_t i = 0; !tcp_trylock(tc); i++)
+        if (i >= 64)
+            sched_yield();
+}
+
+static inline void tcp_unlock(tcp_conn_t *tc)
+{
+    if (tc->lock_depth)
+        tc->lock_depth--;
+    else
+        atomic_store_explicit(&tc->lock_owner, NULL, memory_order_release);
+}
 
 static inline int tcp_tx_room(const tcp_conn_t *tc, uint32_t n)
 {
@@ -237,6 +285,9 @@ void tcp_report_fail(gpuport_tl_chan_t *ch, gpuport_status_t status);
 void tcp_stage_tx(tcp_conn_t *tc);
 int tcp_send_some(tcp_conn_t *tc);
 void tcp_queue_ack(tcp_conn_t *tc);
+/* application thread (GPUPORT_HOST_INLINE): ops->host_send */
+int tcp_host_send(gpuport_tl_chan_t *ch, uint32_t op, uint64_t dst_off, uint64_t src_off,
+                  uint64_t size, uint64_t value);
 
 /* tcp_rx.c */
 int tcp_recv_some(tcp_conn_t *tc);

@@ -96,6 +96,12 @@ static const gpuport_config_var_t rows[] = {
      "at most this many bytes, has come (SO_RCVLOWAT), so that each read takes a large piece; "
      "below 16k (0 too) it reads bytes as they come",
      NULL},
+    {"GPUPORT_SOCKET_INLINE_MAX", "64k", GPUPORT_CFG_UINT, FIELD(inline_max), 0, 16ull << 20,
+     NULL,
+     "with GPUPORT_HOST_INLINE=1, a host put_with_signal of host memory up to this many bytes "
+     "is sent by the calling thread when nothing is queued on the connection (signals and "
+     "values with a signal too); larger ones, and plain puts, go through the proxy",
+     NULL},
 };
 
 const gpuport_settings_table_t gpuport_tcp_settings = {rows, sizeof(rows) / sizeof(rows[0]),

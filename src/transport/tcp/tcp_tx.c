@@ -13,16 +13,27 @@
 
 /* ---- proxy thread: operations ---- */
 
+/* room for nops more operations in flight, in nitems entries of the send
+ * ring (lock held) */
+static int room_locked(const tcp_conn_t *tc, uint32_t nops, uint32_t nitems)
+{
+    return tc->ops_sent - tc->ops_acked + nops <= tc->q - CONTROL_SPARE &&
+           tcp_tx_room(tc, nitems);
+}
+
 int tcp_has_room(gpuport_tl_chan_t *ch, uint32_t nops)
 {
     tcp_conn_t *tc = ch->conn->priv;
+    int ok;
 
-    return tc->broken ||
-           (tc->ops_sent - tc->ops_acked + nops <= tc->q - CONTROL_SPARE && tcp_tx_room(tc, nops));
+    tcp_lock(tc);
+    ok = tc->broken || room_locked(tc, nops, nops);
+    tcp_unlock(tc);
+    return ok;
 }
 
-static int queue_op(gpuport_tl_chan_t *ch, uint32_t type, uint64_t off, uint64_t size,
-                    const void *payload, int device)
+static int queue_locked(gpuport_tl_chan_t *ch, uint32_t type, uint64_t off, uint64_t size,
+                        uint64_t value, const void *payload, int device)
 {
     tx_item_t *it;
     tcp_conn_t *tc = ch->conn->priv;
@@ -42,17 +53,30 @@ static int queue_op(gpuport_tl_chan_t *ch, uint32_t type, uint64_t off, uint64_t
         return GPUPORT_ERR_SHUTDOWN;
     }
     it = tcp_tx_push(tc, type, ch->peer_id, off, size, device ? NULL : payload);
+    it->hdr.value = value;
     it->dev_src = device ? payload : NULL;
     tc->inflight[tc->ops_sent % tc->q] = ch->id;
     tc->ops_sent++;
     return GPUPORT_TRANSPORT_ASYNC;
 }
 
+static int queue_op(gpuport_tl_chan_t *ch, uint32_t type, uint64_t off, uint64_t size,
+                    uint64_t value, const void *payload, int device)
+{
+    tcp_conn_t *tc = ch->conn->priv;
+    int rc;
+
+    tcp_lock(tc);
+    rc = queue_locked(ch, type, off, size, value, payload, device);
+    tcp_unlock(tc);
+    return rc;
+}
+
 int tcp_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
             int behind_work, gpuport_work_t *work)
 {
     (void)behind_work, (void)work;
-    return queue_op(ch, MSG_PUT, dst_off, size, (const char *)ch->src.ptr + src_off,
+    return queue_op(ch, MSG_PUT, dst_off, size, 0, (const char *)ch->src.ptr + src_off,
                     gpuport_region_is_device(ch->src.kind));
 }
 
@@ -60,34 +84,163 @@ int tcp_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t 
 int tcp_put_value(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t value, int behind_work,
                   gpuport_work_t *work)
 {
-    tcp_conn_t *tc = ch->conn->priv;
-    int rc;
-
     (void)behind_work, (void)work;
-    rc = queue_op(ch, MSG_VALUE, dst_off, 0, NULL, 0);
-    if (rc == GPUPORT_TRANSPORT_ASYNC)
-        tc->tx[(tc->tx_tail - 1) % tc->tx_cap].hdr.value = value;
-    return rc;
+    return queue_op(ch, MSG_VALUE, dst_off, 0, value, NULL, 0);
 }
 
 int tcp_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *work)
 {
     (void)behind_work, (void)work;
-    return queue_op(ch, MSG_SIGNAL, n, 0, NULL, 0);
+    return queue_op(ch, MSG_SIGNAL, n, 0, 0, NULL, 0);
 }
 
 void tcp_report_fail(gpuport_tl_chan_t *ch, gpuport_status_t status)
 {
     tcp_conn_t *tc = ch->conn->priv;
+    int full = 0;
 
-    if (tc->broken || tc->bye_sent)
-        return;
-    if (tcp_tx_room(tc, 1))
-        tcp_tx_push(tc, MSG_FAIL, ch->peer_id, (uint64_t)(int64_t)status, 0, NULL);
-    else
+    tcp_lock(tc);
+    if (!tc->broken && !tc->bye_sent) {
+        full = !tcp_tx_room(tc, 1);
+        if (!full)
+            tcp_tx_push(tc, MSG_FAIL, ch->peer_id, (uint64_t)(int64_t)status, 0, NULL);
+    }
+    tcp_unlock(tc);
+    if (full)
         log_warn("channel %u: the send queue to rank %d is full; its waiters learn of this "
                  "channel's failure only by their timeout",
                  ch->id, tc->peer);
+}
+
+/* ---- application threads: a host call's own send (GPUPORT_HOST_INLINE) ---- */
+
+/* What a host call sends: an ACK owed (it rides along, as it would with the
+ * proxy's next message), the data (PUT and payload, or VALUE) and the
+ * SIGNAL; at most 3 messages, 4 iovecs. */
+typedef struct host_msgs {
+    tcp_msg_t m[3];
+    const char *payload; /* behind the PUT */
+    int n, nops;
+    struct iovec iov[4];
+    int niov;
+    uint64_t total;
+} host_msgs_t;
+
+static void host_add(host_msgs_t *h, uint32_t type, uint32_t channel, uint64_t a, uint64_t size,
+                     uint64_t value)
+{
+    tcp_msg_t *m = &h->m[h->n++];
+
+    memset(m, 0, sizeof(*m));
+    m->type = type;
+    m->channel = channel;
+    m->a = a;
+    m->size = size;
+    m->value = value;
+    h->iov[h->niov].iov_base = m;
+    h->iov[h->niov++].iov_len = sizeof(*m);
+    h->total += sizeof(*m);
+    if (type != MSG_ACK)
+        h->nops++;
+    if (type == MSG_PUT) {
+        h->iov[h->niov].iov_base = (void *)h->payload;
+        h->iov[h->niov++].iov_len = (size_t)size;
+        h->total += size;
+    }
+}
+
+/* What sendmsg did not take goes to the send ring, each message with the
+ * bytes of it already sent, so the proxy carries on from there (the ring
+ * was empty: these are next). */
+static void host_rest(tcp_conn_t *tc, const host_msgs_t *h, uint64_t sent)
+{
+    for (int i = 0; i < h->n; i++) {
+        const tcp_msg_t *m = &h->m[i];
+        uint64_t len = sizeof(*m) + (m->type == MSG_PUT ? m->size : 0);
+        tx_item_t *it;
+        if (sent >= len) {
+            sent -= len;
+            continue;
+        }
+        if (m->type == MSG_ACK) {
+            tc->ack_slot = tc->tx_tail % tc->tx_cap;
+            tc->ack_queued = 1;
+        }
+        it = tcp_tx_push(tc, m->type, m->channel, m->a, m->size,
+                         m->type == MSG_PUT ? h->payload : NULL);
+        it->hdr.value = m->value;
+        it->sent = sent;
+        sent = 0;
+    }
+}
+
+/* Only what someone waits for: an operation with a signal. Plain puts and
+ * values are the proxy's, which sends many in one call; so are GPU sources
+ * (staged by the flusher) and payloads above GPUPORT_SOCKET_INLINE_MAX.
+ * The caller's message goes out only where nothing is queued to send (it
+ * is then simply next in the stream: the core has checked that none of
+ * the channel's host operations is in flight, and other channels' order is
+ * not affected) and the connection is up and saying no goodbye. */
+int tcp_host_send(gpuport_tl_chan_t *ch, uint32_t op, uint64_t dst_off, uint64_t src_off,
+                  uint64_t size, uint64_t value)
+{
+    tcp_conn_t *tc = ch->conn->priv;
+    host_msgs_t h;
+    struct msghdr mh;
+    ssize_t sent;
+    int data = (op == GPUPORT_OP_PUT_SIGNAL && size > 0) || op == GPUPORT_OP_PUT_VALUE_SIGNAL;
+
+    if (op != GPUPORT_OP_PUT_SIGNAL && op != GPUPORT_OP_PUT_VALUE_SIGNAL &&
+        op != GPUPORT_OP_SIGNAL)
+        return GPUPORT_TRANSPORT_QUEUE;
+    if (op == GPUPORT_OP_PUT_SIGNAL && size > 0 &&
+        (size > tc->inline_max || gpuport_region_is_device(ch->src.kind)))
+        return GPUPORT_TRANSPORT_QUEUE;
+    /* the proxy holds the lock for a pass over the connection: a moment,
+     * unless it lost its core, which a push then waits out instead */
+    for (int i = 0; !tcp_trylock(tc); i++)
+        if (i == 64)
+            return GPUPORT_TRANSPORT_QUEUE;
+    if (tc->broken || tc->bye_seen || tc->bye_sent || tc->tx_head != tc->tx_tail ||
+        !room_locked(tc, data ? 2 : 1, 3)) {
+        tcp_unlock(tc);
+        return GPUPORT_TRANSPORT_QUEUE;
+    }
+    memset(&h, 0, sizeof(h));
+    h.payload = (const char *)ch->src.ptr + src_off;
+    if (tc->applied != tc->acked_sent)
+        host_add(&h, MSG_ACK, NO_CHANNEL, tc->applied, 0, 0);
+    if (data && op == GPUPORT_OP_PUT_SIGNAL)
+        host_add(&h, MSG_PUT, ch->peer_id, dst_off, size, 0);
+    else if (data)
+        host_add(&h, MSG_VALUE, ch->peer_id, dst_off, 0, value);
+    host_add(&h, MSG_SIGNAL, ch->peer_id, 1, 0, 0);
+    memset(&mh, 0, sizeof(mh));
+    mh.msg_iov = h.iov;
+    mh.msg_iovlen = (size_t)h.niov;
+    sent = sendmsg(tc->fd_tx, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent <= 0) {
+        /* a full socket, or an error the proxy meets on its next send */
+        tcp_unlock(tc);
+        return GPUPORT_TRANSPORT_QUEUE;
+    }
+    if (h.m[0].type == MSG_ACK) {
+        tc->acked_sent = h.m[0].a;
+        tc->ack_owed_ns = 0;
+        tc->signal_unacked = 0;
+    }
+    /* one completion per call, at its last operation */
+    for (int i = 0; i < h.nops; i++) {
+        tc->inflight[tc->ops_sent % tc->q] = i == h.nops - 1 ? ch->id | INFLIGHT_INLINE
+                                                              : NO_CHANNEL;
+        tc->ops_sent++;
+    }
+    if ((uint64_t)sent < h.total) {
+        host_rest(tc, &h, (uint64_t)sent);
+        __atomic_fetch_add(&tc->host_rests, 1, __ATOMIC_RELAXED);
+    }
+    tcp_unlock(tc);
+    return GPUPORT_TRANSPORT_ASYNC;
 }
 
 /* ---- proxy thread: staging of GPU regions ---- */
