@@ -70,10 +70,11 @@ step held-appvmm 120 env GPUPORT_TEST_MEM=appvmm "$build/test/gpu/test_gpu_held"
 step held-pool 120 env GPUPORT_TEST_MEM=pool "$build/test/gpu/test_gpu_held"
 step held-tcp-defpool 120 env GPUPORT_TRANSPORT=tcp GPUPORT_TEST_MEM=defpool \
     "$build/test/gpu/test_gpu_held"
-# a peer killed mid-traffic: the survivor's device and host waiters return
 # host operations inline beside a kernel's pushes and the proxy's on one shm
-# channel (GPUPORT_HOST_INLINE on, then off)
+# channel, then on one tcp channel (GPUPORT_HOST_INLINE on, then off)
 step inline 120 "$build/test/gpu/test_gpu_inline"
+step inline-tcp 180 env GPUPORT_TRANSPORT=tcp "$build/test/gpu/test_gpu_inline"
+# a peer killed mid-traffic: the survivor's device and host waiters return
 step death-cuda_ipc 120 "$build/test/gpu/test_gpu_death"
 step death-tcp 120 env GPUPORT_TRANSPORT=tcp "$build/test/gpu/test_gpu_death"
 # the launch-queue hazard (1 connection, 1,100 kernels queued) and without,

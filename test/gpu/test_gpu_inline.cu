@@ -1,6 +1,8 @@
 /*
  * Host operations their callers carry out (GPUPORT_HOST_INLINE) beside a
- * kernel's pushes and the proxy's work, on one shm channel of a GPU-mode
+ * kernel's pushes and the proxy's work, on one shm channel (or tcp, with
+ * GPUPORT_TRANSPORT=tcp: there the callers send operations with a signal
+ * themselves, the rest is the proxy's) of a GPU-mode
  * communicator (two processes, fork + socketpair; host memory from
  * gpuport_mem_alloc at both ends). Each round, rank 0 at once:
  *  - launches a kernel that puts 256 pieces of 64 B into the device window
@@ -125,8 +127,8 @@ static void run(gpuport_bootstrap_t *bs, int on)
     CHECK_OK(gpuport_mem_register(comm, src, REGION, &msrc));
     CHECK_OK(gpuport_mem_register(comm, dst, REGION, &mdst));
     CHECK_OK(gpuport_channel_create(comm, 1 - rank, msrc, mdst, &ch));
-    CHECK_MSG(strcmp(gpuport_channel_transport(ch), "shm") == 0, "transport %s",
-              gpuport_channel_transport(ch));
+    CHECK_MSG(strcmp(gpuport_channel_transport(ch), getenv("GPUPORT_TRANSPORT")) == 0,
+              "transport %s, not %s", gpuport_channel_transport(ch), getenv("GPUPORT_TRANSPORT"));
     CHECK_OK(gpuport_channel_device(ch, &dev));
     CUDA_CHECK(cudaMalloc(&rc, sizeof(int)));
     CHECK_OK(gpuport_comm_stats(comm, &st0));
@@ -209,7 +211,7 @@ int main(void)
     setvbuf(stdout, NULL, _IONBF, 0);
     setenv("GPUPORT_TIMEOUT_MS", "60000", 1);
     setenv("GPUPORT_SHM_ASYNC_MIN", "4k", 1);
-    setenv("GPUPORT_TRANSPORT", "shm", 1);
+    setenv("GPUPORT_TRANSPORT", "shm", 0); /* or tcp, whose callers send their own */
     rank = gpu_pair_fork(&bs, &child);
     bs.destroy = NULL; /* one socketpair serves both runs */
     run(&bs, 1);
