@@ -1481,7 +1481,17 @@ int main(int argc, char **argv)
         bench_out_channel(gpuport_channel_transport(b.ch),
                           o.use_malloc ? "malloc + gpuport_mem_register" : "gpuport_mem_alloc");
     }
-    failed = sweep(&b);
+    {
+        gpuport_comm_stats_t s0, s1;
+        GP_CHECK(gpuport_comm_stats(b.comm, &s0));
+        failed = sweep(&b);
+        GP_CHECK(gpuport_comm_stats(b.comm, &s1));
+        if (rank == 0)
+            printf("\n# rank 0's host operations: %llu carried out by the calling thread "
+                   "(GPUPORT_HOST_INLINE), %llu triggers through the proxy\n",
+                   (unsigned long long)(s1.host_inline - s0.host_inline),
+                   (unsigned long long)(s1.triggers - s0.triggers));
+    }
     idle_report(&b);
     bench_teardown(&b);
     records_bad = close_records(rank);

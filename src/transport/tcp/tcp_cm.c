@@ -230,7 +230,16 @@ gpuport_status_t tcp_conn_open(gpuport_conn_t *conn)
 
 void tcp_conn_close(gpuport_conn_t *conn)
 {
-    if (conn->priv)
-        conn_free(conn->priv);
+    tcp_conn_t *tc = conn->priv;
+
+    if (tc && (tc->host_sent || tc->host_queued || tc->host_busy))
+        log_debug("to rank %d: %llu host calls sent their own messages (%llu leaving a rest to "
+                  "the proxy); %llu found messages queued or no room, %llu the proxy in a "
+                  "pass over the connection, and went through the proxy",
+                  tc->peer, (unsigned long long)tc->host_sent,
+                  (unsigned long long)tc->host_rests, (unsigned long long)tc->host_queued,
+                  (unsigned long long)tc->host_busy);
+    if (tc)
+        conn_free(tc);
     conn->priv = NULL;
 }

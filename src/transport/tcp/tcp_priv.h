@@ -161,6 +161,9 @@ typedef struct tcp_conn {
     uint64_t inline_max;   /* GPUPORT_SOCKET_INLINE_MAX */
     uint64_t host_rests;   /* host sends whose rest the socket did not take and the
                             * proxy sent (__atomic: test_tcp_inline reads it) */
+    uint64_t host_sent;    /* host sends (lock held) */
+    uint64_t host_queued;  /* ... declined: messages queued, or no room (lock held) */
+    uint64_t host_busy;    /* ... declined: the lock taken (__atomic) */
     /* receiving (proxy thread) */
     char *rxbuf;
     size_t rx_len, rx_pos;

@@ -198,11 +198,15 @@ int tcp_host_send(gpuport_tl_chan_t *ch, uint32_t op, uint64_t dst_off, uint64_t
         return GPUPORT_TRANSPORT_QUEUE;
     /* the proxy holds the lock for a pass over the connection: a moment,
      * unless it lost its core, which a push then waits out instead */
-    for (int i = 0; !tcp_trylock(tc); i++)
-        if (i == 64)
+    for (int i = 0; !tcp_trylock(tc); i++) {
+        if (i == 64) {
+            __atomic_fetch_add(&tc->host_busy, 1, __ATOMIC_RELAXED);
             return GPUPORT_TRANSPORT_QUEUE;
+        }
+    }
     if (tc->broken || tc->bye_seen || tc->bye_sent || tc->tx_head != tc->tx_tail ||
         !room_locked(tc, data ? 2 : 1, 3)) {
+        tc->host_queued++;
         tcp_unlock(tc);
         return GPUPORT_TRANSPORT_QUEUE;
     }
@@ -222,9 +226,11 @@ int tcp_host_send(gpuport_tl_chan_t *ch, uint32_t op, uint64_t dst_off, uint64_t
     sent = sendmsg(tc->fd_tx, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent <= 0) {
         /* a full socket, or an error the proxy meets on its next send */
+        tc->host_queued++;
         tcp_unlock(tc);
         return GPUPORT_TRANSPORT_QUEUE;
     }
+    tc->host_sent++;
     if (h.m[0].type == MSG_ACK) {
         tc->acked_sent = h.m[0].a;
         tc->ack_owed_ns = 0;
