@@ -8,6 +8,8 @@
  * gpuport_trigger.h; a refused operation queues nothing.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
+#include <unistd.h>
+
 #include "chan_int.h"
 
 gpuport_status_t chan_stale(const char *call, gpuport_channel_t ch)
@@ -38,6 +40,29 @@ int chan_host_settled(gpuport_channel_t ch)
     return (done & ~GPUPORT_FLUSHED_FAILED) >= last;
 }
 
+/* A push that timed out: says whether the proxy still makes passes (it
+ * then takes no trigger because the one at the FIFO's head waits, for room
+ * at its transport) or none at all (it is stuck), over 20 ms. */
+static void fifo_full(gpuport_channel_t ch)
+{
+    gpuport_comm_t comm = ch->comm;
+    uint64_t before = atomic_load_explicit(&comm->proxy.passes, memory_order_acquire), after;
+
+    gpuport_waker_poke(&comm->proxy.waker);
+    usleep(20000);
+    after = atomic_load_explicit(&comm->proxy.passes, memory_order_acquire);
+    if (after > before)
+        log_error("channel %u: the FIFO stayed full for %llu ms although the proxy thread runs "
+                  "(%llu passes in 20 ms): the trigger at the FIFO's head waits for room at its "
+                  "channel's transport",
+                  ch->id, (unsigned long long)comm->config.timeout_ms,
+                  (unsigned long long)(after - before));
+    else
+        log_error("channel %u: the FIFO stayed full for %llu ms and the proxy thread made no "
+                  "pass in 20 ms: it is stuck",
+                  ch->id, (unsigned long long)comm->config.timeout_ms);
+}
+
 gpuport_status_t gpuport_channel_push(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
                                       uint64_t src_off, uint64_t size, uint64_t *pos_p)
 {
@@ -58,8 +83,7 @@ gpuport_status_t gpuport_channel_push(gpuport_channel_t ch, uint32_t op, uint64_
         gpuport_waker_poke(&comm->proxy.waker); /* a sleeping proxy takes it at once */
     }
     if (status == GPUPORT_ERR_TIMEOUT)
-        log_error("channel %u: the FIFO stayed full for %llu ms; is the proxy thread stuck?",
-                  ch->id, (unsigned long long)comm->config.timeout_ms);
+        fifo_full(ch);
     return status;
 }
 
@@ -80,8 +104,7 @@ gpuport_status_t gpuport_channel_push_value(gpuport_channel_t ch, uint32_t op, u
         gpuport_waker_poke(&comm->proxy.waker);
     }
     if (status == GPUPORT_ERR_TIMEOUT)
-        log_error("channel %u: the FIFO stayed full for %llu ms; is the proxy thread stuck?",
-                  ch->id, (unsigned long long)comm->config.timeout_ms);
+        fifo_full(ch);
     return status;
 }
 

@@ -97,8 +97,9 @@ static void idle_sleep(gpuport_comm_t comm, uint32_t us)
             nfds += tc->ops->poll_fds(tc, fds + nfds, 65 - nfds);
     }
     gpuport_waker_sleepy(&comm->proxy.waker);
-    if (!wakeable_work(comm))
-        ppoll(fds, (nfds_t)nfds, &ts, NULL);
+    if (!wakeable_work(comm) && ppoll(fds, (nfds_t)nfds, &ts, NULL) > 0 &&
+        (fds[0].revents & POLLIN))
+        atomic_fetch_add_explicit(&comm->proxy.waker.woken, 1, memory_order_relaxed);
     gpuport_waker_awake(&comm->proxy.waker);
     if (comm->config.proxy_idle_cpu)
         measure_wake_cost(comm);

@@ -13,6 +13,7 @@ gpuport_status_t gpuport_waker_init(gpuport_waker_t *w)
 {
     atomic_store(&w->sleeping, 0);
     atomic_store(&w->kicks, 0);
+    atomic_store(&w->woken, 0);
     w->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (w->fd < 0) {
         log_error("eventfd (the proxy's wake-up) failed: %s", strerror(errno));

@@ -23,6 +23,8 @@ typedef struct gpuport_waker {
     _Alignas(64) _Atomic int sleeping;
     int fd;                  /* eventfd, nonblocking; -1 before init */
     _Atomic uint64_t kicks;  /* eventfd writes: how often a sleeper was woken early */
+    _Atomic uint64_t woken;  /* sleeps that ended with the eventfd readable (the
+                              * sleeper's count; test_idle reads it) */
 } gpuport_waker_t;
 
 gpuport_status_t gpuport_waker_init(gpuport_waker_t *w);

@@ -4,10 +4,13 @@
  *    says spin, yield or sleep how long, for several policies: the phases
  *    in order, sleeps that grow with the pause and stay within the cap;
  *  - wake-up: with a 100 ms cap and no growth (the proxy sleeps 100 ms at
- *    once), a host put_with_signal + flush after a pause completes within
- *    20 ms, five times in a row, and each time the proxy was asleep and was
- *    woken through its eventfd (a proxy left to wake on its own would pass
- *    20 ms with probability 0.2 each time: 0.03 % for five);
+ *    once), a host put_with_signal + flush after a pause, five times: each
+ *    time the proxy was asleep and its eventfd was written, and in at least
+ *    four of the five its sleep ended with the eventfd readable (the
+ *    proxy's count: a sleep the push did not cut short ends by its timeout,
+ *    and a push can land just before a sleep, which it then skips); the
+ *    times are printed, not bounded (a loaded machine took 21-911 ms to
+ *    schedule the woken proxy);
  *  - control: a trigger written into the host FIFO without the poke that
  *    the host API adds waits out the sleep (at least one of three rounds
  *    takes 5 ms or more), so the wake-up test measures the poke (these two
@@ -91,20 +94,13 @@ static void until_asleep(gpuport_comm_t comm)
     usleep(2000); /* into its sleep */
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int run(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
 {
     gpuport_comm_t comm;
     gpuport_mem_t msrc, mdst;
     gpuport_channel_t ch;
     unsigned char *src, *dst;
-    int slow = 0;
-    double wake_ms[ROUNDS];
+    int slow = 0, cut_short = 0;
 
     (void)size, (void)arg;
     CHECK_OK(gpuport_comm_create(bs, &comm));
@@ -119,18 +115,20 @@ static int run(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     for (int r = 1; r <= ROUNDS; r++) {
         CHECK_OK(bs->barrier(bs->ctx));
         if (rank == 0) {
-            uint64_t kicks, t0;
+            uint64_t kicks, woken, t0;
             double ms;
             memset(src, r, 64);
             until_asleep(comm);
             kicks = atomic_load(&comm->proxy.waker.kicks);
+            woken = atomic_load(&comm->proxy.waker.woken);
             t0 = gpuport_now_ns();
             CHECK_OK(gpuport_channel_put_with_signal(ch, 0, 0, 64));
             CHECK_OK(gpuport_channel_flush(ch));
             ms = ms_since(t0);
-            printf("round %d: put + flush after a pause %.3f ms (sleep cap %d ms)\n", r, ms,
-                   CAP_US / 1000);
-            wake_ms[r - 1] = ms;
+            cut_short += atomic_load(&comm->proxy.waker.woken) > woken;
+            printf("round %d: put + flush after a pause %.3f ms (sleep cap %d ms)%s\n", r, ms,
+                   CAP_US / 1000,
+                   atomic_load(&comm->proxy.waker.woken) > woken ? ", the sleep cut short" : "");
             CHECK_MSG(atomic_load(&comm->proxy.waker.kicks) > kicks,
                       "round %d: the proxy was not woken through its eventfd", r);
         } else {
@@ -139,16 +137,12 @@ static int run(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
                 CHECK_MSG(dst[i] == (unsigned char)r, "round %d: byte %d is %u", r, i, dst[i]);
         }
     }
-    /* The median, not each round: a push that woke nobody waits out the rest
-     * of a sleep of up to 100 ms (half of it on average), so the median of
-     * five would be tens of ms; one round can be that slow on a loaded
-     * machine anyway (25 ms seen under TSan and CPU hogs, the proxy woken) */
-    if (rank == 0) {
-        qsort(wake_ms, ROUNDS, sizeof(wake_ms[0]), cmp_double);
-        CHECK_MSG(wake_ms[ROUNDS / 2] < 20.0,
-                  "median put + flush after a pause %.3f ms: the pushes did not wake the proxy",
-                  wake_ms[ROUNDS / 2]);
-    }
+    /* Not the time: the median of these once bounded at 20 ms took 180 ms
+     * in CI beside other builds, the proxy woken each time */
+    if (rank == 0)
+        CHECK_MSG(cut_short >= ROUNDS - 1,
+                  "the pushes cut %d of %d sleeps short: the eventfd did not wake the proxy",
+                  cut_short, ROUNDS);
     /* control: the same trigger written without the poke */
     for (int r = 0; r < 3; r++) {
         CHECK_OK(bs->barrier(bs->ctx));

@@ -164,6 +164,8 @@ typedef struct tcp_conn {
     uint64_t host_sent;    /* host sends (lock held) */
     uint64_t host_queued;  /* ... declined: messages queued, or no room (lock held) */
     uint64_t host_busy;    /* ... declined: the lock taken (__atomic) */
+    uint64_t no_room_ns;   /* since when has_room refuses (0: it does not) */
+    int no_room_logged;
     /* receiving (proxy thread) */
     char *rxbuf;
     size_t rx_len, rx_pos;

@@ -21,6 +21,32 @@ static int room_locked(const tcp_conn_t *tc, uint32_t nops, uint32_t nitems)
            tcp_tx_room(tc, nitems);
 }
 
+/* Refused for ROOM_WARN_NS on end: what the connection holds is logged
+ * once, to tell a peer that stopped acknowledging from a socket that stopped
+ * taking bytes. */
+#define ROOM_WARN_NS (5 * 1000 * 1000 * 1000ull)
+
+static void no_room(tcp_conn_t *tc)
+{
+    uint64_t now = gpuport_now_ns();
+
+    if (tc->no_room_ns == 0)
+        tc->no_room_ns = now;
+    if (tc->no_room_logged || now - tc->no_room_ns < ROOM_WARN_NS)
+        return;
+    tc->no_room_logged = 1;
+    log_warn("to rank %d: no room for operations for 5 s: %llu in flight (%llu sent, %llu "
+             "acknowledged, window %u), %u messages queued (%llu bytes of the first sent); "
+             "%llu applied from the peer, %llu acknowledged to it",
+             tc->peer, (unsigned long long)(tc->ops_sent - tc->ops_acked),
+             (unsigned long long)tc->ops_sent, (unsigned long long)tc->ops_acked,
+             tc->q - CONTROL_SPARE, tc->tx_tail - tc->tx_head,
+             (unsigned long long)(tc->tx_head != tc->tx_tail
+                                      ? tc->tx[tc->tx_head % tc->tx_cap].sent
+                                      : 0),
+             (unsigned long long)tc->applied, (unsigned long long)tc->acked_sent);
+}
+
 int tcp_has_room(gpuport_tl_chan_t *ch, uint32_t nops)
 {
     tcp_conn_t *tc = ch->conn->priv;
@@ -28,6 +54,12 @@ int tcp_has_room(gpuport_tl_chan_t *ch, uint32_t nops)
 
     tcp_lock(tc);
     ok = tc->broken || room_locked(tc, nops, nops);
+    if (ok) {
+        tc->no_room_ns = 0;
+        tc->no_room_logged = 0;
+    } else {
+        no_room(tc);
+    }
     tcp_unlock(tc);
     return ok;
 }
