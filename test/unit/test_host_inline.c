@@ -422,8 +422,8 @@ int main(void)
      * proxy's copies into the window as unordered after the receiver's
      * reads of the round before, with the inline path off as well; why is
      * not found (the order goes through the barrier, the FIFO's
-     * release/acquire, the proxies and the socket, which tcp annotates for
-     * it). Over shm the same copies go through a second mapping, at
+     * release/acquire, the proxies and the socket, and marking each send a
+     * release and each receive an acquire for it did not remove it). Over shm the same copies go through a second mapping, at
      * addresses it does not compare. The values are compared in the other
      * builds, and test_tcp_inline runs under it. */
 #if defined(__SANITIZE_THREAD__)

@@ -10,9 +10,6 @@
 #include "transport/tcp/tcp_priv.h"
 
 _Thread_local char tcp_lock_self;
-#ifdef TCP_TSAN
-char tcp_tsan_wire;
-#endif
 
 /* Fails every channel on the connection here and completes what was in
  * flight with the error, so flushes and waits return. */

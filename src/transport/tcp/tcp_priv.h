@@ -197,32 +197,6 @@ typedef struct tcp_conn {
 
 extern _Thread_local char tcp_lock_self; /* its address names the thread */
 
-/* ThreadSanitizer takes no ordering from a socket (that a send comes before
- * the recv that gets its bytes). Where both ends are threads of one process,
- * as the tests' ranks are, it then reports a receiving proxy's writes into a
- * destination as racing with the application's reads of it before a later
- * message (the reads' order reaches the sender, and the writes come from
- * its bytes). Under TSan only, the transport says so: every send releases,
- * every receive acquires, one token per process (more order than a pair of
- * sockets has, none where TSan is not built in). */
-#if defined(__SANITIZE_THREAD__)
-#define TCP_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TCP_TSAN 1
-#endif
-#endif
-#ifdef TCP_TSAN
-void __tsan_acquire(void *addr);
-void __tsan_release(void *addr);
-extern char tcp_tsan_wire;
-#define TCP_TSAN_SEND() __tsan_release(&tcp_tsan_wire)
-#define TCP_TSAN_RECV() __tsan_acquire(&tcp_tsan_wire)
-#else
-#define TCP_TSAN_SEND() ((void)0)
-#define TCP_TSAN_RECV() ((void)0)
-#endif
-
 static inline int tcp_trylock(tcp_conn_t *tc)
 {
     const void *none = NULL;

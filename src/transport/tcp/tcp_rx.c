@@ -313,9 +313,7 @@ static int recv_device(tcp_conn_t *tc, uint64_t *budget)
             memcpy(slot + tc->rc_fill, tc->rxbuf + tc->rx_pos, (size_t)got);
             tc->rx_pos += (size_t)got;
         } else {
-            TCP_TSAN_RECV();
             got = recv(tc->fd_rx, slot + tc->rc_fill, want, MSG_DONTWAIT);
-            TCP_TSAN_RECV();
             if (got == 0) {
                 rx_closed(tc);
                 return -1;
@@ -427,9 +425,7 @@ int tcp_recv_some(tcp_conn_t *tc)
             memset(&mh, 0, sizeof(mh));
             mh.msg_iov = iov;
             mh.msg_iovlen = (size_t)parts;
-            TCP_TSAN_RECV(); /* before too: the payload lands in place */
             n = recvmsg(tc->fd_rx, &mh, MSG_DONTWAIT);
-            TCP_TSAN_RECV();
             if (n > 0) {
                 size_t direct = (size_t)n < want ? (size_t)n : want;
                 drained = (size_t)n < want + (parts == 2 ? iov[1].iov_len : 0);
@@ -446,7 +442,6 @@ int tcp_recv_some(tcp_conn_t *tc)
             if (tc->big_puts && room > RX_TAIL)
                 room = RX_TAIL;
             n = recv(tc->fd_rx, tc->rxbuf + tc->rx_len, room, MSG_DONTWAIT);
-            TCP_TSAN_RECV();
             if (n > 0) {
                 drained = (size_t)n < room;
                 tc->rx_len += (size_t)n;

@@ -254,7 +254,6 @@ int tcp_host_send(gpuport_tl_chan_t *ch, uint32_t op, uint64_t dst_off, uint64_t
     memset(&mh, 0, sizeof(mh));
     mh.msg_iov = h.iov;
     mh.msg_iovlen = (size_t)h.niov;
-    TCP_TSAN_SEND();
     sent = sendmsg(tc->fd_tx, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent <= 0) {
         /* a full socket, or an error the proxy meets on its next send */
@@ -405,7 +404,6 @@ int tcp_send_some(tcp_conn_t *tc)
         memset(&mh, 0, sizeof(mh));
         mh.msg_iov = iov;
         mh.msg_iovlen = (size_t)n;
-        TCP_TSAN_SEND();
         sent = sendmsg(tc->fd_tx, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (sent < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
