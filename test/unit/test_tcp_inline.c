@@ -56,6 +56,7 @@
 #define ANSWER (REGION - 8) /* where the receiver's answer lands */
 
 static pid_t g_child;
+static int kill_registered;
 
 typedef struct side {
     gpuport_comm_t comm;
@@ -186,6 +187,14 @@ static void *flush_thread(void *p)
     a->status = gpuport_channel_flush(a->ch);
     atomic_store(&a->done, 1);
     return NULL;
+}
+
+/* A failed check exits the parent: the child, perhaps stopped, must not
+ * outlive it. */
+static void kill_child(void)
+{
+    if (g_child > 0)
+        kill(g_child, SIGKILL);
 }
 
 /* Stops the receiver, then waits for this side's proxy to sleep (main
@@ -332,6 +341,8 @@ static void run_pair(int (*fn)(gpuport_bootstrap_t *), const char *name, int chi
 
     CHECK(rank >= 0);
     g_child = child;
+    if (rank == 0 && !kill_registered++)
+        atexit(kill_child);
     setenv("GPUPORT_HOST_ID", rank ? "b" : "a", 1);
     if (rank == 1)
         _exit(fn(&bs));
@@ -342,6 +353,7 @@ static void run_pair(int (*fn)(gpuport_bootstrap_t *), const char *name, int chi
         CHECK(waitpid(child, &wst, 0) == child);
         CHECK_MSG(WIFSIGNALED(wst) && WTERMSIG(wst) == SIGKILL, "%s: child not killed", name);
     }
+    g_child = 0;
     unsetenv("GPUPORT_HOST_ID");
     printf("PASS %s\n", name);
 }
