@@ -186,7 +186,7 @@ static int try_send(gpuport_channel_t ch, uint32_t op, uint64_t dst_off, uint64_
     atomic_fetch_add_explicit(&pc->inline_sent, 1, memory_order_relaxed);
     if (pc->ops->host_send(&pc->tl, op, dst_off, src_off, size, value) ==
         GPUPORT_TRANSPORT_ASYNC) {
-        /* what the socket did not take is the proxy's to send */
+        /* what the transport could not send at once is the proxy's to finish */
         gpuport_waker_poke(&ch->comm->proxy.waker);
         return INLINE_ALL;
     }

@@ -20,39 +20,39 @@ static gpuport_status_t timed_out(gpuport_channel_t ch, const char *what)
     return GPUPORT_ERR_TIMEOUT;
 }
 
-/* Waits until everything before FIFO position pos of ch is complete. */
-gpuport_status_t chan_flushed_to(gpuport_channel_t ch, uint64_t pos)
+/* Waits until *count, without the bits of `ignore`, reaches target, for at
+ * most GPUPORT_TIMEOUT_MS; `what` names the wait in the timeout's message. */
+static gpuport_status_t wait_count(gpuport_channel_t ch, _Atomic uint64_t *count,
+                                   uint64_t ignore, uint64_t target, const char *what)
 {
-    uint64_t deadline;
+    uint64_t deadline = gpuport_deadline(ch->comm->timeout_ns);
     uint32_t iter = 0, polls = 0;
 
-    deadline = gpuport_deadline(ch->comm->timeout_ns);
-    while ((atomic_load_explicit(&ch->state->flushed[GPUPORT_FIFO_HOST], memory_order_acquire) &
-            ~GPUPORT_FLUSHED_FAILED) <= pos) {
+    while ((atomic_load_explicit(count, memory_order_acquire) & ~ignore) < target) {
         if ((iter > GPUPORT_SPIN_POLLS || (++polls & 1023) == 0) &&
             gpuport_deadline_passed(deadline))
-            return timed_out(ch, "flush");
+            return timed_out(ch, what);
         gpuport_wait_backoff(&iter);
     }
     return GPUPORT_OK;
 }
 
+/* Waits until everything before FIFO position pos of ch is complete. */
+gpuport_status_t chan_flushed_to(gpuport_channel_t ch, uint64_t pos)
+{
+    return wait_count(ch, &ch->state->flushed[GPUPORT_FIFO_HOST], GPUPORT_FLUSHED_FAILED, pos + 1,
+                      "flush");
+}
+
 gpuport_status_t chan_inline_drained(gpuport_channel_t ch)
 {
     gpuport_pchan_t *pc = ch->pchan;
-    uint64_t sent = atomic_load_explicit(&pc->inline_sent, memory_order_relaxed), deadline;
-    uint32_t iter = 0, polls = 0;
+    uint64_t sent = atomic_load_explicit(&pc->inline_sent, memory_order_relaxed);
 
+    /* nothing sent by host calls, or all of it done: no clock read */
     if (atomic_load_explicit(&pc->inline_done, memory_order_acquire) >= sent)
         return GPUPORT_OK;
-    deadline = gpuport_deadline(ch->comm->timeout_ns);
-    while (atomic_load_explicit(&pc->inline_done, memory_order_acquire) < sent) {
-        if ((iter > GPUPORT_SPIN_POLLS || (++polls & 1023) == 0) &&
-            gpuport_deadline_passed(deadline))
-            return timed_out(ch, "flush of operations sent by host calls");
-        gpuport_wait_backoff(&iter);
-    }
-    return GPUPORT_OK;
+    return wait_count(ch, &pc->inline_done, 0, sent, "flush of operations sent by host calls");
 }
 
 gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
