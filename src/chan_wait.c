@@ -87,6 +87,21 @@ gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
     return status ? status : chan_state(ch);
 }
 
+/* GPUPORT_HOST_INLINE: where the transport lets a waiting thread receive
+ * what the channel's connection holds (ops->host_recv), it does, instead of
+ * waiting for a proxy pass to; the proxy is told (and woken if it sleeps),
+ * as it now owes the peer an acknowledgement, or has bytes to go on with. */
+static void host_recv(gpuport_channel_t ch)
+{
+    gpuport_proxy_t *px = &ch->comm->proxy;
+    const gpuport_transport_ops_t *ops = ch->pchan->ops;
+
+    if (!ch->comm->config.host_inline || !ops || !ops->host_recv || !ops->host_recv(&ch->pchan->tl))
+        return;
+    atomic_store_explicit(&px->conn_work, 1, memory_order_relaxed);
+    gpuport_waker_poke(&px->waker);
+}
+
 /* Takes one signal if one is there: 1 taken, 0 none. */
 static int take_one(gpuport_channel_t ch)
 {
@@ -139,6 +154,10 @@ gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p)
         return GPUPORT_ERR_INVALID_ARG;
     }
     rc = take_signal(ch);
+    if (rc == 0) {
+        host_recv(ch);
+        rc = take_signal(ch);
+    }
     if (rc < 0)
         return (gpuport_status_t)rc;
     *ready_p = rc;
@@ -186,6 +205,7 @@ gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
                 }
             }
         }
+        host_recv(ch);
         gpuport_wait_backoff(&iter);
     }
 }

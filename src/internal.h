@@ -205,6 +205,11 @@ typedef struct gpuport_proxy {
     uint64_t nivcsw, watch_cpu_ns, watch_ns; /* at the last watch */
     int crowded, crowded_told;
     uint64_t awake_until_ns; /* no sleep before this (gpuport_tl_keep_awake) */
+    /* set by a host thread that left the connections work the proxy's FIFOs
+     * do not show (ops->host_recv: bytes buffered, an acknowledgement
+     * owed), cleared at a pass's start: the proxy's last look before it
+     * sleeps (waker.h) sees it */
+    _Atomic int conn_work;
 } gpuport_proxy_t;
 
 struct gpuport_comm {

@@ -66,6 +66,8 @@ static void *proxy_main(void *arg)
         uint64_t now;
         /* the only writer: a release store, no locked add, on every pass */
         atomic_store_explicit(&comm->proxy.passes, ++pass, memory_order_release);
+        if (atomic_load_explicit(&comm->proxy.conn_work, memory_order_relaxed))
+            atomic_store_explicit(&comm->proxy.conn_work, 0, memory_order_relaxed);
         /* the FIFO that last had triggers first: a kernel waiting on its
          * flush is answered before the other FIFO and the connections are
          * looked at */

@@ -14,13 +14,15 @@
 #include "proxy_int.h"
 
 /* Work that can wake the proxy is visible (host pushes, flusher
- * completions, a stop): its last look before it sleeps. */
+ * completions, what a host wait left the connections, a stop): its last
+ * look before it sleeps. */
 static int wakeable_work(gpuport_comm_t comm)
 {
     gpuport_trigger_t t;
 
     return gpuport_fifo_peek(&comm->fifo, 0, &t) ||
            !gpuport_ring_empty(&comm->proxy.flusher.done) ||
+           atomic_load_explicit(&comm->proxy.conn_work, memory_order_relaxed) ||
            atomic_load_explicit(&comm->proxy.stop, memory_order_relaxed);
 }
 

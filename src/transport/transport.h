@@ -112,6 +112,13 @@ typedef struct gpuport_transport_ops {
      * sent: the core pushes the trigger instead. Never blocks. */
     int (*host_send)(gpuport_tl_chan_t *ch, uint32_t op, uint64_t dst_off, uint64_t src_off,
                      uint64_t size, uint64_t value);
+    /* Optional, application thread (GPUPORT_HOST_INLINE): a host wait or
+     * poll on ch found no signal; the transport may receive and apply what
+     * ch's connection holds itself, beside the proxy (it serializes the
+     * two), leaving to the proxy whatever needs it. 1: something was
+     * applied (the core then wakes a sleeping proxy, which may owe the peer
+     * an acknowledgement); 0: nothing. Never blocks. */
+    int (*host_recv)(gpuport_tl_chan_t *ch);
     /* Optional, application thread: 1 if the transport can carry r as a
      * channel's source (as_dst 0) or destination (as_dst 1); else 0 with
      * why, the refusal's text. The core asks it at channel creation for this

@@ -8,7 +8,16 @@
  *    fresh and compared by the receiver, answered by a put_value_with_signal
  *    that the sender compares; with the path on some of the sender's
  *    operations are its own (gpuport_comm_stats' host_inline) and some the
- *    proxy's, with it off none is;
+ *    proxy's, with it off none is, and no message was received by a
+ *    waiting thread itself (tcp_host_recv: the connection's count), nor
+ *    with GPUPORT_SOCKET_HOST_RECV=0;
+ *  - a wait that holds the connection: the receiver holds its connection's
+ *    lock, so its proxy cannot receive; a put_with_signal of 100 B still
+ *    ends its wait (the waiting thread received it: the count one more,
+ *    the bytes compared), and one of 64 KiB does not (a payload that large
+ *    is the proxy's: 300 ms of polls find no signal) until the lock is
+ *    released, when the proxy delivers it whole; the sender's flush then
+ *    returns GPUPORT_OK;
  *  - a stopped peer: with the receiver stopped (SIGSTOP), an 8-byte
  *    put_with_signal is the caller's own (host_inline one more, no
  *    trigger), and a flush on another thread does not return while the
@@ -118,6 +127,7 @@ static int ping_pong(gpuport_bootstrap_t *bs)
     side_t s;
     int rank = bs->rank;
     gpuport_comm_stats_t st0, st;
+    uint64_t recvs;
 
     side_open(&s, bs);
     CHECK_OK(gpuport_comm_stats(s.comm, &st0));
@@ -153,6 +163,15 @@ static int ping_pong(gpuport_bootstrap_t *bs)
     }
     CHECK_OK(gpuport_channel_flush(s.ch));
     CHECK_OK(gpuport_comm_stats(s.comm, &st));
+    recvs = __atomic_load_n(&the_conn(s.comm)->host_recvs, __ATOMIC_RELAXED);
+    printf("ping-pong (GPUPORT_HOST_INLINE=%d): rank %d's waits received messages themselves "
+           "%llu times\n", s.comm->config.host_inline, rank, (unsigned long long)recvs);
+    /* with the path on, a race with the proxy each round (held_wait shows
+     * the waits' part without one) */
+    if (!s.comm->config.host_inline || !the_conn(s.comm)->host_recv)
+        CHECK_MSG(recvs == 0, "GPUPORT_HOST_INLINE=%d, GPUPORT_SOCKET_HOST_RECV=%d, yet rank "
+                  "%d's waits received %llu times", s.comm->config.host_inline,
+                  the_conn(s.comm)->host_recv, rank, (unsigned long long)recvs);
     if (rank == 0) {
         uint64_t inl = st.host_inline - st0.host_inline, trig = st.triggers - st0.triggers;
         printf("ping-pong (GPUPORT_HOST_INLINE=%d): %d rounds, %llu operations sent by their "
@@ -333,6 +352,54 @@ static int killed_peer(gpuport_bootstrap_t *bs)
     return 0;
 }
 
+#define HELD_SMALL 100u
+#define HELD_LARGE 65536u
+
+static int held_wait(gpuport_bootstrap_t *bs)
+{
+    side_t s;
+    tcp_conn_t *tc;
+    uint64_t recvs0, t0;
+    int ready = 0;
+
+    side_open(&s, bs);
+    tc = the_conn(s.comm);
+    for (uint64_t i = 0; i < HELD_SMALL + HELD_LARGE; i++)
+        s.src[i] = fresh(7, i);
+    if (bs->rank == 1)
+        tcp_lock(tc); /* the proxy waits for it; this thread's own takes nest */
+    CHECK_OK(bs->barrier(bs->ctx));
+    if (bs->rank == 0) {
+        CHECK_OK(gpuport_channel_put_with_signal(s.ch, 0, 0, HELD_SMALL));
+        CHECK_OK(gpuport_channel_put_with_signal(s.ch, HELD_SMALL, HELD_SMALL, HELD_LARGE));
+        CHECK_OK(gpuport_channel_flush(s.ch));
+    } else {
+        recvs0 = __atomic_load_n(&tc->host_recvs, __ATOMIC_RELAXED);
+        CHECK_OK(gpuport_channel_wait(s.ch));
+        CHECK_MSG(__atomic_load_n(&tc->host_recvs, __ATOMIC_RELAXED) > recvs0,
+                  "the wait returned, but not by its own receive");
+        for (uint64_t i = 0; i < HELD_SMALL; i++)
+            CHECK_MSG(s.dst[i] == fresh(7, i), "100 B: byte %llu is %u, not %u",
+                      (unsigned long long)i, s.dst[i], fresh(7, i));
+        t0 = gpuport_now_ns();
+        while (!ready && gpuport_now_ns() - t0 < 300 * 1000 * 1000ull) {
+            CHECK_OK(gpuport_channel_poll(s.ch, &ready));
+            usleep(1000);
+        }
+        CHECK_MSG(!ready, "a 64 KiB payload was received by a wait, not left to the proxy");
+        tcp_unlock(tc);
+        CHECK_OK(gpuport_channel_wait(s.ch));
+        for (uint64_t i = HELD_SMALL; i < HELD_SMALL + HELD_LARGE; i++)
+            CHECK_MSG(s.dst[i] == fresh(7, i), "64 KiB: byte %llu is %u, not %u",
+                      (unsigned long long)i, s.dst[i], fresh(7, i));
+        printf("held wait: 100 B received by the waiting thread, 64 KiB left to the proxy\n");
+    }
+    CHECK_OK(bs->barrier(bs->ctx));
+    CHECK_OK(gpuport_channel_destroy(s.ch));
+    CHECK_OK(gpuport_comm_destroy(s.comm));
+    return 0;
+}
+
 static void run_pair(int (*fn)(gpuport_bootstrap_t *), const char *name, int child_status)
 {
     gpuport_bootstrap_t bs;
@@ -365,9 +432,13 @@ int main(void)
     setenv("GPUPORT_TIMEOUT_MS", "60000", 1);
     setenv("GPUPORT_HOST_INLINE", "1", 1);
     run_pair(ping_pong, "ping-pong, inline on", 0);
+    setenv("GPUPORT_SOCKET_HOST_RECV", "0", 1);
+    run_pair(ping_pong, "ping-pong, inline on, host receives off", 0);
+    unsetenv("GPUPORT_SOCKET_HOST_RECV");
     setenv("GPUPORT_HOST_INLINE", "0", 1);
     run_pair(ping_pong, "ping-pong, inline off", 0);
     setenv("GPUPORT_HOST_INLINE", "1", 1);
+    run_pair(held_wait, "held wait", 0);
     setenv("GPUPORT_SOCKET_INLINE_MAX", "16m", 1);
     setenv("GPUPORT_PROXY_IDLE_CPU", "0", 1);
     setenv("GPUPORT_PROXY_IDLE_US", "0", 1);

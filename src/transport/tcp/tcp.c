@@ -1,17 +1,20 @@
 /*
  * tcp transport: port channels between hosts without RDMA. Each pair of
  * ranks shares one TCP connection (two for a rank and itself), set up on the
- * application thread at the first channel and then driven only by the proxy
- * thread, without blocking:
+ * application thread at the first channel and then driven by the proxy
+ * thread, without blocking, and by host calls that send or receive their
+ * own messages (GPUPORT_HOST_INLINE: tcp_host_send, tcp_host_recv), each
+ * under the connection's lock (tcp_priv.h):
  *
  *   put     a PUT header and the source bytes, sent straight from the
  *           source region (it must stay unchanged until the put is flushed);
  *   signal  a SIGNAL header; the stream orders it after every earlier put;
  *   put_value a VALUE header carrying the destination offset and the value;
- *   receive the peer's proxy reads headers and writes payloads straight
- *           into the destination region, stores a VALUE's value there,
- *           increments the semaphore for a SIGNAL, and acknowledges what it
- *           has applied (ACK, cumulative);
+ *   receive the peer's proxy (or a host thread waiting there) reads headers
+ *           and writes payloads straight into the destination region,
+ *           stores a VALUE's value there, increments the semaphore for a
+ *           SIGNAL; the proxy acknowledges what was applied (ACK,
+ *           cumulative);
  *   flush   completes when the peer has acknowledged every earlier op.
  *
  * A connection that breaks (reset, closed without goodbye, data or keepalive
@@ -227,6 +230,8 @@ static int progress_locked(tcp_conn_t *tc)
 
     if (tc->bye_seen && !tc->bye_applied && tc->rx_pending == 0)
         peer_closed(tc);
+    if (tc->rx_err && !tc->broken)
+        tcp_conn_break(tc, GPUPORT_ERR_TRANSPORT, "failed while receiving", tc->rx_err);
     if (tc->broken) {
         if (tc->fail_status && gpuport_now_ns() >= tc->next_rescan_ns)
             fail_late_channels(tc);
@@ -339,6 +344,7 @@ const gpuport_transport_ops_t gpuport_transport_tcp = {
     .put_value = tcp_put_value,
     .signal = tcp_signal,
     .host_send = tcp_host_send,
+    .host_recv = tcp_host_recv,
     .has_room = tcp_has_room,
     .progress = tcp_progress,
     .quiesce = tcp_quiesce,

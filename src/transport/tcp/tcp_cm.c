@@ -176,6 +176,7 @@ gpuport_status_t tcp_conn_open(gpuport_conn_t *conn)
     tc->ack_delay_ns = cfg->ack_delay_us * 1000;
     tc->lowat_max = cfg->rcvlowat;
     tc->inline_max = cfg->inline_max;
+    tc->host_recv = (int)cfg->host_recv;
     tc->tx_cap = tc->q;
     tc->tx = calloc(tc->tx_cap, sizeof(*tc->tx));
     tc->inflight = calloc(tc->q, sizeof(*tc->inflight));
@@ -239,6 +240,9 @@ void tcp_conn_close(gpuport_conn_t *conn)
                   tc->peer, (unsigned long long)tc->host_sent,
                   (unsigned long long)tc->host_rests, (unsigned long long)tc->host_queued,
                   (unsigned long long)tc->host_busy);
+    if (tc && tc->host_recvs)
+        log_debug("from rank %d: %llu host waits received messages themselves", tc->peer,
+                  (unsigned long long)tc->host_recvs);
     if (tc)
         conn_free(tc);
     conn->priv = NULL;

@@ -164,9 +164,13 @@ typedef struct tcp_conn {
     uint64_t host_sent;    /* host sends (lock held) */
     uint64_t host_queued;  /* ... declined: messages queued, or no room (lock held) */
     uint64_t host_busy;    /* ... declined: the lock taken (__atomic) */
+    int host_recv;         /* GPUPORT_SOCKET_HOST_RECV */
+    uint64_t host_recvs;   /* calls in which a waiting host thread received messages
+                            * itself (__atomic: test_tcp_inline reads it) */
     uint64_t no_room_ns;   /* since when has_room refuses (0: it does not) */
     int no_room_logged;
-    /* receiving (proxy thread) */
+    /* receiving (the proxy, or a waiting host thread: tcp_host_recv) */
+    int rx_err;        /* an errno a host thread's recv met, for the proxy to break with */
     char *rxbuf;
     size_t rx_len, rx_pos;
     tcp_msg_t cur;
@@ -296,6 +300,8 @@ int tcp_host_send(gpuport_tl_chan_t *ch, uint32_t op, uint64_t dst_off, uint64_t
 
 /* tcp_rx.c */
 int tcp_recv_some(tcp_conn_t *tc);
+/* application thread (GPUPORT_HOST_INLINE): ops->host_recv */
+int tcp_host_recv(gpuport_tl_chan_t *ch);
 /* The SO_RCVLOWAT to wait with when `rest` bytes of a payload are still to
  * come (0: not in a payload) and GPUPORT_SOCKET_RCVLOWAT is `max`: half of
  * the rest, at most max, or 1 (any byte) where that is below DIRECT_MIN. */

@@ -465,3 +465,125 @@ int tcp_recv_some(tcp_conn_t *tc)
     }
     return progressed;
 }
+
+/* ---- application threads: a host wait's own receive (GPUPORT_HOST_INLINE) ---- */
+
+#define HOST_RX_MSGS 16 /* headers one call acts on at most */
+
+/* An ACK whose every operation is a host call's own (tcp_host_send): its
+ * completions are counters any thread may add to. The proxy's operations
+ * complete into the proxy's own accounting (gpuport_tl_chan_complete). */
+static int acks_host_sends(const tcp_conn_t *tc, uint64_t count)
+{
+    if (count > tc->ops_sent || count < tc->ops_acked)
+        return 0;
+    for (uint64_t i = tc->ops_acked; i < count; i++)
+        if (!(tc->inflight[i % tc->q] & INFLIGHT_INLINE)) /* NO_CHANNEL has the bit */
+            return 0;
+    return 1;
+}
+
+/* The messages a waiting host thread acts on itself: what stores into host
+ * memory and adds to semaphores, and ACKs of host calls' own sends. Anything
+ * else stays for the proxy: GPU destinations (the flusher), whatever breaks
+ * the connection or fails a channel (the proxy's to report), goodbyes, and
+ * payloads of DIRECT_MIN or more (received in place with SO_RCVLOWAT). */
+static int host_may_take(const tcp_conn_t *tc, const tcp_msg_t *m)
+{
+    gpuport_tl_chan_t *ch;
+
+    if (m->type == MSG_ACK)
+        return acks_host_sends(tc, m->a);
+    if (m->type != MSG_PUT && m->type != MSG_SIGNAL && m->type != MSG_VALUE)
+        return 0;
+    /* rx_channel's look, but for a const connection */
+    if (m->channel >= gpuport_tl_max_channels(tc->comm) ||
+        !atomic_load_explicit(&tc->rx_ok[m->channel], memory_order_acquire) ||
+        !(ch = gpuport_tl_chan_find(tc->conn, m->channel)))
+        return 0;
+    if (m->type == MSG_SIGNAL)
+        return m->a > 0;
+    if (gpuport_region_is_device(ch->local_dst.kind))
+        return 0;
+    if (m->type == MSG_VALUE)
+        return m->a % 8 == 0 && m->a <= ch->local_dst.size && ch->local_dst.size - m->a >= 8;
+    return m->size < DIRECT_MIN && m->a <= ch->local_dst.size &&
+           m->size <= ch->local_dst.size - m->a;
+}
+
+/* What the proxy would find and could not leave to a waiter. */
+static int host_rx_ok(const tcp_conn_t *tc)
+{
+    return !tc->broken && !tc->bye_seen && !tc->rx_err && tc->rx_pending == 0 &&
+           tc->rx_lowat <= 1 && !(tc->in_payload && tc->dev_payload) &&
+           !(tc->in_payload && tc->payload_left >= DIRECT_MIN);
+}
+
+/* The socket's bytes into rxbuf; 1: some came. An error is kept for the
+ * proxy, which breaks the connection with it; an end of stream stays in the
+ * socket for the proxy to find. */
+static int host_fill(tcp_conn_t *tc, int *drained)
+{
+    size_t avail = tc->rx_len - tc->rx_pos, room;
+    ssize_t n;
+
+    if (tc->rx_pos > 0) {
+        memmove(tc->rxbuf, tc->rxbuf + tc->rx_pos, avail);
+        tc->rx_len = avail;
+        tc->rx_pos = 0;
+    }
+    room = RXBUF - tc->rx_len;
+    n = recv(tc->fd_rx, tc->rxbuf + tc->rx_len, room, MSG_DONTWAIT);
+    if (n > 0) {
+        tc->rx_len += (size_t)n;
+        *drained = (size_t)n < room;
+        return 1;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        tc->rx_err = errno;
+    return 0;
+}
+
+int tcp_host_recv(gpuport_tl_chan_t *ch)
+{
+    tcp_conn_t *tc = ch->conn->priv;
+    int took = 0, read = 0, headers = 0, drained = 0;
+
+    if (!tc->host_recv || !tcp_trylock(tc))
+        return 0;
+    while (host_rx_ok(tc) && headers < HOST_RX_MSGS) {
+        size_t avail = tc->rx_len - tc->rx_pos;
+        tcp_msg_t m;
+
+        if (tc->in_payload && avail > 0) {
+            size_t take = avail < tc->payload_left ? avail : (size_t)tc->payload_left;
+            if (tc->payload_dst)
+                memcpy(tc->payload_dst, tc->rxbuf + tc->rx_pos, take);
+            tc->rx_pos += take;
+            payload_done(tc, take);
+            took = 1;
+            continue;
+        }
+        if (!tc->in_payload && avail >= sizeof(m)) {
+            memcpy(&m, tc->rxbuf + tc->rx_pos, sizeof(m));
+            if (!host_may_take(tc, &m))
+                break;
+            tc->cur = m;
+            tc->rx_pos += sizeof(m);
+            on_header(tc);
+            headers++;
+            took = 1;
+            continue;
+        }
+        /* after a short read the socket is empty: no recv spent on EAGAIN */
+        if (drained || !host_fill(tc, &drained))
+            break;
+        read = 1;
+    }
+    if (took)
+        __atomic_fetch_add(&tc->host_recvs, 1, __ATOMIC_RELAXED);
+    tcp_unlock(tc);
+    /* what was applied is owed an ACK; what was read and left is the
+     * proxy's to go on with */
+    return took || read;
+}

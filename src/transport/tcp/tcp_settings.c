@@ -102,6 +102,11 @@ static const gpuport_config_var_t rows[] = {
      "is sent by the calling thread when nothing is queued on the connection (signals and "
      "values with a signal too); larger ones, and plain puts, go through the proxy",
      NULL},
+    {"GPUPORT_SOCKET_HOST_RECV", "1", GPUPORT_CFG_UINT, FIELD(host_recv), 0, 1, NULL,
+     "with GPUPORT_HOST_INLINE=1, a host wait or poll on a tcp channel that finds no signal "
+     "receives what the connection holds itself (messages for host memory, payloads below "
+     "16k) instead of waiting for the proxy to; 0 leaves every receive to the proxy",
+     NULL},
 };
 
 const gpuport_settings_table_t gpuport_tcp_settings = {rows, sizeof(rows) / sizeof(rows[0]),

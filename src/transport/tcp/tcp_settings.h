@@ -1,8 +1,8 @@
 /*
  * The tcp transport's GPUPORT_* settings: GPUPORT_SOCKET_IFNAME (an
  * interface name list only tcp reads), GPUPORT_SOCKET_TIMEOUT_MS,
- * GPUPORT_SOCKET_QUEUE, GPUPORT_SOCKET_ACK_DELAY_US, GPUPORT_SOCKET_RCVLOWAT
- * and GPUPORT_SOCKET_INLINE_MAX. For the tcp
+ * GPUPORT_SOCKET_QUEUE, GPUPORT_SOCKET_ACK_DELAY_US, GPUPORT_SOCKET_RCVLOWAT,
+ * GPUPORT_SOCKET_INLINE_MAX and GPUPORT_SOCKET_HOST_RECV. For the tcp
  * transport's files and its tests.
  */
 #ifndef GPUPORT_TCP_SETTINGS_H
@@ -35,6 +35,7 @@ typedef struct tcp_settings {
                             * have queued before it reads on in a payload */
     uint64_t inline_max;   /* GPUPORT_SOCKET_INLINE_MAX: the largest payload of a
                             * put_with_signal that its host caller sends itself */
+    uint64_t host_recv;    /* GPUPORT_SOCKET_HOST_RECV: host waits receive themselves */
 } tcp_settings_t;
 
 extern const gpuport_settings_table_t gpuport_tcp_settings;
