@@ -87,6 +87,9 @@ gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
     return status ? status : chan_state(ch);
 }
 
+/* the polls of a wait that may receive for themselves (host_recv) */
+#define HOST_RECV_POLLS 32
+
 /* GPUPORT_HOST_INLINE: where the transport lets a waiting thread receive
  * what the channel's connection holds (ops->host_recv), it does, instead of
  * waiting for a proxy pass to; the proxy is told (and woken if it sleeps),
@@ -205,7 +208,11 @@ gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
                 }
             }
         }
-        host_recv(ch);
+        /* the first polls only: a wait that lasts is left to the proxy, so
+         * that its system calls do not take a crowded core from the
+         * threads it waits for */
+        if (iter < HOST_RECV_POLLS)
+            host_recv(ch);
         gpuport_wait_backoff(&iter);
     }
 }

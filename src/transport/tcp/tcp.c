@@ -238,6 +238,7 @@ static int progress_locked(tcp_conn_t *tc)
         return 0;
     }
     n = rx_wanted(tc) ? tcp_recv_some(tc) : 0;
+    tc->rx_busy = n > 0; /* a stream the proxy has in hand: no waiter cuts in */
     if (tc->txs)
         tcp_stage_tx(tc);
     tcp_queue_ack(tc);

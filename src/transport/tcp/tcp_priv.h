@@ -128,7 +128,13 @@ typedef struct posted {
 typedef struct tcp_conn {
     _Atomic(const void *) lock_owner; /* NULL: free */
     uint32_t lock_depth;              /* the owner's takes beyond the first */
-    gpuport_comm_t comm;
+    /* what tcp_host_recv_ok said when the lock was last let go: a waiting
+     * host thread reads it before it tries the lock, so that it does not
+     * contend with a proxy that has the connection's traffic in hand. A
+     * line of its own, written only when it changes: a waiter polling the
+     * lock's line would slow each of the proxy's takes */
+    _Alignas(64) _Atomic int host_rx_hint;
+    _Alignas(64) gpuport_comm_t comm;
     struct gpuport_tcp_comm *t;
     int peer;
     int fd_tx, fd_rx; /* one socket, or two for a rank and itself */
@@ -141,6 +147,7 @@ typedef struct tcp_conn {
     uint32_t *inflight; /* local channel ids of sent PUT/VALUE/SIGNAL, awaiting ACK */
     uint32_t q;         /* GPUPORT_SOCKET_QUEUE, power of two: tx and inflight sizes */
     uint64_t ops_sent, ops_acked;
+    uint64_t proxy_ops_end; /* ops_sent after the proxy's last operation */
     int ack_queued;     /* an ACK is in tx and not yet started */
     uint32_t ack_slot;
     /* An ACK owed for operations that include a signal waits up to
@@ -171,6 +178,8 @@ typedef struct tcp_conn {
     int no_room_logged;
     /* receiving (the proxy, or a waiting host thread: tcp_host_recv) */
     int rx_err;        /* an errno a host thread's recv met, for the proxy to break with */
+    int rx_busy;       /* the proxy's last progress call received something */
+    int rx_declined;   /* a waiter stopped at the buffered header (the proxy's to take) */
     char *rxbuf;
     size_t rx_len, rx_pos;
     tcp_msg_t cur;
@@ -220,12 +229,36 @@ static inline void tcp_lock(tcp_conn_t *tc)
             sched_yield();
 }
 
+/* Lock held: may a waiting host thread receive for itself now
+ * (tcp_host_recv)? Not where the proxy must be the one (a break, a
+ * goodbye, GPU copies ahead, a large payload under way or its SO_RCVLOWAT
+ * mark set, an error to report), nor where the proxy is busy with the
+ * connection anyway (its last pass received something, a header a waiter
+ * left it is still waiting for it, messages to send,
+ * its own operations awaiting ACKs, which the waiter would have to leave to
+ * it): there the waiter would only take the lock and the connection's
+ * lines from it. */
+static inline int tcp_host_recv_ok(const tcp_conn_t *tc)
+{
+    return tc->host_recv && !tc->rx_busy && !tc->rx_declined && !tc->broken && !tc->bye_seen &&
+           !tc->rx_err &&
+           tc->rx_pending == 0 && tc->rx_lowat <= 1 &&
+           !(tc->in_payload && (tc->dev_payload || tc->payload_left >= DIRECT_MIN)) &&
+           tc->tx_head == tc->tx_tail && tc->ops_acked >= tc->proxy_ops_end;
+}
+
 static inline void tcp_unlock(tcp_conn_t *tc)
 {
-    if (tc->lock_depth)
+    int hint;
+
+    if (tc->lock_depth) {
         tc->lock_depth--;
-    else
-        atomic_store_explicit(&tc->lock_owner, NULL, memory_order_release);
+        return;
+    }
+    hint = tcp_host_recv_ok(tc);
+    if (atomic_load_explicit(&tc->host_rx_hint, memory_order_relaxed) != hint)
+        atomic_store_explicit(&tc->host_rx_hint, hint, memory_order_relaxed);
+    atomic_store_explicit(&tc->lock_owner, NULL, memory_order_release);
 }
 
 static inline int tcp_tx_room(const tcp_conn_t *tc, uint32_t n)

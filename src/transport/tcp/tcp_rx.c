@@ -511,20 +511,47 @@ static int host_may_take(const tcp_conn_t *tc, const tcp_msg_t *m)
            m->size <= ch->local_dst.size - m->a;
 }
 
-/* What the proxy would find and could not leave to a waiter. */
-static int host_rx_ok(const tcp_conn_t *tc)
+/* How many bytes at the start of p[0..n) are whole messages a waiting host
+ * thread may act on (the rest of a payload under way first); *declined
+ * once it met one it may not. */
+static size_t host_prefix(const tcp_conn_t *tc, const char *p, size_t n, int *declined)
 {
-    return !tc->broken && !tc->bye_seen && !tc->rx_err && tc->rx_pending == 0 &&
-           tc->rx_lowat <= 1 && !(tc->in_payload && tc->dev_payload) &&
-           !(tc->in_payload && tc->payload_left >= DIRECT_MIN);
+    size_t at = 0;
+
+    if (tc->in_payload) {
+        if (tc->payload_left > n)
+            return 0;
+        at = (size_t)tc->payload_left;
+    }
+    for (;;) {
+        tcp_msg_t m;
+        size_t len;
+        if (n - at < sizeof(m))
+            return at;
+        memcpy(&m, p + at, sizeof(m));
+        if (!host_may_take(tc, &m)) {
+            *declined = 1;
+            return at;
+        }
+        len = sizeof(m) + (m.type == MSG_PUT ? (size_t)m.size : 0); /* size < DIRECT_MIN */
+        if (n - at < len)
+            return at;
+        at += len;
+    }
 }
 
-/* The socket's bytes into rxbuf; 1: some came. An error is kept for the
- * proxy, which breaks the connection with it; an end of stream stays in the
- * socket for the proxy to find. */
-static int host_fill(tcp_conn_t *tc, int *drained)
+#define HOST_RX_PEEK (DIRECT_MIN + 4 * sizeof(tcp_msg_t)) /* a whole message and more */
+
+/* The next whole messages a waiter may act on, from the socket into rxbuf
+ * (behind the part of a header or the rest of a payload the buffer may
+ * hold): peeked first, and only those taken, so that nothing the proxy must
+ * receive (a large payload in place, a GPU destination) is read here and
+ * split between the two. 1: some came; *drained: the socket held no more.
+ * An error is kept for the proxy, which breaks the connection with it; an
+ * end of stream stays in the socket for the proxy to find. */
+static int host_fill(tcp_conn_t *tc, int *drained, int *declined)
 {
-    size_t avail = tc->rx_len - tc->rx_pos, room;
+    size_t avail = tc->rx_len - tc->rx_pos, room, take;
     ssize_t n;
 
     if (tc->rx_pos > 0) {
@@ -532,26 +559,36 @@ static int host_fill(tcp_conn_t *tc, int *drained)
         tc->rx_len = avail;
         tc->rx_pos = 0;
     }
-    room = RXBUF - tc->rx_len;
-    n = recv(tc->fd_rx, tc->rxbuf + tc->rx_len, room, MSG_DONTWAIT);
-    if (n > 0) {
-        tc->rx_len += (size_t)n;
-        *drained = (size_t)n < room;
-        return 1;
+    room = RXBUF - tc->rx_len < HOST_RX_PEEK ? RXBUF - tc->rx_len : HOST_RX_PEEK;
+    n = recv(tc->fd_rx, tc->rxbuf + tc->rx_len, room, MSG_DONTWAIT | MSG_PEEK);
+    if (n <= 0) {
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            tc->rx_err = errno;
+        return 0;
     }
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        tc->rx_err = errno;
-    return 0;
+    take = host_prefix(tc, tc->rxbuf, avail + (size_t)n, declined);
+    if (take <= avail)
+        return 0;
+    take -= avail;
+    *drained = take == (size_t)n && (size_t)n < room;
+    n = recv(tc->fd_rx, tc->rxbuf + tc->rx_len, take, MSG_DONTWAIT); /* the same bytes */
+    if (n <= 0) {
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            tc->rx_err = errno;
+        return 0;
+    }
+    tc->rx_len += (size_t)n;
+    return 1;
 }
 
 int tcp_host_recv(gpuport_tl_chan_t *ch)
 {
     tcp_conn_t *tc = ch->conn->priv;
-    int took = 0, read = 0, headers = 0, drained = 0;
+    int took = 0, read = 0, headers = 0, drained = 0, declined = 0;
 
-    if (!tc->host_recv || !tcp_trylock(tc))
+    if (!atomic_load_explicit(&tc->host_rx_hint, memory_order_relaxed) || !tcp_trylock(tc))
         return 0;
-    while (host_rx_ok(tc) && headers < HOST_RX_MSGS) {
+    while (tcp_host_recv_ok(tc) && headers < HOST_RX_MSGS) {
         size_t avail = tc->rx_len - tc->rx_pos;
         tcp_msg_t m;
 
@@ -566,8 +603,10 @@ int tcp_host_recv(gpuport_tl_chan_t *ch)
         }
         if (!tc->in_payload && avail >= sizeof(m)) {
             memcpy(&m, tc->rxbuf + tc->rx_pos, sizeof(m));
-            if (!host_may_take(tc, &m))
+            if (!host_may_take(tc, &m)) {
+                declined = 1;
                 break;
+            }
             tc->cur = m;
             tc->rx_pos += sizeof(m);
             on_header(tc);
@@ -576,14 +615,16 @@ int tcp_host_recv(gpuport_tl_chan_t *ch)
             continue;
         }
         /* after a short read the socket is empty: no recv spent on EAGAIN */
-        if (drained || !host_fill(tc, &drained))
+        if (drained || !host_fill(tc, &drained, &declined))
             break;
         read = 1;
     }
+    if (declined)
+        tc->rx_declined = 1; /* no waiter peeks again before the proxy took it */
     if (took)
         __atomic_fetch_add(&tc->host_recvs, 1, __ATOMIC_RELAXED);
     tcp_unlock(tc);
-    /* what was applied is owed an ACK; what was read and left is the
-     * proxy's to go on with */
+    /* what was applied is owed an ACK; bytes read (the rest of a payload
+     * under way) are the proxy's to go on with */
     return took || read;
 }

@@ -89,6 +89,7 @@ static int queue_locked(gpuport_tl_chan_t *ch, uint32_t type, uint64_t off, uint
     it->dev_src = device ? payload : NULL;
     tc->inflight[tc->ops_sent % tc->q] = ch->id;
     tc->ops_sent++;
+    tc->proxy_ops_end = tc->ops_sent;
     return GPUPORT_TRANSPORT_ASYNC;
 }
 
