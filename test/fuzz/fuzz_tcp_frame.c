@@ -1,6 +1,7 @@
 /*
  * fuzz_tcp_frame: the tcp transport's receive side (src/transport/tcp/
- * tcp_rx.c: tcp_recv_some, on_header and the payload state machine) on an
+ * tcp_rx.c: tcp_recv_some, on_header and the payload state machine, and a
+ * waiting host thread's tcp_host_recv) on an
  * arbitrary byte stream from the peer, over a real socket.
  *
  * A connection (tcp_conn_t, as tcp_conn_open makes it) to rank 1 reads from
@@ -15,7 +16,9 @@
  *   4  on this connection, not receiving  5  another connection's
  *   6, 7  not open
  * Input: byte 0 (bit 0: the peer closes the socket at the end; bits 1-3:
- * the write size, at least 1/256 of the stream), bytes 1-4 the operations this side has in flight
+ * the write size, at least 1/256 of the stream; bit 4: before each of the
+ * proxy's calls a host thread waiting on channel 0 receives what it may
+ * itself, tcp_host_recv, with the same end state required), bytes 1-4 the operations this side has in flight
  * (awaiting the peer's ACK) and their channels, then the stream.
  * Invariants, against a model of the wire protocol (tcp_priv.h):
  *   - nothing outside a destination region is written (canaries, and the
@@ -156,6 +159,7 @@ static void reset(uint64_t sent, uint64_t acked, uint8_t seed, int fd)
     g_tc.peer = PEER;
     g_tc.fd_tx = -1;
     g_tc.fd_rx = fd;
+    g_tc.host_recv = 1;
     g_tc.q = Q;
     g_tc.tx = g_tx;
     g_tc.tx_cap = Q;
@@ -344,7 +348,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
     fuzz_in_t in = {data, len};
     uint8_t flags = fuzz_u8(&in), nsent = fuzz_u8(&in), nacked = fuzz_u8(&in);
     uint8_t high = fuzz_u8(&in), seed = fuzz_u8(&in);
-    int eof = flags & 1, shut = 0, end, idle = 0, sv[2];
+    int eof = flags & 1, host = flags & 16, shut = 0, end, idle = 0, sv[2];
     size_t piece = pieces[(flags >> 1) & 7], written = 0;
     uint64_t acked = ((uint64_t)high << 40) + nacked, sent = acked + nsent % (Q + 1);
     uint64_t rx_ops, want_acked;
@@ -376,6 +380,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
         } else if (eof && !shut) {
             shutdown(sv[1], SHUT_WR);
             shut = progress = 1;
+        }
+        if (!g_tc.broken && host) {
+            /* a host wait on channel 0 first, its hint as an unlock leaves it */
+            atomic_store(&g_tc.host_rx_hint, tcp_host_recv_ok(&g_tc));
+            progress |= tcp_host_recv(&g_comm.pchans[0].tl);
         }
         if (!g_tc.broken)
             progress |= tcp_recv_some(&g_tc);
