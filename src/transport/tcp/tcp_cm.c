@@ -176,7 +176,7 @@ gpuport_status_t tcp_conn_open(gpuport_conn_t *conn)
     tc->ack_delay_ns = cfg->ack_delay_us * 1000;
     tc->lowat_max = cfg->rcvlowat;
     tc->inline_max = cfg->inline_max;
-    tc->host_recv = (int)cfg->host_recv;
+    tc->host_recv = cfg->host_recv;
     tc->tx_cap = tc->q;
     tc->tx = calloc(tc->tx_cap, sizeof(*tc->tx));
     tc->inflight = calloc(tc->q, sizeof(*tc->inflight));

@@ -71,6 +71,8 @@ static const gpuport_cfg_custom_t if_syntax = {if_parse, if_describe, if_format}
 
 #define FIELD(f) GPUPORT_CFG_FIELD(tcp_settings_t, f)
 
+static const char *const onoff_words[] = {"0", "1", NULL};
+
 static const gpuport_config_var_t rows[] = {
     {"GPUPORT_SOCKET_IFNAME", "", GPUPORT_CFG_CUSTOM, FIELD(ifname), 0, TCP_IF_TEXT_MAX, NULL,
      "network interfaces for the tcp transport, by name prefix (eth0,ib or ^docker to exclude); "
@@ -102,7 +104,7 @@ static const gpuport_config_var_t rows[] = {
      "is sent by the calling thread when nothing is queued on the connection (signals and "
      "values with a signal too); larger ones, and plain puts, go through the proxy",
      NULL},
-    {"GPUPORT_SOCKET_HOST_RECV", "1", GPUPORT_CFG_UINT, FIELD(host_recv), 0, 1, NULL,
+    {"GPUPORT_SOCKET_HOST_RECV", "1", GPUPORT_CFG_ENUM, FIELD(host_recv), 0, 0, onoff_words,
      "with GPUPORT_HOST_INLINE=1, a host wait or poll on a tcp channel that finds no signal "
      "receives what the connection holds itself (messages for host memory, payloads below "
      "16k) instead of waiting for the proxy to; 0 leaves every receive to the proxy",

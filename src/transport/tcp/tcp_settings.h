@@ -35,7 +35,7 @@ typedef struct tcp_settings {
                             * have queued before it reads on in a payload */
     uint64_t inline_max;   /* GPUPORT_SOCKET_INLINE_MAX: the largest payload of a
                             * put_with_signal that its host caller sends itself */
-    uint64_t host_recv;    /* GPUPORT_SOCKET_HOST_RECV: host waits receive themselves */
+    int host_recv;         /* GPUPORT_SOCKET_HOST_RECV: 0 or 1, host waits receive themselves */
 } tcp_settings_t;
 
 extern const gpuport_settings_table_t gpuport_tcp_settings;
