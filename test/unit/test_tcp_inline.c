@@ -366,8 +366,15 @@ static int held_wait(gpuport_bootstrap_t *bs)
     tc = the_conn(s.comm);
     for (uint64_t i = 0; i < HELD_SMALL + HELD_LARGE; i++)
         s.src[i] = fresh(7, i);
-    if (bs->rank == 1)
-        tcp_lock(tc); /* the proxy waits for it; this thread's own takes nest */
+    if (bs->rank == 1) {
+        /* once a proxy pass let the lock go saying a waiter may receive
+         * (the hint a wait reads first), this thread holds it: the proxy
+         * waits for it, and this thread's own takes nest */
+        for (int i = 0; i < 50000 && !atomic_load(&tc->host_rx_hint); i++)
+            usleep(100);
+        tcp_lock(tc);
+        CHECK_MSG(atomic_load(&tc->host_rx_hint), "the connection never said a waiter may receive");
+    }
     CHECK_OK(bs->barrier(bs->ctx));
     if (bs->rank == 0) {
         CHECK_OK(gpuport_channel_put_with_signal(s.ch, 0, 0, HELD_SMALL));

@@ -234,14 +234,15 @@ static inline void tcp_lock(tcp_conn_t *tc)
  * goodbye, GPU copies ahead, a large payload under way or its SO_RCVLOWAT
  * mark set, an error to report), nor where the proxy is busy with the
  * connection anyway (its last pass received something, a header a waiter
- * left it is still waiting for it, messages to send,
+ * left it is still waiting for it, the last PUT carried a large payload,
+ * messages to send,
  * its own operations awaiting ACKs, which the waiter would have to leave to
  * it): there the waiter would only take the lock and the connection's
  * lines from it. */
 static inline int tcp_host_recv_ok(const tcp_conn_t *tc)
 {
-    return tc->host_recv && !tc->rx_busy && !tc->rx_declined && !tc->broken && !tc->bye_seen &&
-           !tc->rx_err &&
+    return tc->host_recv && !tc->rx_busy && !tc->rx_declined && !tc->big_puts &&
+           !tc->broken && !tc->bye_seen && !tc->rx_err &&
            tc->rx_pending == 0 && tc->rx_lowat <= 1 &&
            !(tc->in_payload && (tc->dev_payload || tc->payload_left >= DIRECT_MIN)) &&
            tc->tx_head == tc->tx_tail && tc->ops_acked >= tc->proxy_ops_end;
