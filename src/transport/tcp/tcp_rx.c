@@ -20,7 +20,7 @@ static void rx_op_done(tcp_conn_t *tc)
         tc->applied = tc->rx_ops;
 }
 
-static gpuport_tl_chan_t *rx_channel(tcp_conn_t *tc, uint32_t id)
+static gpuport_tl_chan_t *rx_channel(const tcp_conn_t *tc, uint32_t id)
 {
     if (id >= gpuport_tl_max_channels(tc->comm) ||
         !atomic_load_explicit(&tc->rx_ok[id], memory_order_acquire))
@@ -496,10 +496,7 @@ static int host_may_take(const tcp_conn_t *tc, const tcp_msg_t *m)
         return acks_host_sends(tc, m->a);
     if (m->type != MSG_PUT && m->type != MSG_SIGNAL && m->type != MSG_VALUE)
         return 0;
-    /* rx_channel's look, but for a const connection */
-    if (m->channel >= gpuport_tl_max_channels(tc->comm) ||
-        !atomic_load_explicit(&tc->rx_ok[m->channel], memory_order_acquire) ||
-        !(ch = gpuport_tl_chan_find(tc->conn, m->channel)))
+    if (!(ch = rx_channel(tc, m->channel)))
         return 0;
     if (m->type == MSG_SIGNAL)
         return m->a > 0;
