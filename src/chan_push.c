@@ -63,6 +63,35 @@ static void fifo_full(gpuport_channel_t ch)
                   ch->id, (unsigned long long)comm->config.timeout_ms);
 }
 
+/* A channel whose transport has had no room holds many triggers parked at
+ * the proxy (proxy_park.c): its host pushes wait for the channel's own
+ * room, bounded, instead of filling the FIFO that every channel shares. */
+static gpuport_status_t park_room(gpuport_channel_t ch)
+{
+    gpuport_pchan_t *pc = ch->pchan;
+    uint64_t deadline;
+    uint32_t iter = 0;
+
+    if (atomic_load_explicit(&pc->parked, memory_order_relaxed) < GPUPORT_PARK_HOST_MAX)
+        return GPUPORT_OK;
+    deadline = gpuport_deadline(ch->comm->timeout_ns);
+    while (atomic_load_explicit(&pc->parked, memory_order_relaxed) >= GPUPORT_PARK_HOST_MAX) {
+        int32_t st = atomic_load_explicit(&ch->state->status, memory_order_acquire);
+        if (st != GPUPORT_OK)
+            return (gpuport_status_t)st;
+        if (gpuport_deadline_passed(deadline)) {
+            log_error("channel %u (to rank %d): %u operations waited at the proxy for room at "
+                      "the transport for %llu ms; nothing more was queued",
+                      ch->id, ch->peer, atomic_load(&pc->parked),
+                      (unsigned long long)ch->comm->config.timeout_ms);
+            return GPUPORT_ERR_TIMEOUT;
+        }
+        if (gpuport_wait_backoff(&iter))
+            usleep(50);
+    }
+    return GPUPORT_OK;
+}
+
 gpuport_status_t gpuport_channel_push(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
                                       uint64_t src_off, uint64_t size, uint64_t *pos_p)
 {
@@ -73,6 +102,9 @@ gpuport_status_t gpuport_channel_push(gpuport_channel_t ch, uint32_t op, uint64_
 
     if (atomic_load_explicit(&comm->proxy.stop, memory_order_acquire))
         return GPUPORT_ERR_SHUTDOWN;
+    status = park_room(ch);
+    if (status)
+        return status;
     if (gpuport_trigger_needs_ext(src_off, dst_off, size))
         gpuport_trigger_encode_ext(&t[n++], ch->id, src_off, dst_off, size);
     gpuport_trigger_encode(&t[n++], op, ch->id, src_off, dst_off, size);
@@ -96,6 +128,9 @@ gpuport_status_t gpuport_channel_push_value(gpuport_channel_t ch, uint32_t op, u
 
     if (atomic_load_explicit(&comm->proxy.stop, memory_order_acquire))
         return GPUPORT_ERR_SHUTDOWN;
+    status = park_room(ch);
+    if (status)
+        return status;
     gpuport_trigger_encode_value(&t, op, ch->id, dst_off, value);
     status = gpuport_fifo_push(&comm->fifo, &t, 1,
                                comm->timeout_ns ? comm->timeout_ns : UINT64_MAX, pos_p);

@@ -346,6 +346,7 @@ static void comm_free(gpuport_comm_t comm)
     free(comm->procs);
     free(comm->proxy.peer_dead);
     free(comm->proxy.sig_list);
+    gpuport_proxy_parks_free(comm);
     pthread_mutex_destroy(&comm->lock);
     if (comm->bs.destroy)
         comm->bs.destroy(comm->bs.ctx);

@@ -44,6 +44,14 @@ typedef struct gpuport_chan_state {
 
 #define GPUPORT_PENDING_FLUSHES 8
 
+/* Triggers a channel may have parked (proxy_park.c: taken from a FIFO while
+ * its transport had no room) at most; past it the FIFO waits. Host pushes
+ * wait for the channel's own room once half of it is used (chan_push.c), so
+ * a host thread that keeps pushing into a stuck channel waits, and times
+ * out, on its own. */
+#define GPUPORT_PARK_MAX 4096u
+#define GPUPORT_PARK_HOST_MAX (GPUPORT_PARK_MAX / 2)
+
 /* Proxy-side channel: written by the application thread before activation,
  * then only by the proxy thread until deactivation. `tl` comes first: the
  * transports get &pchan->tl, and gpuport_pchan_of turns it back. */
@@ -84,6 +92,9 @@ typedef struct gpuport_pchan {
      * completions (gpuport_tl_inline_complete, proxy thread): a flush or a
      * destroy waits for the two to meet (chan_inline_drained) */
     _Atomic uint64_t inline_sent, inline_done;
+    /* the channel's parked triggers (proxy_park.c), published by the proxy
+     * for host pushes (GPUPORT_PARK_HOST_MAX) */
+    _Atomic uint32_t parked;
 } gpuport_pchan_t;
 
 static inline gpuport_pchan_t *gpuport_pchan_of(gpuport_tl_chan_t *tl)
@@ -187,6 +198,13 @@ typedef struct gpuport_proxy {
     uint64_t async_outstanding; /* transport-completed operations in flight (proxy only) */
     uint32_t *sig_list;         /* channels with sig_pending or sig_listed (proxy only) */
     uint32_t nsig;
+    /* triggers parked by channel (proxy_park.c; proxy only): the parks by
+     * channel id, the ids of channels with parked triggers, and how many
+     * triggers are parked in all */
+    struct gpuport_park *parks;
+    uint32_t *park_list;
+    uint32_t npark_list;
+    uint64_t parked_total;
     /* host pushes, flusher completions, stop and quiet wake a sleeping
      * proxy through it; kernels' triggers cannot, so in GPU mode the
      * proxy's sleeps are as short as its CPU budget allows
@@ -272,6 +290,8 @@ void gpuport_proxy_quiet(struct gpuport_comm *comm);
  * (proxy_drain.c) until the configured timeout, fails what is left, joins
  * both threads. */
 void gpuport_proxy_stop(struct gpuport_comm *comm);
+/* proxy_park.c: frees the parks (comm destroy, after the proxy stopped) */
+void gpuport_proxy_parks_free(struct gpuport_comm *comm);
 
 /* proxy_close.c: fails a channel on this side; its peer learns of it
  * (remote_slot or report_fail). The first error sticks. Proxy thread. */

@@ -7,7 +7,8 @@
  * with nothing to do waits (proxy_idle.c) or, once stopping, drains
  * (proxy_drain.c). The thread makes no CUDA call and never blocks: when the
  * flusher has no room it leaves the trigger in the FIFO and comes back to
- * it after reading completions.
+ * it after reading completions; when a channel's transport has no room it
+ * parks the channel's triggers (proxy_park.c) and goes on with the others.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_PROXY
 #include <errno.h>
@@ -74,6 +75,9 @@ static void *proxy_main(void *arg)
         if (device_first)
             from_device = proxy_consume_fifo(comm, &comm->dfifo, GPUPORT_FIFO_DEVICE);
         progressed = from_device + proxy_read_completions(comm);
+        /* parked triggers before the FIFOs' next ones */
+        if (comm->proxy.npark_list)
+            progressed += proxy_unpark(comm);
         from_host = proxy_consume_fifo(comm, &comm->fifo, GPUPORT_FIFO_HOST);
         if (!device_first && comm->dfifo.slots)
             from_device = proxy_consume_fifo(comm, &comm->dfifo, GPUPORT_FIFO_DEVICE);
@@ -116,7 +120,7 @@ gpuport_status_t gpuport_proxy_start(gpuport_comm_t comm)
 
     comm->proxy.peer_dead = calloc((size_t)comm->size, 1);
     comm->proxy.sig_list = calloc(comm->config.max_channels, sizeof(uint32_t));
-    if (!comm->proxy.peer_dead || !comm->proxy.sig_list)
+    if (!comm->proxy.peer_dead || !comm->proxy.sig_list || proxy_park_init(comm) != GPUPORT_OK)
         return GPUPORT_ERR_NO_MEMORY;
     status = gpuport_waker_init(&comm->proxy.waker);
     if (status)

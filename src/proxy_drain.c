@@ -33,12 +33,13 @@ static int quiesced(gpuport_comm_t comm)
     return all;
 }
 
-/* Triggers known to be queued but not consumed. The device FIFO's head is
- * in device memory, which the proxy does not read: there, a valid slot at
- * the consumer's position is what says work is left. */
+/* Triggers known to be queued but not carried out: in the FIFOs, or parked
+ * (proxy_park.c). The device FIFO's head is in device memory, which the
+ * proxy does not read: there, a valid slot at the consumer's position is
+ * what says work is left. */
 static uint64_t fifo_backlog(gpuport_comm_t comm)
 {
-    uint64_t left = gpuport_fifo_head(&comm->fifo) - comm->fifo.pos;
+    uint64_t left = gpuport_fifo_head(&comm->fifo) - comm->fifo.pos + comm->proxy.parked_total;
     gpuport_trigger_t t;
 
     if (comm->dfifo.slots && gpuport_fifo_peek(&comm->dfifo, 0, &t))
@@ -50,7 +51,7 @@ static uint64_t fifo_backlog(gpuport_comm_t comm)
  * and nothing is dropped without a word. */
 static void abandon(gpuport_comm_t comm)
 {
-    uint64_t left = fifo_backlog(comm);
+    uint64_t left = fifo_backlog(comm), parked = proxy_park_abandon(comm);
 
     comm->proxy.abandoned = left + comm->proxy.flusher.outstanding + comm->proxy.async_outstanding;
     if (comm->proxy.abandoned == 0) {
@@ -60,16 +61,17 @@ static void abandon(gpuport_comm_t comm)
                  (unsigned long long)comm->config.timeout_ms);
         return;
     }
-    log_error("stopping with %llu trigger(s) not carried out, %u flusher item(s) and %llu network "
-              "operation(s) not completed after %llu ms; their channels are failed with 'shutting "
-              "down'",
-              (unsigned long long)left, comm->proxy.flusher.outstanding,
+    log_error("stopping with %llu trigger(s) not carried out (%llu of them parked), %u flusher "
+              "item(s) and %llu network operation(s) not completed after %llu ms; their channels "
+              "are failed with 'shutting down'",
+              (unsigned long long)left, (unsigned long long)parked,
+              comm->proxy.flusher.outstanding,
               (unsigned long long)comm->proxy.async_outstanding,
               (unsigned long long)comm->config.timeout_ms);
     for (uint32_t i = 0; i < comm->config.max_channels; i++) {
         gpuport_pchan_t *ch = &comm->pchans[i];
         if (atomic_load(&ch->active) &&
-            (ch->work_done < ch->work_posted || ch->nflush > 0 || left > 0))
+            (ch->work_done < ch->work_posted || ch->nflush > 0 || left > parked))
             gpuport_pchan_fail(ch, GPUPORT_ERR_SHUTDOWN);
     }
 }

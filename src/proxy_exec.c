@@ -5,16 +5,14 @@
  * not closed) and carried out: puts and values handed to the transport,
  * signals to proxy_signal.c, flushes to proxy_flush.c, closes to
  * proxy_close.c. A bad trigger fails its channel, with a message, and is
- * consumed; one that finds no room stays in the FIFO for a later pass.
+ * consumed. One that finds no room answers EXEC_RETRY: proxy_take.c parks
+ * it or leaves it in its FIFO.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_PROXY
 #include <stdio.h>
 #include <string.h>
 
 #include "proxy_int.h"
-
-/* triggers consumed per pass before completions are read again */
-#define BATCH 64
 
 int gpuport_op_fits(const gpuport_op_desc_t *d, uint64_t src_size, uint64_t dst_size)
 {
@@ -112,8 +110,7 @@ static void refuse_after_peer(gpuport_pchan_t *ch, uint32_t op, int fifo)
     proxy_promise_if_done(ch);
 }
 
-/* Carries out one decoded trigger at position pos of FIFO `fifo`. */
-static int execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint64_t pos)
+int proxy_execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint64_t pos)
 {
     gpuport_pchan_t *ch;
 
@@ -209,44 +206,16 @@ static void trace_trigger(gpuport_comm_t comm, const gpuport_op_desc_t *d, int f
               st == GPUPORT_OK || st == GPUPORT_ERR_SHUTDOWN ? "" : ")");
 }
 
-int proxy_consume_fifo(gpuport_comm_t comm, gpuport_fifo_t *f, int fifo)
+void proxy_carried(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint64_t pos,
+                   uint32_t used)
 {
-    uint32_t consumed = 0;
-    int n;
-
-    for (n = 0; n < BATCH; n++) {
-        gpuport_trigger_t t[2];
-        gpuport_op_desc_t d;
-        uint32_t used = 1;
-
-        if (!gpuport_fifo_peek(f, consumed, &t[0]))
-            break;
-        if (gpuport_trigger_op(t[0].w[0]) == GPUPORT_OP_EXT) {
-            if (!gpuport_fifo_peek(f, consumed + 1, &t[1]))
-                break; /* its partner is still being written */
-            gpuport_trigger_decode(&t[1], &t[0], &d);
-            used = 2;
-        } else {
-            gpuport_trigger_decode(&t[0], NULL, &d);
-        }
-        if (execute(comm, &d, fifo, f->pos + consumed + used - 1) == EXEC_RETRY)
-            break;
-        if (fifo == GPUPORT_FIFO_HOST && d.channel < comm->config.max_channels &&
-            atomic_load_explicit(&comm->pchans[d.channel].active, memory_order_relaxed)) {
-            gpuport_pchan_t *ch = &comm->pchans[d.channel];
-            ch->host_seen = f->pos + consumed + used;
-            proxy_settle(ch);
-        }
-        if (GPUPORT_LOG_ON(GPUPORT_LOG_TRACE))
-            trace_trigger(comm, &d, fifo, f->pos + consumed + used - 1, used);
-        consumed += used;
-        GPUPORT_STAT_INC(comm->proxy.triggers);
+    if (fifo == GPUPORT_FIFO_HOST && d->channel < comm->config.max_channels &&
+        atomic_load_explicit(&comm->pchans[d->channel].active, memory_order_relaxed)) {
+        gpuport_pchan_t *ch = &comm->pchans[d->channel];
+        ch->host_seen = pos + 1;
+        proxy_settle(ch);
     }
-    /* one release store for the batch: the tail's cache line is shared with
-     * pushers polling it, on the GPU across PCIe */
-    if (consumed)
-        gpuport_fifo_advance(f, consumed);
-    if (comm->proxy.nsig)
-        proxy_sig_emit_all(comm);
-    return n;
+    if (GPUPORT_LOG_ON(GPUPORT_LOG_TRACE))
+        trace_trigger(comm, d, fifo, pos, used);
+    GPUPORT_STAT_INC(comm->proxy.triggers);
 }

@@ -3,7 +3,10 @@
  * proxy_settle's rule, test_host_inline). The proxy (one thread per
  * communicator) is split by job:
  *   proxy.c         the loop, and starting, quieting and stopping the thread
- *   proxy_exec.c    triggers taken from the FIFOs, checked and carried out
+ *   proxy_take.c    triggers taken from the FIFOs, a batch a pass
+ *   proxy_exec.c    a trigger checked and carried out
+ *   proxy_park.c    triggers of a channel whose transport has no room, kept
+ *                   in order apart from the FIFOs while the others go on
  *   proxy_signal.c  signals folded, handed to the transport as one
  *   proxy_flush.c   work in flight counted, completions read, flushes answered
  *   proxy_close.c   a channel's failure and close, and what the peer is told
@@ -20,13 +23,41 @@
 #include "internal.h"
 
 /* What carrying out a trigger gives: done (the FIFO moves past it), or
- * retry (it stays at the FIFO's tail: no room now). */
+ * retry (no room now: it is parked with its channel, or, when what is
+ * missing is the flusher's room, which every channel shares, it stays at
+ * the FIFO's tail). */
 enum { EXEC_DONE, EXEC_RETRY };
 
-/* proxy_exec.c: carries out the triggers at the tail of FIFO f (fifo:
- * GPUPORT_FIFO_HOST or GPUPORT_FIFO_DEVICE), a batch at most, and the
- * signals they deferred; returns the number carried out. */
+/* proxy_take.c: takes the triggers at the tail of FIFO f (fifo:
+ * GPUPORT_FIFO_HOST or GPUPORT_FIFO_DEVICE), a batch at most, carries them
+ * out or parks them, and hands over the signals they deferred; returns the
+ * number taken. proxy_exec.c: proxy_execute carries out one decoded trigger whose last
+ * slot was at position pos (EXEC_DONE or EXEC_RETRY); proxy_carried is
+ * what follows a trigger carried out (the host FIFO's settled position,
+ * the count, the trace line). */
 int proxy_consume_fifo(gpuport_comm_t comm, gpuport_fifo_t *f, int fifo);
+int proxy_execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint64_t pos);
+void proxy_carried(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint64_t pos,
+                   uint32_t used);
+
+/* proxy_park.c: a channel's triggers that found no room at its transport
+ * wait in its park, in FIFO order, and every later trigger of the channel
+ * joins them there, so the FIFOs move on for the other channels.
+ * park_init: the parks of the communicator (proxy start; comm.c frees
+ * them, gpuport_proxy_parks_free);
+ * proxy_parked: how many the channel has; proxy_park: parks a trigger (0:
+ * the park is full, GPUPORT_PARK_MAX, and the trigger stays in its FIFO);
+ * proxy_unpark: carries out what it can of every park, in order, and fails
+ * a channel whose oldest parked trigger has found no room for the
+ * communicator's time limit (returns how many were carried out);
+ * proxy_park_abandon: at the drain deadline, names each channel with
+ * parked triggers and fails it (returns how many triggers). */
+gpuport_status_t proxy_park_init(gpuport_comm_t comm);
+uint32_t proxy_parked(gpuport_comm_t comm, const gpuport_pchan_t *ch);
+int proxy_park(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_op_desc_t *d, int fifo,
+               uint64_t pos, uint32_t used);
+int proxy_unpark(gpuport_comm_t comm);
+uint64_t proxy_park_abandon(gpuport_comm_t comm);
 
 /* proxy_signal.c: a signal taken from the FIFO and held back, to be handed
  * over with the channel's next ones (sig_defer); the channel's held signals

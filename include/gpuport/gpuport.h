@@ -624,7 +624,10 @@ GPUPORT_API gpuport_status_t gpuport_memory_channel_destroy(gpuport_memory_chann
  *   GPUPORT_ERR_TRANSPORT after a failed copy or send);
  * - GPUPORT_ERR_SHUTDOWN: the communicator is being destroyed;
  * - GPUPORT_ERR_TIMEOUT: the FIFO stayed full for GPUPORT_TIMEOUT_MS (the
- *   proxy is stuck).
+ *   proxy is stuck), or this channel's transport had no room for that long:
+ *   its operations wait at the proxy apart from the other channels', and
+ *   once 2,048 wait, its calls wait for room; the channel then fails alone
+ *   with this status, and the communicator's other channels go on.
  * @{
  */
 

@@ -4,9 +4,15 @@
  * while the host consumes them with the proxy's own peek/advance code. Every
  * trigger must arrive exactly once, each thread's in order, and EXT pairs
  * (sizes > 4 GiB, offsets > 256 GiB) contiguous and exact.
+ * A pusher that gives up leaves no hole (run_quitters): with the FIFO full
+ * and no consumer, pushers with a tiny time limit all time out; then the
+ * consumer starts and other kernels push: every one of their triggers
+ * arrives, none of the quitters' does, and the consumer never waits at a
+ * slot that nobody writes.
  */
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 #include <vector>
 
 #include "fifo_consumer.h"
@@ -34,6 +40,19 @@ __global__ void pusher(gpuport_port_channel_dev_t ch, int *errors)
         if (gpuport_dev_fifo_push(&ch, t, n, &pos) != GPUPORT_OK)
             atomicAdd(errors, 1);
     }
+}
+
+/* each thread pushes one put on `channel` (the quitters: 99) */
+__global__ void one_each(gpuport_port_channel_dev_t ch, uint32_t channel, int *errors)
+{
+    uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
+    gpuport_trigger_t t;
+    uint64_t pos;
+
+    ch.id = channel;
+    gpuport_trigger_encode(&t, GPUPORT_OP_PUT, channel, tid, tid, 8);
+    if (gpuport_dev_fifo_push(&ch, &t, 1, &pos) != GPUPORT_OK)
+        atomicAdd(errors, 1);
 }
 
 typedef struct consumer {
@@ -134,11 +153,97 @@ static void run(uint32_t fifo_size, uint32_t blocks, uint32_t threads)
     cudaFreeHost(host);
 }
 
+/* Pops until `want` triggers came or nothing came for 10 s (a hole). */
+static uint64_t drain(fifo_consumer_t *fifo, uint64_t want, uint32_t channel, int *wrong)
+{
+    uint64_t got = 0;
+    struct timespec last, now;
+
+    clock_gettime(CLOCK_MONOTONIC, &last);
+    while (got < want) {
+        gpuport_op_desc_t d;
+        if (fifo_consumer_pop(fifo, &d) == 0) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (now.tv_sec - last.tv_sec > 10)
+                break;
+            continue;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &last);
+        if (d.channel != channel)
+            (*wrong)++;
+        got++;
+    }
+    return got;
+}
+
+static void run_quitters(void)
+{
+    const uint32_t size = 64, quitters = 256, later = 4096;
+    size_t host_len = 128 + size * sizeof(gpuport_trigger_t);
+    void *host, *host_d;
+    unsigned long long *dmem;
+    int *errors, herrors = 0, wrong = 0;
+    fifo_consumer_t *fifo;
+    gpuport_port_channel_dev_t ch;
+    uint64_t got;
+
+    CUDA_CHECK(cudaHostAlloc(&host, host_len, cudaHostAllocMapped | cudaHostAllocPortable));
+    memset(host, 0, host_len);
+    CUDA_CHECK(cudaMalloc(&dmem, 128));
+    CUDA_CHECK(cudaMemset(dmem, 0, 128));
+    CUDA_CHECK(cudaMalloc(&errors, sizeof(int)));
+    CUDA_CHECK(cudaMemset(errors, 0, sizeof(int)));
+    fifo = fifo_consumer_create((char *)host + 128, host, size);
+    CHECK(fifo != NULL);
+    memset(&ch, 0, sizeof(ch));
+    ch.layout = GPUPORT_CHANNEL_DEV_LAYOUT;
+    CUDA_CHECK(cudaHostGetDevicePointer(&host_d, host, 0));
+    ch.fifo.slots = (gpuport_trigger_t *)((char *)host_d + 128);
+    ch.fifo.tail = (const volatile uint64_t *)host_d;
+    ch.fifo.head = dmem;
+    ch.fifo.tail_cache = dmem + 8;
+    ch.fifo.size = size;
+    ch.fifo.log2_size = (uint32_t)__builtin_ctz(size);
+    ch.timeout_ns = 30ull * 1000000000ull;
+
+    /* fill the ring; nobody consumes */
+    one_each<<<1, size>>>(ch, 1, errors);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    /* quitters: a 1 ms limit on a full ring */
+    ch.timeout_ns = 1000000ull;
+    one_each<<<quitters / 128, 128>>>(ch, 99, errors);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(&herrors, errors, sizeof(int), cudaMemcpyDeviceToHost));
+    CHECK_MSG(herrors == (int)quitters, "%d of %u quitters timed out", herrors, quitters);
+    CUDA_CHECK(cudaMemset(errors, 0, sizeof(int)));
+    /* the first kernel's triggers, then later pushers' beside a consumer */
+    got = drain(fifo, size, 1, &wrong);
+    CHECK_MSG(got == size && wrong == 0, "%llu of the %u first triggers (%d wrong)",
+              (unsigned long long)got, size, wrong);
+    ch.timeout_ns = 30ull * 1000000000ull;
+    one_each<<<later / 128, 128>>>(ch, 2, errors);
+    got = drain(fifo, later, 2, &wrong);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(&herrors, errors, sizeof(int), cudaMemcpyDeviceToHost));
+    CHECK_MSG(herrors == 0, "%d later pushes failed", herrors);
+    CHECK_MSG(got == later && wrong == 0,
+              "%llu of %u later triggers arrived (%d of another channel): the consumer waited "
+              "at a slot nobody wrote",
+              (unsigned long long)got, later, wrong);
+    printf("PASS %u quitters on a full %u-slot FIFO left no hole; %u later triggers arrived\n",
+           quitters, size, later);
+    fifo_consumer_destroy(fifo);
+    cudaFree(errors);
+    cudaFree(dmem);
+    cudaFreeHost(host);
+}
+
 int main(void)
 {
     gpu_require(1);
     run(1024, 4, 128);   /* fewer pushers than slots */
     run(64, 32, 256);    /* 8192 pushers, 64 slots */
     run(4, 8, 32);       /* extreme back-pressure */
+    run_quitters();
     return 0;
 }

@@ -219,6 +219,27 @@ static int loop_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpupo
     return GPUPORT_TRANSPORT_DONE;
 }
 
+/* rank << 32 | channel id, + 1; 0: every channel has room */
+static _Atomic uint64_t blocked;
+_Atomic uint64_t loop_refused;
+
+void loop_block(int rank, uint32_t channel)
+{
+    atomic_store(&blocked, rank < 0 ? 0 : ((uint64_t)rank << 32 | channel) + 1);
+}
+
+static int loop_has_room(gpuport_tl_chan_t *ch, uint32_t nops)
+{
+    uint64_t b = atomic_load(&blocked);
+
+    (void)nops;
+    if (b && b - 1 == ((uint64_t)gpuport_tl_rank(ch->comm) << 32 | ch->id)) {
+        atomic_fetch_add(&loop_refused, 1);
+        return 0;
+    }
+    return 1;
+}
+
 static void loop_describe(const void *set, char *buf, size_t len)
 {
     const loop_settings_t *s = set;
@@ -243,6 +264,7 @@ static const gpuport_transport_ops_t loop_ops = {
     .put = loop_put,
     .put_value = loop_put_value,
     .signal = loop_signal,
+    .has_room = loop_has_room,
 };
 
 GPUPORT_TRANSPORT_REGISTER(loop_ops, loop_kind)

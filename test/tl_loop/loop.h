@@ -48,6 +48,12 @@ typedef struct loop_stats {
 } loop_stats_t;
 extern loop_stats_t loop_stats;
 
+/* A channel that has no room (has_room refuses its operations) while
+ * set: loop_block(rank, id) names it by its rank and channel id,
+ * loop_block(-1, 0) lifts it. How often has_room refused is counted. */
+void loop_block(int rank, uint32_t channel);
+extern _Atomic uint64_t loop_refused;
+
 /* The record check conn_open applies to a peer's hello: GPUPORT_OK or an
  * error, logged. */
 gpuport_status_t loop_hello_check(const loop_hello_rec_t *mine, const loop_hello_rec_t *theirs,
