@@ -212,7 +212,10 @@ enum { INLINE_NONE, INLINE_DATA, INLINE_ALL };
 
 /* A transport that sends the operation itself and completes it later
  * (ops->host_send): counted first, so that the count is never behind its
- * completion, which may come at once; a flush and a destroy wait for it. */
+ * completion, which may come at once; a flush and a destroy wait for it.
+ * A send the transport declines is settled like a completion (inline_done
+ * one more), never taken back from inline_sent: a flush on another thread
+ * may have read the count in between and waits for done to reach it. */
 static int try_send(gpuport_channel_t ch, uint32_t op, uint64_t dst_off, uint64_t src_off,
                     uint64_t size, uint64_t value)
 {
@@ -225,7 +228,7 @@ static int try_send(gpuport_channel_t ch, uint32_t op, uint64_t dst_off, uint64_
         gpuport_waker_poke(&ch->comm->proxy.waker);
         return INLINE_ALL;
     }
-    atomic_fetch_sub_explicit(&pc->inline_sent, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&pc->inline_done, 1, memory_order_release);
     return INLINE_NONE;
 }
 

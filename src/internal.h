@@ -89,8 +89,9 @@ typedef struct gpuport_pchan {
     _Atomic int no_inline;
     /* host calls whose operation the transport sent itself and completes
      * later (ops->host_send's ASYNC: counted by the caller), and their
-     * completions (gpuport_tl_inline_complete, proxy thread): a flush or a
-     * destroy waits for the two to meet (chan_inline_drained) */
+     * completions (gpuport_tl_inline_complete, proxy thread) or declines
+     * (the caller, try_send): a flush or a destroy waits for the two to
+     * meet (chan_inline_drained) */
     _Atomic uint64_t inline_sent, inline_done;
     /* the channel's parked triggers (proxy_park.c), published by the proxy
      * for host pushes (GPUPORT_PARK_HOST_MAX) */

@@ -240,6 +240,30 @@ static int loop_has_room(gpuport_tl_chan_t *ch, uint32_t nops)
     return 1;
 }
 
+_Atomic uint32_t loop_slow_decline;
+_Atomic uint64_t loop_declined;
+_Atomic int loop_declining;
+
+static int loop_host_send(gpuport_tl_chan_t *ch, uint32_t op, uint64_t dst_off, uint64_t src_off,
+                          uint64_t size, uint64_t value)
+{
+    uint32_t us = atomic_load(&loop_slow_decline);
+
+    (void)ch;
+    (void)op;
+    (void)dst_off;
+    (void)src_off;
+    (void)size;
+    (void)value;
+    if (us) {
+        atomic_store(&loop_declining, 1);
+        usleep(us);
+        atomic_store(&loop_declining, 0);
+    }
+    atomic_fetch_add(&loop_declined, 1);
+    return GPUPORT_TRANSPORT_QUEUE;
+}
+
 static void loop_describe(const void *set, char *buf, size_t len)
 {
     const loop_settings_t *s = set;
@@ -265,6 +289,7 @@ static const gpuport_transport_ops_t loop_ops = {
     .put_value = loop_put_value,
     .signal = loop_signal,
     .has_room = loop_has_room,
+    .host_send = loop_host_send,
 };
 
 GPUPORT_TRANSPORT_REGISTER(loop_ops, loop_kind)

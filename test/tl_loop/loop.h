@@ -54,6 +54,14 @@ extern loop_stats_t loop_stats;
 void loop_block(int rank, uint32_t channel);
 extern _Atomic uint64_t loop_refused;
 
+/* Host calls' own sends (ops->host_send): loop declines every one, so the
+ * proxy carries them out; while loop_slow_decline is set, each decline
+ * first sleeps that many microseconds (the window between a host call's
+ * count and the transport's answer, made wide). Declines are counted. */
+extern _Atomic uint32_t loop_slow_decline;
+extern _Atomic uint64_t loop_declined;
+extern _Atomic int loop_declining; /* 1 while a decline sleeps */
+
 /* The record check conn_open applies to a peer's hello: GPUPORT_OK or an
  * error, logged. */
 gpuport_status_t loop_hello_check(const loop_hello_rec_t *mine, const loop_hello_rec_t *theirs,
