@@ -145,7 +145,8 @@ typedef struct gpuport_memory_channel_dev {
     uint32_t sem_atomic;          /**< 1: signals add atomically to peer_sem; 0: they store
                                    *   exact counts in ticket order */
     uint32_t pad_;                /**< zero */
-    unsigned long long *tickets;  /**< device memory: [0] signals begun, [1] published */
+    unsigned long long *tickets;  /**< device memory: [0] signals begun, [1] published,
+                                   *   [2] held by the signaller storing the count */
     const volatile uint64_t *inbound;    /**< signals received: this rank's slot in its GPU
                                           *   memory (sem_atomic), else in its control segment */
     const volatile int32_t *status;      /**< pinned host memory: the channel's error state */
@@ -803,9 +804,14 @@ GPUPORT_DEV int gpuport_memory_flush(const gpuport_memory_channel_dev_t *ch)
 /** Raises the peer's semaphore by one after the calling thread's earlier
  *  stores (a system-scope release). Any number of threads may signal at
  *  once: an atomic add where the GPUs allow it (sem_atomic); else each
- *  takes a ticket, and the count is published in ticket order.
+ *  makes its stores visible, takes a ticket, and one signaller at a time
+ *  (the one holding tickets[2]) stores the count of every ticket taken so
+ *  far: a signal is published by its own call or by any later one, so a
+ *  signaller that gives up holds no other back.
  *  @retval GPUPORT_OK signalled
- *  @retval GPUPORT_ERR_TIMEOUT an earlier ticket was not published within the limit
+ *  @retval GPUPORT_ERR_TIMEOUT the count was not stored within the limit
+ *          (another signaller held the store that long); the signal is
+ *          counted and goes out with the channel's next one: do not repeat it
  *  @retval GPUPORT_ERR_VERSION a handle of another layout */
 GPUPORT_DEV int gpuport_memory_signal(const gpuport_memory_channel_dev_t *ch)
 {
@@ -819,21 +825,31 @@ GPUPORT_DEV int gpuport_memory_signal(const gpuport_memory_channel_dev_t *ch)
         asm volatile("red.release.sys.global.add.u64 [%0], 1;" ::"l"(ch->peer_sem) : "memory");
         return GPUPORT_OK;
     }
+    /* this thread's stores (its group's, through a barrier) visible before
+     * its ticket: any count up to the tickets taken may then be stored */
+    __threadfence_system();
     t = atomicAdd(&ch->tickets[0], 1ull) + 1;
     for (;;) {
         asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(&ch->tickets[1])
                      : "memory");
-        if (seen == t - 1)
-            break;
+        if (seen >= t)
+            return GPUPORT_OK; /* a later signaller stored it with its own */
+        if (atomicCAS(&ch->tickets[2], 0ull, 1ull) == 0ull) {
+            unsigned long long n;
+            __threadfence(); /* after the previous holder's stores */
+            n = *(volatile unsigned long long *)&ch->tickets[0];
+            asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(ch->peer_sem), "l"(n)
+                         : "memory");
+            asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(&ch->tickets[1]), "l"(n)
+                         : "memory");
+            __threadfence();
+            atomicExch(&ch->tickets[2], 0ull);
+            return GPUPORT_OK;
+        }
         if (gpuport_mdev_expired(ch, &start))
-            return gpuport_mdev_stuck(ch, "signal (an earlier signal's turn)");
+            return gpuport_mdev_stuck(ch, "signal (another signaller's store of the count)");
         gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
     }
-    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(ch->peer_sem), "l"((uint64_t)t)
-                 : "memory");
-    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(&ch->tickets[1]), "l"(t)
-                 : "memory");
-    return GPUPORT_OK;
 }
 
 /** gpuport_memory_put by the calling thread alone, then its signal:

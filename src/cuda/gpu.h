@@ -43,6 +43,7 @@ struct gpuport_gpu {
 #define GPUPORT_GPU_WORDS 4
 #define GPUPORT_GPU_WORD_D(g, id, w) ((g)->words + ((id) * GPUPORT_GPU_WORDS + (w)) * sizeof(uint64_t))
 #define GPUPORT_GPU_CONSUMED_D(g, id) GPUPORT_GPU_WORD_D(g, id, 0)
+/* three words: signals begun, published, and the publisher's hold */
 #define GPUPORT_GPU_TICKETS_D(g, id) GPUPORT_GPU_WORD_D(g, id, 1)
 
 #endif

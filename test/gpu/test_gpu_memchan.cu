@@ -21,7 +21,11 @@
  *  - beside a port channel: one kernel puts by both channels over the same
  *    regions, both signals taken, both ranges checked;
  *  - close: rank 0 destroys; rank 1's waiting kernel returns
- *    GPUPORT_ERR_CLOSED, then rank 1 destroys and both return.
+ *    GPUPORT_ERR_CLOSED, then rank 1 destroys and both return;
+ *  - signals stored by count (store mode only): a signaller that took its
+ *    ticket and gave up, and one that timed out because the count's store
+ *    was held, hold no later signal back: the next signal returns
+ *    GPUPORT_OK and the peer takes all three.
  * GPUPORT_MEMORY_SIGNAL=store runs every case with signals stored into the
  * control segment in ticket order instead of atomic adds (the path between
  * GPUs without native atomics).
@@ -221,6 +225,27 @@ static __global__ void k_wait_both(gpuport_port_channel_dev_t pc, gpuport_memory
     *rc = st;
 }
 
+/* A ticket taken by a signaller that gave up, then a signal that finds the
+ * count's store held (1 ms limit), then one that finds it free. */
+static __global__ void k_abandon(gpuport_memory_channel_dev_t ch, int *rc)
+{
+    int st;
+
+    atomicAdd(&ch.tickets[0], 1ull);
+    atomicExch(&ch.tickets[2], 1ull);
+    ch.timeout_ns = 1000000ull;
+    st = gpuport_memory_signal(&ch);
+    if (st != GPUPORT_ERR_TIMEOUT) {
+        *rc = st ? st : -1000;
+        return;
+    }
+    atomicExch(&ch.tickets[2], 0ull);
+    ch.timeout_ns = 10ull * 1000000000ull;
+    st = gpuport_memory_signal(&ch);
+    if (st)
+        *rc = st;
+}
+
 static int rc_of(side_t *s)
 {
     int rc = 0;
@@ -416,6 +441,27 @@ static void close_case(side_t *s)
 }
 
 /* cudaMalloc destinations: refused on both sides, naming VMM memory. */
+static void abandon_case(side_t *s)
+{
+    unsigned long long got = 0;
+
+    if (s->dev.sem_atomic)
+        return; /* no tickets: atomic adds */
+    barrier(s);
+    if (s->rank == 0) {
+        k_abandon<<<1, 1>>>(s->dev, s->d_rc);
+        CHECK_MSG(rc_of(s) == 0, "abandoned ticket: the next signal failed");
+    } else {
+        k_take<<<1, 1>>>(s->dev, 3, s->d_count, s->d_rc);
+        CHECK_MSG(rc_of(s) == 0, "abandoned ticket: taking the signals failed");
+        CUDA_CHECK(cudaMemcpy(&got, s->d_count, sizeof(got), cudaMemcpyDeviceToHost));
+        CHECK_MSG(got == 3, "abandoned ticket: %llu signals taken, 3 counted", got);
+    }
+    barrier(s);
+    printf("PASS stored counts (rank %d): a signaller that gave up holds no later one back\n",
+           s->rank);
+}
+
 static void refusal_case(side_t *s)
 {
     void *a, *b;
@@ -503,6 +549,7 @@ int main(void)
     packets_case(&s);
     bad_case(&s);
     both_case(&s);
+    abandon_case(&s);
     close_case(&s);
     CHECK_OK(gpuport_comm_destroy(s.comm));
     barrier(&s);
