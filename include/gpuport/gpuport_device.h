@@ -432,11 +432,29 @@ GPUPORT_DEV int gpuport_dev_check(const gpuport_port_channel_dev_t *ch)
     return gpuport_dev_load_sys32(ch->status);
 }
 
+/** The channel's state as the calls below return it, from its two words
+ *  loaded before the push (own: this side's status, peer: the peer's word)
+ *  and the push's result: the push's error, else this side's error, else
+ *  GPUPORT_ERR_CLOSED once the peer closed its side, GPUPORT_ERR_PEER once
+ *  it failed or died. The words are loaded first and used last, so their
+ *  trip across PCIe overlaps the push. An operation pushed into a channel
+ *  that had failed or closed is dropped by the proxy, not carried out. */
+GPUPORT_DEV int gpuport_dev_pushed(int rc, int32_t own, int32_t peer)
+{
+    if (rc)
+        return rc;
+    if (own)
+        return own;
+    if (peer == GPUPORT_OK)
+        return GPUPORT_OK;
+    return peer == GPUPORT_ERR_CLOSED ? GPUPORT_ERR_CLOSED : GPUPORT_ERR_PEER;
+}
+
 /** Pushes one sized operation (PUT, SIGNAL, PUT_SIGNAL, FLUSH) without the
  *  range check of the calls below; gpuport_dev_fifo_push refuses any other op.
- *  It does not read the channel's error state (a read across PCIe on every
- *  push); a failed channel's operations are dropped by the proxy and the
- *  error reaches flush and wait. Returns as gpuport_dev_fifo_push. */
+ *  It does not read the channel's error state (the calls below do); a
+ *  failed channel's operations are dropped by the proxy and the error
+ *  reaches flush and wait. Returns as gpuport_dev_fifo_push. */
 GPUPORT_DEV int gpuport_dev_push_op(const gpuport_port_channel_dev_t *ch, uint32_t op,
                                     uint64_t dst_off, uint64_t src_off, uint64_t size,
                                     uint64_t *pos_p)
@@ -463,7 +481,10 @@ GPUPORT_DEV int gpuport_dev_put_fits(const gpuport_port_channel_dev_t *ch, uint6
  *  @retval GPUPORT_OK queued
  *  @retval GPUPORT_ERR_OUT_OF_RANGE the put does not fit in both regions (nothing queued)
  *  @retval GPUPORT_ERR_VERSION a handle of another layout (nothing queued)
- *  @retval GPUPORT_ERR_TIMEOUT the FIFO stayed full past the time limit */
+ *  @retval GPUPORT_ERR_TIMEOUT the FIFO stayed full past the time limit
+ *  @retval GPUPORT_ERR_CLOSED the peer had closed its side (the operation is not carried out)
+ *  @retval GPUPORT_ERR_PEER the peer had failed or died (not carried out)
+ *  @retval other the channel's own error (gpuport_channel_status; not carried out) */
 GPUPORT_DEV int gpuport_put(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                             uint64_t src_off, uint64_t size)
 {
@@ -472,7 +493,9 @@ GPUPORT_DEV int gpuport_put(const gpuport_port_channel_dev_t *ch, uint64_t dst_o
         return GPUPORT_ERR_VERSION; /* before the sizes of a handle it cannot read */
     if (!gpuport_dev_put_fits(ch, dst_off, src_off, size))
         return GPUPORT_ERR_OUT_OF_RANGE;
-    return gpuport_dev_push_op(ch, GPUPORT_OP_PUT, dst_off, src_off, size, &pos);
+    int32_t own = gpuport_dev_load_sys32(ch->status), peer = gpuport_dev_load_sys32(ch->peer_status);
+    return gpuport_dev_pushed(gpuport_dev_push_op(ch, GPUPORT_OP_PUT, dst_off, src_off, size, &pos),
+                              own, peer);
 }
 
 /** Queues a signal: the peer's semaphore goes up once the channel's puts
@@ -481,11 +504,17 @@ GPUPORT_DEV int gpuport_put(const gpuport_port_channel_dev_t *ch, uint64_t dst_o
  *  pushes.
  *  @retval GPUPORT_OK queued
  *  @retval GPUPORT_ERR_VERSION a handle of another layout (nothing queued)
- *  @retval GPUPORT_ERR_TIMEOUT the FIFO stayed full past the time limit */
+ *  @retval GPUPORT_ERR_TIMEOUT the FIFO stayed full past the time limit
+ *  @retval GPUPORT_ERR_CLOSED the peer had closed its side (the operation is not carried out)
+ *  @retval GPUPORT_ERR_PEER the peer had failed or died (not carried out)
+ *  @retval other the channel's own error (gpuport_channel_status; not carried out) */
 GPUPORT_DEV int gpuport_signal(const gpuport_port_channel_dev_t *ch)
 {
     uint64_t pos;
-    return gpuport_dev_push_op(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, &pos);
+    if (gpuport_dev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    int32_t own = gpuport_dev_load_sys32(ch->status), peer = gpuport_dev_load_sys32(ch->peer_status);
+    return gpuport_dev_pushed(gpuport_dev_push_op(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, &pos), own, peer);
 }
 
 /** gpuport_put, then gpuport_signal, in one trigger; returns as gpuport_put. */
@@ -497,7 +526,9 @@ GPUPORT_DEV int gpuport_put_with_signal(const gpuport_port_channel_dev_t *ch, ui
         return GPUPORT_ERR_VERSION; /* before the sizes of a handle it cannot read */
     if (!gpuport_dev_put_fits(ch, dst_off, src_off, size))
         return GPUPORT_ERR_OUT_OF_RANGE;
-    return gpuport_dev_push_op(ch, GPUPORT_OP_PUT_SIGNAL, dst_off, src_off, size, &pos);
+    int32_t own = gpuport_dev_load_sys32(ch->status), peer = gpuport_dev_load_sys32(ch->peer_status);
+    return gpuport_dev_pushed(
+        gpuport_dev_push_op(ch, GPUPORT_OP_PUT_SIGNAL, dst_off, src_off, size, &pos), own, peer);
 }
 
 /* Writes value (8 bytes) at dst_off of the peer's destination, as the host's
@@ -528,7 +559,10 @@ GPUPORT_DEV int gpuport_dev_push_value(const gpuport_port_channel_dev_t *ch, uin
  *  @retval GPUPORT_ERR_INVALID_ARG dst_off not a multiple of 8 (nothing queued)
  *  @retval GPUPORT_ERR_OUT_OF_RANGE dst_off + 8 beyond the region (nothing queued)
  *  @retval GPUPORT_ERR_VERSION a handle of another layout (nothing queued)
- *  @retval GPUPORT_ERR_TIMEOUT the FIFO stayed full past the time limit */
+ *  @retval GPUPORT_ERR_TIMEOUT the FIFO stayed full past the time limit
+ *  @retval GPUPORT_ERR_CLOSED the peer had closed its side (the operation is not carried out)
+ *  @retval GPUPORT_ERR_PEER the peer had failed or died (not carried out)
+ *  @retval other the channel's own error (gpuport_channel_status; not carried out) */
 GPUPORT_DEV int gpuport_put_value(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                                   uint64_t value)
 {
@@ -541,7 +575,9 @@ GPUPORT_DEV int gpuport_put_value(const gpuport_port_channel_dev_t *ch, uint64_t
 
     if (st)
         return st;
-    return gpuport_dev_push_value(ch, GPUPORT_OP_PUT_VALUE, dst_off, value, &pos);
+    int32_t own = gpuport_dev_load_sys32(ch->status), peer = gpuport_dev_load_sys32(ch->peer_status);
+    return gpuport_dev_pushed(gpuport_dev_push_value(ch, GPUPORT_OP_PUT_VALUE, dst_off, value, &pos),
+                              own, peer);
 }
 
 /** gpuport_put_value, then a signal, in one trigger; returns as gpuport_put_value. */
@@ -557,7 +593,9 @@ GPUPORT_DEV int gpuport_put_value_with_signal(const gpuport_port_channel_dev_t *
 
     if (st)
         return st;
-    return gpuport_dev_push_value(ch, GPUPORT_OP_PUT_VALUE_SIGNAL, dst_off, value, &pos);
+    int32_t own = gpuport_dev_load_sys32(ch->status), peer = gpuport_dev_load_sys32(ch->peer_status);
+    return gpuport_dev_pushed(
+        gpuport_dev_push_value(ch, GPUPORT_OP_PUT_VALUE_SIGNAL, dst_off, value, &pos), own, peer);
 }
 
 /** Returns when the channel's operations that kernels pushed before it (any

@@ -13,14 +13,16 @@
  *    GPUPORT_ERR_TRANSPORT), and its gpuport_flush after it an error;
  *  - the host wait on the second channel returns such an error, both
  *    channels' status is an error, host flushes of both return errors;
+ *  - a kernel's put, signal and put_value on the first channel after that
+ *    return the peer's death (the device calls read the channel's state);
  *  - gpuport_comm_destroy returns an error;
  * and the parent's CUDA context still works (the kernel's stream
  * synchronizes without error), no exchange before the kill carried wrong
  * data, and the child died of the SIGKILL, not of something before it.
  *
- * Needs fix: the checks marked NEEDS_FIX fail on today's library; they run
- * always, and a failure is printed as a KNOWN line without failing the test
- * unless GPUPORT_TEST_STRICT_DEATH=1 enforces them.
+ * The checks marked NEEDS_FIX once failed on the library; they are enforced
+ * by default, and GPUPORT_TEST_STRICT_DEATH=0 prints their failures as
+ * KNOWN lines instead of failing the test.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -58,6 +60,7 @@ typedef struct shared_host { /* pinned, mapped: the kernel reports here */
     volatile unsigned int errors;
     volatile int wait_status, flush_status;
     volatile int done;
+    volatile int after[3]; /* put, signal, put_value after the death */
 } shared_host_t;
 
 typedef struct host_wait {
@@ -94,7 +97,7 @@ static void expect(int ok, int kind, const char *fmt, ...)
     va_end(ap);
     if (kind != ENFORCED && !g_strict) {
         g_known++;
-        printf("KNOWN: %s [%s; not enforced, GPUPORT_TEST_STRICT_DEATH=1 enforces]\n", msg,
+        printf("KNOWN: %s [%s; not enforced with GPUPORT_TEST_STRICT_DEATH=0]\n", msg,
                needs_fix_why[kind]);
     } else {
         g_failed++;
@@ -160,6 +163,14 @@ __global__ void exchange(gpuport_port_channel_dev_t ch, unsigned char *src,
         __threadfence_system();
         host->done = 1;
     }
+}
+
+/* A kernel's sends on a channel whose peer died: each says so. */
+__global__ void after_death(gpuport_port_channel_dev_t ch, shared_host_t *host)
+{
+    host->after[0] = gpuport_put(&ch, 0, 0, 8);
+    host->after[1] = gpuport_signal(&ch);
+    host->after[2] = gpuport_put_value(&ch, 0, 1);
 }
 
 static void *host_waiter(void *arg)
@@ -325,6 +336,12 @@ int main(void)
            "OK");
     st = gpuport_channel_flush(ch);
     expect(st != GPUPORT_OK, ENFORCED, "host flush of the kernel's channel returned OK");
+    after_death<<<1, 1, 0, s>>>(dev, host_d);
+    expect(cudaStreamSynchronize(s) == cudaSuccess, ENFORCED, "the after-death kernel failed");
+    for (int i = 0; i < 3; i++)
+        expect(dead_status(host->after[i]), ENFORCED, "a kernel's %s after the peer's death "
+               "returned %s", i == 0 ? "put" : i == 1 ? "signal" : "put_value",
+               sname(host->after[i]));
     expect(ms_after_kill(now_ns()) <= BOUND_MS, ENFORCED, "the host flushes returned %llu ms "
            "after the kill (bound %llu ms)", ms_after_kill(now_ns()), BOUND_MS);
     snprintf(g_line, sizeof(g_line), "%s; device wait %s after %llu ms, device flush %s; host "
