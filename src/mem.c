@@ -137,16 +137,49 @@ gpuport_status_t gpuport_mem_free(gpuport_comm_t comm, void *ptr)
     return GPUPORT_OK;
 }
 
-/* Caller holds comm->lock. The block that contains ptr, whatever size. */
-static gpuport_alloc_t *alloc_at(gpuport_comm_t comm, const void *ptr)
+/* Caller holds comm->lock; [ptr, ptr + size) does not wrap. A block whose
+ * mapping shares a byte with the range, its rounding to whole pages
+ * included (mapped too, but not the block's: first_unmapped would let it
+ * pass as private memory): the one that holds ptr, else the first the
+ * range runs into. */
+static gpuport_alloc_t *alloc_overlapping(gpuport_comm_t comm, const void *ptr, size_t size)
 {
-    uintptr_t p = (uintptr_t)ptr;
+    uintptr_t p = (uintptr_t)ptr, end = p + size;
+    gpuport_alloc_t *first = NULL;
+
     for (gpuport_alloc_t *a = comm->allocs; a; a = a->next) {
         uintptr_t base = (uintptr_t)a->ptr;
-        if (p >= base && p - base < a->size)
+        if (p >= base && p - base < a->map_len)
             return a;
+        if (p < base && base < end && (!first || base < (uintptr_t)first->ptr))
+            first = a;
     }
-    return NULL;
+    return first;
+}
+
+/* The refusal of a range that overlaps block a (as copied by the caller,
+ * which no longer holds the lock) without lying within its requested size,
+ * said from where the range starts. */
+static gpuport_status_t refuse_overlap(const gpuport_alloc_t *a, const void *ptr, size_t size)
+{
+    uintptr_t p = (uintptr_t)ptr, base = (uintptr_t)a->ptr;
+    const char *what = a->device ? "gpuport_mem_alloc_device" : "gpuport_mem_alloc";
+
+    if (p < base)
+        log_error("gpuport_mem_register(%p, %zu bytes): the range overlaps a %s block that "
+                  "starts %zu bytes into it (%zu bytes requested at %p, %zu mapped); a range "
+                  "lies within one block's requested bytes or outside every block",
+                  ptr, size, what, (size_t)(base - p), a->size, a->ptr, a->map_len);
+    else if (p - base < a->size)
+        log_error("gpuport_mem_register(%p, %zu bytes): the range runs past the end of its %s "
+                  "block (%zu bytes requested at %p, %zu mapped; %zu bytes from ptr to its end)",
+                  ptr, size, what, a->size, a->ptr, a->map_len, a->size - (size_t)(p - base));
+    else
+        log_error("gpuport_mem_register(%p, %zu bytes): the range starts %zu bytes past the end "
+                  "of a %s block (%zu bytes requested at %p, %zu mapped), in the rounding of its "
+                  "mapping up to whole pages, which is not the block's",
+                  ptr, size, (size_t)(p - base) - a->size, what, a->size, a->ptr, a->map_len);
+    return GPUPORT_ERR_INVALID_ARG;
 }
 
 /* 0 if [ptr, ptr + size) is mapped in this process, else the first address
@@ -176,7 +209,16 @@ static uintptr_t first_unmapped(const void *ptr, size_t size)
     return cur < end ? (cur ? cur : 1) : 0;
 }
 
-/* Caller holds comm->lock. */
+static gpuport_status_t refuse_unmapped(const void *ptr, size_t size, uintptr_t hole)
+{
+    log_error("gpuport_mem_register(%p, %zu bytes): address %p of the range is not mapped in "
+              "this process; register only memory that is allocated",
+              ptr, size, (void *)hole);
+    return GPUPORT_ERR_INVALID_ARG;
+}
+
+/* Caller holds comm->lock. The block whose requested bytes hold all of
+ * [ptr, ptr + size): its mapped length past them is not the block's. */
 gpuport_alloc_t *gpuport_alloc_find(gpuport_comm_t comm, const void *ptr, size_t size)
 {
     uintptr_t p = (uintptr_t)ptr;
@@ -216,14 +258,14 @@ static gpuport_status_t mem_classify(gpuport_comm_t comm, void *ptr, size_t size
     rec->size = size;
     pthread_mutex_lock(&comm->lock);
     a = gpuport_alloc_find(comm, ptr, size);
-    if (!a && (a = alloc_at(comm, ptr)) != NULL) {
-        size_t room = a->size - (size_t)((uintptr_t)ptr - (uintptr_t)a->ptr);
+    if (!a && (a = alloc_overlapping(comm, ptr, size)) != NULL) {
+        gpuport_alloc_t block = *a;
+        uintptr_t hole;
         pthread_mutex_unlock(&comm->lock);
-        log_error("gpuport_mem_register(%p, %zu bytes): the range runs past the end of its "
-                  "%s block (%zu bytes at %p; %zu bytes from ptr to its end)",
-                  ptr, size, a->device ? "gpuport_mem_alloc_device" : "gpuport_mem_alloc",
-                  a->size, a->ptr, room);
-        return GPUPORT_ERR_INVALID_ARG;
+        /* from outside every block: a hole in the range is wrong first */
+        if ((uintptr_t)ptr < (uintptr_t)block.ptr && (hole = first_unmapped(ptr, size)) != 0)
+            return refuse_unmapped(ptr, size, hole);
+        return refuse_overlap(&block, ptr, size);
     }
     if (a) {
         /* one piece: the block's memfd range, or its whole VMM allocation */
@@ -260,12 +302,8 @@ static gpuport_status_t mem_classify(gpuport_comm_t comm, void *ptr, size_t size
     }
     if (r->kind == GPUPORT_REGION_HOST) {
         uintptr_t hole = first_unmapped(ptr, size);
-        if (hole) {
-            log_error("gpuport_mem_register(%p, %zu bytes): address %p of the range is not "
-                      "mapped in this process; register only memory that is allocated",
-                      ptr, size, (void *)hole);
-            return GPUPORT_ERR_INVALID_ARG;
-        }
+        if (hole)
+            return refuse_unmapped(ptr, size, hole);
     }
     rec->kind = (uint32_t)r->kind;
     rec->npieces = r->npieces;

@@ -370,10 +370,11 @@ GPUPORT_API gpuport_status_t gpuport_mem_free(gpuport_comm_t comm, void *ptr);
  * @param[out] mem_p the registration
  * @retval GPUPORT_OK registered
  * @retval GPUPORT_ERR_INVALID_ARG not a live communicator, ptr or mem_p NULL, size 0,
- *         a range that wraps the address space or runs past the end of its
- *         gpuport_mem_alloc/_alloc_device block, host memory not mapped in this
- *         process (the first such address is named), or GPU memory that is not
- *         one mapped range
+ *         a range that wraps the address space or overlaps a
+ *         gpuport_mem_alloc/_alloc_device block without lying within the size
+ *         asked for (the rest of its last page is not the block's), host memory
+ *         not mapped in this process (the first such address is named), or GPU
+ *         memory that is not one mapped range
  * @retval GPUPORT_ERR_OUT_OF_RANGE a cudaMalloc range that runs past its allocation, or a
  *         range of stream-ordered pool memory that runs past its pool allocation
  * @retval GPUPORT_ERR_NOT_SUPPORTED memory of a kind not supported yet (managed memory:

@@ -16,6 +16,7 @@
  *     refused for mismatched transports: no wait on the bootstrap, no wait
  *     for a goodbye that cannot come.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +35,84 @@
 #define KIB 1024u
 
 /* ---- registrations of memory that is not there ---- */
+
+/* What kind a registration is, by name ("host", "host-shared", ...). */
+static const char *kind_of(gpuport_mem_t mem)
+{
+    gpuport_mem_info_t info;
+
+    CHECK_OK(gpuport_mem_info(mem, &info));
+    return gpuport_mem_kind_string(info.kind);
+}
+
+/* One refusal of a range that overlaps a block but is not inside its
+ * requested bytes: GPUPORT_ERR_INVALID_ARG, nothing written, and a message
+ * that names the range, the block, its requested and mapped sizes and
+ * `how`. */
+static void refused_at_block(gpuport_comm_t comm, unsigned char *blk, size_t asked,
+                             size_t mapped, unsigned char *ptr, size_t size, const char *how)
+{
+    gpuport_mem_t mem = (gpuport_mem_t)&comm;
+    gpuport_status_t st;
+    const char *log;
+    char range[64], block[96];
+
+    snprintf(range, sizeof(range), "gpuport_mem_register(%p, %zu bytes)", (void *)ptr, size);
+    snprintf(block, sizeof(block), "(%zu bytes requested at %p, %zu mapped", asked, (void *)blk,
+             mapped);
+    capture_begin();
+    st = gpuport_mem_register(comm, ptr, size, &mem);
+    log = capture_end();
+    CHECK_MSG(st == GPUPORT_ERR_INVALID_ARG && mem == (gpuport_mem_t)&comm,
+              "block + %td, %zu bytes (the block asked %zu, mapped %zu): %s%s%s", ptr - blk,
+              size, asked, mapped, gpuport_status_string(st),
+              st == GPUPORT_OK ? ", registered as kind " : "",
+              st == GPUPORT_OK ? kind_of(mem) : "");
+    CHECK_MSG(strstr(log, range) && strstr(log, block) && strstr(log, how),
+              "block + %td, %zu bytes: the log lacks \"%s\", \"%s\" or \"%s\": %s", ptr - blk,
+              size, range, block, how, log);
+}
+
+/* A block of 3 pages and 100 bytes (12,388 with 4 KiB pages) is mapped as
+ * 4 pages: the last 3996 bytes are mapped but not the block's. A range
+ * that reaches into them, or starts there, or starts before the block and
+ * runs into it, is refused as the block's, not taken for private memory
+ * (which the mapping would let it pass as). */
+static void tail_of_block(gpuport_comm_t comm, long page)
+{
+    size_t asked = 3 * (size_t)page + 100, mapped = 4 * (size_t)page;
+    unsigned char *blk;
+    void *before;
+    gpuport_mem_t mem;
+
+    CHECK_OK(gpuport_mem_alloc(comm, asked, (void **)&blk));
+    /* private memory right before the block (or whatever is mapped there
+     * already), so that a range from it into the block is all mapped */
+    before = mmap(blk - page, (size_t)page, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    CHECK_MSG(before == blk - page || (before == MAP_FAILED && errno == EEXIST),
+              "mmap of the page before the block: %p (%s)", before, strerror(errno));
+    /* issue 38: the last 8 bytes of the mapping and 8 past it */
+    refused_at_block(comm, blk, asked, mapped, blk + mapped - 8, 16, "in the rounding");
+    /* wholly in the tail, all of it mapped */
+    refused_at_block(comm, blk, asked, mapped, blk + asked + 8, 16, "in the rounding");
+    refused_at_block(comm, blk, asked, mapped, blk + asked, mapped - asked, "in the rounding");
+    /* from inside the requested bytes into the tail */
+    refused_at_block(comm, blk, asked, mapped, blk + asked - 8, 16, "runs past the end");
+    refused_at_block(comm, blk, asked, mapped, blk, mapped, "runs past the end");
+    /* from before the block into it */
+    refused_at_block(comm, blk, asked, mapped, blk - 8, 16, "starts 8 bytes into it");
+    /* the requested bytes themselves, and their last byte, are the block's */
+    CHECK_OK(gpuport_mem_register(comm, blk, asked, &mem));
+    CHECK_MSG(strcmp(kind_of(mem), gpuport_mem_kind_string(GPUPORT_MEM_KIND_HOST_SHARED)) == 0,
+              "the block's requested bytes are %s memory", kind_of(mem));
+    CHECK_OK(gpuport_mem_deregister(mem));
+    CHECK_OK(gpuport_mem_register(comm, blk + asked - 1, 1, &mem));
+    CHECK_OK(gpuport_mem_deregister(mem));
+    CHECK_OK(gpuport_mem_free(comm, blk));
+    if (before != MAP_FAILED)
+        munmap(before, (size_t)page);
+}
 
 static int registrations(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
 {
@@ -65,6 +144,7 @@ static int registrations(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     log = capture_end();
     CHECK_MSG(count_of(log, "runs past the end of its gpuport_mem_alloc block") == 2, "log: %s",
               log);
+    tail_of_block(comm, page);
     /* far beyond a malloc block: the first unmapped address is named */
     capture_begin();
     CHECK_STATUS(gpuport_mem_register(comm, heap, 1ull << 47, &mem), GPUPORT_ERR_INVALID_ARG);
