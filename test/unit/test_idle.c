@@ -186,15 +186,24 @@ static void budget(void)
     CHECK(gpuport_idle_budget_us(5000, 40, 0) == 0);      /* bound 0 still never sleeps */
 }
 
-/* Each rank's proxy, idle for 300 ms under the default budget, measures
- * its wake-up cost and logs the cap it gives, once. */
+#define COST_LINE "idle proxy: a sleep and the pass after it cost"
+
+/* Each rank's proxy, idle under the default budget, measures its wake-up
+ * cost and logs the cap it gives, once. Rank 0 waits for both lines, 10 s
+ * at most (the proxy measures over its first GPUPORT_IDLE_WINDOW sleeps,
+ * which a loaded machine, waking each late, can stretch past any fixed
+ * pause), then both stay idle 300 ms more, in which no second line may
+ * come. */
 static int idle_measured(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
 {
     gpuport_comm_t comm;
 
-    (void)rank, (void)size, (void)arg;
+    (void)size, (void)arg;
     CHECK_OK(gpuport_comm_create(bs, &comm));
     CHECK(comm->config.proxy_idle_cpu == 4);
+    for (int i = 0; rank == 0 && i < 1000 && count_of(capture_peek(), COST_LINE) < 2; i++)
+        usleep(10000);
+    CHECK_OK(bs->barrier(bs->ctx));
     usleep(300000);
     CHECK_OK(gpuport_comm_destroy(comm));
     return 0;
@@ -215,7 +224,7 @@ static void measured(void)
     CHECK(local_run(2, idle_measured, NULL) == 0);
     log = capture_end();
     unsetenv("GPUPORT_LOG_LEVEL");
-    lines = count_of(log, "idle proxy: a sleep and the pass after it cost");
+    lines = count_of(log, COST_LINE);
     CHECK_MSG(lines == 2, "expected one wake-up cost line per rank, found %d in:\n%s", lines, log);
     CHECK_MSG(count_of(log, "within 4% of a core (GPUPORT_PROXY_IDLE_CPU; at most 500 us)") == 2,
               "the cost lines do not name the budget and bound:\n%s", log);
