@@ -118,6 +118,22 @@ static int take_one(gpuport_channel_t ch)
     return 0;
 }
 
+/* The peer's word, or, before it has come, what this side already knows
+ * of the peer's end: a wait that saw the peer's process gone, or the
+ * proxy, put the channel in GPUPORT_ERR_PEER (or _CLOSED). Every call
+ * agrees from then on: a poll does not answer "no signal yet" while a
+ * put or status says the peer is gone. */
+static int32_t peer_end(gpuport_channel_t ch)
+{
+    int32_t word = atomic_load_explicit(&ch->inbound->peer_status, memory_order_acquire);
+    int32_t own;
+
+    if (word)
+        return word;
+    own = atomic_load_explicit(&ch->state->status, memory_order_acquire);
+    return own == GPUPORT_ERR_PEER || own == GPUPORT_ERR_CLOSED ? own : GPUPORT_OK;
+}
+
 /* Takes one signal: 1 taken, 0 none yet, or below 0 the peer's close
  * (GPUPORT_ERR_CLOSED) or failure (GPUPORT_ERR_PEER) with none left. */
 static int take_signal(gpuport_channel_t ch)
@@ -126,7 +142,7 @@ static int take_signal(gpuport_channel_t ch)
 
     if (take_one(ch))
         return 1;
-    word = atomic_load_explicit(&ch->inbound->peer_status, memory_order_acquire);
+    word = peer_end(ch);
     /* the peer's word comes after its last signal: one that arrived since
      * the look above is still this wait's */
     if (word && take_one(ch))

@@ -236,7 +236,8 @@ static int peer_dies(gpuport_bootstrap_t *bs, int use_malloc)
 /* The same death seen first by a wait (which looks for the peer itself
  * every 20 ms, before the proxy's 50 ms watch): the wait's peer error
  * fails the channel too, at once, so its puts and flushes do not report
- * delivery to a dead process. A wait that ran out its GPUPORT_TIMEOUT_MS
+ * delivery to a dead process, and a poll or a second wait right after it
+ * say the same. A wait that ran out its GPUPORT_TIMEOUT_MS
  * with the child still alive ended before the death it was to see (the
  * child's lateness, not the library's): then the parent waits for the
  * exit, and waits on the channel again from there. */
@@ -256,6 +257,18 @@ static int peer_dies_wait_first(gpuport_bootstrap_t *bs, int use_malloc)
         st = gpuport_channel_wait(s.ch);
     }
     CHECK_STATUS(st, GPUPORT_ERR_PEER);
+    {
+        /* every call agrees at once: a poll does not answer "no signal
+         * yet", nor a second wait look for the peer again, while the
+         * proxy's watch has not yet seen the death itself */
+        int ready = -1;
+        uint64_t t0;
+        CHECK_STATUS(gpuport_channel_poll(s.ch, &ready), GPUPORT_ERR_PEER);
+        t0 = gpuport_now_ns();
+        CHECK_STATUS(gpuport_channel_wait(s.ch), GPUPORT_ERR_PEER);
+        printf("peer-dies-wait-first: a second wait returned in %.3f ms\n",
+               (double)(gpuport_now_ns() - t0) / 1e6);
+    }
     CHECK_STATUS(gpuport_channel_status(s.ch), GPUPORT_ERR_PEER);
     CHECK_STATUS(gpuport_channel_put(s.ch, 0, 0, 64), GPUPORT_ERR_PEER);
     CHECK_STATUS(gpuport_channel_flush(s.ch), GPUPORT_ERR_PEER);
