@@ -8,7 +8,9 @@
  *
  * Host producers reserve slots with a compare-and-swap only when the ring has
  * room, so a producer that gives up (timeout) never leaves a reserved slot
- * unwritten, which would stall the consumer forever.
+ * unwritten, which would stall the consumer forever. Kernels reserve with
+ * an atomic add and wait for room after it; one that gives up marks its
+ * slots void (voids, gpuport_fifo_void_at) and the consumer skips them.
  */
 #ifndef GPUPORT_FIFO_H
 #define GPUPORT_FIFO_H
@@ -29,6 +31,9 @@ typedef struct gpuport_fifo {
     uint32_t size;
     uint32_t log2_size;
     uint64_t pos;            /* consumer's next position; only the proxy touches it */
+    /* the device FIFO's void marks (GPUPORT_FIFO_VOIDS); NULL for the host
+     * FIFO, whose pushers reserve only with room and never give a slot up */
+    gpuport_trigger_t *voids;
     void *own_mem;           /* allocation owned by this FIFO, or NULL */
 } gpuport_fifo_t;
 
@@ -56,6 +61,23 @@ static inline int gpuport_fifo_peek(const gpuport_fifo_t *f, uint32_t k, gpuport
         return 0;
     t->w[0] = w0 & ~(1ull << GPUPORT_TRG_PARITY_SHIFT);
     t->w[1] = slot->w[1];
+    return 1;
+}
+
+/* Consumer: 1 if the slot at pos + k, not written, was given up by its
+ * pusher (its void mark holds that position); *channel_p is the pusher's
+ * channel. */
+static inline int gpuport_fifo_void_at(const gpuport_fifo_t *f, uint32_t k, uint32_t *channel_p)
+{
+    uint64_t p = f->pos + k;
+    gpuport_trigger_t *v;
+
+    if (!f->voids)
+        return 0;
+    v = &f->voids[p & (f->size - 1)];
+    if (atomic_load_explicit((_Atomic uint64_t *)&v->w[0], memory_order_acquire) != p + 1)
+        return 0;
+    *channel_p = (uint32_t)v->w[1];
     return 1;
 }
 

@@ -47,8 +47,46 @@ static uint64_t fifo_backlog(gpuport_comm_t comm)
     return left;
 }
 
+/* Names, by channel, the triggers still in FIFO f (written, from the
+ * consumer's position on) and fails those channels; returns how many
+ * channels. Only the written run at the tail is seen: a slot being written
+ * ends it. */
+static uint32_t name_left(gpuport_comm_t comm, const gpuport_fifo_t *f, const char *name)
+{
+    uint32_t k, named = 0;
+
+    if (!f->slots)
+        return 0;
+    for (k = 0; k < f->size; k++) {
+        gpuport_trigger_t t;
+        uint32_t ch, n = 0;
+        if (!gpuport_fifo_peek(f, k, &t))
+            break;
+        ch = gpuport_trigger_channel(t.w[0]);
+        /* each channel once: at its first trigger, counted to the end */
+        for (uint32_t j = 0; j < k && n == 0; j++) {
+            gpuport_trigger_t u;
+            if (gpuport_fifo_peek(f, j, &u) && gpuport_trigger_channel(u.w[0]) == ch)
+                n = 1;
+        }
+        if (n)
+            continue;
+        for (uint32_t j = k; j < f->size; j++) {
+            gpuport_trigger_t u;
+            if (!gpuport_fifo_peek(f, j, &u))
+                break;
+            n += gpuport_trigger_channel(u.w[0]) == ch;
+        }
+        log_error("channel %u: %u trigger(s) in the %s FIFO not carried out", ch, n, name);
+        if (ch < comm->config.max_channels && atomic_load(&comm->pchans[ch].active))
+            gpuport_pchan_fail(&comm->pchans[ch], GPUPORT_ERR_SHUTDOWN);
+        named++;
+    }
+    return named;
+}
+
 /* Fails what could not be drained before the deadline, so no waiter hangs
- * and nothing is dropped without a word. */
+ * and nothing is dropped without a word: by channel where it can tell. */
 static void abandon(gpuport_comm_t comm)
 {
     uint64_t left = fifo_backlog(comm), parked = proxy_park_abandon(comm);
@@ -68,8 +106,12 @@ static void abandon(gpuport_comm_t comm)
               comm->proxy.flusher.outstanding,
               (unsigned long long)comm->proxy.async_outstanding,
               (unsigned long long)comm->config.timeout_ms);
+    name_left(comm, &comm->fifo, "host");
+    name_left(comm, &comm->dfifo, "device");
     for (uint32_t i = 0; i < comm->config.max_channels; i++) {
         gpuport_pchan_t *ch = &comm->pchans[i];
+        /* what the FIFOs still held may include slots being written, whose
+         * channel no one can name: every channel is stopped then */
         if (atomic_load(&ch->active) &&
             (ch->work_done < ch->work_posted || ch->nflush > 0 || left > parked))
             gpuport_pchan_fail(ch, GPUPORT_ERR_SHUTDOWN);

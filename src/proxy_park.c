@@ -89,8 +89,10 @@ int proxy_park(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_op_desc_t
     park_entry_t *e;
 
     if (p->n == p->cap && (p->cap >= GPUPORT_PARK_MAX || !grow(p))) {
+        /* flow control, not a fault (a kernel pushing faster than the
+         * connection drains): said once, at info */
         if (!p->full_told)
-            log_warn("channel %u (to rank %d): %u triggers parked, waiting for room at its %s "
+            log_info("channel %u (to rank %d): %u triggers parked, waiting for room at its %s "
                      "transport; the %s FIFO waits behind its next one",
                      ch->tl.id, ch->tl.peer, p->n, ch->ops->name, fifo ? "device" : "host");
         p->full_told = 1;

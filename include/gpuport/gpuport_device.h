@@ -342,14 +342,13 @@ GPUPORT_DEV int gpuport_dev_layout(const gpuport_port_channel_dev_t *ch)
 /** Appends n (1 or 2) encoded triggers of this channel as one contiguous run;
  *  *pos_p gets the position of the last. Refuses (GPUPORT_ERR_INVALID_ARG),
  *  before it reserves a slot, any run that gpuport_trigger_pushable refuses:
- *  another channel's, CLOSE, a stray EXT, an unknown op. Slots are reserved
- *  only once the ring has room for the whole run (a compare-and-swap of the
- *  head, as host pushers do), and a reserved slot is written at once: a
- *  pusher that times out has reserved nothing, so it leaves no hole that
- *  would hold the proxy, and the communicator's other pushers, kernels and
- *  channels go on. A timeout means the FIFO stayed full for the time limit
- *  (the proxy stopped consuming, or every slot was taken all that time);
- *  nothing of this call was queued, and the call may be repeated.
+ *  another channel's, CLOSE, a stray EXT, an unknown op. A pusher that
+ *  times out (the FIFO stayed full for the time limit: the proxy stopped
+ *  consuming, or every slot was taken all that time) gives its reserved
+ *  slots up with void marks (GPUPORT_FIFO_VOIDS): the proxy skips them,
+ *  reports the channel and fails it with GPUPORT_ERR_TIMEOUT, and carries
+ *  out every trigger behind them, so the communicator's other kernels and
+ *  channels go on. Nothing of the call is carried out.
  *  @retval GPUPORT_OK pushed
  *  @retval GPUPORT_ERR_VERSION a handle of another layout
  *  @retval GPUPORT_ERR_INVALID_ARG a run this channel's user may not push
@@ -371,38 +370,44 @@ GPUPORT_DEV int gpuport_dev_fifo_push(const gpuport_port_channel_dev_t *ch,
                (int)blockIdx.x, (int)threadIdx.x);
         return GPUPORT_ERR_INVALID_ARG;
     }
-    /* Reserve only with room for the whole run: a slot reserved is a slot
-     * written, so a pusher that gives up leaves no hole. The tail's device
-     * copy only grows, and an older value can only make the check more
-     * cautious (it then reads again). One waiter at a time reads the host's
-     * tail across PCIe, the one that set the copy's top bit (POLLING); the
-     * rest watch the copy in device memory, so that thousands of waiting
-     * threads do not flood the bus the triggers travel on. */
-    const unsigned long long polling = 1ull << 63;
+    /* The tail's device copy is read before the reservation, so that the
+     * two accesses to device memory are in flight together instead of one
+     * after the other: the copy only grows, and an older value can only
+     * make the check below more cautious (it then reads again). */
     gpuport_dev_backoff_t b = {0, 0};
 
-    cached = *(volatile unsigned long long *)f->tail_cache & ~polling;
-    pos = *(volatile unsigned long long *)f->head;
-    for (;;) {
-        unsigned long long seen;
-        if (pos + n - cached <= f->size) {
-            seen = atomicCAS(f->head, (unsigned long long)pos, (unsigned long long)(pos + n));
-            if (seen == pos)
-                break;
-            pos = seen; /* another pusher took it: try the next one */
-            continue;
+    cached = *(volatile unsigned long long *)f->tail_cache;
+    pos = atomicAdd(f->head, (unsigned long long)n);
+
+    /* Wait for room. Only the first waiter reads the host's tail across
+     * PCIe; the rest watch the copy in device memory, so that thousands of
+     * waiting threads do not flood the bus the triggers travel on. */
+    while (pos + n - cached > f->size) {
+        if (pos + n - cached <= f->size + n) {
+            uint64_t tail;
+            gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
+            tail = gpuport_dev_load_sys(f->tail);
+            if (tail > cached)
+                atomicMax(f->tail_cache, (unsigned long long)tail);
+        } else {
+            __nanosleep(100);
         }
-        gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
-        seen = atomicOr(f->tail_cache, polling);
-        if (!(seen & polling)) {
-            uint64_t tail = gpuport_dev_load_sys(f->tail);
-            /* only the poller writes the copy: the larger value, bit clear */
-            atomicExch(f->tail_cache, tail > seen ? (unsigned long long)tail : seen);
-        }
-        if (gpuport_dev_expired(ch, &start))
+        if (gpuport_dev_expired(ch, &start)) {
+            /* the reserved slots are given up: their void marks say so,
+             * and the proxy skips them (GPUPORT_FIFO_VOIDS) */
+            gpuport_trigger_t *voids = GPUPORT_FIFO_VOIDS(f->slots, f->size);
+            for (uint32_t i = 0; i < n; i++) {
+                gpuport_trigger_t *v = &voids[(pos + i) & (f->size - 1)];
+                asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(&v->w[1]),
+                             "l"((uint64_t)ch->id)
+                             : "memory");
+                asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(&v->w[0]),
+                             "l"(pos + i + 1)
+                             : "memory");
+            }
             return gpuport_dev_stuck(ch, "push into a full FIFO (nothing was queued)");
-        cached = *(volatile unsigned long long *)f->tail_cache & ~polling;
-        pos = *(volatile unsigned long long *)f->head;
+        }
+        cached = *(volatile unsigned long long *)f->tail_cache;
     }
     for (uint32_t i = 0; i < n; i++) {
         uint64_t p = pos + i;

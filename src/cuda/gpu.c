@@ -98,7 +98,8 @@ gpuport_status_t gpuport_gpu_open(gpuport_comm_t comm)
     st = pick_device(comm, g);
     if (st)
         goto err;
-    g->fifo_host_len = GPUPORT_DFIFO_HDR + nslots * sizeof(gpuport_trigger_t);
+    /* the slots, then their void marks (GPUPORT_FIFO_VOIDS) */
+    g->fifo_host_len = GPUPORT_DFIFO_HDR + 2 * nslots * sizeof(gpuport_trigger_t);
     st = CU_CALL(cuMemHostAlloc, (&g->fifo_host, g->fifo_host_len,
                                   CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
     if (st)
@@ -126,6 +127,7 @@ gpuport_status_t gpuport_gpu_open(gpuport_comm_t comm)
     comm->dfifo.tail = (_Atomic uint64_t *)g->fifo_host;
     comm->dfifo.slots = (gpuport_trigger_t *)((char *)g->fifo_host + GPUPORT_DFIFO_HDR);
     comm->dfifo.size = (uint32_t)nslots;
+    comm->dfifo.voids = GPUPORT_FIFO_VOIDS(comm->dfifo.slots, nslots);
     comm->dfifo.log2_size = (uint32_t)__builtin_ctz((uint32_t)nslots);
     comm->gpu = g;
     comm->gpu_device = (int)g->dev;

@@ -16,7 +16,7 @@ struct gpuport_gpu {
     CUdevice dev;
     CUcontext app_ctx;
     int retained;          /* we retained (and made current) the primary context */
-    void *fifo_host;       /* [tail][pad][slots] */
+    void *fifo_host;       /* [tail][pad][slots][void marks] */
     CUdeviceptr fifo_host_d;
     size_t fifo_host_len;
     CUdeviceptr fifo_dmem; /* [head line][tail_cache line] */

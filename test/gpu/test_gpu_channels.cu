@@ -611,7 +611,7 @@ __global__ void after_close(gpuport_port_channel_dev_t ch, int *rc)
     rc[0] = gpuport_poll(&ch); /* 1: the signal sent before the close */
     rc[1] = gpuport_poll(&ch);
     rc[2] = gpuport_wait(&ch);
-    rc[3] = gpuport_put(&ch, 0, 0, 64); /* queued: the proxy refuses it */
+    rc[3] = gpuport_put(&ch, 0, 0, 64); /* says the close; the proxy refuses it */
     rc[4] = gpuport_flush(&ch);
     rc[5] = gpuport_wait(&ch);
 }
@@ -650,7 +650,8 @@ static void peer_close(gpuport_bootstrap_t *bs)
     CHECK_MSG(h[1] == GPUPORT_ERR_CLOSED && h[2] == GPUPORT_ERR_CLOSED,
               "device poll %d, wait %d after the close (GPUPORT_ERR_CLOSED is %d)", h[1], h[2],
               GPUPORT_ERR_CLOSED);
-    CHECK_MSG(h[3] == GPUPORT_OK && h[4] == GPUPORT_ERR_CLOSED && h[5] == GPUPORT_ERR_CLOSED,
+    CHECK_MSG(h[3] == GPUPORT_ERR_CLOSED && h[4] == GPUPORT_ERR_CLOSED &&
+                  h[5] == GPUPORT_ERR_CLOSED,
               "device put %d, flush %d, wait %d after the close", h[3], h[4], h[5]);
     CHECK_STATUS(gpuport_channel_status(s.ch), GPUPORT_ERR_CLOSED);
     CHECK_STATUS(gpuport_channel_put(s.ch, 0, 0, 64), GPUPORT_ERR_CLOSED);

@@ -5,10 +5,11 @@
  * trigger must arrive exactly once, each thread's in order, and EXT pairs
  * (sizes > 4 GiB, offsets > 256 GiB) contiguous and exact.
  * A pusher that gives up leaves no hole (run_quitters): with the FIFO full
- * and no consumer, pushers with a tiny time limit all time out; then the
- * consumer starts and other kernels push: every one of their triggers
- * arrives, none of the quitters' does, and the consumer never waits at a
- * slot that nobody writes.
+ * and no consumer, pushers with a tiny time limit all time out, marking
+ * their reserved slots void; then the consumer (the proxy's code) starts
+ * and other kernels push: it skips exactly the quitters' slots, every one
+ * of the later triggers arrives, none of the quitters' does, and it never
+ * waits at a slot that nobody writes.
  */
 #include <pthread.h>
 #include <string.h>
@@ -96,7 +97,7 @@ static void *consume(void *arg)
 static void run(uint32_t fifo_size, uint32_t blocks, uint32_t threads)
 {
     uint32_t nthreads = blocks * threads;
-    size_t host_len = 128 + fifo_size * sizeof(gpuport_trigger_t);
+    size_t host_len = 128 + 2 * fifo_size * sizeof(gpuport_trigger_t); /* + void marks */
     void *host;
     unsigned long long *dmem;
     int *errors, herrors = 0;
@@ -178,8 +179,8 @@ static uint64_t drain(fifo_consumer_t *fifo, uint64_t want, uint32_t channel, in
 
 static void run_quitters(void)
 {
-    const uint32_t size = 64, quitters = 256, later = 4096;
-    size_t host_len = 128 + size * sizeof(gpuport_trigger_t);
+    const uint32_t size = 64, quitters = 64, later = 4096;
+    size_t host_len = 128 + 2 * size * sizeof(gpuport_trigger_t); /* + void marks */
     void *host, *host_d;
     unsigned long long *dmem;
     int *errors, herrors = 0, wrong = 0;
@@ -230,6 +231,8 @@ static void run_quitters(void)
               "%llu of %u later triggers arrived (%d of another channel): the consumer waited "
               "at a slot nobody wrote",
               (unsigned long long)got, later, wrong);
+    CHECK_MSG(fifo_consumer_voids(fifo) == quitters, "%llu slots skipped as given up, %u quitters",
+              (unsigned long long)fifo_consumer_voids(fifo), quitters);
     printf("PASS %u quitters on a full %u-slot FIFO left no hole; %u later triggers arrived\n",
            quitters, size, later);
     fifo_consumer_destroy(fifo);
