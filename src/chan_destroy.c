@@ -128,7 +128,7 @@ void gpuport_channels_await_peers(gpuport_comm_t comm)
 
     for (uint32_t i = 0; i < comm->config.max_channels; i++) {
         gpuport_channel_t ch = comm->chans[i];
-        /* the network transports' goodbye is the proxy's (quiesce) */
+        /* network peers' answers are the proxy's to wait for (proxy_drain.c) */
         if (!ch || !ch->pchan->tl.remote_slot)
             continue;
         if (!late && await_peer(ch, deadline) != GPUPORT_OK) {

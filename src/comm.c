@@ -483,14 +483,16 @@ err:
     return status;
 }
 
-/* Not collective (gpuport.h; test_comm_destroy shows it): no exchange
- * through the bootstrap, each step bounded by GPUPORT_TIMEOUT_MS and
- * skipping peers known to have exited, so a rank returns whether its peers
- * are destroying too, still working, or dead. Peers may write into this
- * rank's memory until they are done: the open channels are closed first
- * (as gpuport_channel_destroy does, all at once), the network transports'
- * goodbye ends their traffic, and same-host peers, which write directly,
- * promise through the control segment. */
+/* Not collective (gpuport.h; test_comm_destroy and test_destroy_alone show
+ * it): no exchange through the bootstrap, each step bounded by
+ * GPUPORT_TIMEOUT_MS and skipping peers known to have exited, so a rank
+ * returns whether its peers are destroying too, still working, or dead,
+ * and as soon as its own work is done. Peers may write into this rank's
+ * memory until they are done: the open channels are closed first (as
+ * gpuport_channel_destroy does, all at once); network peers answer each
+ * close before the proxy stops (proxy_drain.c), which then says goodbye;
+ * same-host peers, which write directly, promise through the control
+ * segment. */
 gpuport_status_t gpuport_comm_destroy(gpuport_comm_t comm)
 {
     gpuport_status_t status = GPUPORT_OK;

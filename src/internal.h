@@ -287,8 +287,8 @@ gpuport_status_t gpuport_proxy_start(struct gpuport_comm *comm);
  * in (a channel deactivated before this call is no longer looked at).
  * Bounded: a sleeping proxy is woken (its eventfd) and passes at once. */
 void gpuport_proxy_quiet(struct gpuport_comm *comm);
-/* Drains the FIFOs, the flusher and the network connections' goodbyes
- * (proxy_drain.c) until the configured timeout, fails what is left, joins
+/* Drains the FIFOs and the flusher, waits for network peers' answers to
+ * the closes and sends the goodbyes (proxy_drain.c) until the configured timeout, fails what is left, joins
  * both threads. */
 void gpuport_proxy_stop(struct gpuport_comm *comm);
 /* proxy_park.c: frees the parks (comm destroy, after the proxy stopped) */

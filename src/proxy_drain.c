@@ -1,8 +1,8 @@
 /*
  * Stopping the proxy (proxy.c asks proxy_may_exit once gpuport_proxy_stop
  * has set stop): it keeps passing until its FIFOs and work are drained and
- * every network connection has said goodbye, or until the drain deadline,
- * when what is left is failed with a message (abandon).
+ * every network peer has answered this rank's closes, or until the drain
+ * deadline, when what is left is failed with a message (abandon).
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_PROXY
 #include "proxy_int.h"
@@ -13,10 +13,28 @@ static int outstanding_work(gpuport_comm_t comm)
            comm->proxy.nsig > 0;
 }
 
-/* Stopping with nothing left to send: network peers may still be sending
- * to this rank, and only this proxy can receive it. Each connection says
- * goodbye and waits for the peer's (quiesce() is 1 once both are done). */
-static int quiesced(gpuport_comm_t comm)
+/* The first active channel over a network connection (one whose transport
+ * has quiesce) that has no word from its peer yet, or NULL. Its word (a
+ * close, the answer to this side's, a failure, a goodbye's or a break's)
+ * says the peer sends nothing more for the channel: it answers a close
+ * once its own operations on the channel are acknowledged here
+ * (proxy_close.c). Same-host channels are waited for after the proxy has
+ * stopped (gpuport_channels_await_peers). */
+static const gpuport_pchan_t *unanswered(gpuport_comm_t comm)
+{
+    for (uint32_t i = 0; i < comm->config.max_channels; i++) {
+        const gpuport_pchan_t *ch = &comm->pchans[i];
+        if (atomic_load_explicit(&ch->active, memory_order_acquire) && ch->tl.conn &&
+            ch->tl.conn->tl->ops->quiesce && proxy_peer_word(comm, ch) == GPUPORT_OK)
+            return ch;
+    }
+    return NULL;
+}
+
+/* 1 when nothing of this rank's awaits a network peer: each used
+ * connection's quiesce() says when its operations are acknowledged and its
+ * goodbye is out. */
+static int conns_quiet(gpuport_comm_t comm)
 {
     int n = atomic_load_explicit(&comm->npconns, memory_order_acquire), all = 1;
 
@@ -31,6 +49,19 @@ static int quiesced(gpuport_comm_t comm)
             all = 0;
     }
     return all;
+}
+
+/* Stopping with nothing left to send. A network peer's data for this rank
+ * goes through this rank (tcp: only this proxy receives it; ib: its
+ * registrations), so the connections end only once the peers send nothing
+ * more: every channel on them has the peer's word (unanswered); and once
+ * nothing of this rank's awaits them (conns_quiet). That is all: destroy
+ * is bounded by this rank's own work and its peers' proxies' answers,
+ * never by a peer's own destroy, which later finds this side's goodbye and
+ * the connection's end, an orderly close. */
+static int quiesced(gpuport_comm_t comm)
+{
+    return conns_quiet(comm) && !unanswered(comm);
 }
 
 /* Triggers known to be queued but not carried out: in the FIFOs, or parked
@@ -93,10 +124,20 @@ static void abandon(gpuport_comm_t comm)
 
     comm->proxy.abandoned = left + comm->proxy.flusher.outstanding + comm->proxy.async_outstanding;
     if (comm->proxy.abandoned == 0) {
-        /* all of ours is done; only network peers' goodbyes are missing */
-        log_warn("stopping after %llu ms without the goodbye of every network peer (a peer that "
-                 "has not destroyed its communicator yet); nothing of this rank's was lost",
-                 (unsigned long long)comm->config.timeout_ms);
+        /* all of ours is carried out; a network peer's acknowledgement or
+         * answer is missing: its proxy is stuck, or it is gone without a
+         * word */
+        const gpuport_pchan_t *ch;
+        if (!conns_quiet(comm))
+            log_warn("stopping after %llu ms with a network peer that has not acknowledged "
+                     "this rank's operations or taken its goodbye (its proxy is stuck, or it "
+                     "is gone without a word)",
+                     (unsigned long long)comm->config.timeout_ms);
+        else if ((ch = unanswered(comm)))
+            log_warn("stopping after %llu ms without rank %d's answer to the close of channel "
+                     "%u (its proxy is stuck, or it is gone without a word); nothing this rank "
+                     "sent was lost",
+                     (unsigned long long)comm->config.timeout_ms, ch->tl.peer, ch->tl.id);
         return;
     }
     log_error("stopping with %llu trigger(s) not carried out (%llu of them parked), %u flusher "
@@ -119,8 +160,8 @@ static void abandon(gpuport_comm_t comm)
 }
 
 /* The stop's condition: nothing of this rank's is left and every network
- * peer has said goodbye; or the drain deadline (GPUPORT_TIMEOUT_MS from the
- * stop) has passed, and what is left is failed. */
+ * peer has answered (quiesced); or the drain deadline (GPUPORT_TIMEOUT_MS
+ * from the stop) has passed, and what is left is failed. */
 int proxy_may_exit(gpuport_comm_t comm)
 {
     int drained = fifo_backlog(comm) == 0 && !outstanding_work(comm);

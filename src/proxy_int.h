@@ -12,7 +12,7 @@
  *   proxy_close.c   a channel's failure and close, and what the peer is told
  *   proxy_idle.c    spinning, yielding and sleeping within the CPU budget
  *   proxy_watch.c   same-host peers that exited, a flusher held inside CUDA
- *   proxy_drain.c   stopping: draining, network goodbyes, abandoning the rest
+ *   proxy_drain.c   stopping: draining, network peers' answers, abandoning the rest
  * Everything declared here runs on the proxy thread.
  */
 #ifndef GPUPORT_PROXY_INT_H
@@ -105,7 +105,7 @@ void proxy_watch_peers(gpuport_comm_t comm);
 void proxy_watch_flusher(gpuport_comm_t comm);
 
 /* proxy_drain.c: once stop is asked, 1 when the proxy may exit: drained
- * with every network goodbye said, or past the drain deadline (what is left
+ * with every network peer's answer in and goodbye said, or past the drain deadline (what is left
  * then failed). */
 int proxy_may_exit(gpuport_comm_t comm);
 

@@ -209,16 +209,19 @@ static inline gpuport_status_t gpuport_comm_create(const gpuport_bootstrap_t *bo
 /**
  * Destroys a communicator and everything still open in it.
  *
- * Not collective: no rank waits for the others to call it. Each step is
- * bounded by GPUPORT_TIMEOUT_MS and skips peers known to have exited: the
- * channels still open are closed (as gpuport_channel_destroy does, all at
- * once), the triggers already in the FIFO are carried out, network peers
- * are told goodbye and same-host peers asked to confirm that they write
- * nothing more into this rank's memory; a peer that does not answer in
- * time (it has not destroyed its side yet) is logged and released anyway.
- * Then every channel and registration is released and the bootstrap's
- * destroy runs. The peers' channels to this rank are closed from then on:
- * their calls return GPUPORT_ERR_CLOSED, as after gpuport_channel_destroy
+ * Not collective: no rank waits for the others to call it. It is bounded
+ * by this rank's own work: the channels still open are closed (as
+ * gpuport_channel_destroy does, all at once), the triggers already in the
+ * FIFO are carried out and acknowledged, and each peer is asked to confirm
+ * that it writes nothing more into this rank's memory, which its proxy
+ * answers at once, whether or not the peer is destroying too (network
+ * peers are then told goodbye and the connection closed). A peer's own
+ * destroy is never waited for. Each step is bounded by GPUPORT_TIMEOUT_MS
+ * and skips peers known to have exited; a peer that does not answer in
+ * time is logged and released anyway. Then every channel and registration
+ * is released and the bootstrap's destroy runs. The peers' channels to
+ * this rank are closed from then on: their calls return
+ * GPUPORT_ERR_CLOSED, as after gpuport_channel_destroy
  * (GPUPORT_ERR_PEER only if this rank dies or its connection breaks
  * instead).
  *

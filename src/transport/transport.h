@@ -174,8 +174,11 @@ typedef struct gpuport_transport_ops {
      * complete operations themselves. */
     int (*progress)(gpuport_conn_t *conn);
     /* Optional, once the communicator is stopping and this rank has nothing
-     * left to send: 1 when the peer has nothing left to send either (so no
-     * more data for this rank can arrive). */
+     * left to send: 1 when nothing of this rank's awaits the peer (its
+     * operations acknowledged, a goodbye of the transport's own sent). The
+     * core also waits for the peer's answer to the close of every channel
+     * on connections of transports that have quiesce, after which the peer
+     * sends nothing more; never for the peer's own destroy. */
     int (*quiesce)(gpuport_conn_t *conn);
     /* Optional: the oldest item this connection posted with gpuport_tl_post
      * has completed (items complete in posting order). */

@@ -31,8 +31,9 @@
  *     connection; ACKs complete exactly the operations acknowledged;
  *   - a protocol error (unknown type, an ACK count outside what was sent),
  *     or a close without goodbye, breaks the connection and fails its
- *     channels; a close after goodbye ends it quietly; nothing is read
- *     past a break.
+ *     channels; a close after goodbye ends it quietly, unless operations
+ *     of this side are still unacknowledged; nothing is read past a
+ *     break.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -325,8 +326,10 @@ static int model(const uint8_t *s, size_t len, int eof, uint64_t sent, uint64_t 
             end = BROKEN;
         }
     }
+    /* quiet: the peer's orderly end, which comes only once this side's
+     * operations are acknowledged */
     if (end == OPEN && eof)
-        end = bye && !in_payload ? QUIET : BROKEN;
+        end = bye && !in_payload && acked == sent ? QUIET : BROKEN;
     if (end == BROKEN) {
         for (uint32_t i = 0; i < NCH; i++) {
             if (defs[i].active && defs[i].on_conn) {

@@ -3,7 +3,7 @@
  *
  * Creating a channel is pairwise collective, and its connection waits for
  * the peer at most GPUPORT_TIMEOUT_MS: a test that sets a short limit in
- * the environment to time one later step (destroy's wait for a goodbye, a
+ * the environment to time one later step (destroy's wait for an answer, a
  * stuck drain) also gives its two processes only that long to reach
  * gpuport_channel_create together, which a sanitizer build on a loaded
  * machine does not always manage. Such a test creates with the

@@ -12,11 +12,11 @@
  * communicator within the same bound, while the child is still alive.
  * With a channel open at destroy, with one destroyed before (no channel
  * open, the connection used), and with none ever made; on one host (shm)
- * and between two host identities (tcp, whose goodbye the child waits for
- * at most GPUPORT_TIMEOUT_MS). And against that, the child killed
- * (SIGKILL) with its channel open: every call then returns
- * GPUPORT_ERR_PEER, the log says the peer failed, and the parent's destroy
- * returns GPUPORT_OK in the same bound.
+ * and between two host identities (tcp; test_destroy_alone times the
+ * child's destroy against a long GPUPORT_TIMEOUT_MS). And against that,
+ * the child killed (SIGKILL) with its channel open: every call then
+ * returns GPUPORT_ERR_PEER, the log says the peer failed, and the parent's
+ * destroy returns GPUPORT_OK in the same bound.
  */
 #include <poll.h>
 #include <signal.h>

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "capture.h"
@@ -1007,7 +1008,16 @@ typedef struct {
     int faulty; /* rank 0's NIC fails a request; rank 1 only waits for the end */
     int bad_trigger; /* rank 0 pushes a put outside the regions: rank 1 must hear of it */
     int no_inline;   /* the device takes no inline data: put_value writes from scratch */
+    int alone;       /* rank 1 puts and destroys at once; rank 0 destroys ALONE_LATER_MS later */
 } mock_opts_t;
+
+/* The alone run: a destroy's own steps take milliseconds (the bound leaves
+ * room for a loaded machine and sanitizers; GPUPORT_TIMEOUT_MS is ten
+ * times that); rank 0 destroys this long after rank 1's returned. */
+#define ALONE_BOUND_MS 3000
+#define ALONE_LATER_MS 2000
+static uint64_t alone_ms[2]; /* each rank's destroy, in ms + 1 (0: not yet) */
+static int alone_done;       /* rank 0 has destroyed: rank 1 stops waiting */
 
 /* the faulty run: puts rank 0 had accepted when the failure came back */
 static int faulty_accepted;
@@ -1023,6 +1033,52 @@ static uint64_t lcg(uint64_t *s)
 {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
     return *s >> 17;
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* gpuport_comm_destroy is bounded by this rank's own work: rank 1 puts the
+ * whole region with a signal and destroys at once (its channels open, the
+ * put not flushed), then waits as a rank waits in a barrier after its
+ * destroy; its destroy returns within ALONE_BOUND_MS. Rank 0, alive and
+ * not destroying, receives every byte, finds its channel closed, and
+ * destroys ALONE_LATER_MS later, as fast; mock_run checks that nothing
+ * was logged as an error (a close answered after rank 1 deregistered would
+ * fail at its NIC and break its connection). */
+static void mock_alone(int rank, gpuport_comm_t comm, gpuport_channel_t ch, unsigned char *src,
+                       const unsigned char *dst)
+{
+    uint64_t t0;
+
+    if (rank == 1) {
+        for (uint64_t i = 0; i < MREGION; i++)
+            src[i] = mpat(1, 0, i);
+        CHECK_OK(gpuport_channel_put_with_signal(ch, 0, 0, MREGION));
+    } else {
+        CHECK_OK(gpuport_channel_wait(ch));
+        for (uint64_t i = 0; i < MREGION; i++)
+            CHECK_MSG(dst[i] == mpat(1, 0, i), "alone: byte %llu is 0x%02x, rank 1 put 0x%02x",
+                      (unsigned long long)i, dst[i], mpat(1, 0, i));
+        while (!__atomic_load_n(&alone_ms[1], __ATOMIC_ACQUIRE))
+            usleep(1000);
+        usleep(ALONE_LATER_MS * 1000);
+        CHECK_STATUS(gpuport_channel_status(ch), GPUPORT_ERR_CLOSED);
+    }
+    t0 = mono_ms();
+    CHECK_OK(gpuport_comm_destroy(comm));
+    __atomic_store_n(&alone_ms[rank], mono_ms() - t0 + 1, __ATOMIC_RELEASE);
+    CHECK_MSG(alone_ms[rank] - 1 < ALONE_BOUND_MS, "alone: rank %d's destroy took %llu ms", rank,
+              (unsigned long long)(alone_ms[rank] - 1));
+    if (rank == 0)
+        __atomic_store_n(&alone_done, 1, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&alone_done, __ATOMIC_ACQUIRE))
+        usleep(1000);
 }
 
 static int mock_rank(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
@@ -1068,7 +1124,13 @@ static int mock_rank(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
               __atomic_load_n(&mock_live.mr, __ATOMIC_RELAXED));
     CHECK_OK(bs->barrier(bs->ctx));
 
-    if (o->faulty) {
+    if (o->alone) {
+        mock_alone(rank, comm, ch, src, dst);
+        free(src);
+        free(ssrc);
+        free(sdst);
+        return 0;
+    } else if (o->faulty) {
         if (rank == 0) {
             gpuport_status_t st;
             /* the third request from here: a piece of the first put */
@@ -1369,6 +1431,15 @@ static void test_mock_data_path(void)
     /* a device without inline data: QPs without, put_value from a registered slot */
     mock_opts_t n = {.rounds = 10, .no_inline = 1};
     mock_run(IBV_LINK_LAYER_INFINIBAND, IBV_ATOMIC_HCA, &n, "takes no inline data");
+    /* a rank that destroys first, its peer alive */
+    mock_opts_t a = {.alone = 1};
+    alone_ms[0] = alone_ms[1] = 0;
+    alone_done = 0;
+    mock_run(IBV_LINK_LAYER_INFINIBAND, IBV_ATOMIC_HCA, &a, "signals by atomic fetch-and-add");
+    printf("ib alone: rank 1's destroy returned in %llu ms with rank 0 alive and not "
+           "destroying; rank 0's, %d ms later, in %llu ms\n",
+           (unsigned long long)(alone_ms[1] - 1), ALONE_LATER_MS,
+           (unsigned long long)(alone_ms[0] - 1));
 }
 
 /* ---- errors ---- */

@@ -9,7 +9,7 @@
  * to oneself. The pair cases run twice: on one
  * host (shm), then with distinct GPUPORT_HOST_IDs (tcp over this machine's
  * interface: a dead peer is seen by its socket, not by its pid, and drain at
- * destroy needs the receiver's proxy until the sender says goodbye).
+ * destroy needs the receiver's proxy until the sender's closes are answered).
  */
 #include <signal.h>
 #include <stdatomic.h>
@@ -420,10 +420,11 @@ static int id_reuse(gpuport_bootstrap_t *bs, int use_malloc)
     return 0;
 }
 
-/* tcp: a rank destroys its communicator long before its peer does. It waits
- * for the peer's goodbye only GPUPORT_TIMEOUT_MS (here 300 ms, set once the
- * channel exists: see short_timeout.h), then returns GPUPORT_OK: nothing of
- * its own was left undone. */
+/* tcp: a rank destroys its communicator long before its peer does. It does
+ * not wait for the peer's destroy, only for its proxy's answer to the close
+ * (bounded by GPUPORT_TIMEOUT_MS, here 300 ms, set once the channel exists:
+ * see short_timeout.h), then returns GPUPORT_OK: nothing of its own was
+ * left undone. */
 static int goodbye_late(gpuport_bootstrap_t *bs, int use_malloc)
 {
     side_t s;

@@ -455,8 +455,8 @@ static void ib_chan_disconnect(gpuport_tl_chan_t *ch)
         return;
     c->ic->chans[ch->id].connected = 0;
     /* At communicator destruction conn_close releases them all with the
-     * connection, after the proxy's drain and the peers' goodbyes. A
-     * channel destroyed alone lets go of them now. */
+     * connection, after the proxy's drain and the peers' answers to the
+     * closes. A channel destroyed alone lets go of them now. */
     if (!gpuport_tl_stopping(ch->comm))
         ib_chan_release(c->ic, &c->ic->chans[ch->id]);
 }
@@ -744,7 +744,9 @@ static int ib_progress(gpuport_conn_t *conn)
 }
 
 /* The receiver is passive: once nothing of this rank's is in flight, the
- * connection has nothing more to do. */
+ * connection has nothing more to do. The core still waits for the peer's
+ * answer to every channel's close before this rank deregisters its memory
+ * (proxy_drain.c), so that no write of the peer's comes after. */
 static int ib_quiesce(gpuport_conn_t *conn)
 {
     const ib_conn_t *c = conn->priv;

@@ -20,8 +20,12 @@
  * A connection that breaks (reset, closed without goodbye, data or keepalive
  * probes unanswered for GPUPORT_SOCKET_TIMEOUT_MS) fails every channel on it
  * on this side, waiters included; the peer sees its own socket break. At
- * destroy each side says goodbye (BYE) once it has nothing left to send and
- * keeps receiving until the peer's goodbye.
+ * destroy a side says goodbye (BYE) once it has nothing left to send, keeps
+ * receiving until its operations are acknowledged and the peer has answered
+ * the close of every channel (after which the peer sends nothing more for
+ * them), and closes the socket; it never waits for the peer's own destroy.
+ * The peer reads the goodbye and then the end of the stream (or a reset,
+ * should its own goodbye meet the closed socket): an orderly end.
  *
  * GPU memory (from gpuport_mem_alloc_device: mapped for the device, so the
  * flusher's own context copies it) moves through pinned host staging of NSLOT
@@ -121,11 +125,11 @@ static void tcp_chan_disconnect(gpuport_tl_chan_t *ch)
  * from it. Once what it sent is applied, this side's waiters on its
  * channels stop (signals already there can still be taken) and its later
  * operations are refused, with GPUPORT_ERR_CLOSED: a goodbye is a close,
- * not a failure (a connection that ends without one is: tcp_rx.c). Each
- * channel's own close word came before the goodbye and stays; this one is
- * for a channel whose close the peer could not send. The connection itself
- * stays up until this side closes too: the peer keeps receiving until this
- * side's goodbye. */
+ * not a failure (a connection that ends without one is: tcp_conn_end).
+ * Each channel's own close word came before the goodbye and stays; this
+ * one is for a channel whose close the peer could not send. The peer
+ * closes the socket once this side has answered its closes and
+ * acknowledged its operations, whether or not this side is destroying. */
 static void end_waits(gpuport_tl_chan_t *ch, void *arg)
 {
     gpuport_tl_sem_fail(ch->comm, ch->id, GPUPORT_ERR_CLOSED);
@@ -231,7 +235,7 @@ static int progress_locked(tcp_conn_t *tc)
     if (tc->bye_seen && !tc->bye_applied && tc->rx_pending == 0)
         peer_closed(tc);
     if (tc->rx_err && !tc->broken)
-        tcp_conn_break(tc, GPUPORT_ERR_TRANSPORT, "failed while receiving", tc->rx_err);
+        tcp_conn_end(tc, GPUPORT_ERR_TRANSPORT, "failed while receiving", tc->rx_err);
     if (tc->broken) {
         if (tc->fail_status && gpuport_now_ns() >= tc->next_rescan_ns)
             fail_late_channels(tc);
@@ -308,6 +312,13 @@ static int tcp_auto_rank(int device_regions)
     return 10;
 }
 
+/* Nothing of this side's awaits the peer once its goodbye and every ACK
+ * it owes are out and its operations are acknowledged. The peer's BYE is
+ * not waited for: the core waits instead for its answer to every channel's
+ * close (proxy_drain.c), after which it sends nothing more that only this
+ * proxy could receive; then this side may close the socket, and the peer,
+ * when it reads the goodbye and the end of the stream, takes it as an
+ * orderly end (tcp_conn_end). */
 static int tcp_quiesce(gpuport_conn_t *conn)
 {
     tcp_conn_t *tc = conn->priv;
@@ -319,8 +330,8 @@ static int tcp_quiesce(gpuport_conn_t *conn)
             tcp_tx_push(tc, MSG_BYE, NO_CHANNEL, 0, 0, NULL);
             tc->bye_sent = 1;
         }
-        /* the peer's BYE follows every op it sent; ours must have gone out */
-        done = tc->bye_sent && tc->bye_seen && tc->tx_head == tc->tx_tail;
+        done = tc->bye_sent && tc->tx_head == tc->tx_tail && tc->ops_acked == tc->ops_sent &&
+               tc->applied == tc->acked_sent;
     }
     tcp_unlock(tc);
     return done;

@@ -1,11 +1,10 @@
 /*
- * tcp: a connection that breaks, and completions of operations in flight
- * (proxy thread). Kept apart so that sending and receiving, which break
+ * tcp: a connection that breaks or ends, and completions of operations in
+ * flight (proxy thread). Kept apart so that sending and receiving, which break
  * connections, depend on this file and not on the ops table in tcp.c.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_TCP)
 #include <string.h>
-#include <sys/socket.h>
 
 #include "transport/tcp/tcp_priv.h"
 
@@ -42,6 +41,24 @@ void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, i
     tc->ack_queued = 0;
 }
 
+/* A goodbye followed by the end of the stream is how a peer's destroy
+ * ends the connection, whether or not this side is destroying too; a reset
+ * in place of the end is the same where this side's own goodbye met the
+ * peer's socket closed. The peer said goodbye and closed only once this
+ * side's operations were acknowledged and its closes answered, so nothing
+ * is lost; an operation still in flight, or a payload cut short, is. */
+void tcp_conn_end(tcp_conn_t *tc, gpuport_status_t status, const char *what, int err)
+{
+    if (tc->broken)
+        return;
+    if (tc->bye_seen && !tc->in_payload && tc->ops_acked == tc->ops_sent) {
+        tc->broken = GPUPORT_ERR_PEER;
+        log_debug("rank %d ended the connection after its goodbye", tc->peer);
+        return;
+    }
+    tcp_conn_break(tc, status, what, err);
+}
+
 void tcp_complete(tcp_conn_t *tc, uint32_t id, gpuport_status_t status)
 {
     gpuport_tl_chan_t *ch;
@@ -58,15 +75,3 @@ void tcp_complete(tcp_conn_t *tc, uint32_t id, gpuport_status_t status)
                   "connection to rank %d",
                   id, tc->peer);
 }
-
-/* Errors that arrive while nothing is sent or received (a keepalive that
- * went unanswered) show on the socket, not in a call's result. */
-void tcp_check_socket(tcp_conn_t *tc)
-{
-    int err = 0;
-    socklen_t len = sizeof(err);
-
-    if (getsockopt(tc->fd_rx, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err)
-        tcp_conn_break(tc, GPUPORT_ERR_TRANSPORT, "broke", err);
-}
-

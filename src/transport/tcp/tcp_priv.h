@@ -138,7 +138,7 @@ typedef struct tcp_conn {
     struct gpuport_tcp_comm *t;
     int peer;
     int fd_tx, fd_rx; /* one socket, or two for a rank and itself */
-    int broken;       /* a gpuport_status_t once the connection failed */
+    int broken;       /* a gpuport_status_t once the connection failed or ended */
     int fail_status;  /* broken without goodbye: channels on it must fail */
     uint64_t next_rescan_ns; /* ... including those activated after the break */
     /* sending (proxy thread) */
@@ -334,6 +334,8 @@ int tcp_host_send(gpuport_tl_chan_t *ch, uint32_t op, uint64_t dst_off, uint64_t
 
 /* tcp_rx.c */
 int tcp_recv_some(tcp_conn_t *tc);
+/* an error the socket holds (a keepalive unanswered) ends the connection */
+void tcp_check_socket(tcp_conn_t *tc);
 /* application thread (GPUPORT_HOST_INLINE): ops->host_recv */
 int tcp_host_recv(gpuport_tl_chan_t *ch);
 /* The SO_RCVLOWAT to wait with when `rest` bytes of a payload are still to
@@ -343,9 +345,11 @@ int tcp_rx_lowat(uint64_t rest, uint64_t max);
 
 /* tcp_fail.c */
 void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, int err);
+/* The socket ended (closed, reset, an error): after the peer's goodbye,
+ * with nothing of this side's in flight and no payload cut short, the
+ * peer's orderly end; else the connection breaks with status. */
+void tcp_conn_end(tcp_conn_t *tc, gpuport_status_t status, const char *what, int err);
 /* the oldest operation in flight, of local channel id, completed */
 void tcp_complete(tcp_conn_t *tc, uint32_t id, gpuport_status_t status);
-/* an error the socket holds (a keepalive unanswered) breaks the connection */
-void tcp_check_socket(tcp_conn_t *tc);
 
 #endif

@@ -1,12 +1,13 @@
 /*
  * tcp: receiving (proxy thread): headers, payloads written in place or
  * through rx staging for GPU destinations, values, signals,
- * acknowledgements.
+ * acknowledgements, and the end of the stream.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_TCP)
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "transport/tcp/tcp_priv.h"
@@ -243,11 +244,8 @@ static void payload_done(tcp_conn_t *tc, uint64_t n)
 
 static void rx_closed(tcp_conn_t *tc)
 {
-    if (tc->bye_seen && !tc->in_payload)
-        tc->broken = GPUPORT_ERR_PEER; /* closed after goodbye: quietly */
-    else
-        tcp_conn_break(tc, GPUPORT_ERR_PEER, "was closed by the peer without goodbye "
-                   "(process exited?)", 0);
+    tcp_conn_end(tc, GPUPORT_ERR_PEER, "was closed by the peer without goodbye (process exited?)",
+                 0);
 }
 
 int tcp_rx_lowat(uint64_t rest, uint64_t max)
@@ -325,7 +323,7 @@ static int recv_device(tcp_conn_t *tc, uint64_t *budget)
                 }
                 if (errno == EINTR)
                     return 0;
-                tcp_conn_break(tc, GPUPORT_ERR_TRANSPORT, "failed while receiving", errno);
+                tcp_conn_end(tc, GPUPORT_ERR_TRANSPORT, "failed while receiving", errno);
                 return -1;
             }
         }
@@ -460,10 +458,28 @@ int tcp_recv_some(tcp_conn_t *tc)
         }
         if (errno == EINTR)
             break;
-        tcp_conn_break(tc, GPUPORT_ERR_TRANSPORT, "failed while receiving", errno);
+        tcp_conn_end(tc, GPUPORT_ERR_TRANSPORT, "failed while receiving", errno);
         break;
     }
     return progressed;
+}
+
+/* Errors that arrive while nothing is sent or received (a keepalive that
+ * went unanswered, a reset) show on the socket, not in a call's result.
+ * Bytes that arrived before the error are read first: they may end in the
+ * peer's goodbye (a reset after it is an orderly end: tcp_conn_end). */
+void tcp_check_socket(tcp_conn_t *tc)
+{
+    int err = 0, queued = 0;
+    socklen_t len = sizeof(err);
+
+    if (getsockopt(tc->fd_rx, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || !err)
+        return;
+    if (ioctl(tc->fd_rx, FIONREAD, &queued) == 0 && queued > 0) {
+        tc->readable = 1;
+        tcp_recv_some(tc);
+    }
+    tcp_conn_end(tc, GPUPORT_ERR_TRANSPORT, "broke", err);
 }
 
 /* ---- application threads: a host wait's own receive (GPUPORT_HOST_INLINE) ---- */

@@ -409,7 +409,7 @@ int tcp_send_some(tcp_conn_t *tc)
         if (sent < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                 break;
-            tcp_conn_break(tc, GPUPORT_ERR_TRANSPORT, "failed while sending", errno);
+            tcp_conn_end(tc, GPUPORT_ERR_TRANSPORT, "failed while sending", errno);
             break;
         }
         progressed = 1;
