@@ -82,7 +82,8 @@ static void measure_wake_cost(gpuport_comm_t comm)
 
 /* An idle proxy sleeps in ppoll on its eventfd (host pushes, flusher
  * completions, stop and quiet write it when it sleeps: waker.h) and on the
- * network connections' sockets, so that any of those wakes it at once;
+ * descriptors the transports give (tcp: one epoll descriptor for all its
+ * sockets), so that any of those wakes it at once;
  * kernels' triggers are seen when the sleep ends. */
 static void idle_sleep(gpuport_comm_t comm, uint32_t us)
 {
