@@ -293,6 +293,14 @@ void gpuport_proxy_quiet(struct gpuport_comm *comm);
 void gpuport_proxy_stop(struct gpuport_comm *comm);
 /* proxy_park.c: frees the parks (comm destroy, after the proxy stopped) */
 void gpuport_proxy_parks_free(struct gpuport_comm *comm);
+/* proxy_flush.c: completions a transport reports (tl_core.c offers them to
+ * transports as gpuport_tl_chan_complete, gpuport_tl_inline_complete and
+ * gpuport_tl_post). Proxy thread. */
+void gpuport_proxy_chan_complete(gpuport_pchan_t *ch, gpuport_status_t status);
+void gpuport_proxy_inline_complete(gpuport_pchan_t *ch, gpuport_status_t status);
+/* 1 if the flusher took w for connection conn_index, 0 if it has no room */
+int gpuport_proxy_post_conn_work(struct gpuport_comm *comm, int conn_index,
+                                 const gpuport_work_t *w);
 
 /* proxy_close.c: fails a channel on this side; its peer learns of it
  * (remote_slot or report_fail). The first error sticks. Proxy thread. */

@@ -1,6 +1,6 @@
 /*
  * A channel's work in flight, and its flushes (proxy thread; transports
- * call gpuport_tl_post and gpuport_tl_chan_complete, tl_core.h). Work handed
+ * reach the completions here through tl_core.c's services). Work handed
  * to the flusher or left with a transport to complete is counted
  * (work_posted), its completions are counted back (work_done) from the
  * flusher's ring or the transport's call, and a flush is answered, by
@@ -129,35 +129,31 @@ int proxy_read_completions(gpuport_comm_t comm)
     return n;
 }
 
-void gpuport_tl_inline_complete(gpuport_tl_chan_t *tl, gpuport_status_t status)
+void gpuport_proxy_inline_complete(gpuport_pchan_t *ch, gpuport_status_t status)
 {
-    gpuport_pchan_t *ch = gpuport_pchan_of(tl);
-
     if (status != GPUPORT_OK)
         gpuport_pchan_fail(ch, status);
     atomic_fetch_add_explicit(&ch->inline_done, 1, memory_order_release);
 }
 
-void gpuport_tl_chan_complete(gpuport_tl_chan_t *tl, gpuport_status_t status)
+void gpuport_proxy_chan_complete(gpuport_pchan_t *ch, gpuport_status_t status)
 {
-    gpuport_pchan_t *ch = gpuport_pchan_of(tl);
-
     if (status != GPUPORT_OK)
         gpuport_pchan_fail(ch, status);
     ch->work_done++;
-    tl->comm->proxy.async_outstanding--;
+    ch->tl.comm->proxy.async_outstanding--;
     publish_flushes(ch);
     proxy_settle(ch);
     proxy_promise_if_done(ch);
 }
 
-int gpuport_tl_post(gpuport_conn_t *conn, const gpuport_work_t *w)
+int gpuport_proxy_post_conn_work(gpuport_comm_t comm, int conn_index, const gpuport_work_t *w)
 {
-    gpuport_flusher_t *fl = &conn->comm->proxy.flusher;
+    gpuport_flusher_t *fl = &comm->proxy.flusher;
     gpuport_work_t item = *w;
 
     if (!gpuport_flusher_has_room(fl, 1))
         return 0;
-    item.channel = GPUPORT_WORK_CONN | (uint32_t)conn->pindex;
+    item.channel = GPUPORT_WORK_CONN | (uint32_t)conn_index;
     return gpuport_flusher_post(fl, &item) == GPUPORT_OK;
 }

@@ -252,3 +252,20 @@ gpuport_status_t gpuport_tl_gpu_dmabuf(gpuport_comm_t comm, uint64_t start, uint
 {
     return gpuport_gpu_dmabuf(comm, start, len, fd_p, why, why_len);
 }
+
+/* ---- completions: the proxy's bookkeeping (proxy_flush.c) ---- */
+
+void gpuport_tl_chan_complete(gpuport_tl_chan_t *ch, gpuport_status_t status)
+{
+    gpuport_proxy_chan_complete(gpuport_pchan_of(ch), status);
+}
+
+void gpuport_tl_inline_complete(gpuport_tl_chan_t *ch, gpuport_status_t status)
+{
+    gpuport_proxy_inline_complete(gpuport_pchan_of(ch), status);
+}
+
+int gpuport_tl_post(gpuport_conn_t *conn, const gpuport_work_t *w)
+{
+    return gpuport_proxy_post_conn_work(conn->comm, conn->pindex, w);
+}
