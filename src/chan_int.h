@@ -68,14 +68,26 @@ static inline gpuport_status_t chan_health(gpuport_channel_t ch)
     return status ? status : chan_peer_state(ch);
 }
 
-/* chan_push.c: the message for a handle that is not a live channel, given
- * to `call`; GPUPORT_ERR_INVALID_ARG. */
-gpuport_status_t chan_stale(const char *call, gpuport_channel_t ch);
+/* The message for a handle that is not a live channel, given to `call`;
+ * GPUPORT_ERR_INVALID_ARG. Every call of the channel files says it. */
+static inline gpuport_status_t chan_stale(const char *call, gpuport_channel_t ch)
+{
+    log_error("%s: %p is not a live channel (NULL, destroyed already, or not a channel)", call,
+              (void *)ch);
+    return GPUPORT_ERR_INVALID_ARG;
+}
 
-/* chan_push.c: 1 when none of ch's host operations is in flight: the
- * proxy has published every one pushed so far complete (flushed[host]
- * reached host_last). */
-int chan_host_settled(gpuport_channel_t ch);
+/* 1 when none of ch's host operations is in flight: the proxy has
+ * published every one pushed so far complete (flushed[host] reached
+ * host_last). Host calls (chan_push.c) and flush (chan_wait.c) ask. */
+static inline int chan_host_settled(gpuport_channel_t ch)
+{
+    uint64_t last = atomic_load_explicit(&ch->host_last, memory_order_acquire);
+    uint64_t done =
+        atomic_load_explicit(&ch->state->flushed[GPUPORT_FIFO_HOST], memory_order_acquire);
+
+    return (done & ~GPUPORT_FLUSHED_FAILED) >= last;
+}
 
 /* chan_wait.c: waits until everything before host-FIFO position pos of ch
  * is complete; GPUPORT_ERR_TIMEOUT (logged) after GPUPORT_TIMEOUT_MS. */

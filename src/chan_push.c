@@ -3,21 +3,14 @@
  * _signal, _put_with_signal, _put_value and _put_value_with_signal, and the
  * pushes into the host FIFO that they, flush and destroy make
  * (gpuport_channel_push, _push_value: internal.h). What every operation
- * checks first is here too: a live handle, a healthy channel, a peer that
- * has not closed its side, and the offsets by the one range rule of
- * gpuport_trigger.h; a refused operation queues nothing.
+ * checks first is here too: a live handle (chan_int.h), a healthy channel,
+ * a peer that has not closed its side, and the offsets by the one range
+ * rule of gpuport_trigger.h; a refused operation queues nothing.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
 #include <unistd.h>
 
 #include "chan_int.h"
-
-gpuport_status_t chan_stale(const char *call, gpuport_channel_t ch)
-{
-    log_error("%s: %p is not a live channel (NULL, destroyed already, or not a channel)", call,
-              (void *)ch);
-    return GPUPORT_ERR_INVALID_ARG;
-}
 
 /* The channel's last host trigger is at pos: host_last only grows (host
  * threads push at once). */
@@ -29,15 +22,6 @@ static void note_pushed(gpuport_channel_t ch, uint64_t pos)
            !atomic_compare_exchange_weak_explicit(&ch->host_last, &cur, pos + 1,
                                                   memory_order_release, memory_order_relaxed))
         ;
-}
-
-int chan_host_settled(gpuport_channel_t ch)
-{
-    uint64_t last = atomic_load_explicit(&ch->host_last, memory_order_acquire);
-    uint64_t done =
-        atomic_load_explicit(&ch->state->flushed[GPUPORT_FIFO_HOST], memory_order_acquire);
-
-    return (done & ~GPUPORT_FLUSHED_FAILED) >= last;
 }
 
 /* A push that timed out: says whether the proxy still makes passes (it
