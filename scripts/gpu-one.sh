@@ -77,6 +77,9 @@ step inline-tcp 180 env GPUPORT_TRANSPORT=tcp "$build/test/gpu/test_gpu_inline"
 # a peer killed mid-traffic: the survivor's device and host waiters return
 step death-cuda_ipc 120 "$build/test/gpu/test_gpu_death"
 step death-tcp 120 env GPUPORT_TRANSPORT=tcp "$build/test/gpu/test_gpu_death"
+# head of line in the device FIFO: a kernel's puts on a tcp channel to a stopped
+# peer park while a cuda_ipc channel of the same FIFO (rank 0 to itself) goes on
+step hol-tcp 120 "$build/test/gpu/test_gpu_hol"
 # the launch-queue hazard (1 connection, 1,100 kernels queued) and without,
 # cold (first use of everything inside the scenario)
 export GPUPORT_TIMEOUT_MS=${GPUPORT_TIMEOUT_MS:-20000}

@@ -60,6 +60,8 @@ struct mock_qp {
 };
 
 static struct ibv_device mock_device;
+/* mock_verbs_hold's domains (NULL: nothing held) */
+static struct ibv_pd *mock_hold_from, *mock_hold_to;
 static mock_mr_t *mock_mrs;
 static mock_qp_t *mock_qps;
 static uint32_t mock_next_key = 0x1000, mock_next_qpn = 0x100;
@@ -482,6 +484,60 @@ uint32_t mock_rkey_of(const void *addr)
     return key;
 }
 
+/* The domain of the registration that holds addr (NULL: none); under
+ * mock_lock. */
+static struct ibv_pd *mock_pd_of(const void *addr)
+{
+    for (mock_mr_t *m = mock_mrs; m; m = m->next)
+        if ((const char *)addr >= (const char *)m->mr.addr &&
+            (const char *)addr < (const char *)m->mr.addr + m->mr.length)
+            return m->mr.pd;
+    return NULL;
+}
+
+int mock_verbs_hold(const void *from, const void *to, int on)
+{
+    int ok = 1;
+
+    pthread_mutex_lock(&mock_lock);
+    mock_hold_from = mock_hold_to = NULL;
+    if (on) {
+        struct ibv_pd *f = mock_pd_of(from), *t = mock_pd_of(to);
+        ok = f && t;
+        if (ok) {
+            mock_hold_from = f;
+            mock_hold_to = t;
+        }
+    }
+    pthread_mutex_unlock(&mock_lock);
+    return ok;
+}
+
+/* q is held: its domain is the held one, and so is its responder's; under
+ * mock_lock. */
+static int mock_held(const mock_qp_t *q)
+{
+    const mock_qp_t *r;
+
+    if (!mock_hold_from || q->qp.pd != mock_hold_from)
+        return 0;
+    for (r = mock_qps; r && r->qp.qp_num != q->dest_qpn; r = r->next)
+        ;
+    return r && r->qp.pd == mock_hold_to;
+}
+
+long mock_verbs_held_posted(void)
+{
+    long n = 0;
+
+    pthread_mutex_lock(&mock_lock);
+    for (const mock_qp_t *q = mock_qps; q; q = q->next)
+        if (mock_held(q))
+            n += (long)(q->tail - q->head);
+    pthread_mutex_unlock(&mock_lock);
+    return n;
+}
+
 void mock_verbs_fail_in(long n)
 {
     mock_config.fail_at = __atomic_load_n(&mock_executed, __ATOMIC_RELAXED) + n;
@@ -552,8 +608,9 @@ static int mock_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
     int k = 0;
 
     pthread_mutex_lock(&mock_lock);
-    /* a few per call: completions trickle in and the send queue fills */
-    while (q && k < n && k < 3 && q->head < q->tail) {
+    /* a few per call: completions trickle in and the send queue fills; a
+     * held QP executes nothing */
+    while (q && !mock_held(q) && k < n && k < 3 && q->head < q->tail) {
         const struct ibv_send_wr *wr = &q->wr[q->head % MOCK_MAX_WR];
         enum ibv_wc_status st = q->qp.state == IBV_QPS_ERR ? IBV_WC_WR_FLUSH_ERR
                                                             : mock_execute(q, wr);
@@ -632,6 +689,7 @@ void mock_verbs_install(void)
     mock_error[0] = '\0';
     mock_executed = 0;
     memset(&mock_inline, 0, sizeof(mock_inline));
+    mock_hold_from = mock_hold_to = NULL;
     mock_verbs_table(&t);
     ib_verbs_install(&t);
 }

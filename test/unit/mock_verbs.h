@@ -10,8 +10,10 @@
  * PSNs, writing the peer's memory (the ranks are threads of the test) and
  * completing in order; a failure moves the QP to the error state and
  * flushes the rest. Inline data is copied at the post, as a provider does,
- * and only within the QP's max_inline_data. Not a model of timing, PCIe
- * ordering or a second machine: only of what verbs promise.
+ * and only within the QP's max_inline_data. A link between two ranks can
+ * be held (mock_verbs_hold): its QPs stop executing until released. Not a
+ * model of timing, PCIe ordering or a second machine: only of what verbs
+ * promise.
  */
 #ifndef GPUPORT_TEST_MOCK_VERBS_H
 #define GPUPORT_TEST_MOCK_VERBS_H
@@ -65,6 +67,17 @@ void mock_verbs_install(void);
 /* The n-th work request executed from now fails (as fail_at counts from
  * the install); call while no other rank posts. */
 void mock_verbs_fail_in(long n);
+/* A stalled link: while on, the QPs of the domain that registered `from`
+ * that are connected to a QP of the domain that registered `to` (each
+ * rank's communicator has a domain of its own) execute nothing: their work
+ * requests stay posted and none completes, so the requester's send queue
+ * fills; off, they go on in order. A QP whose responder is destroyed is no
+ * longer held: its requests then fail as any would. 0 if either address
+ * lies in no registration (nothing held then). */
+int mock_verbs_hold(const void *from, const void *to, int on);
+/* Work requests posted and not completed on the held QPs; read while
+ * held. */
+long mock_verbs_held_posted(void);
 /* libibverbs.so.1 again (or the reason it cannot be loaded). */
 void mock_verbs_uninstall(void);
 

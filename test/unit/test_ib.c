@@ -14,7 +14,20 @@
  * mock provider (mock_verbs.c, installed into the verbs table): two ranks
  * as threads, puts split to the port's message size, signals by atomics
  * and by written counts, the loopback QP, a failed work request,
- * report_fail, and every verbs object released.
+ * report_fail, and every verbs object released. Then one stalled link
+ * holds no other channel (parking, proxy_park.c), over three ranks: the
+ * mock holds rank 0's QP to rank 1 (mock_verbs_hold), so rank 0's channel
+ * A fills its connection's queue and its later puts park, while its
+ * channel B to rank 2 ping-pongs as many rounds as before the hold, every
+ * byte compared at both ends (the rates are printed, not compared).
+ * Released, A's flush returns and rank 1 finds every byte of A's
+ * overlapping puts in issue order, then the value and the one signal.
+ * Never released, with a short time limit, A alone fails with
+ * GPUPORT_ERR_TIMEOUT, named in the log, while B's puts go on being
+ * flushed and its ping-pong goes on; A's destroys and rank 0's
+ * communicator destroy return at the limit. Without parking, B's triggers
+ * would wait behind A's in the host FIFO and its first round would time
+ * out.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -30,6 +43,7 @@
 #include "internal.h"
 #include "local_bootstrap.h"
 #include "mock_verbs.h"
+#include "short_timeout.h"
 #include "transport/ib/ib.h"
 #include "transport/ib/ib_priv.h"
 #include "transport/ib/ib_verbs.h"
@@ -1009,6 +1023,7 @@ typedef struct {
     int bad_trigger; /* rank 0 pushes a put outside the regions: rank 1 must hear of it */
     int no_inline;   /* the device takes no inline data: put_value writes from scratch */
     int alone;       /* rank 1 puts and destroys at once; rank 0 destroys ALONE_LATER_MS later */
+    int hol;         /* three ranks, rank 0's link to rank 1 held (hol_rank): 1 released, 2 not */
 } mock_opts_t;
 
 /* The alone run: a destroy's own steps take milliseconds (the bound leaves
@@ -1289,6 +1304,320 @@ static int mock_rank(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     return 0;
 }
 
+/* ---- one stalled link holds no other channel (parking) ---- */
+
+/* Three ranks over the mock: rank 0's channel A to rank 1 runs over a
+ * link the mock holds (mock_verbs_hold), channel B to rank 2 over one that
+ * works. */
+#define HREGION 65536u
+#define HPUT 1500          /* puts into A: more than its connection queues (ib.c: 1,016) */
+#define HROUNDS 200        /* B's ping-pong rounds, before the hold and during it */
+#define HMSG 128           /* each round's put, at its own offset */
+#define HVALUE_OFF 32768u  /* A's put_value, after the puts */
+#define HVALUE 0x5eed0123456789ull
+#define HPREVIEW (1ull << 40) /* the second word of A's i-th put: i | HPREVIEW */
+#define HTIMEOUT_MS 1000   /* the variant that never releases A */
+#define HLONG_MS 30000     /* mock_run's GPUPORT_TIMEOUT_MS */
+
+static unsigned char *g_hol_adst; /* rank 1's destination of A, for rank 0's hold */
+static uint32_t g_hol_aid;        /* A's channel id at rank 0, for the log check */
+static double g_hol_rate[2];      /* B's rounds per second: before the hold, during it */
+static uint32_t g_hol_parked;     /* A's triggers parked during the hold */
+static long g_hol_posted;         /* A's work requests posted and not completed then */
+static int g_hol_beside;          /* the timeout variant: B's flushed puts while A waited */
+static int g_hol_r0_gone;         /* the timeout variant: rank 0's communicator is destroyed */
+
+typedef struct {
+    unsigned char *src, *dst;
+    gpuport_mem_t msrc, mdst;
+    gpuport_channel_t ch;
+} hol_side_t;
+
+static void hol_open(gpuport_comm_t comm, int peer, hol_side_t *s)
+{
+    s->src = malloc(HREGION);
+    s->dst = malloc(HREGION);
+    CHECK(s->src && s->dst);
+    memset(s->src, 0, HREGION);
+    memset(s->dst, 0xee, HREGION);
+    CHECK_OK(gpuport_mem_register(comm, s->src, HREGION, &s->msrc));
+    CHECK_OK(gpuport_mem_register(comm, s->dst, HREGION, &s->mdst));
+    CHECK_OK(gpuport_channel_create(comm, peer, s->msrc, s->mdst, &s->ch));
+    CHECK(strcmp(gpuport_channel_transport(s->ch), "ib") == 0);
+}
+
+/* A channel whose destroy timed out is kept, its regions registered, until
+ * the communicator goes: the buffers are freed after that (hol_free). */
+static void hol_close(hol_side_t *s, gpuport_status_t want)
+{
+    CHECK_STATUS(gpuport_channel_destroy(s->ch), want);
+    if (want == GPUPORT_OK) {
+        CHECK_OK(gpuport_mem_deregister(s->msrc));
+        CHECK_OK(gpuport_mem_deregister(s->mdst));
+    }
+}
+
+static void hol_free(hol_side_t *s)
+{
+    free(s->src);
+    free(s->dst);
+}
+
+static unsigned char hpat(int rank, int round, uint64_t i)
+{
+    return (unsigned char)(rank * 89 + round * 7 + (int)(i * 13 % 251));
+}
+
+static uint64_t word_of(const unsigned char *p)
+{
+    uint64_t v;
+
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* B's ping-pong, rounds first..first+n-1, seen from rank 0 (initiator) or
+ * rank 2: each round's HMSG bytes at their own offset, with a signal, and
+ * the answer the same way; every byte compared on both sides. Each wait is
+ * bounded by GPUPORT_TIMEOUT_MS. Rounds per second. */
+static double hol_ping_pong(hol_side_t *b, int initiator, int first, int n)
+{
+    int me = initiator ? 0 : 2, peer = initiator ? 2 : 0;
+    double t0 = now_s();
+
+    for (int r = first; r < first + n; r++) {
+        uint64_t off = (uint64_t)r * HMSG;
+        for (uint64_t i = 0; i < HMSG; i++)
+            b->src[off + i] = hpat(me, r, i);
+        if (initiator)
+            CHECK_OK(gpuport_channel_put_with_signal(b->ch, off, off, HMSG));
+        gpuport_status_t st = gpuport_channel_wait(b->ch);
+        CHECK_MSG(st == GPUPORT_OK, "rank %d: B's round %d (of %d..%d) did not complete: %s", me,
+                  r, first, first + n - 1, gpuport_status_string(st));
+        for (uint64_t i = 0; i < HMSG; i++)
+            CHECK_MSG(b->dst[off + i] == hpat(peer, r, i),
+                      "rank %d: B's round %d: byte %llu is 0x%02x, rank %d put 0x%02x", me, r,
+                      (unsigned long long)i, b->dst[off + i], peer, hpat(peer, r, i));
+        if (!initiator)
+            CHECK_OK(gpuport_channel_put_with_signal(b->ch, off, off, HMSG));
+    }
+    return n / (now_s() - t0);
+}
+
+/* A's source: put i takes 16 bytes at 16 * i, the words i and
+ * i | HPREVIEW, to 8 * i; put i + 1 overwrites the second word with i + 1.
+ * So in order A's destination holds k at 8 * k for every k, and
+ * (HPUT - 1) | HPREVIEW after them; a put carried out after its successor
+ * would leave a HPREVIEW word inside. */
+static void hol_fill_a(unsigned char *src)
+{
+    for (uint64_t i = 0; i < HPUT; i++) {
+        uint64_t w[2] = {i, i | HPREVIEW};
+        memcpy(src + 16 * i, w, 16);
+    }
+}
+
+static void hol_put_a(gpuport_channel_t a)
+{
+    for (uint64_t i = 0; i < HPUT; i++)
+        CHECK_OK(gpuport_channel_put(a, 8 * i, 16 * i, 16));
+    CHECK_OK(gpuport_channel_put_value_with_signal(a, HVALUE_OFF, HVALUE));
+}
+
+static void hol_check_a(const unsigned char *dst)
+{
+    for (uint64_t k = 0; k < HPUT; k++)
+        CHECK_MSG(word_of(dst + 8 * k) == k, "A's word %llu is 0x%llx (put %llu wrote it)",
+                  (unsigned long long)k, (unsigned long long)word_of(dst + 8 * k),
+                  (unsigned long long)k);
+    CHECK(word_of(dst + 8 * HPUT) == ((HPUT - 1) | HPREVIEW));
+    CHECK(dst[8 * HPUT + 8] == 0xee);
+    CHECK(word_of(dst + HVALUE_OFF) == HVALUE);
+}
+
+/* A parked trigger is one its transport had no room for: here only the
+ * puts past its connection's queue (ib_has_room). */
+static uint32_t parked_of(gpuport_channel_t ch)
+{
+    return atomic_load(&ch->pchan->parked);
+}
+
+/* Rank 0 holds its link to rank 1 (A), puts HPUT times and a value with a
+ * signal into A, and ping-pongs with rank 2 over B HROUNDS times, as many
+ * as before the hold: B's triggers are behind A's in the host FIFO, so
+ * without parking they would wait for A. Then, released (o->hol == 1):
+ * A's flush returns, and rank 1 finds every word in order; or, never
+ * released (o->hol == 2, a short time limit): A fails alone with
+ * GPUPORT_ERR_TIMEOUT while B's puts go on being flushed, B still
+ * ping-pongs afterwards, and the destroys return at the limit. */
+static int hol_rank(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
+{
+    const mock_opts_t *o = arg;
+    int release = o->hol == 1, ready;
+    gpuport_comm_t comm;
+    hol_side_t a, b;
+
+    (void)size;
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    if (rank == 0) {
+        hol_open(comm, 1, &a);
+        hol_open(comm, 2, &b);
+        g_hol_aid = a.ch->id;
+        hol_fill_a(a.src);
+        CHECK_OK(bs->barrier(bs->ctx)); /* 1: g_hol_adst is set */
+        g_hol_rate[0] = hol_ping_pong(&b, 1, 0, HROUNDS);
+        if (!release)
+            test_short_timeout(comm, HTIMEOUT_MS);
+        CHECK(mock_verbs_hold(a.src, __atomic_load_n(&g_hol_adst, __ATOMIC_ACQUIRE), 1));
+        hol_put_a(a.ch);
+        if (release) {
+            g_hol_rate[1] = hol_ping_pong(&b, 1, HROUNDS, HROUNDS);
+            /* B's triggers came after all of A's: A's connection queue is
+             * full (the QP's work requests posted, none completed) and the
+             * rest of A's triggers parked */
+            g_hol_parked = parked_of(a.ch);
+            g_hol_posted = mock_verbs_held_posted();
+            CHECK_MSG(g_hol_parked > 0, "none of A's triggers was parked");
+            CHECK_MSG(g_hol_posted > 0, "no work request of A's is waiting at the held QP");
+            CHECK_OK(gpuport_channel_status(a.ch));
+            CHECK_OK(gpuport_channel_flush(b.ch));
+        } else {
+            double t0 = now_s();
+            gpuport_status_t st;
+            /* the proxy's own limit fails A; bounded here against a hang */
+            while (gpuport_channel_status(a.ch) == GPUPORT_OK && now_s() - t0 < 60) {
+                for (uint64_t i = 0; i < HMSG; i++)
+                    b.src[i] = hpat(0, g_hol_beside, i);
+                CHECK_OK(gpuport_channel_put(b.ch, 0, 0, HMSG));
+                st = gpuport_channel_flush(b.ch);
+                CHECK_MSG(st == GPUPORT_OK, "B's flush %d while A waits: %s", g_hol_beside,
+                          gpuport_status_string(st));
+                g_hol_beside++;
+                usleep(1000);
+            }
+            CHECK_STATUS(gpuport_channel_status(a.ch), GPUPORT_ERR_TIMEOUT);
+            CHECK_STATUS(gpuport_channel_flush(a.ch), GPUPORT_ERR_TIMEOUT);
+            CHECK_OK(gpuport_channel_status(b.ch));
+        }
+        CHECK_OK(bs->barrier(bs->ctx)); /* 2: A is held, its triggers pushed */
+        CHECK_OK(bs->barrier(bs->ctx)); /* 3: rank 1 found nothing of A's */
+        if (release) {
+            CHECK(mock_verbs_hold(NULL, NULL, 0));
+            CHECK_OK(gpuport_channel_flush(a.ch));
+            CHECK(parked_of(a.ch) == 0 && mock_verbs_held_posted() == 0);
+        } else {
+            /* B goes on, every round checked at both ends (under the long
+             * limit: only A's wait needed the short one) */
+            test_short_timeout(comm, HLONG_MS);
+            hol_ping_pong(&b, 1, HROUNDS, 20);
+            CHECK_OK(gpuport_channel_flush(b.ch));
+        }
+        CHECK_OK(bs->barrier(bs->ctx)); /* 4: rank 1 checked A's words */
+        if (release) {
+            hol_close(&a, GPUPORT_OK);
+        } else {
+            /* A's work at the held QP never completes, nor does rank 1's
+             * answer to its close come over the held link: the destroy
+             * returns at the limit and keeps A until the communicator goes */
+            test_short_timeout(comm, HTIMEOUT_MS);
+            hol_close(&a, GPUPORT_ERR_TIMEOUT);
+        }
+        hol_close(&b, GPUPORT_OK);
+    } else if (rank == 1) {
+        hol_open(comm, 0, &a);
+        __atomic_store_n(&g_hol_adst, a.dst, __ATOMIC_RELEASE);
+        CHECK_OK(bs->barrier(bs->ctx)); /* 1 */
+        CHECK_OK(bs->barrier(bs->ctx)); /* 2 */
+        /* held: nothing of A's arrived */
+        CHECK_OK(gpuport_channel_poll(a.ch, &ready));
+        CHECK(ready == 0);
+        CHECK(word_of(a.dst) == 0xeeeeeeeeeeeeeeeeull);
+        CHECK_OK(bs->barrier(bs->ctx)); /* 3 */
+        if (release) {
+            CHECK_OK(gpuport_channel_wait(a.ch));
+            hol_check_a(a.dst);
+            CHECK_OK(gpuport_channel_poll(a.ch, &ready));
+            CHECK(ready == 0); /* one signal */
+        }
+        CHECK_OK(bs->barrier(bs->ctx)); /* 4 */
+        if (release) {
+            hol_close(&a, GPUPORT_OK);
+        } else {
+            /* rank 0's answer to this close would come over the held link */
+            test_short_timeout(comm, HTIMEOUT_MS);
+            hol_close(&a, GPUPORT_ERR_TIMEOUT);
+        }
+    } else {
+        hol_open(comm, 0, &b);
+        CHECK_OK(bs->barrier(bs->ctx)); /* 1 */
+        hol_ping_pong(&b, 0, 0, HROUNDS);
+        if (release)
+            hol_ping_pong(&b, 0, HROUNDS, HROUNDS);
+        CHECK_OK(bs->barrier(bs->ctx)); /* 2 */
+        CHECK_OK(bs->barrier(bs->ctx)); /* 3 */
+        if (!release)
+            hol_ping_pong(&b, 0, HROUNDS, 20);
+        CHECK_OK(bs->barrier(bs->ctx)); /* 4 */
+        hol_close(&b, GPUPORT_OK);
+    }
+    if (rank == 1 && !release) {
+        /* rank 1's QP stays while rank 0 destroys: its link held to the end */
+        double t0 = now_s();
+        while (!__atomic_load_n(&g_hol_r0_gone, __ATOMIC_ACQUIRE) && now_s() - t0 < 60)
+            usleep(1000);
+    }
+    if (rank == 0 && !release) {
+        /* A's work at the held QP never completes: the drain stops at the
+         * limit and says so */
+        CHECK_STATUS(gpuport_comm_destroy(comm), GPUPORT_ERR_SHUTDOWN);
+        __atomic_store_n(&g_hol_r0_gone, 1, __ATOMIC_RELEASE);
+    } else {
+        CHECK_OK(gpuport_comm_destroy(comm));
+    }
+    if (rank != 2)
+        hol_free(&a);
+    if (rank != 1)
+        hol_free(&b);
+    return 0;
+}
+
+/* The variant that never releases A: the proxy's time limit failed A,
+ * named; A's destroys on both sides returned at the limit (rank 0's flush
+ * of what A had at the held QP, and each side's wait for the other's
+ * answer to its close); what the communicators' destroys say of the held
+ * link depends on which stops first. Nothing said concerns B. */
+static void hol_log_check(const char *log)
+{
+    char want[160];
+
+    snprintf(want, sizeof(want), "channel %u (to rank 1): its ib transport had no room for a put",
+             g_hol_aid);
+    CHECK_MSG(count_of(log, want) == 1, "log lacks \"%s\":\n%s", want, log);
+    snprintf(want, sizeof(want), "channel %u (to rank 1): flush did not complete", g_hol_aid);
+    CHECK_MSG(count_of(log, want) == 1, "log lacks \"%s\":\n%s", want, log);
+    CHECK_MSG(count_of(log, "rank 0 did not confirm within") == 1 &&
+                  count_of(log, "rank 1 did not confirm within") == 1,
+              "A's destroys:\n%s", log);
+    for (const char *line = log; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char buf[1024];
+        snprintf(buf, sizeof(buf), "%.*s", (int)len, line);
+        if (strstr(buf, " ERROR ") || strstr(buf, " WARN "))
+            CHECK_MSG(!strstr(buf, " r2 ") && !strstr(buf, "rank 2") && !strstr(buf, "channel 1"),
+                      "a line about B:\n%s", buf);
+        line += len + (end != NULL);
+    }
+}
+
 /* stderr of a run, to a file: a rank that fails a CHECK exits the process,
  * and then the log is what says why, so it is shown on the way out. */
 static int mock_saved_stderr = -1;
@@ -1375,7 +1704,7 @@ static void mock_run(int link_layer, int atomic_cap, const mock_opts_t *o, const
     setenv("GPUPORT_TIMEOUT_MS", "30000", 1);
     setenv("GPUPORT_LOG_LEVEL", "info", 1);
     mock_capture_begin();
-    int failed = local_run(2, mock_rank, (void *)o);
+    int failed = o->hol ? local_run(3, hol_rank, (void *)o) : local_run(2, mock_rank, (void *)o);
     log = mock_capture_end();
     mock_verbs_uninstall();
     unsetenv("GPUPORT_TRANSPORT");
@@ -1398,6 +1727,8 @@ static void mock_run(int link_layer, int atomic_cap, const mock_opts_t *o, const
                       strstr(log, "is outside the regions") &&
                       strstr(log, "rank 0's side of the channel failed (offset or size outside"),
                   "errors logged:\n%s", log);
+    else if (o->hol == 2)
+        hol_log_check(log);
     else if (o->faulty)
         /* rank 0's connection breaks with the planted failure; rank 1's when
          * its destroy tells rank 0 (whose QP is in the error state) that it
@@ -1436,6 +1767,15 @@ static void test_mock_data_path(void)
     alone_ms[0] = alone_ms[1] = 0;
     alone_done = 0;
     mock_run(IBV_LINK_LAYER_INFINIBAND, IBV_ATOMIC_HCA, &a, "signals by atomic fetch-and-add");
+    mock_opts_t h = {.hol = 1};
+    mock_run(IBV_LINK_LAYER_INFINIBAND, IBV_ATOMIC_HCA, &h, "signals by atomic fetch-and-add");
+    printf("ib: B ping-pong beside a held link: %.0f rounds/s (%.0f before the hold); A had %ld "
+           "work requests waiting at its QP and %u triggers parked\n",
+           g_hol_rate[1], g_hol_rate[0], g_hol_posted, g_hol_parked);
+    mock_opts_t h2 = {.hol = 2};
+    g_hol_beside = g_hol_r0_gone = 0;
+    mock_run(IBV_LINK_LAYER_INFINIBAND, IBV_ATOMIC_HCA, &h2, "signals by atomic fetch-and-add");
+    printf("ib: B's puts flushed while A waited: %d\n", g_hol_beside);
     printf("ib alone: rank 1's destroy returned in %llu ms with rank 0 alive and not "
            "destroying; rank 0's, %d ms later, in %llu ms\n",
            (unsigned long long)(alone_ms[1] - 1), ALONE_LATER_MS,
