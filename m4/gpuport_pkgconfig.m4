@@ -11,7 +11,12 @@ dnl                        name, threads and dlopen. libcuda.so.1 and
 dnl                        libibverbs.so.1 are loaded at run time: never
 dnl                        named (`nm -u libgpuport.a` lists no cu* or ibv_*)
 dnl   GPUPORT_ENABLE_SHARED, GPUPORT_ENABLE_STATIC  yes|no, for installcheck
-dnl and takes --with-pkgconfigdir=DIR (default: LIBDIR/pkgconfig).
+dnl                        and the CMake package
+dnl   GPUPORT_SIZEOF_VOID_P  sizeof(void *): gpuport-config-version.cmake
+dnl                        refuses a project of another pointer size
+dnl and takes --with-pkgconfigdir=DIR (default: LIBDIR/pkgconfig) and
+dnl --with-cmakeconfigdir=DIR (default: LIBDIR/cmake/gpuport), where the
+dnl CMake package (cmake/gpuport-config*.cmake.in, made by Makefile.am) goes.
 
 AC_DEFUN([GPUPORT_PKGCONFIG], [
 AC_ARG_WITH([pkgconfigdir],
@@ -22,6 +27,18 @@ AS_CASE([$with_pkgconfigdir],
   [yes|no|""], [AC_MSG_ERROR([--with-pkgconfigdir needs a directory (default: LIBDIR/pkgconfig)])])
 pkgconfigdir=$with_pkgconfigdir
 AC_SUBST([pkgconfigdir])
+AC_ARG_WITH([cmakeconfigdir],
+  [AS_HELP_STRING([--with-cmakeconfigdir=DIR],
+    [where gpuport-config.cmake and gpuport-config-version.cmake are installed;
+     default: LIBDIR/cmake/gpuport])],
+  [], [with_cmakeconfigdir='${libdir}/cmake/gpuport'])
+AS_CASE([$with_cmakeconfigdir],
+  [yes|no|""], [AC_MSG_ERROR([--with-cmakeconfigdir needs a directory (default: LIBDIR/cmake/gpuport)])])
+cmakeconfigdir=$with_cmakeconfigdir
+AC_SUBST([cmakeconfigdir])
+AC_COMPUTE_INT([GPUPORT_SIZEOF_VOID_P], [(long) sizeof(void *)], [],
+  [AC_MSG_ERROR([cannot compute sizeof(void *) for the CMake package's version file])])
+AC_SUBST([GPUPORT_SIZEOF_VOID_P])
 
 AC_MSG_CHECKING([how gpuport.pc names hwloc])
 PC_REQUIRES_PRIVATE=

@@ -10,7 +10,8 @@
 # .ci/run's MPICH build; Open MPI keeps the plain mpicc and mpirun
 # (Debian's alternatives rank it first).
 # python3-matplotlib for scripts/plot-bench.py and its test; doxygen for
-# test/tools/header_docs.sh (every public declaration documented).
+# test/tools/header_docs.sh (every public declaration documented); cmake for
+# make installcheck's CMake part (test/install/cmake_check.sh).
 set -euo pipefail
 as_root=()
 if [ "$(id -u)" -ne 0 ]; then
@@ -23,4 +24,4 @@ export DEBIAN_FRONTEND=noninteractive
 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     build-essential openmpi-bin libopenmpi-dev libibverbs-dev libhwloc-dev \
     autoconf automake libtool pkg-config iproute2 clang libclang-rt-dev \
-    groff-base python3 libudev-dev mpich libmpich-dev python3-matplotlib doxygen
+    groff-base python3 libudev-dev mpich libmpich-dev python3-matplotlib doxygen cmake

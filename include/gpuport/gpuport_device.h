@@ -6,7 +6,8 @@
  * as plain data; pass it to kernels by value or in device memory. The calls
  * are gpuport_put, gpuport_signal, gpuport_put_with_signal,
  * gpuport_put_value, gpuport_put_value_with_signal, gpuport_flush,
- * gpuport_wait and gpuport_poll; the gpuport_dev_* functions are their
+ * gpuport_wait and gpuport_poll (and the gpuport_memory_* calls of memory
+ * channels, below); the gpuport_dev_* and gpuport_mdev_* functions are their
  * implementation, not API (they may change in any release). Each call
  * returns an int: GPUPORT_OK (0) or a negative gpuport_status_t value;
  * gpuport_poll returns 1, 0 or a negative value. Any number of threads,
@@ -522,7 +523,8 @@ GPUPORT_DEV int gpuport_signal(const gpuport_port_channel_dev_t *ch)
     return gpuport_dev_pushed(gpuport_dev_push_op(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, &pos), own, peer);
 }
 
-/** gpuport_put, then gpuport_signal, in one trigger; returns as gpuport_put. */
+/** gpuport_put, then gpuport_signal, in one trigger.
+ *  @return as gpuport_put */
 GPUPORT_DEV int gpuport_put_with_signal(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                                         uint64_t src_off, uint64_t size)
 {
@@ -585,7 +587,8 @@ GPUPORT_DEV int gpuport_put_value(const gpuport_port_channel_dev_t *ch, uint64_t
                               own, peer);
 }
 
-/** gpuport_put_value, then a signal, in one trigger; returns as gpuport_put_value. */
+/** gpuport_put_value, then a signal, in one trigger.
+ *  @return as gpuport_put_value */
 GPUPORT_DEV int gpuport_put_value_with_signal(const gpuport_port_channel_dev_t *ch,
                                               uint64_t dst_off, uint64_t value)
 {
@@ -700,7 +703,7 @@ GPUPORT_DEV int gpuport_wait(const gpuport_port_channel_dev_t *ch)
     }
 }
 
-/* ---- Memory channels (gpuport_memory_channel_create) ----
+/** @name Memory channels (gpuport_memory_channel_create)
  * The calling threads store into the peer's destination themselves. put,
  * put_value and put_packets are plain stores: once they return, nothing is
  * visible to the peer until a fence (gpuport_memory_flush) or a signal by
@@ -717,7 +720,8 @@ GPUPORT_DEV int gpuport_wait(const gpuport_port_channel_dev_t *ch)
  * and two copies of a flag in each 16-byte store, so a reader that sees
  * both flags of a packet has its data without a separate signal (the
  * layout of NCCL's and MSCCL++'s LL protocols); a new flag per round lets a
- * buffer be reused without clearing. */
+ * buffer be reused without clearing.
+ * @{ */
 
 /** GPUPORT_OK for a memory-channel handle of this header's layout; else
  *  prints both and returns GPUPORT_ERR_VERSION. */
@@ -835,8 +839,8 @@ GPUPORT_DEV int gpuport_memory_put_value(const gpuport_memory_channel_dev_t *ch,
 }
 
 /** Makes the calling thread's earlier stores (and, through a barrier, its
- *  group's) visible to the peer: a system-scope fence. Returns GPUPORT_OK;
- *  errors show in signal, wait and poll. */
+ *  group's) visible to the peer: a system-scope fence.
+ *  @return GPUPORT_OK; errors show in signal, wait and poll */
 GPUPORT_DEV int gpuport_memory_flush(const gpuport_memory_channel_dev_t *ch)
 {
     (void)ch;
@@ -895,8 +899,8 @@ GPUPORT_DEV int gpuport_memory_signal(const gpuport_memory_channel_dev_t *ch)
     }
 }
 
-/** gpuport_memory_put by the calling thread alone, then its signal:
- *  returns as gpuport_memory_put, then as gpuport_memory_signal. */
+/** gpuport_memory_put by the calling thread alone, then its signal.
+ *  @return as gpuport_memory_put, then as gpuport_memory_signal */
 GPUPORT_DEV int gpuport_memory_put_with_signal(const gpuport_memory_channel_dev_t *ch,
                                                uint64_t dst_off, uint64_t src_off,
                                                uint64_t size)
@@ -911,7 +915,8 @@ GPUPORT_DEV int gpuport_mdev_take(const gpuport_memory_channel_dev_t *ch)
     return gpuport_dev_take_from(ch->inbound, ch->consumed);
 }
 
-/** Takes one signal if one has arrived: 1, 0 or below 0 as gpuport_poll. */
+/** Takes one signal if one has arrived, without waiting.
+ *  @return 1, 0 or below 0, as gpuport_poll */
 GPUPORT_DEV int gpuport_memory_poll(const gpuport_memory_channel_dev_t *ch)
 {
     int st = gpuport_mdev_layout(ch);
@@ -927,7 +932,8 @@ GPUPORT_DEV int gpuport_memory_poll(const gpuport_memory_channel_dev_t *ch)
 }
 
 /** Takes one signal, waiting up to the time limit; the peer's stores before
- *  it are then visible here. Returns as gpuport_wait. */
+ *  it are then visible here.
+ *  @return as gpuport_wait */
 GPUPORT_DEV int gpuport_memory_wait(const gpuport_memory_channel_dev_t *ch)
 {
     uint64_t start = 0;
@@ -952,7 +958,8 @@ GPUPORT_DEV int gpuport_memory_wait(const gpuport_memory_channel_dev_t *ch)
 }
 
 /** Bytes of destination that `size` bytes of data take as packets: 16 per
- *  8 bytes of data (the last packet padded). */
+ *  8 bytes of data (the last packet padded).
+ *  @return the bytes */
 __host__ __device__ static __forceinline__ uint64_t gpuport_memory_packet_bytes(uint64_t size)
 {
     return (size / 8 + (size % 8 != 0)) * 16;
@@ -1059,7 +1066,9 @@ GPUPORT_DEV int gpuport_memory_read_packets(const gpuport_memory_channel_dev_t *
 }
 
 /** The peer's destination at dst_off as this rank's kernels reach it, for
- *  loads and stores of their own; NULL where dst_off is not inside it. */
+ *  loads and stores of their own.
+ *  @return the address; NULL where dst_off is not inside the destination (or
+ *          the handle is of another layout) */
 GPUPORT_DEV unsigned char *gpuport_memory_peer_ptr(const gpuport_memory_channel_dev_t *ch,
                                                    uint64_t dst_off)
 {
@@ -1067,6 +1076,8 @@ GPUPORT_DEV unsigned char *gpuport_memory_peer_ptr(const gpuport_memory_channel_
         return NULL;
     return ch->dst + dst_off;
 }
+
+/** @} */
 
 #endif /* __CUDACC__ */
 

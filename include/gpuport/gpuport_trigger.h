@@ -116,13 +116,15 @@ typedef struct gpuport_op_desc {
 #define GPUPORT_TRG_EXT_SIZE_SHIFT 24 /**< EXT word 0: size bits 51..32 */
 /** @} */
 
-/** The parity bit that makes the slot at FIFO position pos valid. */
+/** The parity bit that makes the slot at FIFO position pos valid.
+ *  @return 0 or 1 */
 GPUPORT_HD uint64_t gpuport_trigger_parity(uint64_t pos, uint32_t log2_size)
 {
     return ((pos >> log2_size) & 1u) ^ 1u;
 }
 
-/** 1 when a put needs an EXT slot in front of it. */
+/** Whether a put needs an EXT slot in front of it.
+ *  @return 1 if it does, else 0 */
 GPUPORT_HD int gpuport_trigger_needs_ext(uint64_t src_off, uint64_t dst_off, uint64_t size)
 {
     return (size >> 32) != 0 || (src_off >> GPUPORT_TRG_LOW_OFF_BITS) != 0 ||
@@ -141,7 +143,8 @@ GPUPORT_HD void gpuport_trigger_encode(gpuport_trigger_t *t, uint32_t op, uint32
     t->w[1] = ((src_off & 0xffffffffull) << 32) | (dst_off & 0xffffffffull);
 }
 
-/** 1 for the ops that carry a value instead of a source. */
+/** Whether an op carries a value instead of a source.
+ *  @return 1 for PUT_VALUE and PUT_VALUE_SIGNAL, else 0 */
 GPUPORT_HD int gpuport_trigger_is_value(uint32_t op)
 {
     return op == GPUPORT_OP_PUT_VALUE || op == GPUPORT_OP_PUT_VALUE_SIGNAL;
@@ -170,7 +173,8 @@ GPUPORT_HD void gpuport_trigger_encode_ext(gpuport_trigger_t *t, uint32_t channe
               (dst_off >> GPUPORT_TRG_LOW_OFF_BITS);
 }
 
-/** The op of a trigger's word 0. */
+/** The op of a trigger's word 0.
+ *  @return a gpuport_trigger_op_t value */
 GPUPORT_HD uint32_t gpuport_trigger_op(uint64_t w0)
 {
     return (uint32_t)((w0 >> GPUPORT_TRG_OP_SHIFT) & 0xf);
@@ -183,26 +187,29 @@ GPUPORT_HD uint32_t gpuport_trigger_op(uint64_t w0)
 #define GPUPORT_FLUSHED_FAILED (1ull << 63)
 
 /** SIGNAL and FLUSH carry nothing in word 1: the proxy ignores it, so a
- *  producer may leave it unwritten (the device API does: one store). */
+ *  producer may leave it unwritten (the device API does: one store).
+ *  @return 1 for SIGNAL and FLUSH, else 0 */
 GPUPORT_HD int gpuport_trigger_word1_unused(uint32_t op)
 {
     return op == GPUPORT_OP_SIGNAL || op == GPUPORT_OP_FLUSH;
 }
 
-/** The channel id of a trigger's word 0. */
+/** The channel id of a trigger's word 0.
+ *  @return the id, below GPUPORT_TRIGGER_MAX_CHANNELS */
 GPUPORT_HD uint32_t gpuport_trigger_channel(uint64_t w0)
 {
     return (uint32_t)((w0 >> GPUPORT_TRG_CHAN_SHIFT) & (GPUPORT_TRIGGER_MAX_CHANNELS - 1));
 }
 
-/** 1 when the n triggers t[0..n) are a run that a producer outside the
+/** Whether the n triggers t[0..n) are a run that a producer outside the
  *  library may push for `channel`: one operation of the public API (PUT,
  *  SIGNAL, PUT_SIGNAL, FLUSH, PUT_VALUE, PUT_VALUE_SIGNAL), behind an EXT
  *  slot only for a put (n == 2), every slot naming that channel. CLOSE is
  *  gpuport_channel_destroy's alone: pushed by anyone else it would close the
  *  channel under its owner; a stray EXT would lend its high bits to the next
  *  producer's trigger. The device API refuses anything else before it
- *  reserves a slot. */
+ *  reserves a slot.
+ *  @return 1 if the run may be pushed, else 0 */
 GPUPORT_HD int gpuport_trigger_pushable(const gpuport_trigger_t *t, uint32_t n, uint32_t channel)
 {
     uint32_t op;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Every file that README.md, docs/*.md, examples/README.md and the man pages
-# name by its path in the repository (docs/..., scripts/..., test/...,
+# (man/*.[1-9], man/man3/*.3) name by its path in the repository (docs/..., scripts/..., test/...,
 # tools/..., examples/..., man/..., include/..., src/..., mpi/..., m4/...,
 # .ci/...) exists in the source tree and is in the release tarball, so that
 # neither a checkout nor a tarball sends its reader to a missing file.
@@ -43,12 +43,13 @@ fi
 
 # run in the source tree, so that messages name the documents as the tree does
 case $awkprog in /*) ;; *) awkprog=$(pwd)/$awkprog ;; esac
-if ! (cd "$src" && awk -f "$awkprog" README.md docs/*.md examples/README.md man/*) >"$tmp.paths"; then
+if ! (cd "$src" && awk -f "$awkprog" README.md docs/*.md examples/README.md man/*.[1-9] \
+    man/man3/*.3) >"$tmp.paths"; then
     echo "FAIL: $awkprog failed"
     exit 1
 fi
 if ! test -s "$tmp.paths"; then
-    echo "FAIL: no repository paths found in README.md, docs/*.md, examples/README.md, man/*"
+    echo "FAIL: no repository paths found in README.md, docs/*.md, examples/README.md, the man pages"
     exit 1
 fi
 
