@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #include "config_var.h"       /* types: the rows of ops->settings */
-#include "fdpass.h"           /* types: gpuport_fdpiece_t */
+#include "fdpass/fdpass.h"           /* types: gpuport_fdpiece_t */
 #include "flusher.h"          /* types: gpuport_work_t */
 #include "gpuport/gpuport.h"  /* service: the public API (gpuport_status_string) */
 #include "gpuport/gpuport_trigger.h" /* types: the operation codes (ops->host_send) */

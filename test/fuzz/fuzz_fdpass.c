@@ -1,6 +1,6 @@
 /*
  * fuzz_fdpass: the receive side of the descriptor exchange's wire
- * (src/fdpass_wire.c: fdwire_recv_hello and fdwire_recv_pieces) on whatever
+ * (src/fdpass/fdpass_wire.c: fdwire_recv_hello and fdwire_recv_pieces) on whatever
  * a same-host peer may send at channel creation, over a real Unix seqpacket
  * socket carrying real SCM_RIGHTS descriptors.
  *
@@ -51,7 +51,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fdpass_wire.h"
+#include "fdpass/fdpass_wire.h"
 #include "fuzz.h"
 #include "util.h"
 

@@ -1,5 +1,5 @@
 /*
- * fuzz_proxy: raw triggers through a running proxy (src/proxy.c): its FIFO
+ * fuzz_proxy: raw triggers through a running proxy (src/proxy/proxy.c): its FIFO
  * consumer (EXT pairs), its checks (unknown channel ids, unknown ops, puts
  * and put_values outside a region, channels in error) and the shm transport
  * that carries out what passes, copies and values inline and at the flusher

@@ -9,7 +9,7 @@
  *      from the rest, a why buffer of a size the input picks;
  *   4  tcp's rank record (tcp_rec_t) through tcp_sockaddr_of and
  *      tcp_addr_text (src/transport/tcp/tcp_addr.c), as connect_to uses it;
- *   5  gpuport_tl_blob (src/tl_core.c): a transport's part of a rank record
+ *   5  gpuport_tl_blob (src/comm/tl_core.c): a transport's part of a rank record
  *      checked against this rank's.
  * 1-3 exist where the ib transport is built (GPUPORT_HAVE_IBVERBS).
  * Invariants: each accepts exactly what an independent check of the

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "build_config.h"
-#include "fdpass_wire.h"
+#include "fdpass/fdpass_wire.h"
 #include "fuzz.h"
 #include "internal.h"
 #include "transport/tcp/tcp_priv.h"

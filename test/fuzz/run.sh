@@ -102,7 +102,8 @@ ib_cflags=$(mkvar IBVERBS_CFLAGS)
 # The library as the harnesses link it: the core and the host transports,
 # with coverage instrumentation; src/log.c is replaced by fuzz_log.c.
 cd "$root"
-srcs=$(ls src/*.c src/transport/registry.c src/transport/sm/*.c src/transport/shm/*.c \
+srcs=$(ls src/*.c src/channel/*.c src/comm/*.c src/fdpass/*.c src/mem/*.c src/proxy/*.c \
+       src/transport/registry.c src/transport/sm/*.c src/transport/shm/*.c \
        src/transport/tcp/*.c src/transport/ib/ib_settings.c | grep -v '^src/log\.c$')
 # ib's settings are in every build (the registry names them); the rest with verbs
 [ "$have_ib" = 1 ] && srcs="$srcs $(ls src/transport/ib/*.c | grep -v '/ib_settings\.c$')"

@@ -1,7 +1,7 @@
 /*
  * Head of line in the device FIFO: a channel whose transport has no room
  * holds none of the other channels' kernel triggers (the proxy's parking,
- * src/proxy_park.c; docs/ARCHITECTURE.md, "Parking"). The device-FIFO
+ * src/proxy/proxy_park.c; docs/ARCHITECTURE.md, "Parking"). The device-FIFO
  * version of test/mpi/test_mpi_hol.c. Two processes (gpu_pair.h;
  * GPUPORT_TEST_ONE_GPU=1 puts both on GPU 0), one communicator each, every
  * region gpuport_mem_alloc_device memory (VMM: tcp and cuda_ipc carry it).

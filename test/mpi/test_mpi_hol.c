@@ -1,6 +1,6 @@
 /*
  * One stopped peer holds no other channel (the proxy's parking,
- * src/proxy_park.c), over tcp between three ranks with host identities of
+ * src/proxy/proxy_park.c), over tcp between three ranks with host identities of
  * their own. Rank 0 has channel A to rank 1 and channel B to rank 2. Rank 0
  * stops rank 1 (SIGSTOP), fills A's send queue (GPUPORT_SOCKET_QUEUE=128:
  * 64 operations awaiting acknowledgement) and pushes 500 puts more, which

@@ -15,7 +15,7 @@
 
 #include "capture.h"
 #include "check.h"
-#include "proxy_int.h"
+#include "proxy/proxy_int.h"
 
 #define SIZE 8u
 #define LOG2 3u

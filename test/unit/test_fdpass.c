@@ -33,8 +33,8 @@
 
 #include "capture.h"
 #include "check.h"
-#include "fdpass.h"
-#include "fdpass_wire.h"
+#include "fdpass/fdpass.h"
+#include "fdpass/fdpass_wire.h"
 #include "util.h"
 
 #define HOST 0x5eed0000c0ffee01ull

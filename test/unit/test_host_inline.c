@@ -39,7 +39,7 @@
 #include "check.h"
 #include "internal.h"
 #include "local_bootstrap.h"
-#include "proxy_int.h"
+#include "proxy/proxy_int.h"
 #include "util.h"
 #include "waker.h"
 

@@ -1,5 +1,5 @@
 /*
- * Which transport carries a channel (src/select.c). On a communicator whose
+ * Which transport carries a channel (src/comm/select.c). On a communicator whose
  * transports are stubs with scripted answers: a forced transport is the
  * only one asked, and one that cannot reach the peer, or is not built,
  * fails with the reason; auto asks the transports that rank themselves for

@@ -14,7 +14,7 @@
 #include "hostid.h"
 #include "internal.h"
 #include "layout.h"
-#include "memfd.h"
+#include "mem/memfd.h"
 
 /* Cross-memory attach into this process is allowed for same-user peers
  * unless Yama restricts ptrace; under scope 1 we name any process as an
