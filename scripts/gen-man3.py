@@ -4,7 +4,7 @@ of the public headers (include/gpuport/*.h).
 
 One page per call (every gpuport_* function and function-like macro the
 headers document, but the gpuport_dev_* and gpuport_mdev_* functions of
-gpuport_device.h, which are the device calls' implementation): NAME (the
+gpuport_device_impl.h, which are the device calls' implementation): NAME (the
 comment's first sentence), SYNOPSIS (the #include and the prototype),
 LIBRARY, DESCRIPTION (the comment, its @param list, and the text of the
 @name group the call is in), RETURN VALUE (@return and @retval), SEE ALSO

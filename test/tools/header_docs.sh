@@ -6,7 +6,7 @@
 # is named, type, member, macro and enum value documented; no markup
 # error), must write the HTML reference, and must have found the calls (a
 # run that read nothing would pass). The gpuport_dev_* and gpuport_mdev_*
-# functions of gpuport_device.h are the device calls' implementation, not
+# functions of gpuport_device_impl.h are the device calls' implementation, not
 # API: not required. Skips (77) without doxygen.
 src=$(cd "${top_srcdir:-.}" && pwd)
 build=${top_builddir:-.}

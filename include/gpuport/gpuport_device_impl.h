@@ -1,0 +1,419 @@
+/*
+ * gpuport_device_impl.h: the implementation of the device calls of
+ * gpuport_device.h, which includes it; not API. The gpuport_dev_* (port
+ * channels) and gpuport_mdev_* (memory channels) functions, the back-off
+ * type and the copy macro here may change or go in any release: call
+ * gpuport_put, gpuport_memory_put and the other calls of gpuport_device.h
+ * instead. The API reference and the man pages leave this file out.
+ */
+#ifndef GPUPORT_GPUPORT_DEVICE_IMPL_H
+#define GPUPORT_GPUPORT_DEVICE_IMPL_H
+
+#if !defined(GPUPORT_GPUPORT_DEVICE_H) || !defined(GPUPORT_DEV)
+#error "include gpuport/gpuport_device.h, not gpuport/gpuport_device_impl.h"
+#endif
+
+/** A waiting call's back-off: after `spin` polls that found nothing, each
+ *  further poll is preceded by a pause that doubles from 32 ns up to `cap`
+ *  (__nanosleep sleeps between 0 and twice its argument, at most 1 ms: PTX
+ *  ISA, nanosleep). A waiter that finds its word early, as on the busy path,
+ *  never pauses; one that waits long issues a load per pause instead of
+ *  back to back, leaving the issue slots of a shared GPU to the kernels it
+ *  waits for. cap 0: no pause ever. */
+typedef struct gpuport_dev_backoff {
+    uint32_t polls;    /**< polls so far */
+    uint32_t pause_ns; /**< the last pause */
+} gpuport_dev_backoff_t;
+
+/** The GPU's global timer, in nanoseconds. */
+GPUPORT_DEV uint64_t gpuport_dev_now_ns(void)
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/** A system-scope acquire load: a word that the host (or the proxy) writes. */
+GPUPORT_DEV uint64_t gpuport_dev_load_sys(const volatile uint64_t *p)
+{
+    uint64_t v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/** gpuport_dev_load_sys of a 32-bit word. */
+GPUPORT_DEV int32_t gpuport_dev_load_sys32(const volatile int32_t *p)
+{
+    int32_t v;
+    asm volatile("ld.acquire.sys.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/** Deadline bookkeeping for spinning calls of either channel kind: returns
+ *  1 once timeout_ns (0: none) passed (*start, 0 at first, holds when the
+ *  spin began). */
+GPUPORT_DEV int gpuport_dev_deadline(uint64_t timeout_ns, uint64_t *start)
+{
+    uint64_t now;
+    if (timeout_ns == 0)
+        return 0;
+    now = gpuport_dev_now_ns();
+    if (*start == 0) {
+        *start = now;
+        return 0;
+    }
+    return now - *start > timeout_ns;
+}
+
+/** Prints which operation of which channel (`kind`: "channel", "memory
+ *  channel") is stuck; returns GPUPORT_ERR_TIMEOUT. */
+GPUPORT_DEV int gpuport_dev_report_stuck(const char *kind, int rank, uint32_t id, int peer,
+                                         uint64_t timeout_ns, const char *op)
+{
+    printf("gpuport: rank %d, %s %u (to rank %d): %s stuck for more than %llu ms "
+           "(block %d, thread %d); failing with GPUPORT_ERR_TIMEOUT\n",
+           rank, kind, id, peer, op, (unsigned long long)(timeout_ns / 1000000),
+           (int)blockIdx.x, (int)threadIdx.x);
+    return GPUPORT_ERR_TIMEOUT;
+}
+
+/** Takes one arrived signal of a channel of either kind: 1 taken, 0 none
+ *  (inbound: the count received; consumed: the count device waiters took,
+ *  in device memory, shared by every device waiter of the channel). */
+GPUPORT_DEV int gpuport_dev_take_from(const volatile uint64_t *inbound,
+                                      unsigned long long *consumed)
+{
+    unsigned long long c = *(volatile unsigned long long *)consumed;
+    while (gpuport_dev_load_sys(inbound) > c) {
+        unsigned long long seen = atomicCAS(consumed, c, c + 1);
+        if (seen == c)
+            return 1;
+        c = seen;
+    }
+    return 0;
+}
+
+/** A channel's own error (its status word), else the peer's word:
+ *  GPUPORT_ERR_CLOSED for its orderly close, GPUPORT_ERR_PEER for its
+ *  failure or death; else 0. Anything but 0: no signal will come. */
+GPUPORT_DEV int gpuport_dev_failed_from(const volatile int32_t *status,
+                                        const volatile int32_t *peer_status)
+{
+    int st = gpuport_dev_load_sys32(status);
+    if (st)
+        return st;
+    st = gpuport_dev_load_sys32(peer_status);
+    if (st == GPUPORT_OK)
+        return 0;
+    return st == GPUPORT_ERR_CLOSED ? GPUPORT_ERR_CLOSED : GPUPORT_ERR_PEER;
+}
+
+/** gpuport_dev_deadline of a port channel's limit. */
+GPUPORT_DEV int gpuport_dev_expired(const gpuport_port_channel_dev_t *ch, uint64_t *start)
+{
+    return gpuport_dev_deadline(ch->timeout_ns, start);
+}
+
+/** One step of a gpuport_dev_backoff_t (zeroed before the first poll). */
+GPUPORT_DEV void gpuport_dev_pause(gpuport_dev_backoff_t *b, uint32_t spin, uint32_t cap)
+{
+    if (cap == 0 || b->polls < spin) {
+        b->polls++;
+        return;
+    }
+    b->pause_ns = b->pause_ns ? b->pause_ns * 2 : 32;
+    if (b->pause_ns > cap)
+        b->pause_ns = cap;
+    __nanosleep(b->pause_ns);
+}
+
+/** Prints which operation of which channel is stuck; returns GPUPORT_ERR_TIMEOUT. */
+GPUPORT_DEV int gpuport_dev_stuck(const gpuport_port_channel_dev_t *ch, const char *op)
+{
+    return gpuport_dev_report_stuck("channel", ch->rank, ch->id, ch->peer, ch->timeout_ns, op);
+}
+
+/** GPUPORT_OK for a handle of this header's layout; else prints both layouts
+ *  and returns GPUPORT_ERR_VERSION. Reads only the layout word, which every
+ *  version keeps first: the rest of a handle of another layout is not this
+ *  code's to read. */
+GPUPORT_DEV int gpuport_dev_layout(const gpuport_port_channel_dev_t *ch)
+{
+    if (ch->layout == GPUPORT_CHANNEL_DEV_LAYOUT)
+        return GPUPORT_OK;
+    printf("gpuport: a channel handle of layout version %u (%u bytes; version 0: never filled "
+           "by gpuport_channel_device) reached device code compiled for layout version %u (%u "
+           "bytes) (block %d, thread %d); failing with GPUPORT_ERR_VERSION\n",
+           GPUPORT_LAYOUT_VERSION(ch->layout), GPUPORT_LAYOUT_SIZE(ch->layout),
+           GPUPORT_LAYOUT_VERSION(GPUPORT_CHANNEL_DEV_LAYOUT),
+           GPUPORT_LAYOUT_SIZE(GPUPORT_CHANNEL_DEV_LAYOUT), (int)blockIdx.x, (int)threadIdx.x);
+    return GPUPORT_ERR_VERSION;
+}
+
+/** Appends n (1 or 2) encoded triggers of this channel as one contiguous run;
+ *  *pos_p gets the position of the last. Refuses (GPUPORT_ERR_INVALID_ARG),
+ *  before it reserves a slot, any run that gpuport_trigger_pushable refuses:
+ *  another channel's, CLOSE, a stray EXT, an unknown op. A pusher that
+ *  times out (the FIFO stayed full for the time limit: the proxy stopped
+ *  consuming, or every slot was taken all that time) gives its reserved
+ *  slots up with void marks (GPUPORT_FIFO_VOIDS): the proxy skips them,
+ *  reports the channel and fails it with GPUPORT_ERR_TIMEOUT, and carries
+ *  out every trigger behind them, so the communicator's other kernels and
+ *  channels go on. Nothing of the call is carried out.
+ *  @retval GPUPORT_OK pushed
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout
+ *  @retval GPUPORT_ERR_INVALID_ARG a run this channel's user may not push
+ *  @retval GPUPORT_ERR_TIMEOUT the FIFO stayed full for the handle's time limit */
+GPUPORT_DEV int gpuport_dev_fifo_push(const gpuport_port_channel_dev_t *ch,
+                                      const gpuport_trigger_t *t, uint32_t n, uint64_t *pos_p)
+{
+    const gpuport_fifo_dev_t *f = &ch->fifo;
+    uint64_t cached, pos, start = 0;
+    int st = gpuport_dev_layout(ch);
+
+    if (st)
+        return st;
+    if (!gpuport_trigger_pushable(t, n, ch->id)) {
+        printf("gpuport: rank %d, channel %u (to rank %d): %u trigger(s) starting with op %u is "
+               "not a run a kernel may push (only the device API's operations, on their own "
+               "channel) (block %d, thread %d); refused with GPUPORT_ERR_INVALID_ARG\n",
+               ch->rank, ch->id, ch->peer, n, n ? gpuport_trigger_op(t[0].w[0]) : 0u,
+               (int)blockIdx.x, (int)threadIdx.x);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    /* The tail's device copy is read before the reservation, so that the
+     * two accesses to device memory are in flight together instead of one
+     * after the other: the copy only grows, and an older value can only
+     * make the check below more cautious (it then reads again). */
+    gpuport_dev_backoff_t b = {0, 0};
+
+    cached = *(volatile unsigned long long *)f->tail_cache;
+    pos = atomicAdd(f->head, (unsigned long long)n);
+
+    /* Wait for room. Only the first waiter reads the host's tail across
+     * PCIe; the rest watch the copy in device memory, so that thousands of
+     * waiting threads do not flood the bus the triggers travel on. */
+    while (pos + n - cached > f->size) {
+        if (pos + n - cached <= f->size + n) {
+            uint64_t tail;
+            gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
+            tail = gpuport_dev_load_sys(f->tail);
+            if (tail > cached)
+                atomicMax(f->tail_cache, (unsigned long long)tail);
+        } else {
+            __nanosleep(100);
+        }
+        if (gpuport_dev_expired(ch, &start)) {
+            /* the reserved slots are given up: their void marks say so,
+             * and the proxy skips them (GPUPORT_FIFO_VOIDS) */
+            gpuport_trigger_t *voids = GPUPORT_FIFO_VOIDS(f->slots, f->size);
+            for (uint32_t i = 0; i < n; i++) {
+                gpuport_trigger_t *v = &voids[(pos + i) & (f->size - 1)];
+                asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(&v->w[1]),
+                             "l"((uint64_t)ch->id)
+                             : "memory");
+                asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(&v->w[0]),
+                             "l"(pos + i + 1)
+                             : "memory");
+            }
+            return gpuport_dev_stuck(ch, "push into a full FIFO (nothing was queued)");
+        }
+        cached = *(volatile unsigned long long *)f->tail_cache;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t p = pos + i;
+        gpuport_trigger_t *slot = &f->slots[p & (f->size - 1)];
+        uint64_t w0 = t[i].w[0] | (gpuport_trigger_parity(p, f->log2_size) << GPUPORT_TRG_PARITY_SHIFT);
+        if (gpuport_trigger_word1_unused(gpuport_trigger_op(w0))) {
+            /* one relaxed store: nothing in word 1 to order before it, and
+             * no data of this thread's that the proxy acts on (the FIFO
+             * keeps the order with earlier triggers); saves a system-scope
+             * fence and a PCIe write on the flush a kernel waits for */
+            asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(&slot->w[0]), "l"(w0)
+                         : "memory");
+            continue;
+        }
+        asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(&slot->w[1]), "l"(t[i].w[1])
+                     : "memory");
+        asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(&slot->w[0]), "l"(w0)
+                     : "memory");
+    }
+    *pos_p = pos + n - 1;
+    return GPUPORT_OK;
+}
+
+/** The channel's error state (GPUPORT_OK or the error), read across the bus. */
+GPUPORT_DEV int gpuport_dev_check(const gpuport_port_channel_dev_t *ch)
+{
+    return gpuport_dev_load_sys32(ch->status);
+}
+
+/** The channel's state as the calls below return it, from its two words
+ *  loaded before the push (own: this side's status, peer: the peer's word)
+ *  and the push's result: the push's error, else this side's error, else
+ *  GPUPORT_ERR_CLOSED once the peer closed its side, GPUPORT_ERR_PEER once
+ *  it failed or died. The words are loaded first and used last, so their
+ *  trip across PCIe overlaps the push. An operation pushed into a channel
+ *  that had failed or closed is dropped by the proxy, not carried out. */
+GPUPORT_DEV int gpuport_dev_pushed(int rc, int32_t own, int32_t peer)
+{
+    if (rc)
+        return rc;
+    if (own)
+        return own;
+    if (peer == GPUPORT_OK)
+        return GPUPORT_OK;
+    return peer == GPUPORT_ERR_CLOSED ? GPUPORT_ERR_CLOSED : GPUPORT_ERR_PEER;
+}
+
+/** Pushes one sized operation (PUT, SIGNAL, PUT_SIGNAL, FLUSH) without the
+ *  range check of the calls below; gpuport_dev_fifo_push refuses any other op.
+ *  It does not read the channel's error state (the calls below do); a
+ *  failed channel's operations are dropped by the proxy and the error
+ *  reaches flush and wait. Returns as gpuport_dev_fifo_push. */
+GPUPORT_DEV int gpuport_dev_push_op(const gpuport_port_channel_dev_t *ch, uint32_t op,
+                                    uint64_t dst_off, uint64_t src_off, uint64_t size,
+                                    uint64_t *pos_p)
+{
+    gpuport_trigger_t t[2];
+    uint32_t n = 0;
+
+    if (gpuport_trigger_needs_ext(src_off, dst_off, size))
+        gpuport_trigger_encode_ext(&t[n++], ch->id, src_off, dst_off, size);
+    gpuport_trigger_encode(&t[n++], op, ch->id, src_off, dst_off, size);
+    return gpuport_dev_fifo_push(ch, t, n, pos_p);
+}
+
+/* The proxy checks offsets again and fails the channel on a bad trigger;
+ * checking here too lets a kernel see its own mistake at once. */
+GPUPORT_DEV int gpuport_dev_put_fits(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
+                                     uint64_t src_off, uint64_t size)
+{
+    return gpuport_put_fits(dst_off, src_off, size, ch->src_size, ch->dst_size);
+}
+
+/* Writes value (8 bytes) at dst_off of the peer's destination, as the host's
+ * gpuport_channel_put_value: dst_off a multiple of 8, else
+ * GPUPORT_ERR_INVALID_ARG; dst_off + 8 within the region, else
+ * GPUPORT_ERR_OUT_OF_RANGE; one trigger, no source. */
+GPUPORT_DEV int gpuport_dev_value_check(const gpuport_port_channel_dev_t *ch, uint64_t dst_off)
+{
+    if (gpuport_value_fits(dst_off, ch->dst_size))
+        return GPUPORT_OK;
+    return gpuport_value_aligned(dst_off) ? GPUPORT_ERR_OUT_OF_RANGE : GPUPORT_ERR_INVALID_ARG;
+}
+
+/** Pushes one value op (PUT_VALUE, PUT_VALUE_SIGNAL) without the checks of
+ *  the calls below; returns as gpuport_dev_fifo_push. */
+GPUPORT_DEV int gpuport_dev_push_value(const gpuport_port_channel_dev_t *ch, uint32_t op,
+                                       uint64_t dst_off, uint64_t value, uint64_t *pos_p)
+{
+    gpuport_trigger_t t;
+
+    gpuport_trigger_encode_value(&t, op, ch->id, dst_off, value);
+    return gpuport_dev_fifo_push(ch, &t, 1, pos_p);
+}
+
+/** Takes one arrived signal: 1 taken, 0 none (the count in device memory
+ *  is shared by every device waiter of the channel). */
+GPUPORT_DEV int gpuport_dev_take(const gpuport_port_channel_dev_t *ch)
+{
+    return gpuport_dev_take_from(ch->inbound, ch->consumed);
+}
+
+/** This side's error (its status), else the peer's word: GPUPORT_ERR_CLOSED
+ *  for its orderly close, GPUPORT_ERR_PEER for its failure or death; else 0.
+ *  Anything but 0: no signal will come. */
+GPUPORT_DEV int gpuport_dev_failed(const gpuport_port_channel_dev_t *ch)
+{
+    return gpuport_dev_failed_from(ch->status, ch->peer_status);
+}
+
+/** GPUPORT_OK for a memory-channel handle of this header's layout; else
+ *  prints both and returns GPUPORT_ERR_VERSION. */
+GPUPORT_DEV int gpuport_mdev_layout(const gpuport_memory_channel_dev_t *ch)
+{
+    if (ch->layout == GPUPORT_MEMORY_CHANNEL_DEV_LAYOUT)
+        return GPUPORT_OK;
+    printf("gpuport: a memory-channel handle of layout version %u (%u bytes; version 0: never "
+           "filled by gpuport_memory_channel_device) reached device code compiled for layout "
+           "version %u (%u bytes) (block %d, thread %d); failing with GPUPORT_ERR_VERSION\n",
+           GPUPORT_LAYOUT_VERSION(ch->layout), GPUPORT_LAYOUT_SIZE(ch->layout),
+           GPUPORT_LAYOUT_VERSION(GPUPORT_MEMORY_CHANNEL_DEV_LAYOUT),
+           GPUPORT_LAYOUT_SIZE(GPUPORT_MEMORY_CHANNEL_DEV_LAYOUT), (int)blockIdx.x,
+           (int)threadIdx.x);
+    return GPUPORT_ERR_VERSION;
+}
+
+/** As gpuport_dev_expired, for a memory channel. */
+GPUPORT_DEV int gpuport_mdev_expired(const gpuport_memory_channel_dev_t *ch, uint64_t *start)
+{
+    return gpuport_dev_deadline(ch->timeout_ns, start);
+}
+
+/** As gpuport_dev_stuck, for a memory channel. */
+GPUPORT_DEV int gpuport_mdev_stuck(const gpuport_memory_channel_dev_t *ch, const char *op)
+{
+    return gpuport_dev_report_stuck("memory channel", ch->rank, ch->id, ch->peer, ch->timeout_ns,
+                                    op);
+}
+
+/** As gpuport_dev_failed, for a memory channel. */
+GPUPORT_DEV int gpuport_mdev_failed(const gpuport_memory_channel_dev_t *ch)
+{
+    return gpuport_dev_failed_from(ch->status, ch->peer_status);
+}
+
+/** One step of gpuport_mdev_copy: accesses of W bytes (type T) between single
+ * bytes at the ends. */
+#define GPUPORT_MDEV_COPY_AS(T, W)                                                              \
+    do {                                                                                        \
+        uint64_t head = (W - ((uintptr_t)d & (W - 1))) & (W - 1), nv;                           \
+        if (head > n)                                                                           \
+            head = n;                                                                           \
+        nv = (n - head) / W;                                                                    \
+        for (uint64_t i = t; i < head; i += nt)                                                 \
+            d[i] = s[i];                                                                        \
+        for (uint64_t i = t; i < nv; i += nt)                                                   \
+            ((T *)(d + head))[i] = ((const T *)(s + head))[i];                                  \
+        for (uint64_t i = head + nv * W + t; i < n; i += nt)                                    \
+            d[i] = s[i];                                                                        \
+    } while (0)
+
+/** Copies n bytes from s to d by threads t of nt, each with a stride of
+ *  nt: the widest accesses (16, 8, 4 bytes) that the two addresses'
+ *  alignment allows, single bytes at the ends. */
+GPUPORT_DEV void gpuport_mdev_copy(unsigned char *d, const unsigned char *s, uint64_t n,
+                                   uint32_t t, uint32_t nt)
+{
+    uintptr_t phase = (uintptr_t)d ^ (uintptr_t)s;
+
+    if ((phase & 15) == 0)
+        GPUPORT_MDEV_COPY_AS(uint4, 16);
+    else if ((phase & 7) == 0)
+        GPUPORT_MDEV_COPY_AS(unsigned long long, 8);
+    else if ((phase & 3) == 0)
+        GPUPORT_MDEV_COPY_AS(unsigned int, 4);
+    else
+        for (uint64_t i = t; i < n; i += nt)
+            d[i] = s[i];
+}
+
+/** Takes one arrived signal: 1 taken, 0 none. */
+GPUPORT_DEV int gpuport_mdev_take(const gpuport_memory_channel_dev_t *ch)
+{
+    return gpuport_dev_take_from(ch->inbound, ch->consumed);
+}
+
+/** The 8 bytes of data of packet i: the source's, zero past its end. */
+GPUPORT_DEV uint64_t gpuport_mdev_packet_data(const unsigned char *s, uint64_t size, uint64_t i)
+{
+    uint64_t v = 0, at = i * 8;
+    if (at + 8 <= size && ((uintptr_t)(s + at) & 7) == 0)
+        return *(const uint64_t *)(s + at);
+    for (uint32_t k = 0; k < 8 && at + k < size; k++)
+        v |= (uint64_t)s[at + k] << (8 * k);
+    return v;
+}
+
+#endif
