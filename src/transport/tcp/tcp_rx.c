@@ -358,6 +358,70 @@ static int recv_device(tcp_conn_t *tc, uint64_t *budget)
     return 1;
 }
 
+/* The payload's rest straight into its destination, and what follows it
+ * (the next headers) into the buffer, in one call. Returns recvmsg's
+ * result; on bytes, the state moved on and *drained says whether the
+ * socket ran dry. */
+static ssize_t read_direct(tcp_conn_t *tc, uint64_t *budget, int *drained)
+{
+    struct iovec iov[2];
+    struct msghdr mh;
+    size_t want = tc->payload_left < *budget ? (size_t)tc->payload_left : (size_t)*budget;
+    int parts = 1;
+    ssize_t n;
+
+    iov[0].iov_base = tc->payload_dst;
+    iov[0].iov_len = want;
+    if (want == tc->payload_left) {
+        iov[1].iov_base = tc->rxbuf + tc->rx_len;
+        iov[1].iov_len = RX_TAIL < RXBUF - tc->rx_len ? RX_TAIL : RXBUF - tc->rx_len;
+        parts = 2;
+    }
+    memset(&mh, 0, sizeof(mh));
+    mh.msg_iov = iov;
+    mh.msg_iovlen = (size_t)parts;
+    n = recvmsg(tc->fd_rx, &mh, MSG_DONTWAIT);
+    if (n > 0) {
+        size_t direct = (size_t)n < want ? (size_t)n : want;
+        *drained = (size_t)n < want + (parts == 2 ? iov[1].iov_len : 0);
+        tc->rx_len += (size_t)n - direct;
+        payload_done(tc, (uint64_t)direct);
+        *budget -= (uint64_t)n < *budget ? (uint64_t)n : *budget;
+    }
+    return n;
+}
+
+/* Bytes into the buffer; behind a large put, little past the next header:
+ * the rest of its payload then goes in place. As read_direct. */
+static ssize_t read_buffered(tcp_conn_t *tc, uint64_t *budget, int *drained)
+{
+    size_t room = RXBUF - tc->rx_len;
+    ssize_t n;
+
+    if (tc->big_puts && room > RX_TAIL)
+        room = RX_TAIL;
+    n = recv(tc->fd_rx, tc->rxbuf + tc->rx_len, room, MSG_DONTWAIT);
+    if (n > 0) {
+        *drained = (size_t)n < room;
+        tc->rx_len += (size_t)n;
+        *budget -= (uint64_t)n < *budget ? (uint64_t)n : *budget;
+    }
+    return n;
+}
+
+/* A read that brought nothing (n <= 0): the end of the stream, nothing
+ * more for now (wait for the socket), or an error that ends the
+ * connection. */
+static void read_ended(tcp_conn_t *tc, ssize_t n)
+{
+    if (n == 0)
+        rx_closed(tc);
+    else if (errno == EAGAIN || errno == EWOULDBLOCK)
+        rx_wait_for(tc, tc->in_payload && tc->payload_dst ? tc->payload_left : 0);
+    else if (errno != EINTR)
+        tcp_conn_end(tc, GPUPORT_ERR_TRANSPORT, "failed while receiving", errno);
+}
+
 int tcp_recv_some(tcp_conn_t *tc)
 {
     uint64_t budget = PASS_BYTES;
@@ -406,60 +470,15 @@ int tcp_recv_some(tcp_conn_t *tc)
             tc->rx_len = avail;
             tc->rx_pos = 0;
         }
-        if (tc->in_payload && tc->payload_dst && tc->payload_left >= DIRECT_MIN) {
-            /* the payload's rest straight into its destination, and what
-             * follows it (the next headers) into the buffer, in one call */
-            struct iovec iov[2];
-            struct msghdr mh;
-            size_t want = tc->payload_left < budget ? (size_t)tc->payload_left : (size_t)budget;
-            int parts = 1;
-            iov[0].iov_base = tc->payload_dst;
-            iov[0].iov_len = want;
-            if (want == tc->payload_left) {
-                iov[1].iov_base = tc->rxbuf + tc->rx_len;
-                iov[1].iov_len = RX_TAIL < RXBUF - tc->rx_len ? RX_TAIL : RXBUF - tc->rx_len;
-                parts = 2;
-            }
-            memset(&mh, 0, sizeof(mh));
-            mh.msg_iov = iov;
-            mh.msg_iovlen = (size_t)parts;
-            n = recvmsg(tc->fd_rx, &mh, MSG_DONTWAIT);
-            if (n > 0) {
-                size_t direct = (size_t)n < want ? (size_t)n : want;
-                drained = (size_t)n < want + (parts == 2 ? iov[1].iov_len : 0);
-                tc->rx_len += (size_t)n - direct;
-                payload_done(tc, (uint64_t)direct);
-                budget -= (uint64_t)n < budget ? (uint64_t)n : budget;
-                progressed = 1;
-                continue;
-            }
-        } else {
-            /* behind a large put, read little past the next header: the
-             * rest of its payload then goes in place */
-            size_t room = RXBUF - tc->rx_len;
-            if (tc->big_puts && room > RX_TAIL)
-                room = RX_TAIL;
-            n = recv(tc->fd_rx, tc->rxbuf + tc->rx_len, room, MSG_DONTWAIT);
-            if (n > 0) {
-                drained = (size_t)n < room;
-                tc->rx_len += (size_t)n;
-                budget -= (uint64_t)n < budget ? (uint64_t)n : budget;
-                progressed = 1;
-                continue;
-            }
-        }
-        if (n == 0) {
-            rx_closed(tc);
+        if (tc->in_payload && tc->payload_dst && tc->payload_left >= DIRECT_MIN)
+            n = read_direct(tc, &budget, &drained);
+        else
+            n = read_buffered(tc, &budget, &drained);
+        if (n <= 0) {
+            read_ended(tc, n);
             break;
         }
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            rx_wait_for(tc, tc->in_payload && tc->payload_dst ? tc->payload_left : 0);
-            break;
-        }
-        if (errno == EINTR)
-            break;
-        tcp_conn_end(tc, GPUPORT_ERR_TRANSPORT, "failed while receiving", errno);
-        break;
+        progressed = 1;
     }
     return progressed;
 }
