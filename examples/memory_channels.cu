@@ -5,7 +5,7 @@
  *
  * Both ranks allocate VMM memory (gpuport_mem_alloc_device: memory
  * channels map the peer's destination into the application's context, and
- * cudaMalloc memory cannot be mapped there; see README, "Memory
+ * cudaMalloc memory cannot be mapped there; see docs/GUIDE.md, "Memory
  * channels"), register it and create the channel (pairwise). A kernel of
  * one block copies this rank's source into the peer's destination with
  * every thread (gpuport_memory_put), makes the copy visible with

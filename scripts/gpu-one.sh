@@ -49,7 +49,7 @@ step channels-tcp-defpool 300 env GPUPORT_TRANSPORT=tcp GPUPORT_TEST_MEM=defpool
 step vmm 300 "$build/test/gpu/test_gpu_vmm"
 # gpuport_mem_alloc_device and a cuda_ipc channel in a process with no CUDA context of its own
 step noctx 60 "$build/test/gpu/test_gpu_noctx"
-# every memory kind: classified, queried, moved over the transports README says carry it
+# every memory kind: classified, queried, moved over the transports docs/GUIDE.md says carry it
 step kinds 300 "$build/test/gpu/test_gpu_kinds"
 # memory channels: kernels store into the peer's memory themselves; under MPS
 # the pair's kernels run at once, without it they take turns (slow, must end)

@@ -5,10 +5,10 @@
 # clang) are for test/fuzz/run.sh; groff-base and python3 for
 # test/tools/man_pages.sh's groff checks and test/tools/gpuport_info.sh's
 # JSON checks. libudev-dev: hwloc.pc names -ludev for static links, which
-# make installcheck makes (README "Using an installed gpuport"). mpich and
-# libmpich-dev install beside Open MPI (mpicc.mpich, mpiexec.mpich) for
-# .ci/run's MPICH build; Open MPI keeps the plain mpicc and mpirun
-# (Debian's alternatives rank it first).
+# make installcheck makes (docs/GUIDE.md, "Using an installed gpuport").
+# mpich and libmpich-dev install beside Open MPI (mpicc.mpich,
+# mpiexec.mpich) for .ci/run's MPICH build; Open MPI keeps the plain mpicc
+# and mpirun (Debian's alternatives rank it first).
 # python3-matplotlib for scripts/plot-bench.py and its test; doxygen for
 # test/tools/header_docs.sh (every public declaration documented); cmake for
 # make installcheck's CMake part (test/install/cmake_check.sh).

@@ -1,7 +1,7 @@
 /*
  * The GPUPORT_* configuration: one declarative table, the core's rows
  * (config.c) and each transport's (its ops table, gathered through the
- * registry), is the single source for parsing, the README's table, the man
+ * registry), is the single source for parsing, docs/GUIDE.md's table, the man
  * page and gpuport_info. A bad value is an
  * error naming the variable and the accepted values, never a silent default.
  * Read once per communicator, on the thread that creates it.

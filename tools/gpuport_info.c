@@ -58,7 +58,7 @@ static void usage(FILE *f, const char *prog)
             "The configuration:\n"
             "  -c              every GPUPORT_* variable: default, value here, what it accepts,\n"
             "                  meaning; exit status 1 if a value in the environment is invalid\n"
-            "  -c --markdown   the rows of README.md's table\n"
+            "  -c --markdown   the rows of docs/GUIDE.md's table\n"
             "  -c --env        NAME=value lines, the values in effect here, quoted for a shell\n"
             "  -c --json       one JSON object (gpuport_info(1) lists its fields)\n"
             "  -c --man        the entries of gpuport(7)'s ENVIRONMENT section, in roff\n"

@@ -16,7 +16,7 @@
 /* -c and the form it takes. */
 typedef enum {
     INFO_CONFIG_TABLE,    /* -c: aligned columns for people */
-    INFO_CONFIG_MARKDOWN, /* -c --markdown: README.md's table rows */
+    INFO_CONFIG_MARKDOWN, /* -c --markdown: docs/GUIDE.md's table rows */
     INFO_CONFIG_ENV,      /* -c --env: GPUPORT_X=value lines for a shell */
     INFO_CONFIG_JSON,     /* -c --json: one JSON object */
     INFO_CONFIG_MAN       /* -c --man: the ENVIRONMENT section of gpuport(7) */

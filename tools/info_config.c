@@ -1,10 +1,10 @@
 /*
  * gpuport_info -c: the library's configuration table (the core's rows in
  * src/config.c, then each transport's, in its folder) in each of its
- * views: a table for people, README.md's rows, shell assignments, JSON,
- * and the entries of gpuport(7)'s ENVIRONMENT section. The README
- * and the man page are generated from here and checked against it by make
- * check (test/tools/gpuport_info.sh, test/tools/man_pages.sh).
+ * views: a table for people, docs/GUIDE.md's rows, shell assignments,
+ * JSON, and the entries of gpuport(7)'s ENVIRONMENT section. The guide's
+ * table and the man page are generated from here and checked against it by
+ * make check (test/tools/gpuport_info.sh, test/tools/man_pages.sh).
  */
 #include <stdlib.h>
 #include <string.h>

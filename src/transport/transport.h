@@ -16,7 +16,7 @@
  *
  * A transport owns its GPUPORT_* settings and its record types: it declares
  * them here, in its table, and the core gathers them through the registry
- * (the configuration's rows, gpuport_info, the man page and the README
+ * (the configuration's rows, gpuport_info, the man page and docs/GUIDE.md
  * list every transport's rows after the core's).
  */
 #ifndef GPUPORT_TRANSPORT_H

@@ -6,16 +6,17 @@
  * with the POSIX descriptor handle type), registered, and checked against
  * what gpuport_mem_info says (kind, device, each transport's verdict) or
  * against the refusal (managed memory: GPUPORT_ERR_NOT_SUPPORTED, a message
- * naming the kind and what to allocate instead). Then each kind README.md's
- * table says a transport carries moves bytes both ways at once over a
- * channel of that transport (a kernel's put_with_signal and wait), every
+ * naming the kind and what to allocate instead). Then each kind
+ * docs/GUIDE.md's table says a transport carries moves bytes both ways at
+ * once over a channel of that transport (a kernel's put_with_signal and wait), every
  * byte of each destination checked: pinned host memory over shm and tcp,
  * cudaMalloc over cuda_ipc, both VMM kinds and the exportable pool over
  * cuda_ipc and tcp, the default pool over tcp. The default pool as a
  * cuda_ipc destination is refused on both sides, the message saying how to
  * make an exportable pool; one exportable-pool allocation serves a cuda_ipc
- * and a tcp channel at once (registered in a communicator of each). README's table rows for these kinds are compared
- * with the same verdicts.
+ * and a tcp channel at once (registered in a communicator of each).
+ * docs/GUIDE.md's table rows for these kinds are compared with the same
+ * verdicts.
  * Two processes (fork + socketpair bootstrap; GPUPORT_TEST_ONE_GPU=1 puts
  * both on GPU 0).
  */
@@ -214,7 +215,7 @@ static void classify(gpuport_bootstrap_t *bs)
     CHECK_OK(gpuport_comm_destroy(comm));
 }
 
-/* ---- README.md's table ---- */
+/* ---- docs/GUIDE.md's table ---- */
 
 /* The table row of each allocation, by the start of its first cell. */
 static const char *const readme_row[K_COUNT] = {
@@ -238,8 +239,8 @@ static int cell_yes(const char *row, int column)
 
 /* Each kind's row of "Which memory works where" says of shm, cuda_ipc and
  * tcp (columns 2, 3 and 4 after the memory and the kind) what classify()
- * found the query says. Rank 0 only; no README (a run outside the source
- * tree): said, not failed. */
+ * found the query says. Rank 0 only; no docs/GUIDE.md (a run outside the
+ * source tree): said, not failed. */
 static void readme_agrees(void)
 {
     const char *top = getenv("top_srcdir");
@@ -247,10 +248,10 @@ static void readme_agrees(void)
     int found[K_COUNT] = {0};
     FILE *f;
 
-    snprintf(path, sizeof(path), "%s/README.md", top ? top : ".");
+    snprintf(path, sizeof(path), "%s/docs/GUIDE.md", top ? top : ".");
     f = fopen(path, "r");
     if (!f) {
-        printf("README.md not found at %s: its table not compared\n", path);
+        printf("docs/GUIDE.md not found at %s: its table not compared\n", path);
         return;
     }
     while (fgets(line, sizeof(line), f)) {
@@ -263,15 +264,16 @@ static void readme_agrees(void)
             found[k]++;
             for (int t = 0; t < 3; t++)
                 CHECK_MSG(cell_yes(line, 2 + t) == want[t],
-                          "README's row for %s says %s in column %d; the query says %s", names[k],
+                          "docs/GUIDE.md's row for %s says %s in column %d; the query says %s",
+                          names[k],
                           cell_yes(line, 2 + t) ? "yes" : "no", 2 + t, want[t] ? "yes" : "no");
         }
     }
     fclose(f);
     for (int k = 0; k < K_COUNT; k++)
-        CHECK_MSG(found[k] == 1, "README's memory table has %d rows for %s (expected 1)", found[k],
-                  names[k]);
-    printf("README's memory table agrees with the query for every GPU kind\n");
+        CHECK_MSG(found[k] == 1, "docs/GUIDE.md's memory table has %d rows for %s (expected 1)",
+                  found[k], names[k]);
+    printf("docs/GUIDE.md's memory table agrees with the query for every GPU kind\n");
 }
 
 /* ---- bytes over channels ---- */
@@ -642,8 +644,8 @@ int main(void)
 
     setvbuf(stdout, NULL, _IONBF, 0);
     setenv("GPUPORT_TIMEOUT_MS", "60000", 1);
-    printf("test_gpu_kinds: every memory kind classified and queried; the kinds that README's "
-           "table says work, moved over shm, cuda_ipc and tcp\n");
+    printf("test_gpu_kinds: every memory kind classified and queried; the kinds that "
+           "docs/GUIDE.md's table says work, moved over shm, cuda_ipc and tcp\n");
     rank = gpu_pair_fork(&bs, &child);
     bs.destroy = NULL; /* one socketpair serves every communicator */
     CUDA_CHECK(cudaMalloc(&g_rc, 2 * sizeof(int)));

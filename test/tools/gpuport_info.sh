@@ -1,7 +1,7 @@
 #!/bin/sh
-# gpuport_info: its -c --markdown rows are exactly README.md's variable
-# table (the README is generated from, and checked against, the library's
-# configuration table); a bad GPUPORT_* value is reported once, naming it,
+# gpuport_info: its -c --markdown rows are exactly docs/GUIDE.md's variable
+# table (the guide's table is generated from, and checked against, the
+# library's configuration table); a bad GPUPORT_* value is reported once, naming it,
 # with exit 1, in every view; -c --env lines read back by a shell give the
 # same configuration; -c --json and --json are valid JSON with the fields
 # gpuport_info(1) lists, and agree with the text views (python3; those
@@ -9,7 +9,7 @@
 # the committed synthetic topologies it finds the GPUs and places every
 # local rank's threads on distinct PUs; -m registers malloc and
 # gpuport_mem_alloc memory and shows each transport's verdict (the same as
-# README's memory table), and lists the GPU kinds it could not make.
+# docs/GUIDE.md's memory table), and lists the GPU kinds it could not make.
 info=${top_builddir:-.}/tools/gpuport_info
 src=${top_srcdir:-.}
 fail=0
@@ -23,8 +23,8 @@ check() { # check NAME CONDITION-COMMAND...
 }
 
 "$info" -c --markdown >"$tmp.rows" || fail=1
-grep '^| `GPUPORT_' "$src/README.md" >"$tmp.readme"
-check "README table equals gpuport_info -c --markdown" diff -u "$tmp.readme" "$tmp.rows"
+grep '^| `GPUPORT_' "$src/docs/GUIDE.md" >"$tmp.readme"
+check "docs/GUIDE.md table equals gpuport_info -c --markdown" diff -u "$tmp.readme" "$tmp.rows"
 
 GPUPORT_FIFO_SIZE=1000 "$info" -c >"$tmp.bad" 2>&1
 rc=$?

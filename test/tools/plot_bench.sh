@@ -75,10 +75,10 @@ rc=$?
 check "gpuport_bench --csv --json at 2 ranks exits 0" test $rc -eq 0
 test $rc -eq 0 || cat "$tmp/run.out"
 
-# The schema (tools/bench_out.h, README "gpuport_bench") and the rows: a
-# pingpong and a put_bw row for each of the 10 sizes, figures that are
-# there and ordered (min <= median <= p99), the context on every row, and
-# the JSON's rows equal to the CSV's.
+# The schema (tools/bench_out.h, docs/PERFORMANCE.md "Records and plots")
+# and the rows: a pingpong and a put_bw row for each of the 10 sizes,
+# figures that are there and ordered (min <= median <= p99), the context on
+# every row, and the JSON's rows equal to the CSV's.
 cat >"$tmp/check.py" <<'EOF'
 import csv, json, re, sys
 

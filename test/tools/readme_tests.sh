@@ -1,24 +1,25 @@
 #!/bin/sh
-# README.md's test list (its section "## Tests", up to the next "## "
-# heading) and the test suite agree:
+# docs/TESTING.md, the testing guide (the whole file: its list of the tests
+# under "## The tests" and the scripts of its other sections), and the test
+# suite agree:
 #   - every test that make check runs here (make print-tests: $(TESTS) of
 #     this configuration) is named there by its file name (test_idle,
 #     channels_np2.sh), or by its path where two tests share a file name
 #     (test/mpi/stress_np4.sh, test/net/stress_np4.sh);
 #   - every test program (test_NAME), fuzz harness (fuzz_NAME) and script
-#     (NAME.sh) named there exists: test/*/test_NAME.c or .cu,
+#     (NAME.sh) named anywhere in it exists: test/*/test_NAME.c or .cu,
 #     test/fuzz/fuzz_NAME.c, and the script (or its .in) at the path given,
 #     else under test/ or scripts/ by that name.
 # Each disagreement is named.
 build=${top_builddir:-.}
 src=${top_srcdir:-.}
-readme=$src/README.md
+guide=$src/docs/TESTING.md
 tmp=${TMPDIR:-/tmp}/gpuport_readme_tests.$$
 trap 'rm -f "$tmp".*' EXIT
 
-awk '/^## / { on = ($0 == "## Tests") } on' "$readme" >"$tmp.section"
-if ! test -s "$tmp.section"; then
-    echo "FAIL: $readme has no section \"## Tests\""
+cat "$guide" >"$tmp.guide" 2>/dev/null
+if ! grep -qx '## The tests' "$tmp.guide"; then
+    echo "FAIL: $guide is missing or has no section \"## The tests\""
     exit 1
 fi
 
@@ -36,8 +37,8 @@ if ! grep -q '^test/unit/' "$tmp.list"; then
     exit 1
 fi
 
-# the section's words: runs of name characters, so `a`, (a) and a/b/c.sh split
-tr -c 'A-Za-z0-9_./-' '\n' <"$tmp.section" | sed -e 's/[.]*$//' -e '/^$/d' | sort -u >"$tmp.words"
+# the guide's words: runs of name characters, so `a`, (a) and a/b/c.sh split
+tr -c 'A-Za-z0-9_./-' '\n' <"$tmp.guide" | sed -e 's/[.]*$//' -e '/^$/d' | sort -u >"$tmp.words"
 
 named() {
     grep -qxF "$1" "$tmp.words"
@@ -50,11 +51,11 @@ while read -r t; do
     base=${t##*/}
     if test "$(grep -c -e "/$base\$" "$tmp.list")" -gt 1; then
         named "$t" || {
-            echo "FAIL: make check runs $t, which README.md's \"Tests\" does not name by its path (another test is also called $base)"
+            echo "FAIL: make check runs $t, which docs/TESTING.md does not name by its path (another test is also called $base)"
             fail=1
         }
     elif ! named "$base" && ! named "$t"; then
-        echo "FAIL: make check runs $t, which README.md's \"Tests\" does not name ($base)"
+        echo "FAIL: make check runs $t, which docs/TESTING.md does not name ($base)"
         fail=1
     fi
 done <"$tmp.list"
@@ -77,7 +78,7 @@ while read -r w; do
         found=0
         for f in "$@"; do test -f "$f" && found=1; done
         test $found -eq 1 || {
-            echo "FAIL: README.md's \"Tests\" names $w, which is no test/*/$w.c or .cu"
+            echo "FAIL: docs/TESTING.md names $w, which is no test/*/$w.c or .cu"
             fail=1
         }
         ;;
@@ -85,7 +86,7 @@ while read -r w; do
         case $w in */* | *.*) continue ;; esac
         nnamed=$((nnamed + 1))
         test -f "$src/test/fuzz/$w.c" || {
-            echo "FAIL: README.md's \"Tests\" names $w, which is no test/fuzz/$w.c"
+            echo "FAIL: docs/TESTING.md names $w, which is no test/fuzz/$w.c"
             fail=1
         }
         ;;
@@ -93,11 +94,11 @@ while read -r w; do
         nnamed=$((nnamed + 1))
         case $w in
         */*) test -f "$src/$w" || test -f "$src/$w.in" || {
-                echo "FAIL: README.md's \"Tests\" names $w, which is not in the source tree"
+                echo "FAIL: docs/TESTING.md names $w, which is not in the source tree"
                 fail=1
             } ;;
         *) exists_under "$w" || {
-                echo "FAIL: README.md's \"Tests\" names $w, which is nowhere under test/ or scripts/"
+                echo "FAIL: docs/TESTING.md names $w, which is nowhere under test/ or scripts/"
                 fail=1
             } ;;
         esac
@@ -106,6 +107,6 @@ while read -r w; do
 done <"$tmp.words"
 
 if test $fail -eq 0; then
-    echo "PASS: README.md's \"Tests\" names the $ntests tests of make check here, and the $nnamed tests and scripts it names exist"
+    echo "PASS: docs/TESTING.md names the $ntests tests of make check here, and the $nnamed tests and scripts it names exist"
 fi
 exit $fail

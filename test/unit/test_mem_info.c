@@ -7,8 +7,9 @@
  * accepted exactly when the query says so); a region a transport refuses is
  * refused at channel creation with the query's text (a registration made
  * to look like GPU memory, so that the refusal is reachable without a GPU);
- * each transport's refusal texts for the GPU kinds; and README.md's "Which
- * memory works where" table says the same as the query for the host kinds.
+ * each transport's refusal texts for the GPU kinds; and docs/GUIDE.md's
+ * "Which memory works where" table says the same as the query for the host
+ * kinds.
  * GPU kinds are checked on a GPU by test/gpu/test_gpu_kinds.cu.
  */
 #include <stdint.h>
@@ -340,9 +341,9 @@ static void refusal_texts(void)
               "cuda_ipc, private VMM destination: %s", why);
 }
 
-/* ---- README.md's table ---- */
+/* ---- docs/GUIDE.md's table ---- */
 
-/* The README cell's verdict: "yes..." carried, "no"/"**refused**" not. */
+/* The guide's cell's verdict: "yes..." carried, "no"/"**refused**" not. */
 static int cell_yes(const char *cell)
 {
     while (*cell == ' ')
@@ -418,7 +419,7 @@ static int readme_compare(FILE *f, const readme_kind_t *kinds, int nkinds)
                 if (!t || gpuport_transport_missing(kind_named(name)))
                     continue;
                 CHECK_MSG(cell_yes(cells[c]) == (t->src_ok && t->dst_ok),
-                          "README says%s for %s memory over %s; the query: source %s, "
+                          "docs/GUIDE.md says%s for %s memory over %s; the query: source %s, "
                           "destination %s",
                           cells[c], gpuport_mem_kind_string(kinds[k].kind), name,
                           t->src_ok ? "yes" : t->src_why, t->dst_ok ? "yes" : t->dst_why);
@@ -443,7 +444,7 @@ static int readme(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     int rows;
 
     (void)rank, (void)size, (void)arg;
-    snprintf(path, sizeof(path), "%s/README.md", top ? top : ".");
+    snprintf(path, sizeof(path), "%s/docs/GUIDE.md", top ? top : ".");
     f = fopen(path, "r");
     if (!f)
         SKIP("cannot read %s (run from the source tree or set top_srcdir)", path);
@@ -458,15 +459,17 @@ static int readme(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     kinds[2].mem->region.mem_kind = GPUPORT_MEM_KIND_HOST_PINNED;
     rows = readme_compare(f, kinds, 3);
     fclose(f);
-    CHECK_MSG(rows == 3, "README's memory table has %d rows of the host kinds (expected one each "
-              "for host, host-shared and host-pinned)", rows);
+    CHECK_MSG(rows == 3,
+              "docs/GUIDE.md's memory table has %d rows of the host kinds (expected one each "
+              "for host, host-shared and host-pinned)",
+              rows);
     for (int k = 0; k < 3; k++)
         CHECK_OK(gpuport_mem_deregister(kinds[k].mem));
     CHECK_OK(gpuport_mem_free(comm, shared));
     CHECK_OK(gpuport_comm_destroy(comm));
     free(priv);
     free(pinned);
-    printf("README's memory table agrees with the query for the %d host kinds\n", rows);
+    printf("docs/GUIDE.md's memory table agrees with the query for the %d host kinds\n", rows);
     return 0;
 }
 
@@ -481,6 +484,7 @@ int main(void)
     run_agree("shm");
     run_agree("tcp");
     CHECK(local_run(1, readme, NULL) == 0);
-    printf("mem_info: the query agrees with channel creation over shm and tcp and with README\n");
+    printf("mem_info: the query agrees with channel creation over shm and tcp and with "
+           "docs/GUIDE.md\n");
     return 0;
 }

@@ -1,8 +1,8 @@
 /*
- * The README's table of GPUPORT_* variables must say what the library's
- * configuration table says (the core's rows and every transport's): every
- * variable, its default and its one-line doc, and no variable the library
- * does not know.
+ * The user guide's (docs/GUIDE.md) table of GPUPORT_* variables must say
+ * what the library's configuration table says (the core's rows and every
+ * transport's): every variable, its default and its one-line doc, and no
+ * variable the library does not know.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +19,7 @@ int main(void)
     FILE *f;
 
     CHECK(gpuport_config_nvars() <= 64);
-    snprintf(path, sizeof(path), "%s/README.md", top ? top : ".");
+    snprintf(path, sizeof(path), "%s/docs/GUIDE.md", top ? top : ".");
     f = fopen(path, "r");
     if (!f)
         SKIP("cannot read %s (run from the source tree or set top_srcdir)", path);
@@ -36,18 +36,18 @@ int main(void)
                 continue;
             snprintf(expect, sizeof(expect), "| `%s` | `%s` | %s |", v->name, v->default_value,
                      v->doc);
-            CHECK_MSG(strcmp(line, expect) == 0, "README row\n  %s\ndiffers from the library's\n  %s",
-                      line, expect);
+            CHECK_MSG(strcmp(line, expect) == 0,
+                      "docs/GUIDE.md row\n  %s\ndiffers from the library's\n  %s", line, expect);
             found[i]++;
             break;
         }
-        CHECK_MSG(i < gpuport_config_nvars(), "README documents a variable the library lacks: %s",
-                  line);
+        CHECK_MSG(i < gpuport_config_nvars(),
+                  "docs/GUIDE.md documents a variable the library lacks: %s", line);
     }
     fclose(f);
     for (size_t i = 0; i < gpuport_config_nvars(); i++)
-        CHECK_MSG(found[i] == 1, "%s is documented %d times in README.md (expected once)",
+        CHECK_MSG(found[i] == 1, "%s is documented %d times in docs/GUIDE.md (expected once)",
                   gpuport_config_var(i)->name, found[i]);
-    printf("README documents all %d variables as the library defines them\n", rows);
+    printf("docs/GUIDE.md documents all %d variables as the library defines them\n", rows);
     return 0;
 }
