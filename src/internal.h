@@ -342,8 +342,8 @@ gpuport_status_t gpuport_channel_push(struct gpuport_channel *ch, uint32_t op, u
 gpuport_status_t gpuport_channel_push_value(struct gpuport_channel *ch, uint32_t op,
                                             uint64_t dst_off, uint64_t value, uint64_t *pos_p);
 
-/* GPU mode (src/cuda/gpu.c; src/gpu_none.c in builds without CUDA). All run
- * on application threads. */
+/* GPU mode (src/cuda/gpu.c, its memory src/cuda/gpu_mem.c; src/gpu_none.c
+ * in builds without CUDA). All run on application threads. */
 /* Sets comm->gpu when the process has a GPU (GPUPORT_GPU); GPU-less is not
  * an error unless GPUPORT_GPU=on. */
 gpuport_status_t gpuport_gpu_open(struct gpuport_comm *comm);

@@ -1,9 +1,10 @@
 /*
  * Placement of the proxy and flusher threads: the only module that includes
- * hwloc. gpuport_place() is a pure decision over a topology (the machine's,
- * or a synthetic one from XML in tests); gpuport_topology_* load the
- * machine's and bind threads. Application threads only, at communicator
- * creation; the proxy and flusher bind themselves with the cores decided.
+ * hwloc. gpuport_place() (topology_place.c) is a pure decision over a
+ * topology (the machine's, or a synthetic one from XML in tests);
+ * gpuport_topology_* (topology.c) load the machine's and bind threads.
+ * Application threads only, at communicator creation; the proxy and
+ * flusher bind themselves with the cores decided.
  */
 #ifndef GPUPORT_TOPOLOGY_H
 #define GPUPORT_TOPOLOGY_H

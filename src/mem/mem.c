@@ -236,8 +236,8 @@ gpuport_alloc_t *gpuport_alloc_find(gpuport_comm_t comm, const void *ptr, size_t
  * gpuport_mem_alloc_device or cuMemCreate (VMM, mapped for the device, no
  * context owns it) or cudaMalloc memory (legacy: a CUDA IPC handle, owned
  * by the application's context) or stream-ordered pool memory (mapped for
- * the device like VMM memory); managed memory is refused (gpu.c names it).
- * r->kind says how transports carry it, r->mem_kind what it is
+ * the device like VMM memory); managed memory is refused (gpu_mem.c names
+ * it). r->kind says how transports carry it, r->mem_kind what it is
  * (gpuport_mem_info). Every transport asks the region's kind. */
 static _Atomic uint64_t g_serial; /* registrations of this process */
 

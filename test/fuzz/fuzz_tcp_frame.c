@@ -1,7 +1,7 @@
 /*
  * fuzz_tcp_frame: the tcp transport's receive side (src/transport/tcp/
- * tcp_rx.c: tcp_recv_some, on_header and the payload state machine, and a
- * waiting host thread's tcp_host_recv) on an
+ * tcp_rx.c: tcp_recv_some, tcp_on_header and the payload state machine, and
+ * tcp_hrx.c: a waiting host thread's tcp_host_recv) on an
  * arbitrary byte stream from the peer, over a real socket.
  *
  * A connection (tcp_conn_t, as tcp_conn_open makes it) to rank 1 reads from

@@ -1,6 +1,6 @@
 /*
  * A mock verbs provider, for test_ib only: the ib transport's data path
- * (ib.c, ib_dev.c, ib_mr.c) needs a device, and the test machine has none.
+ * (ib.c, ib_proxy.c, ib_dev.c, ib_mr.c) needs a device, and the test machine has none.
  * mock_verbs_install fills the transport's verbs table (ib_verbs_install)
  * with the mock's entry points in place of libibverbs'; they present one
  * device with one port and act as its NIC: QPs check their state changes

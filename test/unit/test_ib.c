@@ -1310,7 +1310,7 @@ static int mock_rank(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
  * link the mock holds (mock_verbs_hold), channel B to rank 2 over one that
  * works. */
 #define HREGION 65536u
-#define HPUT 1500          /* puts into A: more than its connection queues (ib.c: 1,016) */
+#define HPUT 1500          /* puts into A: more than its connection queues (ib_proxy.c: 1,016) */
 #define HROUNDS 200        /* B's ping-pong rounds, before the hold and during it */
 #define HMSG 128           /* each round's put, at its own offset */
 #define HVALUE_OFF 32768u  /* A's put_value, after the puts */

@@ -1,7 +1,9 @@
 /*
  * The ib transport's run-time state, for its own files only: ib.c (the
- * operations), ib_dev.c (devices and the communicator's protection domain
- * and control segment) and ib_mr.c (memory registrations).
+ * operations: connection set-up and channels), ib_proxy.c (the proxy
+ * thread's side: posting, completions, failure), ib_dev.c (devices and the
+ * communicator's protection domain and control segment) and ib_mr.c
+ * (memory registrations).
  *
  * Lifetimes. A device context is opened once per process for each
  * (GPUPORT_IB_HCA, GPUPORT_IB_GID_INDEX, GPU) and kept in a table
@@ -71,6 +73,26 @@ typedef struct ib_comm {
     ib_chan_t *chans; /* by local channel id */
 } ib_comm_t;
 
+/* A connection to one peer: its RC QP and CQ, set up by ib.c on the
+ * application thread, then driven by ib_proxy.c on the proxy thread. */
+typedef struct ib_conn {
+    gpuport_comm_t comm;
+    gpuport_conn_t *conn;
+    int peer;
+    ib_comm_t *ic;
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+    uint64_t *scratch; /* atomics' results and written values, one per send-queue slot */
+    struct ibv_mr *scratch_mr;
+    ib_sendq_t q;
+    ib_signal_t signal;
+    ib_qp_rec_t mine, remote;
+    int inline_ok; /* the QP takes 8 bytes of inline data (put_value) */
+    /* the connection failed with this status: written by the proxy,
+     * read by application threads too (atomic builtins) */
+    gpuport_status_t broken;
+} ib_conn_t;
+
 /* ib_dev.c, application threads. */
 /* Finds (opening and caching it) the device and port this communicator
  * would use: GPUPORT_OK with its link layer and a description, or
@@ -98,6 +120,24 @@ uint32_t ib_mr_rkey(const ib_mr_t *mr);
 void ib_chan_release(ib_comm_t *ic, ib_chan_t *cs);
 /* Every registration of the communicator, at its end. */
 void ib_mr_release_all(ib_comm_t *ic);
+
+/* ib_proxy.c, proxy thread: the operations gpuport_transport_ib (ib.c) names. */
+/* room for nops more operations on the channel's connection (or it is broken) */
+int ib_has_room(gpuport_tl_chan_t *ch, uint32_t nops);
+/* queues an RDMA WRITE of the source's bytes into the peer's destination */
+int ib_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t size,
+           int behind_work, gpuport_work_t *work);
+/* queues an RDMA WRITE of the 8 bytes of value */
+int ib_put_value(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t value,
+                 int behind_work, gpuport_work_t *work);
+/* queues n signals: an atomic add, or a write of the channel's count */
+int ib_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *work);
+/* queues a write of status into the peer's peer_status, where there is room */
+void ib_report_fail(gpuport_tl_chan_t *ch, gpuport_status_t status);
+/* reads the CQ, then posts what the send queue has room for */
+int ib_progress(gpuport_conn_t *conn);
+/* 1 once nothing of this rank's is in flight (or the connection broke) */
+int ib_quiesce(gpuport_conn_t *conn);
 
 /* A verbs call's failure code: most return an errno value, some -1 with
  * errno set, some a negated errno; calls that return NULL set errno (pass 0). */

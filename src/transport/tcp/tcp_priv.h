@@ -4,8 +4,9 @@
  * share. tcp.c says how the transport works and holds its table of
  * operations; tcp_addr.c picks the address and runs the communicator's
  * listener; tcp_cm.c sets connections up; tcp_tx.c sends (and stages GPU
- * sources through the flusher); tcp_rx.c receives. The core reaches the
- * transport only through gpuport_transport_tcp.
+ * sources through the flusher); tcp_rx.c receives, and tcp_hrx.c is a
+ * waiting host thread's own receive. The core reaches the transport only
+ * through gpuport_transport_tcp.
  */
 #ifndef GPUPORT_TCP_PRIV_H
 #define GPUPORT_TCP_PRIV_H
@@ -336,12 +337,20 @@ int tcp_host_send(gpuport_tl_chan_t *ch, uint32_t op, uint64_t dst_off, uint64_t
 int tcp_recv_some(tcp_conn_t *tc);
 /* an error the socket holds (a keepalive unanswered) ends the connection */
 void tcp_check_socket(tcp_conn_t *tc);
-/* application thread (GPUPORT_HOST_INLINE): ops->host_recv */
-int tcp_host_recv(gpuport_tl_chan_t *ch);
 /* The SO_RCVLOWAT to wait with when `rest` bytes of a payload are still to
  * come (0: not in a payload) and GPUPORT_SOCKET_RCVLOWAT is `max`: half of
  * the rest, at most max, or 1 (any byte) where that is below DIRECT_MIN. */
 int tcp_rx_lowat(uint64_t rest, uint64_t max);
+/* channel id's channel if it receives on this connection, else NULL */
+gpuport_tl_chan_t *tcp_rx_channel(const tcp_conn_t *tc, uint32_t id);
+/* acts on the whole header in tc->cur, or starts its payload */
+void tcp_on_header(tcp_conn_t *tc);
+/* n more bytes of the payload under way were written (or discarded) */
+void tcp_payload_done(tcp_conn_t *tc, uint64_t n);
+
+/* tcp_hrx.c */
+/* application thread (GPUPORT_HOST_INLINE): ops->host_recv */
+int tcp_host_recv(gpuport_tl_chan_t *ch);
 
 /* tcp_fail.c */
 void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, int err);
