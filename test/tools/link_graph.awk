@@ -1,20 +1,61 @@
 # The link graph of libgpuport_core's objects; see link_graph.sh, which feeds
 # it "ALLOW name" lines (the names the transport interface's headers use),
-# then "object symbol nm-type" lines sorted by object, then symbol. An edge
+# then "object symbol nm-type" lines sorted by object, then symbol, and
+# passes the folder table as -v layers=FILE (test/tools/layers.txt). An edge
 # A -> B: A has an undefined symbol that B defines. POSIX awk (mawk, gawk).
 #
-# Classes: src/transport/<X>/... is transport X; src/transport/transport.*
-# and src/transport/registry.* are the registry; the rest is core. Exit 1 on
-# any boundary violation or cycle.
+# Folders: src/*.c is "base"; src/<d>/... is "<d>"; src/transport/*.c (the
+# registry) is "transport"; src/transport/<X>/... is "transport/<X>". Classes,
+# for the name rules: src/transport/<X>/... is transport X;
+# src/transport/transport.* and src/transport/registry.* are the registry;
+# the rest is core. Exit 1 on any use across folders that the table does not
+# allow, any use of a transport by the registry but its tables, any
+# transport use of the core that the interface does not name, or a cycle.
 
 BEGIN {
-    # Shared transport folders and the transports that may use them
-    # (src/transport/sm/: what shm and cuda_ipc share).
-    shared["sm"] = " shm cuda_ipc "
     nobj = 0
     nund = 0
     nedge = 0
     bad = 0
+    lname = layers_name != "" ? layers_name : layers
+    read_layers()
+}
+
+# The table: "FOLDER: USES..." lines, # to the end of a line a comment. The
+# left is a folder, "transport/*" (a row for every transport folder) or one
+# file (FOLDER/NAME.c, or NAME.c of base: a row that adds to its folder's);
+# the right names folders, "transport/*" or single files (only that file of
+# its folder may be used).
+function read_layers(line, n, w, i, from) {
+    nlayers = 0
+    if (layers == "")
+        return
+    while ((getline line < layers) > 0) {
+        sub(/#.*/, "", line)
+        n = split(line, w, /[ \t]+/)
+        i = 1
+        if (w[1] == "")
+            i = 2
+        if (i > n)
+            continue
+        from = w[i]
+        if (from !~ /:$/) {
+            print "FAIL: " lname ": a row starts with FOLDER: (" line ")"
+            layer_err = 1
+            continue
+        }
+        sub(/:$/, "", from)
+        if (from in row) {
+            print "FAIL: " lname ": two rows for " from
+            layer_err = 1
+        }
+        row[from] = " "
+        rows[++nlayers] = from
+        for (i++; i <= n; i++)
+            if (w[i] != "")
+                row[from] = row[from] w[i] " "
+    }
+    close(layers)
 }
 
 $1 == "ALLOW" && NF == 2 {
@@ -60,6 +101,51 @@ function what(o, c) {
     if (c == "(registry)")
         return o " (registry)"
     return o " (transport " c ")"
+}
+
+function folder(o, p) {
+    if (o ~ /^src\/transport\/[^\/]+\//) {
+        p = o
+        sub(/^src\/transport\//, "", p)
+        sub(/\/.*/, "", p)
+        return "transport/" p
+    }
+    if (o ~ /^src\/[^\/]+\//) {
+        p = o
+        sub(/^src\//, "", p)
+        sub(/\/.*/, "", p)
+        return p
+    }
+    if (o ~ /^src\/[^\/]*$/)
+        return "base"
+    return "(outside src/)"
+}
+
+# The object's file as the table names it: its path under src/.
+function file_of(o, p) {
+    p = o
+    sub(/^src\//, "", p)
+    return p
+}
+
+# Whether row r lets its folder use object b (of folder fb).
+function row_allows(r, b, fb) {
+    if (!(r in row))
+        return 0
+    if (index(row[r], " " fb " ") || index(row[r], " " file_of(b) " "))
+        return 1
+    return fb ~ /^transport\// && index(row[r], " transport/* ")
+}
+
+# Whether the table lets object a use object b.
+function layer_allows(a, b, fa, fb) {
+    fa = folder(a)
+    fb = folder(b)
+    if (fa == fb)
+        return 1
+    if (row_allows(file_of(a), b, fb) || row_allows(fa, b, fb))
+        return 1
+    return fa ~ /^transport\// && row_allows("transport/*", b, fb)
 }
 
 # Inserts item into a space-separated list kept sorted.
@@ -178,32 +264,83 @@ END {
         print "  " what(a) " -> " what(def[s]) ": " s
     }
 
-    # boundary: who may use a transport's symbols
+    # the folders: what each uses of the others (the matrix, printed), and
+    # every use the table does not allow
+    flist = ""
+    for (i = 1; i <= nobj; i++) {
+        f = folder(obj[i])
+        if (!(f in nfobj))
+            flist = insert_sorted(flist, f)
+        nfobj[f]++
+    }
+    nfold = split(flist, folders, " ")
+    for (i = 1; i <= nund; i++) {
+        a = und_o[i]
+        s = und_s[i]
+        if (!(s in def) || folder(a) == folder(def[s]))
+            continue
+        k = folder(a) SUBSEP folder(def[s])
+        if ((k SUBSEP s) in fseen)
+            continue
+        fseen[k, s] = 1
+        fuse[k]++
+    }
+    print "Folders (objects) and what each uses of the others (distinct symbols):"
+    for (i = 1; i <= nfold; i++) {
+        fa = folders[i]
+        line = ""
+        for (j = 1; j <= nfold; j++)
+            if ((fa, folders[j]) in fuse)
+                line = line (line == "" ? " " : ", ") folders[j] " " fuse[fa, folders[j]]
+        print "  " fa " (" nfobj[fa] "):" (line == "" ? " nothing" : line)
+    }
+    nrowless = 0
+    for (i = 1; i <= nfold; i++) {
+        fa = folders[i]
+        if ((fa in row) || (fa ~ /^transport\// && ("transport/*" in row)))
+            continue
+        if (nrowless++ == 0)
+            print "Folders without a row in " lname " (place each among the layers):"
+        print "  " fa
+    }
+    nlayer = 0
+    for (i = 1; i <= nobj; i++) {
+        a = obj[i]
+        n = split(adj[a], targets, " ")
+        for (j = 1; j <= n; j++) {
+            b = targets[j]
+            if (layer_allows(a, b))
+                continue
+            if (nlayer++ == 0)
+                print "Uses against " lname " (the left object, of the folder in brackets, " \
+                    "uses what the right one defines; the table does not let the left " \
+                    "folder use the right one):"
+            print "  " a " (" folder(a) ") -> " b " (" folder(b) "): " esyms[a, b]
+        }
+    }
+
+    # the registry uses a transport's ops table, gpuport_transport_<X>, and
+    # its settings table, gpuport_<X>_settings: nothing else
     nbound = 0
     for (i = 1; i <= nobj; i++) {
         a = obj[i]
-        ca = cls(a)
+        if (cls(a) != "(registry)")
+            continue
         n = split(adj[a], targets, " ")
         for (j = 1; j <= n; j++) {
             b = targets[j]
             cb = cls(b)
-            if (cb ~ /^\(/ || ca == cb)
+            if (cb ~ /^\(/)
                 continue
-            syms = esyms[a, b]
-            if (ca == "(registry)") {
-                # the ops table and the settings table, nothing else
-                m = split(syms, list, " ")
-                syms = ""
-                for (x = 1; x <= m; x++)
-                    if (list[x] != "gpuport_transport_" cb && list[x] != "gpuport_" cb "_settings")
-                        syms = syms (syms == "" ? "" : " ") list[x]
-                if (syms == "")
-                    continue
-            } else if (ca != "(core)" && index(shared[cb], " " ca " ") > 0) {
+            m = split(esyms[a, b], list, " ")
+            syms = ""
+            for (x = 1; x <= m; x++)
+                if (list[x] != "gpuport_transport_" cb && list[x] != "gpuport_" cb "_settings")
+                    syms = syms (syms == "" ? "" : " ") list[x]
+            if (syms == "")
                 continue
-            }
             if (nbound++ == 0)
-                print "Boundary violations (the left object uses what the right one defines):"
+                print "Registry uses of a transport but its ops and settings tables:"
             print "  " what(a) " -> " what(b) ": " syms
         }
     }
@@ -254,14 +391,17 @@ END {
         }
     }
 
-    print nobj " objects (" ntl " of transports), " nedge " edges, " nallow \
-        " names in the transport interface: " nbound " boundary violations, " nundecl \
-        " undeclared transport uses of the core, " ncomp " sets of objects in cycles (" \
-        ncycle " cycles shown)"
-    if (ntl == 0 || nallow == 0)
-        print "no " (ntl == 0 ? "transport objects" : "names of the transport interface") \
+    print nobj " objects (" ntl " of transports) in " nfold " folders, " nedge " edges, " nallow \
+        " names in the transport interface, " nlayers " rows in " lname ": " nlayer \
+        " uses against the folder table, " nrowless " folders without a row, " nbound \
+        " registry uses beyond the tables, " nundecl " undeclared transport uses of the core, " \
+        ncomp " sets of objects in cycles (" ncycle " cycles shown)"
+    if (ntl == 0 || nallow == 0 || nlayers == 0)
+        print "no " (ntl == 0 ? "transport objects" : nallow == 0 ? \
+            "names of the transport interface" : "rows of the folder table") \
             " found: nothing was checked"
-    if (nbound || ncycle || nundecl || ntl == 0 || nallow == 0) {
+    if (nlayer || nrowless || layer_err || nbound || ncycle || nundecl || ntl == 0 || \
+        nallow == 0 || nlayers == 0) {
         print "FAIL link graph"
         exit 1
     }

@@ -1,23 +1,28 @@
 #!/bin/sh
-# The transport boundary and the absence of cycles, checked on what was
-# built: the objects of libgpuport_core and, from nm, "object A uses a symbol
-# that object B defines". Fails on
+# The layering of the core's folders, the transport boundary and the absence
+# of cycles, checked on what was built: the objects of libgpuport_core and,
+# from nm, "object A uses a symbol that object B defines". Prints, for each
+# folder of src/ (base: src/*.c; transport: the registry, src/transport/*.c;
+# transport/<X>: a transport), what it uses of the others. Fails on
+#   - a use across folders that test/tools/layers.txt, the table of which
+#     folder may use which, does not allow (named: both objects, both
+#     folders, the symbols); a folder with no row there; a name in the table
+#     that is no folder or file under src/ (the table is read from the tree:
+#     a stale row fails);
 #   - a cycle between objects (printed A -> B -> ... -> A, one symbol an edge;
 #     enough cycles to show every edge that lies on one);
-#   - a core object using a symbol of a transport object (src/transport/<X>/);
 #   - the registry (src/transport/transport.c, registry.c) using anything of a
 #     transport but its ops table, gpuport_transport_<X>, and its settings
-#     table, gpuport_<X>_settings;
-#   - a transport using another transport's symbols, except the shared
-#     folders the layout names (sm: what shm and cuda_ipc share);
+#     table, gpuport_<X>_settings (the table lets the registry, and only it,
+#     use the transports; which of them may use sm/ is the table's too);
 #   - a transport using a symbol of the core (or the registry) that the
 #     transport interface does not name: src/transport/tl_core.h,
 #     src/transport/transport.h and the service headers tl_core.h marks
 #     (an include with a "/* service:" comment, or a "service header: X"
 #     line). The allowed names are read from those headers' code, comments
 #     stripped, so the header is the list;
-#   - finding no objects, or no transport objects: a check that sees
-#     nothing must not pass.
+#   - finding no objects, no transport objects or no rows of the table: a
+#     check that sees nothing must not pass.
 # The graph and the rules are in link_graph.awk; this script finds the
 # objects (the list make links into the library, so stale objects of
 # renamed files do not count), the interface's names, and feeds it both.
@@ -27,6 +32,8 @@ src=${top_srcdir:-.}
 here=$(dirname "$0")
 awkprog=$here/link_graph.awk
 test -f "$awkprog" || awkprog=$src/test/tools/link_graph.awk
+layers=$here/layers.txt
+test -f "$layers" || layers=$src/test/tools/layers.txt
 
 if ! command -v nm >/dev/null 2>&1; then
     echo "SKIP: nm is not installed (binutils); the link graph needs it"
@@ -99,4 +106,18 @@ for h in $headers; do
 done | LC_ALL=C sort -u >"$tmp.allow"
 echo "link graph of $n objects of libgpuport_core; the transport interface:" \
     "$(echo $headers | sed "s|$src/||g")"
-LC_ALL=C sort -k1,1 -k2,2 "$tmp.nm" | awk -f "$awkprog" "$tmp.allow" -
+
+# Every name in the folder table is a folder or file under src/ (base and
+# transport/* are the table's own words).
+stale=$(sed 's/#.*//' "$layers" | awk '{ for (i = 1; i <= NF; i++) print $i }' |
+    sed 's/:$//' | LC_ALL=C sort -u |
+    while read -r w; do
+        case $w in '' | base | 'transport/*') continue ;; esac
+        test -e "$src/src/$w" || printf ' %s' "$w"
+    done)
+if test -n "$stale"; then
+    echo "FAIL: test/tools/layers.txt names what is under src/ no more:$stale"
+    exit 1
+fi
+LC_ALL=C sort -k1,1 -k2,2 "$tmp.nm" |
+    awk -v layers="$layers" -v layers_name=test/tools/layers.txt -f "$awkprog" "$tmp.allow" -
