@@ -11,18 +11,28 @@
 #     two OK lines); the programs must load libgpuport from the installed
 #     libdir (the imported location; no LD_LIBRARY_PATH), or, linked
 #     statically (gpuport_USE_STATIC_LIBS), need no libgpuport at all;
+#   - with CUDA (gpuport built with it, and cmake can enable its CUDA
+#     language with $NVCC, for NVCC_ARCH as configure chose it), in the same
+#     project: COMPONENTS device, a device probe (.cu: a kernel on
+#     gpuport_device.h, not launched; run: the version, and
+#     gpuport_channel_device answering a NULL channel) on gpuport::device,
+#     and, with the MPI bootstrap, examples/device_channels.cu on
+#     gpuport::device and gpuport::gpuport_mpi, built, and run at 2 ranks
+#     where nvidia-smi lists a GPU ("built, not run" otherwise);
 #   - relocation: a copy of the installed files in another directory is found
 #     and used there (the probe, linked and run against the copy);
 #   - what must not be found is not, with the package's reason: COMPONENTS
-#     mpi without the MPI bootstrap, a component it does not have, the next
-#     minor version (0.x) or major version, the static libraries where none
-#     were built.
+#     mpi without the MPI bootstrap, COMPONENTS device without CUDA (or, with
+#     it, in a project without the CUDA language), a component it does not
+#     have, the next minor version (0.x) or major version, the static
+#     libraries where none were built.
 # Without cmake on PATH (or in $CMAKE) the whole part is skipped, saying so.
 # Run by installcheck-local (Makefile.am), which sets the variables below.
 set -u
 : "${DESTDIR=}" "${prefix:?}" "${libdir:?}" "${includedir:?}" "${cmakeconfigdir:?}" "${CC:?}"
 : "${CFLAGS=}" "${LDFLAGS=}" "${PACKAGE_VERSION:?}" "${have_mpi:?}" "${enable_shared:?}"
 : "${enable_static:?}" "${top_srcdir:?}" "${top_builddir:?}"
+: "${have_cuda=no}" "${NVCC=}" "${NVCC_ARCH=}"
 
 fail=0
 pass() { echo "PASS: cmake: $*"; }
@@ -88,6 +98,40 @@ int main(void)
     return 0;
 }
 EOF
+# The device probe: a kernel on the device API (compiled, never launched: it
+# runs without a GPU), and the host side of gpuport_channel_device.
+cat >"$tmp/device_probe.cu" <<EOF
+#include <gpuport/gpuport_device.h>
+#include <stdio.h>
+#include <string.h>
+
+__global__ void put_one(gpuport_port_channel_dev_t ch, int *status)
+{
+    *status = gpuport_put_with_signal(&ch, 0, 0, 8);
+    if (*status == GPUPORT_OK)
+        *status = gpuport_flush(&ch);
+}
+
+int main(void)
+{
+    gpuport_port_channel_dev_t dev;
+    gpuport_status_t st;
+
+    if (strcmp(gpuport_version_string(), "$PACKAGE_VERSION") != 0) {
+        printf("version %s, expected $PACKAGE_VERSION\n", gpuport_version_string());
+        return 1;
+    }
+    st = gpuport_channel_device(NULL, &dev);
+    if (st != GPUPORT_ERR_INVALID_ARG) {
+        printf("gpuport_channel_device(NULL): %s, expected GPUPORT_ERR_INVALID_ARG\n",
+               gpuport_status_string(st));
+        return 1;
+    }
+    printf("gpuport %s: gpuport_channel_device(NULL): %s\n", gpuport_version_string(),
+           gpuport_status_string(st));
+    return 0;
+}
+EOF
 mkdir "$tmp/proj" || exit 1
 cat >"$tmp/proj/CMakeLists.txt" <<'EOF'
 cmake_minimum_required(VERSION 3.9)
@@ -98,8 +142,17 @@ if(DEFINED FIND_ARGS)
   message(STATUS "find_package(gpuport ${FIND_ARGS} REQUIRED) found gpuport ${gpuport_VERSION}")
   return()
 endif()
+set(components "")
+if(WANT_CUDA)
+  # CMAKE_CUDA_COMPILER and CMAKE_CUDA_ARCHITECTURES from the command line
+  enable_language(CUDA)
+  list(APPEND components device)
+endif()
 if(WANT_MPI)
-  find_package(gpuport ${EXPECT_VERSION} EXACT REQUIRED COMPONENTS mpi)
+  list(APPEND components mpi)
+endif()
+if(components)
+  find_package(gpuport ${EXPECT_VERSION} EXACT REQUIRED COMPONENTS ${components})
 else()
   find_package(gpuport ${EXPECT_VERSION} EXACT REQUIRED)
 endif()
@@ -122,6 +175,22 @@ if(WANT_MPI)
   add_executable(host_channels "${EXAMPLE}")
   target_link_libraries(host_channels PRIVATE gpuport::gpuport_mpi)
 endif()
+if(WANT_CUDA)
+  if(NOT TARGET gpuport::device)
+    message(FATAL_ERROR "COMPONENTS device found, but no gpuport::device target")
+  endif()
+  get_target_property(device_inc gpuport::device INTERFACE_INCLUDE_DIRECTORIES)
+  if(NOT device_inc STREQUAL gpuport_INCLUDE_DIR)
+    message(FATAL_ERROR "gpuport::device's include directory is '${device_inc}', not ${gpuport_INCLUDE_DIR}")
+  endif()
+  message(STATUS "gpuport::device: CUDA ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}")
+  add_executable(device_probe "${DEVICE_PROBE}")
+  target_link_libraries(device_probe PRIVATE gpuport::device)
+  if(WANT_MPI)
+    add_executable(device_channels "${DEVICE_EXAMPLE}")
+    target_link_libraries(device_channels PRIVATE gpuport::device gpuport::gpuport_mpi)
+  endif()
+endif()
 EOF
 
 # configure NAME [OPTIONS]: cmake configures $tmp/proj in $tmp/NAME (output
@@ -133,7 +202,9 @@ configure() {
         (cd "$tmp/$name" && CC=$CC CFLAGS=$CFLAGS LDFLAGS=$LDFLAGS "$cmake" \
             -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON \
             -DEXPECT_VERSION="$PACKAGE_VERSION" -DEXPECT_DIR="$cfgdir" -DPROBE="$tmp/probe.c" \
-            -DEXAMPLE="$srcdir/examples/host_channels.c" "$@" "$tmp/proj") >"$tmp/$name.log" 2>&1
+            -DEXAMPLE="$srcdir/examples/host_channels.c" -DDEVICE_PROBE="$tmp/device_probe.cu" \
+            -DDEVICE_EXAMPLE="$srcdir/examples/device_channels.cu" "$@" "$tmp/proj") \
+            >"$tmp/$name.log" 2>&1
 }
 
 # checks a program's dynamic needs: PROGRAM shared|static LIBDIR
@@ -159,12 +230,21 @@ check_linked() {
     return 0
 }
 
-# build_and_run NAME shared|static MPI(yes|no) LIBDIR [CMAKE OPTIONS]
+# build_and_run NAME shared|static MPI(yes|no) CUDA(yes|no) LIBDIR [CMAKE OPTIONS]
 build_and_run() {
-    name=$1 kind=$2 mpi=$3 from=$4
-    shift 4
+    name=$1 kind=$2 mpi=$3 with_cuda=$4 from=$5
+    shift 5
+    shown=$*
     want=OFF
     test "$mpi" = yes && want=ON
+    comps=
+    test "$with_cuda" = yes && comps=" device"
+    test "$mpi" = yes && comps="$comps mpi"
+    if test "$with_cuda" = yes; then
+        set -- "$@" -DWANT_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" \
+            ${cuda_arch:+"-DCMAKE_CUDA_ARCHITECTURES=$cuda_arch"}
+        shown="$shown and CUDA ($nvcc, architectures ${cuda_arch:-the default})"
+    fi
     if ! configure "$name" -DWANT_MPI=$want "$@"; then
         cat "$tmp/$name.log"
         failed "$name: cmake $* could not configure a project on find_package(gpuport)"
@@ -176,7 +256,7 @@ build_and_run() {
         failed "$name: the project on gpuport's imported targets does not build"
         return 1
     fi
-    pass "$name: find_package(gpuport $PACKAGE_VERSION EXACT REQUIRED$(test "$mpi" = yes && echo ' COMPONENTS mpi')) with $* ($found)"
+    pass "$name: find_package(gpuport $PACKAGE_VERSION EXACT REQUIRED${comps:+ COMPONENTS$comps}) with $shown ($found)"
     check_linked "$tmp/$name/probe" "$kind" "$from" || return 1
     if "$tmp/$name/probe" >"$tmp/run.out" 2>&1; then
         pass "$name: a program on gpuport::gpuport links $kind and runs: $(cat "$tmp/run.out")"
@@ -185,17 +265,51 @@ build_and_run() {
         failed "$name: the version probe did not run"
         return 1
     fi
-    test "$mpi" = yes || return 0
-    prog=$tmp/$name/host_channels
+    if test "$mpi" = yes; then
+        prog=$tmp/$name/host_channels
+        check_linked "$prog" "$kind" "$from" || return 1
+        "$builddir/test/mpi/mpirun.sh" 2 "$prog" >"$tmp/run.out" 2>&1
+        rc=$?
+        oks=$(grep -c ': OK$' "$tmp/run.out")
+        if test $rc -eq 0 && test "$oks" -eq 2; then
+            pass "$name: examples/host_channels.c on gpuport::gpuport_mpi links $kind and runs at 2 ranks"
+        else
+            cat "$tmp/run.out"
+            failed "$name: examples/host_channels at 2 ranks exited $rc with $oks OK lines (expected 0 and 2)"
+        fi
+    fi
+    test "$with_cuda" = yes || return 0
+    prog=$tmp/$name/device_probe
     check_linked "$prog" "$kind" "$from" || return 1
+    # (stderr apart: gpuport logs the NULL channel it is given)
+    if "$prog" >"$tmp/run.out" 2>"$tmp/run.err"; then
+        pass "$name: a .cu program on gpuport::device (a kernel on gpuport_device.h) builds with CUDA, links $kind and runs: $(cat "$tmp/run.out")"
+    else
+        cat "$tmp/run.out" "$tmp/run.err"
+        failed "$name: the device probe on gpuport::device did not run"
+        return 1
+    fi
+    if test "$mpi" != yes; then
+        echo "SKIP: cmake: $name: examples/device_channels.cu needs the MPI bootstrap: not built"
+        return 0
+    fi
+    prog=$tmp/$name/device_channels
+    check_linked "$prog" "$kind" "$from" || return 1
+    pass "$name: examples/device_channels.cu on gpuport::device and gpuport::gpuport_mpi builds with CUDA and links $kind"
+    if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU [0-9]'; then
+        echo "SKIP: cmake: $name: examples/device_channels: built, not run: no GPU (nvidia-smi lists none)"
+        return 0
+    fi
     "$builddir/test/mpi/mpirun.sh" 2 "$prog" >"$tmp/run.out" 2>&1
     rc=$?
-    oks=$(grep -c ': OK$' "$tmp/run.out")
-    if test $rc -eq 0 && test "$oks" -eq 2; then
-        pass "$name: examples/host_channels.c on gpuport::gpuport_mpi links $kind and runs at 2 ranks"
+    oks=$(grep -c '^rank [01]: \(cudaMalloc\|VMM\) channel over [a-z_]*: received [0-9]* bytes from rank [01]: OK$' "$tmp/run.out")
+    if test $rc -eq 0 && test "$oks" -eq 4; then
+        pass "$name: examples/device_channels runs at 2 ranks on the GPU (4 OK lines)"
+    elif test $rc -eq 77; then
+        echo "SKIP: cmake: $name: examples/device_channels: built, not run: $(grep -m1 'SKIP' "$tmp/run.out")"
     else
         cat "$tmp/run.out"
-        failed "$name: examples/host_channels at 2 ranks exited $rc with $oks OK lines (expected 0 and 2)"
+        failed "$name: examples/device_channels at 2 ranks exited $rc with $oks OK lines (expected 0 and 4)"
     fi
 }
 
@@ -220,11 +334,34 @@ not_found() {
     esac
 }
 
+# CUDA: where gpuport was built with it and cmake can enable its CUDA
+# language with configure's nvcc, for configure's NVCC_ARCH (sm_90: 90)
+cuda=no
+nvcc=
+cuda_arch=${NVCC_ARCH#sm_}
+if test "$have_cuda" = yes; then
+    nvcc=$(command -v "$NVCC" 2>/dev/null)
+    if test -z "$nvcc"; then
+        echo "SKIP: cmake: CUDA: no nvcc ('$NVCC'): gpuport::device is not built on"
+    else
+        mkdir "$tmp/cudaproj" "$tmp/cuda" || exit 1
+        printf 'cmake_minimum_required(VERSION 3.9)\nproject(gpuport_cuda_check CUDA)\n' \
+            >"$tmp/cudaproj/CMakeLists.txt"
+        if (cd "$tmp/cuda" && "$cmake" -DCMAKE_CUDA_COMPILER="$nvcc" \
+            ${cuda_arch:+"-DCMAKE_CUDA_ARCHITECTURES=$cuda_arch"} "$tmp/cudaproj") \
+            >"$tmp/cuda.log" 2>&1; then
+            cuda=yes
+        else
+            echo "SKIP: cmake: CUDA: $cmake $cmake_version cannot enable its CUDA language with $nvcc: $(grep -m1 -A2 'Error' "$tmp/cuda.log" | tr '\n' ' ' | tr -s ' ')"
+        fi
+    fi
+fi
+
 here=$(where "$cfgdir" "$DESTDIR$prefix")
 if test "$enable_shared" = yes; then default=shared; else default=static; fi
-build_and_run "$default" "$default" "$have_mpi" "$lib" "$here"
+build_and_run "$default" "$default" "$have_mpi" "$cuda" "$lib" "$here"
 if test "$enable_shared" = yes && test "$enable_static" = yes; then
-    build_and_run static static "$have_mpi" "$lib" "$here" -Dgpuport_USE_STATIC_LIBS=ON
+    build_and_run static static "$have_mpi" no "$lib" "$here" -Dgpuport_USE_STATIC_LIBS=ON
 elif test "$enable_static" != yes; then
     not_found static-missing "$PACKAGE_VERSION" "built without static libraries" "$here" \
         -Dgpuport_USE_STATIC_LIBS=ON
@@ -242,7 +379,7 @@ else
         cp -P "$cfgdir"/gpuport-config*.cmake "$moved/$rel_cfg/" &&
         cp -P "$lib"/libgpuport* "$moved/$rel_lib/" &&
         cp -R "$DESTDIR$includedir/gpuport" "$moved/$rel_inc/" || exit 1
-    build_and_run moved "$default" no "$moved/$rel_lib" "$(where "$moved/$rel_cfg" "$moved")" \
+    build_and_run moved "$default" no no "$moved/$rel_lib" "$(where "$moved/$rel_cfg" "$moved")" \
         -DEXPECT_DIR="$moved/$rel_cfg"
     if grep -q "headers in $moved/$rel_inc\$" "$tmp/moved.log"; then
         pass "moved: the headers are taken from the moved copy"
@@ -254,6 +391,12 @@ fi
 # What must not be found.
 if test "$have_mpi" != yes; then
     not_found no-mpi "COMPONENTS;mpi" "was built without its MPI bootstrap" "$here"
+fi
+if test "$have_cuda" != yes; then
+    not_found no-cuda "COMPONENTS;device" "was built without CUDA" "$here"
+else
+    not_found no-cuda-language "COMPONENTS;device" \
+        "needs the CUDA language, which this project has not enabled" "$here"
 fi
 not_found no-such-component "COMPONENTS;nope" "gpuport has no component 'nope'" "$here"
 # 0.M.P answers 0.M only (the next minor version may change the interface);
