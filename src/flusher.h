@@ -29,7 +29,12 @@ typedef enum {
      * which the flusher's context copies directly */
     GPUPORT_WORK_CU_TO_DEVICE = 6,  /* device dst <- pinned host src */
     GPUPORT_WORK_CU_FROM_DEVICE = 7, /* pinned host dst <- device src */
-    GPUPORT_WORK_STORE64 = 8        /* *(uint64_t *)dst = value, release (mapped here) */
+    GPUPORT_WORK_STORE64 = 8,       /* *(uint64_t *)dst = value, release (mapped here) */
+    /* get, atomic_add and accumulate on host memory (accumulate.h) */
+    GPUPORT_WORK_CMA_READ = 9,      /* local dst <- pid's src, process_vm_readv */
+    GPUPORT_WORK_ADD64 = 10,        /* *(uint64_t *)dst += value, atomically (mapped here) */
+    GPUPORT_WORK_ACCUMULATE = 11    /* dst += src, elements of op `value` (GPUPORT_OP_ACC_*),
+                                     * each atomically (mapped here) */
 } gpuport_work_kind_t;
 
 static inline int gpuport_work_is_cuda(uint32_t kind)
@@ -59,6 +64,9 @@ typedef struct gpuport_work {
  * host memory, not by a stream memory operation, which stream-ordered pool
  * memory refuses (CUDA_ERROR_INVALID_VALUE, measured on H200, CUDA 13) */
 #define GPUPORT_WORK_VALUE_COPY 0x4u
+/* CU_COPY: the destination is legacy device memory of the application's
+ * context (a get into cudaMalloc memory), the source the flusher's */
+#define GPUPORT_WORK_DST_APP 0x8u
 
 /* Work a transport posts for itself (gpuport_tl_post) carries this bit
  * and the connection's index in place of a channel id. */

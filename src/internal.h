@@ -323,6 +323,15 @@ static inline gpuport_status_t gpuport_peer_word_status(int32_t word)
  * proxy's check of every put. Pure, fuzzed by test/fuzz/fuzz_trigger.c
  * (also as a put_value's check: size 8, no source, src_size UINT64_MAX). */
 int gpuport_op_fits(const gpuport_op_desc_t *d, uint64_t src_size, uint64_t dst_size);
+/* proxy_rma.c: the rules of get, atomic_add and accumulate (d->op, a
+ * GPUPORT_OP_GET/_ATOMIC_ADD/_ACC_*) on a channel with these ops, as the
+ * host calls and the proxy both apply them: GPUPORT_OK, or the refusal
+ * (GPUPORT_ERR_INVALID_ARG, _OUT_OF_RANGE, _NOT_SUPPORTED) with what was
+ * wrong in msg, for a message that names the channel. Any thread. */
+struct gpuport_transport_ops;
+gpuport_status_t gpuport_rma_check(const gpuport_tl_chan_t *tl,
+                                   const struct gpuport_transport_ops *ops,
+                                   const gpuport_op_desc_t *d, char *msg, size_t len);
 
 /* select.c */
 /* The transport for (comm, peer) under the configured choice, or an error

@@ -758,6 +758,91 @@ GPUPORT_API const char *gpuport_channel_transport(gpuport_channel_t ch);
 
 /** @} */
 
+/**
+ * @name Reading from the peer and adding into it
+ * get, atomic_add and accumulate are queued and carried out like put, in the
+ * channel's order, and return the same common statuses; flush waits for them
+ * as for puts. Which transports carry which (and for what memory) is in
+ * docs/GUIDE.md ("get, atomic add and accumulate"); a channel whose transport
+ * cannot carry one refuses it here with GPUPORT_ERR_NOT_SUPPORTED and a
+ * message naming why and what can (nothing queued, the channel stays usable).
+ *
+ * Atomicity: every element an atomic_add or accumulate adds is one atomic
+ * read-modify-write of that element with respect to every other atomic_add
+ * and accumulate on it, from any rank and either API (host or device, port or
+ * memory channel), on host memory and on GPU memory alike. It is not atomic
+ * with plain puts or stores to the same bytes: separate them by a flush (the
+ * writer's) and a signal. Ordering is a put's: after the channel's earlier
+ * operations, before its later signals, so a peer that consumed a signal
+ * pushed after an accumulate sees the sum.
+ *
+ * Floating-point sums: each add rounds once, to nearest even, in the element's
+ * type (float32 or bfloat16; no denormal flushing on the host); adds from
+ * several ranks land in any order, so a sum of k terms differs from the sum
+ * in a fixed order by at most (k - 1) * u * (sum of |terms|), u = 2^-24 for
+ * float32 and 2^-8 for bfloat16.
+ * @{
+ */
+
+/** Element types of gpuport_channel_accumulate (and the device API's). */
+typedef enum {
+    GPUPORT_INT64 = 1,   /**< int64_t, two's complement: wraps */
+    GPUPORT_UINT64 = 2,  /**< uint64_t: wraps (the same bits as GPUPORT_INT64) */
+    GPUPORT_FLOAT32 = 3, /**< IEEE 754 binary32 */
+    GPUPORT_BFLOAT16 = 4 /**< bfloat16: the upper 16 bits of a binary32 */
+} gpuport_dtype_t;
+
+/**
+ * Copies `size` bytes from the peer's destination region at dst_off into
+ * this side's source region at src_off: the put's two regions, read the other
+ * way. Complete (the bytes here) once a later gpuport_channel_flush returns
+ * GPUPORT_OK; reads what the channel's earlier puts wrote there.
+ * @retval GPUPORT_OK queued
+ * @retval GPUPORT_ERR_OUT_OF_RANGE as for gpuport_channel_put (either range outside
+ *         its region)
+ * @retval GPUPORT_ERR_NOT_SUPPORTED the channel's transport cannot get between
+ *         these regions (the message says why)
+ * @retval other see the common statuses above
+ */
+GPUPORT_API gpuport_status_t gpuport_channel_get(gpuport_channel_t ch, uint64_t dst_off,
+                                                 uint64_t src_off, uint64_t size);
+
+/**
+ * Adds the 64-bit value (two's complement: a negative value subtracts) to the
+ * 8 bytes at dst_off of the peer's destination region, atomically; nothing is
+ * fetched. The value travels in the trigger, as put_value's does.
+ * @retval GPUPORT_OK queued
+ * @retval GPUPORT_ERR_INVALID_ARG dst_off is not a multiple of 8, or the peer's region
+ *         does not start 8-aligned
+ * @retval GPUPORT_ERR_OUT_OF_RANGE as for gpuport_channel_put_value
+ * @retval GPUPORT_ERR_NOT_SUPPORTED the transport cannot add into the peer's region
+ * @retval other see the common statuses above
+ */
+GPUPORT_API gpuport_status_t gpuport_channel_atomic_add(gpuport_channel_t ch, uint64_t dst_off,
+                                                        int64_t value);
+
+/**
+ * Adds `count` elements of `type` from this side's source region at src_off,
+ * element by element, into the peer's destination region at dst_off (each
+ * element one atomic add; see the rules above). The source may be reused once
+ * a later flush returns GPUPORT_OK.
+ * @retval GPUPORT_OK queued
+ * @retval GPUPORT_ERR_INVALID_ARG count 0, type not a gpuport_dtype_t, an offset not a
+ *         multiple of the element size, or the peer's region not aligned to it
+ * @retval GPUPORT_ERR_OUT_OF_RANGE count elements at either offset outside its region
+ * @retval GPUPORT_ERR_NOT_SUPPORTED the transport cannot add into the peer's region
+ * @retval other see the common statuses above
+ */
+GPUPORT_API gpuport_status_t gpuport_channel_accumulate(gpuport_channel_t ch, uint64_t dst_off,
+                                                        uint64_t src_off, uint64_t count,
+                                                        gpuport_dtype_t type);
+
+/** The name of an element type ("int64", "uint64", "float32", "bfloat16").
+ *  @return a static string; "unknown" for any other value */
+GPUPORT_API const char *gpuport_dtype_string(int type);
+
+/** @} */
+
 #ifdef __cplusplus
 }
 #endif

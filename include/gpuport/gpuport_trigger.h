@@ -29,8 +29,13 @@
  * So sizes up to 2^52 - 1 and any 64-bit offset are expressible; nothing is
  * ever truncated.
  *
- * PUT_VALUE and PUT_VALUE_SIGNAL carry a 64-bit value in the trigger itself,
- * written to an 8-byte-aligned destination offset (no source, no EXT slot):
+ * GET and the ACC_* ops are encoded as a put is (EXT slot and all): a GET's
+ * src_off is where the bytes land on the pushing side, dst_off where they are
+ * read on the peer's; an ACC_*'s size is in bytes, a whole number of elements.
+ *
+ * PUT_VALUE, PUT_VALUE_SIGNAL and ATOMIC_ADD carry a 64-bit value in the
+ * trigger itself, written to (or added at) an 8-byte-aligned destination
+ * offset (no source, no EXT slot):
  *   word 0: 63 parity, 62..59 op, 58..44 channel as above,
  *           43..0  dst_off / 8 (so offsets up to 2^47 - 8 bytes)
  *   word 1: the value
@@ -64,7 +69,12 @@ typedef enum {
     GPUPORT_OP_CLOSE = 6,            /**< gpuport's own, from the host at destroy: tell the peer */
     GPUPORT_OP_PUT_VALUE = 7,        /**< 8 bytes carried in the trigger */
     GPUPORT_OP_PUT_VALUE_SIGNAL = 8, /**< ... then a signal */
-    GPUPORT_OP_MAX_ = 9              /**< one past the last op */
+    GPUPORT_OP_GET = 9,              /**< copy the peer's dst_off..+size to src_off here */
+    GPUPORT_OP_ATOMIC_ADD = 10,      /**< add the 64-bit value at the peer's dst_off */
+    GPUPORT_OP_ACC_INT64 = 11,       /**< add size / 8 64-bit integers from src_off into dst_off */
+    GPUPORT_OP_ACC_FLOAT32 = 12,     /**< the same for float32 elements */
+    GPUPORT_OP_ACC_BFLOAT16 = 13,    /**< the same for bfloat16 elements */
+    GPUPORT_OP_MAX_ = 14             /**< one past the last op */
 } gpuport_trigger_op_t;
 
 /** Bits of a trigger's channel id, so channels per communicator at most. */
@@ -144,10 +154,29 @@ GPUPORT_HD void gpuport_trigger_encode(gpuport_trigger_t *t, uint32_t op, uint32
 }
 
 /** Whether an op carries a value instead of a source.
- *  @return 1 for PUT_VALUE and PUT_VALUE_SIGNAL, else 0 */
+ *  @return 1 for PUT_VALUE, PUT_VALUE_SIGNAL and ATOMIC_ADD, else 0 */
 GPUPORT_HD int gpuport_trigger_is_value(uint32_t op)
 {
-    return op == GPUPORT_OP_PUT_VALUE || op == GPUPORT_OP_PUT_VALUE_SIGNAL;
+    return op == GPUPORT_OP_PUT_VALUE || op == GPUPORT_OP_PUT_VALUE_SIGNAL ||
+           op == GPUPORT_OP_ATOMIC_ADD;
+}
+
+/** The element size of an accumulate op.
+ *  @return 8, 4 or 2 for ACC_INT64, ACC_FLOAT32 and ACC_BFLOAT16; 0 for any other op */
+GPUPORT_HD uint32_t gpuport_acc_elem_size(uint32_t op)
+{
+    return op == GPUPORT_OP_ACC_INT64     ? 8u
+           : op == GPUPORT_OP_ACC_FLOAT32 ? 4u
+           : op == GPUPORT_OP_ACC_BFLOAT16 ? 2u
+                                           : 0u;
+}
+
+/** Whether an op reads the peer's memory or adds into it (GET, ATOMIC_ADD,
+ *  ACC_*): the ops a transport carries through its `rma` entry.
+ *  @return 1 if so, else 0 */
+GPUPORT_HD int gpuport_trigger_is_rma(uint32_t op)
+{
+    return op >= GPUPORT_OP_GET && op <= GPUPORT_OP_ACC_BFLOAT16;
 }
 
 /** Encodes a value trigger (op PUT_VALUE or PUT_VALUE_SIGNAL); dst_off must
@@ -203,8 +232,9 @@ GPUPORT_HD uint32_t gpuport_trigger_channel(uint64_t w0)
 
 /** Whether the n triggers t[0..n) are a run that a producer outside the
  *  library may push for `channel`: one operation of the public API (PUT,
- *  SIGNAL, PUT_SIGNAL, FLUSH, PUT_VALUE, PUT_VALUE_SIGNAL), behind an EXT
- *  slot only for a put (n == 2), every slot naming that channel. CLOSE is
+ *  SIGNAL, PUT_SIGNAL, FLUSH, PUT_VALUE, PUT_VALUE_SIGNAL, GET, ATOMIC_ADD,
+ *  ACC_*), behind an EXT slot only for a sized op (a put, a get, an
+ *  accumulate: n == 2), every slot naming that channel. CLOSE is
  *  gpuport_channel_destroy's alone: pushed by anyone else it would close the
  *  channel under its owner; a stray EXT would lend its high bits to the next
  *  producer's trigger. The device API refuses anything else before it
@@ -222,9 +252,11 @@ GPUPORT_HD int gpuport_trigger_pushable(const gpuport_trigger_t *t, uint32_t n, 
     op = gpuport_trigger_op(t[n - 1].w[0]);
     if (n == 2)
         return gpuport_trigger_op(t[0].w[0]) == GPUPORT_OP_EXT &&
-               (op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_SIGNAL);
+               (op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_SIGNAL || op == GPUPORT_OP_GET ||
+                gpuport_acc_elem_size(op) != 0);
     return op == GPUPORT_OP_PUT || op == GPUPORT_OP_SIGNAL || op == GPUPORT_OP_PUT_SIGNAL ||
-           op == GPUPORT_OP_FLUSH || gpuport_trigger_is_value(op);
+           op == GPUPORT_OP_FLUSH || gpuport_trigger_is_value(op) || op == GPUPORT_OP_GET ||
+           gpuport_acc_elem_size(op) != 0;
 }
 
 /** Decodes a main trigger; `ext` is the EXT trigger in front of it, or NULL. */
@@ -314,6 +346,25 @@ GPUPORT_HD int gpuport_value_fits(uint64_t dst_off, uint64_t dst_size)
 {
     return gpuport_value_aligned(dst_off) && dst_off <= GPUPORT_TRIGGER_VALUE_OFF_MAX &&
            gpuport_range_fits(dst_off, 8, dst_size);
+}
+
+/**
+ * Whether an accumulate of `size` bytes of elements of `elem` bytes is well
+ * formed: at least one element, a whole number of them, both offsets
+ * multiples of the element size (else GPUPORT_ERR_INVALID_ARG); the range
+ * rule is gpuport_put_fits's (else GPUPORT_ERR_OUT_OF_RANGE). Host and
+ * device; thread-safe.
+ * @param dst_off offset into the peer's destination
+ * @param src_off offset into the source
+ * @param size    bytes (elements times elem)
+ * @param elem    element size: 2, 4 or 8 (gpuport_acc_elem_size)
+ * @return 1 if well formed, else 0
+ */
+GPUPORT_HD int gpuport_acc_aligned(uint64_t dst_off, uint64_t src_off, uint64_t size,
+                                   uint32_t elem)
+{
+    return elem != 0 && size != 0 && size % elem == 0 && dst_off % elem == 0 &&
+           src_off % elem == 0;
 }
 
 #endif

@@ -89,6 +89,11 @@ static inline int chan_host_settled(gpuport_channel_t ch)
     return (done & ~GPUPORT_FLUSHED_FAILED) >= last;
 }
 
+/* chan_push.c: what every host operation checks first: a live handle, a
+ * healthy channel, a peer that has not closed or failed its side (the
+ * channel then takes that status); GPUPORT_OK or the refusal, logged. */
+gpuport_status_t chan_usable(gpuport_channel_t ch);
+
 /* chan_wait.c: waits until everything before host-FIFO position pos of ch
  * is complete; GPUPORT_ERR_TIMEOUT (logged) after GPUPORT_TIMEOUT_MS. */
 gpuport_status_t chan_flushed_to(gpuport_channel_t ch, uint64_t pos);

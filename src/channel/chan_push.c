@@ -162,7 +162,7 @@ static gpuport_status_t check_value(gpuport_channel_t ch, uint64_t dst_off)
 /* What every operation checks first: a live handle, a healthy channel, a
  * peer that has not closed or failed its side (GPUPORT_ERR_CLOSED or
  * _PEER, which the channel keeps from then on). */
-static gpuport_status_t usable(gpuport_channel_t ch)
+gpuport_status_t chan_usable(gpuport_channel_t ch)
 {
     gpuport_status_t status;
 
@@ -298,7 +298,7 @@ static gpuport_status_t push_rest(gpuport_channel_t ch, int done, uint32_t op, u
 static gpuport_status_t push_op(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
                                 uint64_t src_off, uint64_t size)
 {
-    gpuport_status_t status = usable(ch);
+    gpuport_status_t status = chan_usable(ch);
 
     if (status)
         return status;
@@ -331,7 +331,7 @@ gpuport_status_t gpuport_channel_put_with_signal(gpuport_channel_t ch, uint64_t 
 static gpuport_status_t push_value(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
                                    uint64_t value)
 {
-    gpuport_status_t status = usable(ch);
+    gpuport_status_t status = chan_usable(ch);
 
     if (!status)
         status = check_value(ch, dst_off);

@@ -271,6 +271,15 @@ static gpuport_status_t issue_group(struct gpuport_fcuda *c, gpuport_flusher_t *
             atomic_store_explicit(&fl->app_call_since_ns, 0, memory_order_relaxed);
             return st;
         }
+        if (w->flags & GPUPORT_WORK_DST_APP) {
+            gpuport_status_t st;
+            atomic_store_explicit(&fl->app_call_since_ns, gpuport_now_ns(),
+                                  memory_order_relaxed);
+            st = CU_CALL(cuMemcpyPeerAsync, (dst, fl->gpu->app_ctx, src, c->ctx, size,
+                                             c->stream));
+            atomic_store_explicit(&fl->app_call_since_ns, 0, memory_order_relaxed);
+            return st;
+        }
         return CU_CALL(cuMemcpyDtoDAsync, (dst, src, size, c->stream));
     }
     if (w->kind == GPUPORT_WORK_CU_TO_DEVICE)

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "accumulate.h"
 #include "cuda/fcuda.h"
 #include "log.h"
 #include "topology.h"
@@ -28,6 +29,25 @@ static gpuport_status_t cma_write(int pid, void *dst, const void *src, uint64_t 
         int err = done < 0 ? errno : 0;
         if (done <= 0) {
             log_error("process_vm_writev(pid %d, %p, %zu bytes) failed: %s", pid, dst, n,
+                      err ? strerror(err) : "no progress");
+            return err == ESRCH ? GPUPORT_ERR_PEER : GPUPORT_ERR_TRANSPORT;
+        }
+        dst = (char *)dst + done;
+        src = (const char *)src + done;
+        size -= (uint64_t)done;
+    }
+    return GPUPORT_OK;
+}
+
+static gpuport_status_t cma_read(int pid, void *dst, const void *src, uint64_t size)
+{
+    while (size > 0) {
+        size_t n = size > CMA_CHUNK ? CMA_CHUNK : (size_t)size;
+        struct iovec local = {dst, n}, remote = {(void *)src, n};
+        ssize_t done = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+        int err = done < 0 ? errno : 0;
+        if (done <= 0) {
+            log_error("process_vm_readv(pid %d, %p, %zu bytes) failed: %s", pid, src, n,
                       err ? strerror(err) : "no progress");
             return err == ESRCH ? GPUPORT_ERR_PEER : GPUPORT_ERR_TRANSPORT;
         }
@@ -66,6 +86,14 @@ gpuport_status_t gpuport_work_execute(const gpuport_work_t *w)
     case GPUPORT_WORK_SEM_ADD:
         atomic_fetch_add_explicit(w->sem, w->value, memory_order_release);
         return GPUPORT_OK;
+    case GPUPORT_WORK_CMA_READ:
+        return cma_read(w->pid, w->dst, w->src, w->size);
+    case GPUPORT_WORK_ADD64:
+        gpuport_add64(w->dst, w->value);
+        return GPUPORT_OK;
+    case GPUPORT_WORK_ACCUMULATE:
+        gpuport_acc_apply(w->dst, w->src, w->size, (uint32_t)w->value);
+        return GPUPORT_OK;
     }
     log_error("flusher work item of unknown kind %u for channel %u", w->kind, w->channel);
     return GPUPORT_ERR_INTERNAL;
@@ -79,7 +107,9 @@ static void trace_item(const gpuport_work_t *w, const char *what)
         [GPUPORT_WORK_MEMCPY] = "memcpy",         [GPUPORT_WORK_CMA_WRITE] = "cma_write",
         [GPUPORT_WORK_SEM_ADD] = "sem_add",       [GPUPORT_WORK_CU_COPY] = "cu_copy",
         [GPUPORT_WORK_CU_WRITE] = "cu_write",     [GPUPORT_WORK_CU_TO_DEVICE] = "cu_to_device",
-        [GPUPORT_WORK_CU_FROM_DEVICE] = "cu_from_device", [GPUPORT_WORK_STORE64] = "store64"};
+        [GPUPORT_WORK_CU_FROM_DEVICE] = "cu_from_device", [GPUPORT_WORK_STORE64] = "store64",
+        [GPUPORT_WORK_CMA_READ] = "cma_read",     [GPUPORT_WORK_ADD64] = "add64",
+        [GPUPORT_WORK_ACCUMULATE] = "accumulate"};
     const char *name = w->kind < sizeof(names) / sizeof(names[0]) && names[w->kind]
                            ? names[w->kind]
                            : "unknown";

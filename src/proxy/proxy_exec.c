@@ -84,7 +84,11 @@ const char *gpuport_op_name(uint32_t op)
         [GPUPORT_OP_SIGNAL] = "signal",       [GPUPORT_OP_PUT_SIGNAL] = "put_signal",
         [GPUPORT_OP_FLUSH] = "flush",         [GPUPORT_OP_EXT] = "ext",
         [GPUPORT_OP_CLOSE] = "close",         [GPUPORT_OP_PUT_VALUE] = "put_value",
-        [GPUPORT_OP_PUT_VALUE_SIGNAL] = "put_value_signal"};
+        [GPUPORT_OP_PUT_VALUE_SIGNAL] = "put_value_signal", [GPUPORT_OP_GET] = "get",
+        [GPUPORT_OP_ATOMIC_ADD] = "atomic_add",
+        [GPUPORT_OP_ACC_INT64] = "accumulate (int64)",
+        [GPUPORT_OP_ACC_FLOAT32] = "accumulate (float32)",
+        [GPUPORT_OP_ACC_BFLOAT16] = "accumulate (bfloat16)"};
 
     return op < GPUPORT_OP_MAX_ && names[op] ? names[op] : "unknown";
 }
@@ -171,6 +175,12 @@ int proxy_execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uin
         if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) == GPUPORT_OK)
             proxy_sig_defer(comm, ch);
         return EXEC_DONE;
+    case GPUPORT_OP_GET:
+    case GPUPORT_OP_ATOMIC_ADD:
+    case GPUPORT_OP_ACC_INT64:
+    case GPUPORT_OP_ACC_FLOAT32:
+    case GPUPORT_OP_ACC_BFLOAT16:
+        return proxy_exec_rma(comm, ch, d);
     default:
         log_error("trigger at FIFO position %llu on channel %u has unknown op %u; the channel "
                   "is now in error",

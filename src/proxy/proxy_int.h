@@ -5,6 +5,8 @@
  *   proxy.c         the loop, and starting, quieting and stopping the thread
  *   proxy_take.c    triggers taken from the FIFOs, a batch a pass
  *   proxy_exec.c    a trigger checked and carried out
+ *   proxy_rma.c     ... a get, atomic_add or accumulate, checked by the rules
+ *                   the host calls share
  *   proxy_park.c    triggers of a channel whose transport has no room, kept
  *                   in order apart from the FIFOs while the others go on
  *   proxy_signal.c  signals folded, handed to the transport as one
@@ -74,6 +76,10 @@ void proxy_sig_emit_all(gpuport_comm_t comm);
 void proxy_transport_result(gpuport_comm_t comm, gpuport_pchan_t *ch, int rc,
                             const gpuport_work_t *w);
 int proxy_exec_flush(gpuport_pchan_t *ch, int fifo, uint64_t pos);
+/* proxy_rma.c: a get, atomic_add or accumulate trigger, checked
+ * (gpuport_rma_check: a bad one fails its channel) and handed to the
+ * transport (EXEC_DONE). */
+int proxy_exec_rma(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_op_desc_t *d);
 /* Publishes host_seen in flushed[host] once every host operation of the
  * channel taken so far is complete: no work at the flusher or with the
  * transport, no deferred signal, no pending flush. Called after each host

@@ -166,6 +166,21 @@ typedef struct gpuport_transport_ops {
      * GPUPORT_ERR_NOT_SUPPORTED. */
     int (*put_value)(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t value, int behind_work,
                      gpuport_work_t *work);
+    /* Optional: get, atomic_add and accumulate (d->op GPUPORT_OP_GET,
+     * _ATOMIC_ADD, _ACC_*: gpuport_trigger.h says what each field holds),
+     * validated against both regions and their alignment and accepted by
+     * rma_ok. A GET writes this side's src region at d->src_off; the others
+     * add into the peer's destination, each element atomically with respect
+     * to every other add (gpuport.h's rule). Returns as put does, and keeps
+     * the channel's order as put does. NULL: refused as rma_ok's absence
+     * says. */
+    int (*rma)(gpuport_tl_chan_t *ch, const gpuport_op_desc_t *d, int behind_work,
+               gpuport_work_t *work);
+    /* Optional, any thread, after chan_connect: 1 if rma can carry op on ch
+     * (its regions, as connected), else 0 with why (what cannot, and what
+     * can instead). Asked by the host calls before they queue anything and
+     * by the proxy for kernels' triggers. Absent with rma set: every op. */
+    int (*rma_ok)(const gpuport_tl_chan_t *ch, uint32_t op, char *why, size_t len);
     /* Optional: room for nops more operations on ch now? 0 leaves the
      * trigger in the FIFO until a later pass. */
     int (*has_room)(gpuport_tl_chan_t *ch, uint32_t nops);

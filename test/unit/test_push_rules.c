@@ -18,7 +18,17 @@ static int user_op(uint32_t op)
 {
     return op == GPUPORT_OP_PUT || op == GPUPORT_OP_SIGNAL || op == GPUPORT_OP_PUT_SIGNAL ||
            op == GPUPORT_OP_FLUSH || op == GPUPORT_OP_PUT_VALUE ||
-           op == GPUPORT_OP_PUT_VALUE_SIGNAL;
+           op == GPUPORT_OP_PUT_VALUE_SIGNAL || op == GPUPORT_OP_GET ||
+           op == GPUPORT_OP_ATOMIC_ADD || op == GPUPORT_OP_ACC_INT64 ||
+           op == GPUPORT_OP_ACC_FLOAT32 || op == GPUPORT_OP_ACC_BFLOAT16;
+}
+
+/* the ops that may sit behind an EXT slot: those with a size and offsets */
+static int sized_op(uint32_t op)
+{
+    return op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_SIGNAL || op == GPUPORT_OP_GET ||
+           op == GPUPORT_OP_ACC_INT64 || op == GPUPORT_OP_ACC_FLOAT32 ||
+           op == GPUPORT_OP_ACC_BFLOAT16;
 }
 
 /* t as the device API encodes op for channel `chan`: a value op with a
@@ -46,13 +56,14 @@ int main(void)
         CHECK_MSG(!gpuport_trigger_pushable(t, 1, CHAN + 1), "op %u of channel %u pushed as %u",
                   op, CHAN, CHAN + 1);
     }
-    CHECK_MSG(allowed == 6, "%d ops allowed alone", allowed);
+    CHECK_MSG(allowed == 11, "%d ops allowed alone", allowed);
     encode(&t[0], GPUPORT_OP_CLOSE, CHAN);
     CHECK(!gpuport_trigger_pushable(t, 1, CHAN));
 
-    /* two slots: an EXT only in front of a put of the same channel */
+    /* two slots: an EXT only in front of a sized op (put, get, accumulate) of
+     * the same channel */
     for (uint32_t op = 0; op < 16; op++) {
-        int want = op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_SIGNAL;
+        int want = sized_op(op);
         gpuport_trigger_encode_ext(&t[0], CHAN, 1ull << 40, 1ull << 41, 5ull << 30);
         encode(&t[1], op, CHAN);
         CHECK_MSG(gpuport_trigger_pushable(t, 2, CHAN) == want, "EXT + op %u: %d", op,
@@ -75,7 +86,7 @@ int main(void)
     encode(&t[2], GPUPORT_OP_SIGNAL, CHAN);
     CHECK(!gpuport_trigger_pushable(t, 0, CHAN));
     CHECK(!gpuport_trigger_pushable(t, 3, CHAN));
-    printf("pushable: the 6 public operations alone, a put behind its EXT, on the handle's "
+    printf("pushable: the 11 public operations alone, a put, get or accumulate behind its EXT, on the handle's "
            "channel only; CLOSE, stray EXTs, unknown ops and other channels refused\n");
     return 0;
 }

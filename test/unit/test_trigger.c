@@ -82,7 +82,7 @@ static void round_trip(uint32_t op, uint32_t channel, uint64_t src, uint64_t dst
 }
 
 /* the ops with sizes and offsets (value ops have their own layout, below) */
-#define SIZED_OPS (GPUPORT_OP_MAX_ - 2)
+#define SIZED_OPS (GPUPORT_OP_MAX_ - 3)
 
 static void test_edges(void)
 {
@@ -133,7 +133,8 @@ static void test_value(void)
     gpuport_trigger_t t;
     gpuport_op_desc_t d;
 
-    CHECK(GPUPORT_OP_PUT_VALUE == 7 && GPUPORT_OP_PUT_VALUE_SIGNAL == 8 && GPUPORT_OP_MAX_ == 9);
+    CHECK(GPUPORT_OP_PUT_VALUE == 7 && GPUPORT_OP_PUT_VALUE_SIGNAL == 8 && GPUPORT_OP_GET == 9 &&
+          GPUPORT_OP_ATOMIC_ADD == 10 && GPUPORT_OP_ACC_BFLOAT16 == 13 && GPUPORT_OP_MAX_ == 14);
     CHECK(GPUPORT_TRIGGER_VALUE_OFF_MAX == (1ull << 47) - 8);
     /* the layout: op, channel, dst_off / 8 in bits 43..0; the value in word 1 */
     gpuport_trigger_encode_value(&t, GPUPORT_OP_PUT_VALUE_SIGNAL, 0x1234, 0xabcdef12345ull * 8,
@@ -143,8 +144,8 @@ static void test_value(void)
     gpuport_trigger_encode_value(&t, GPUPORT_OP_PUT_VALUE, GPUPORT_TRIGGER_MAX_CHANNELS - 1,
                                  GPUPORT_TRIGGER_VALUE_OFF_MAX, 0);
     CHECK(t.w[0] == ((7ull << 59) | (0x7fffull << 44) | ((1ull << 44) - 1)));
-    for (uint32_t op = GPUPORT_OP_PUT_VALUE; op <= GPUPORT_OP_PUT_VALUE_SIGNAL; op++)
-        for (size_t c = 0; c < COUNT(channels); c++)
+    for (uint32_t op = GPUPORT_OP_PUT_VALUE; op <= GPUPORT_OP_ATOMIC_ADD; op++)
+        for (size_t c = 0; c < COUNT(channels) && gpuport_trigger_is_value(op); c++)
             for (size_t i = 0; i < COUNT(dsts); i++)
                 for (size_t j = 0; j < COUNT(values); j++)
                     value_trip(op, channels[c], dsts[i], values[j]);
@@ -179,7 +180,9 @@ static void test_layout(void)
 static void test_random(void)
 {
     for (int i = 0; i < RANDOM_ROUNDS; i++) {
-        uint32_t op = (uint32_t)(next_random() % SIZED_OPS); /* 0..6: not the value ops */
+        /* a sized op: 0..6, or 9 and 11..13 (GET, ACC_*), not the value ops */
+        uint32_t op = (uint32_t)(next_random() % SIZED_OPS);
+        op = op < GPUPORT_OP_PUT_VALUE ? op : op == GPUPORT_OP_PUT_VALUE ? GPUPORT_OP_GET : op + 3;
         uint32_t channel = (uint32_t)(next_random() % GPUPORT_TRIGGER_MAX_CHANNELS);
         uint64_t src = random_bits(64), dst = random_bits(64), size = random_bits(52);
         round_trip(op, channel, src, dst, size);

@@ -4,7 +4,10 @@
  * shared mapping when the peer's region came from gpuport_mem_alloc, through
  * process_vm_writev (cross-memory attach) when it is private memory such as
  * malloc's. Signals are atomic increments in the peer's control segment;
- * put_value is one 8-byte store (or an 8-byte process_vm_writev).
+ * put_value is one 8-byte store (or an 8-byte process_vm_writev). get copies
+ * the other way (process_vm_readv from private memory); atomic_add and
+ * accumulate add atomically through the shared mapping, so the peer's
+ * destination must be gpuport_mem_alloc memory for them.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_SHM)
 #include <errno.h>
@@ -224,6 +227,54 @@ static int shm_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpupor
     return GPUPORT_TRANSPORT_DONE;
 }
 
+/* Adds need the peer's memory mapped here (gpuport_mem_alloc memory, or a
+ * rank's own): cross-memory attach reads and writes, it cannot add. */
+static int shm_rma_ok(const gpuport_tl_chan_t *ch, uint32_t op, char *why, size_t len)
+{
+    if (op == GPUPORT_OP_GET || ch->dst.base)
+        return 1;
+    snprintf(why, len, "rank %d's destination is private memory (not from gpuport_mem_alloc), "
+             "which shm reaches by cross-memory attach: that reads and writes but cannot add "
+             "atomically; register memory from gpuport_mem_alloc as the destination",
+             ch->peer);
+    return 0;
+}
+
+/* get: a copy from the peer's mapping (or by process_vm_readv from its
+ * private memory) into this side's source region; atomic_add and
+ * accumulate: atomic adds through the mapping (accumulate.h). Inline when
+ * short and not behind the channel's work, as puts are. */
+static int shm_rma(gpuport_tl_chan_t *ch, const gpuport_op_desc_t *d, int behind_work,
+                   gpuport_work_t *w)
+{
+    const shm_settings_t *set = gpuport_tl_settings(ch->comm, GPUPORT_TL_KIND_SHM);
+
+    w->size = d->size;
+    if (d->op == GPUPORT_OP_GET) {
+        w->dst = (char *)ch->src.ptr + d->src_off;
+        if (ch->dst.base) {
+            w->kind = GPUPORT_WORK_MEMCPY;
+            w->src = (const char *)ch->dst.base + d->dst_off;
+        } else {
+            w->kind = GPUPORT_WORK_CMA_READ;
+            w->src = (const void *)(uintptr_t)(ch->dst.rec.addr + d->dst_off);
+            w->pid = peer_pid(ch);
+        }
+    } else if (d->op == GPUPORT_OP_ATOMIC_ADD) {
+        w->kind = GPUPORT_WORK_ADD64;
+        w->dst = (char *)ch->dst.base + d->dst_off;
+        w->value = d->value;
+    } else {
+        w->kind = GPUPORT_WORK_ACCUMULATE;
+        w->dst = (char *)ch->dst.base + d->dst_off;
+        w->src = (const char *)ch->src.ptr + d->src_off;
+        w->value = d->op;
+    }
+    if (behind_work || d->size >= set->async_min)
+        return GPUPORT_TRANSPORT_QUEUE;
+    return (int)gpuport_tl_work_execute(w);
+}
+
 const gpuport_transport_ops_t gpuport_transport_shm = {
     .name = "shm",
     .settings = &gpuport_shm_settings,
@@ -240,4 +291,6 @@ const gpuport_transport_ops_t gpuport_transport_shm = {
     .put = shm_put,
     .put_value = shm_put_value,
     .signal = shm_signal,
+    .rma = shm_rma,
+    .rma_ok = shm_rma_ok,
 };
