@@ -1,0 +1,3 @@
+#!/bin/sh
+# get, atomic_add, accumulate: 4 ranks over shm (rank 0 to every rank).
+exec sh "${top_srcdir:-.}/test/mpi/rma.sh" 4 auto --max-get 16777219
