@@ -62,6 +62,14 @@ step memchan-store-mps 300 bash scripts/with-mps.sh env GPUPORT_MEMORY_SIGNAL=st
     "$build/test/gpu/test_gpu_memchan"
 step memchan-cudamalloc 120 env GPUPORT_TEST_MEM=cudamalloc "$build/test/gpu/test_gpu_memchan"
 step memchan 300 "$build/test/gpu/test_gpu_memchan"
+# get, atomic_add and accumulate from kernels: port channels' gets (1 B ..
+# 64 MiB, every byte) and refused adds over cuda_ipc and tcp; memory
+# channels' adds from both ranks into the same memory, exact or within the
+# float bound, and their order with signals (under MPS: the kernels at once)
+step rma-cuda_ipc 300 "$build/test/gpu/test_gpu_rma" port
+step rma-cuda_ipc-vmm 300 env GPUPORT_TEST_MEM=vmm "$build/test/gpu/test_gpu_rma" port
+step rma-tcp 300 env GPUPORT_TRANSPORT=tcp "$build/test/gpu/test_gpu_rma" port
+step rma-memchan-mps 300 bash scripts/with-mps.sh "$build/test/gpu/test_gpu_rma" memory
 # a copy CUDA holds while the host is in cudaMemcpy: the timeout and the proxy's warning
 step held 120 "$build/test/gpu/test_gpu_held"
 # the same pattern over memory mapped for the device: not held, every byte checked
@@ -115,6 +123,9 @@ step mpi-np2 180 "$build/test/mpi/mpirun.sh" 2 "$build/test/mpi/test_mpi_channel
 # and a VMM channel, every byte compared on the host (4 OK lines expected)
 step example-device 120 sh test/examples/device_channels.sh
 step example-memory 120 bash scripts/with-mps.sh sh test/examples/memory_channels.sh
+# examples/reduce_kernel.cu at 3 ranks on GPU 0: two ranks' kernels accumulate
+# float32 into rank 0's buffer, rank 0's kernel waits for both signals
+step example-reduce 120 bash scripts/with-mps.sh sh test/examples/reduce_kernel.sh
 # the benchmark with both ranks on the GPU: IPC bandwidth over cudaMalloc
 # and VMM memory side by side, beside the raw copy within the GPU
 step bench-mem-both 420 env GPUPORT_TEST_TIMEOUT=400 "$build/test/mpi/mpirun.sh" 2 \

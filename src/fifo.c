@@ -86,3 +86,19 @@ gpuport_status_t gpuport_fifo_push(gpuport_fifo_t *fifo, const gpuport_trigger_t
     *pos_p = head + n - 1;
     return GPUPORT_OK;
 }
+
+const char *gpuport_op_name(uint32_t op)
+{
+    static const char *const names[GPUPORT_OP_MAX_] = {
+        [GPUPORT_OP_NONE] = "none",           [GPUPORT_OP_PUT] = "put",
+        [GPUPORT_OP_SIGNAL] = "signal",       [GPUPORT_OP_PUT_SIGNAL] = "put_signal",
+        [GPUPORT_OP_FLUSH] = "flush",         [GPUPORT_OP_EXT] = "ext",
+        [GPUPORT_OP_CLOSE] = "close",         [GPUPORT_OP_PUT_VALUE] = "put_value",
+        [GPUPORT_OP_PUT_VALUE_SIGNAL] = "put_value_signal", [GPUPORT_OP_GET] = "get",
+        [GPUPORT_OP_ATOMIC_ADD] = "atomic_add",
+        [GPUPORT_OP_ACC_INT64] = "accumulate (int64)",
+        [GPUPORT_OP_ACC_FLOAT32] = "accumulate (float32)",
+        [GPUPORT_OP_ACC_BFLOAT16] = "accumulate (bfloat16)"};
+
+    return op < GPUPORT_OP_MAX_ && names[op] ? names[op] : "unknown";
+}

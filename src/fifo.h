@@ -93,4 +93,8 @@ static inline uint64_t gpuport_fifo_head(const gpuport_fifo_t *f)
     return atomic_load_explicit(f->head, memory_order_acquire);
 }
 
+/* A trigger's op as messages name it ("put", "put_signal", ...; "unknown"
+ * for no op). Any thread. */
+const char *gpuport_op_name(uint32_t op);
+
 #endif

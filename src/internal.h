@@ -147,6 +147,12 @@ struct gpuport_channel {
     uint64_t src_size;
     uint64_t dst_size;         /* the peer's destination region */
     int peer_same_host;
+    /* for kernels' handles (gpuport_channel_device), fixed at creation:
+     * bit (1u << op) for each of GET, ATOMIC_ADD and ACC_* that the
+     * transport carries on this channel (rma and rma_ok), and the peer's
+     * destination address mod 8, for the alignment an add needs there */
+    uint32_t rma_ops;
+    uint32_t dst_addr_mod8;
 };
 
 /* A memory channel (memchan.c): the port channel under it carries its id,
@@ -277,9 +283,6 @@ struct gpuport_comm {
     _Atomic uint64_t host_inline_ops; /* host operations their callers carried out */
 };
 
-/* proxy_exec.c: a trigger's op as messages name it ("put", "put_signal",
- * ...; "unknown" for no op). Any thread. */
-const char *gpuport_op_name(uint32_t op);
 
 /* proxy.c (the proxy thread's files are listed in proxy_int.h) */
 gpuport_status_t gpuport_proxy_start(struct gpuport_comm *comm);

@@ -39,6 +39,10 @@
  * --csv FILE and --json FILE record every figure (tools/bench_out.h), rank 0
  * writing; -v / --version prints the version without starting MPI.
  *
+ * --idle (tools/bench_idle.c) and --rma (tools/bench_rma.c: get, atomic_add
+ * and accumulate beside put, MPI_Get / MPI_Accumulate and the host's own
+ * atomics, on host memory) run their own tables instead, on exactly 2 ranks.
+ *
  * Host mode's buffers live behind a mem_kind_t table (allocate, release,
  * write pattern, check pattern). GPU mode, chosen where every rank sees a
  * GPU, is tools/bench_gpu.cu's with its own buffers; this file pairs the
@@ -62,6 +66,7 @@
 #include "gpuport/gpuport_mpi.h"
 #include "bench_idle.h"
 #include "bench_out.h"
+#include "bench_rma.h"
 #if GPUPORT_BENCH_GPU
 #include "bench_gpu.h"
 #endif
@@ -104,6 +109,7 @@ typedef struct opts {
     int backoff_only; /* --backoff-only: only the device back-off table */
     int memchan_only; /* --memchan-only: only the memory-channel table */
     int idle;        /* --idle: only the idle-proxy table (bench_idle.c) */
+    int rma;         /* --rma: only the get / atomic_add / accumulate tables (bench_rma.c) */
     int idle_pauses;
     double idle_pause;
     int help;
@@ -141,6 +147,11 @@ static void usage(FILE *f, const char *prog)
             "                 and put + flush); exactly 2 ranks\n"
             "  --idle-pauses N  long pauses per operation (default 5, at most 64)\n"
             "  --idle-pause S   their length in seconds (default 1)\n"
+            "  --rma          only the get, atomic_add and accumulate tables, host memory:\n"
+            "                 get beside put and MPI_Get (8 B - 16 MiB), atomic_add beside\n"
+            "                 put_value, MPI_Accumulate and the host's own atomic add,\n"
+            "                 accumulate (float32 1 KiB - 16 MiB, int64 1 MiB) beside put,\n"
+            "                 MPI_Accumulate and the host's own adds; exactly 2 ranks\n"
             "  --small-only   GPU mode: only the small-operations table (signals, put_value,\n"
             "                 64 B puts, 1-256 KiB puts, FIFO round trip, ping-pong, each\n"
             "                 beside its limit from a private CUDA context, with its target)\n"
@@ -209,7 +220,7 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
     o->iter_scale = 1.0;
     o->use_malloc = o->no_mpi = o->host = o->small_only = o->help = 0;
     o->bandwidth_only = o->backoff_only = o->memchan_only = 0;
-    o->idle = 0;
+    o->idle = o->rma = 0;
     o->idle_pauses = 5;
     o->idle_pause = 1.0;
     o->mem = MEM_DEFAULT;
@@ -237,6 +248,8 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
             o->memchan_only = 1;
         } else if (!strcmp(arg, "--idle")) {
             o->idle = 1;
+        } else if (!strcmp(arg, "--rma")) {
+            o->rma = 1;
         } else if ((v = opt_value(argc, argv, &i, "--idle-pauses", &missing))) {
             char *end;
             long n = strtol(v, &end, 10);
@@ -1441,6 +1454,14 @@ int main(int argc, char **argv)
     start = now_s();
     if (o.idle) {
         int rc = idle_main(&o, rank, nranks, argv[0]);
+        rc |= close_records(rank);
+        MPI_Finalize();
+        return rc;
+    }
+    if (o.rma) {
+        int rc = bench_rma_run(MPI_COMM_WORLD, o.iter_scale, !o.no_mpi, argv[0]);
+        if (rank == 0 && rc != 2)
+            printf("# after %.1f s\n", now_s() - start);
         rc |= close_records(rank);
         MPI_Finalize();
         return rc;

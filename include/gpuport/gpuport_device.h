@@ -5,12 +5,12 @@
  * The host hands out a gpuport_port_channel_dev_t (gpuport_channel_device())
  * as plain data; pass it to kernels by value or in device memory. The calls
  * are gpuport_put, gpuport_signal, gpuport_put_with_signal,
- * gpuport_put_value, gpuport_put_value_with_signal, gpuport_flush,
- * gpuport_wait and gpuport_poll (and the gpuport_memory_* calls of memory
- * channels, below); the gpuport_dev_* and gpuport_mdev_* functions, in
- * gpuport_device_impl.h, are their implementation, not API (they may change
- * in any release). Each call
- * returns an int: GPUPORT_OK (0) or a negative gpuport_status_t value;
+ * gpuport_put_value, gpuport_put_value_with_signal, gpuport_get,
+ * gpuport_atomic_add, gpuport_accumulate, gpuport_flush, gpuport_wait and
+ * gpuport_poll (and the gpuport_memory_* calls of memory channels, below);
+ * the gpuport_dev_* and gpuport_mdev_* functions, in gpuport_device_impl.h,
+ * are their implementation, not API (they may change in any release). Each
+ * call returns an int: GPUPORT_OK (0) or a negative gpuport_status_t value;
  * gpuport_poll returns 1, 0 or a negative value. Any number of threads,
  * warps and blocks may call them at once, on one channel too, also more of
  * them than the FIFO has slots: pushers that find the ring full wait for the
@@ -67,6 +67,10 @@ typedef struct gpuport_port_channel_dev {
     gpuport_fifo_dev_t fifo; /**< the communicator's device FIFO */
     uint64_t src_size; /**< bytes of the source region */
     uint64_t dst_size; /**< bytes of the peer's destination region */
+    uint32_t rma_ops;  /**< bit (1u << op) for each of GPUPORT_OP_GET, _ATOMIC_ADD and
+                        *   _ACC_* that the channel's transport carries */
+    uint32_t dst_addr_mod8; /**< the peer's destination address mod 8: the alignment
+                             *   of its elements, which an add needs */
     const volatile uint64_t *flushed;    /**< pinned host memory: device-FIFO flush progress */
     const volatile int32_t *status;      /**< pinned host memory: the channel's error state */
     const volatile uint64_t *inbound;    /**< control segment (host): signals received */
@@ -79,8 +83,8 @@ typedef struct gpuport_port_channel_dev {
 } gpuport_port_channel_dev_t;
 
 /** This header's gpuport_port_channel_dev_t layout version (2: the back-off
- *  settings). */
-#define GPUPORT_CHANNEL_DEV_VERSION 2
+ *  settings; 3: the rma ops carried and the peer's address alignment). */
+#define GPUPORT_CHANNEL_DEV_VERSION 3
 /** This header's gpuport_port_channel_dev_t layout, as gpuport_channel_device
  *  passes it and the device calls expect it. */
 #define GPUPORT_CHANNEL_DEV_LAYOUT                                                              \
@@ -134,7 +138,8 @@ typedef struct gpuport_memory_channel_dev {
     uint32_t id;         /**< the channel's id in its communicator */
     int32_t rank;        /**< this rank, for messages */
     int32_t peer;        /**< the peer's rank, for messages */
-    const unsigned char *src; /**< this rank's source region (NULL: none) */
+    const unsigned char *src; /**< this rank's source region (NULL: none); GPU memory,
+                               *   which gpuport_memory_get writes into */
     uint64_t src_size;        /**< its bytes */
     unsigned char *dst;       /**< the peer's destination, mapped here (NULL: none) */
     uint64_t dst_size;        /**< its bytes */
@@ -310,6 +315,105 @@ GPUPORT_DEV int gpuport_put_value_with_signal(const gpuport_port_channel_dev_t *
         gpuport_dev_push_value(ch, GPUPORT_OP_PUT_VALUE_SIGNAL, dst_off, value, &pos), own, peer);
 }
 
+/** Queues a copy of `size` bytes from the peer's destination region at
+ *  dst_off into this side's source region at src_off, as
+ *  gpuport_channel_get: the put's two regions, read the other way. The
+ *  bytes are here once a later gpuport_flush returns GPUPORT_OK; the get
+ *  reads what the channel's earlier puts wrote there.
+ *  @retval GPUPORT_OK queued
+ *  @retval GPUPORT_ERR_OUT_OF_RANGE either range outside its region (nothing queued)
+ *  @retval GPUPORT_ERR_NOT_SUPPORTED the channel's transport does not carry gets
+ *          (gpuport_channel_get on the host logs why; nothing queued)
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout (nothing queued)
+ *  @retval GPUPORT_ERR_TIMEOUT the FIFO stayed full past the time limit
+ *  @retval GPUPORT_ERR_CLOSED the peer had closed its side (the operation is not carried out)
+ *  @retval GPUPORT_ERR_PEER the peer had failed or died (not carried out)
+ *  @retval other the channel's own error (gpuport_channel_status; not carried out) */
+GPUPORT_DEV int gpuport_get(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
+                            uint64_t src_off, uint64_t size)
+{
+    uint64_t pos;
+    if (gpuport_dev_layout(ch))
+        return GPUPORT_ERR_VERSION; /* before the sizes of a handle it cannot read */
+    if (!gpuport_dev_put_fits(ch, dst_off, src_off, size))
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    if (!gpuport_dev_rma_carried(ch, GPUPORT_OP_GET))
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    int32_t own = gpuport_dev_load_sys32(ch->status), peer = gpuport_dev_load_sys32(ch->peer_status);
+    return gpuport_dev_pushed(gpuport_dev_push_op(ch, GPUPORT_OP_GET, dst_off, src_off, size, &pos),
+                              own, peer);
+}
+
+/** Queues an atomic add of value (two's complement: a negative value
+ *  subtracts) to the 8 bytes at dst_off of the peer's destination, as
+ *  gpuport_channel_atomic_add: one trigger, no source, nothing fetched.
+ *  gpuport.h states the atomicity rule; between GPUs, memory channels add
+ *  (gpuport_memory_atomic_add), and port channels of cuda_ipc, tcp and ib
+ *  refuse adds into GPU memory.
+ *  @retval GPUPORT_OK queued
+ *  @retval GPUPORT_ERR_INVALID_ARG dst_off not a multiple of 8, or the peer's region not
+ *          starting 8-aligned (nothing queued)
+ *  @retval GPUPORT_ERR_OUT_OF_RANGE dst_off + 8 beyond the region (nothing queued)
+ *  @retval GPUPORT_ERR_NOT_SUPPORTED the channel's transport cannot add into the peer's
+ *          region (gpuport_channel_atomic_add on the host logs why; nothing queued)
+ *  @retval other as gpuport_put_value */
+GPUPORT_DEV int gpuport_atomic_add(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
+                                   int64_t value)
+{
+    uint64_t pos;
+    int st = gpuport_dev_layout(ch);
+
+    if (st)
+        return st;
+    st = gpuport_dev_value_check(ch, dst_off);
+    if (st)
+        return st;
+    if (!gpuport_dev_peer_aligned(ch, dst_off, 8))
+        return GPUPORT_ERR_INVALID_ARG;
+    if (!gpuport_dev_rma_carried(ch, GPUPORT_OP_ATOMIC_ADD))
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    int32_t own = gpuport_dev_load_sys32(ch->status), peer = gpuport_dev_load_sys32(ch->peer_status);
+    return gpuport_dev_pushed(
+        gpuport_dev_push_value(ch, GPUPORT_OP_ATOMIC_ADD, dst_off, (uint64_t)value, &pos), own,
+        peer);
+}
+
+/** Queues the add of `count` elements of `type` from this side's source
+ *  region at src_off, element by element, into the peer's destination at
+ *  dst_off, as gpuport_channel_accumulate (each element one atomic add;
+ *  gpuport.h states the rules). The source may be reused once a later
+ *  gpuport_flush returns GPUPORT_OK; a signal pushed after it reaches the
+ *  peer after the sum.
+ *  @retval GPUPORT_OK queued
+ *  @retval GPUPORT_ERR_INVALID_ARG count 0, type not a gpuport_dtype_t, an offset not a
+ *          multiple of the element size, or the peer's region not aligned to it (nothing
+ *          queued)
+ *  @retval GPUPORT_ERR_OUT_OF_RANGE count elements at either offset outside its region
+ *          (nothing queued)
+ *  @retval GPUPORT_ERR_NOT_SUPPORTED the channel's transport cannot add into the peer's
+ *          region (gpuport_channel_accumulate on the host logs why; nothing queued)
+ *  @retval other as gpuport_put */
+GPUPORT_DEV int gpuport_accumulate(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
+                                   uint64_t src_off, uint64_t count, gpuport_dtype_t type)
+{
+    uint64_t pos;
+    uint32_t op = gpuport_dev_acc_op((int)type), elem = gpuport_acc_elem_size(op);
+    int st = gpuport_dev_layout(ch);
+
+    if (st)
+        return st;
+    if (op == 0)
+        return GPUPORT_ERR_INVALID_ARG;
+    if (count > GPUPORT_TRIGGER_SIZE_MAX / elem)
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    st = gpuport_dev_acc_check(ch, op, dst_off, src_off, count * elem);
+    if (st)
+        return st;
+    int32_t own = gpuport_dev_load_sys32(ch->status), peer = gpuport_dev_load_sys32(ch->peer_status);
+    return gpuport_dev_pushed(
+        gpuport_dev_push_op(ch, op, dst_off, src_off, count * elem, &pos), own, peer);
+}
+
 /** Returns when the channel's operations that kernels pushed before it (any
  *  thread, any kernel) are complete: sources reusable, data in the peer's
  *  memory. The host's operations travel through the host FIFO, which is not
@@ -404,6 +508,14 @@ GPUPORT_DEV int gpuport_wait(const gpuport_port_channel_dev_t *ch)
  * peer's GPU memory, or, between GPUs without native atomics, exact counts
  * published in the order the signals began); wait and poll take signals as
  * port channels' do.
+ * get loads from the peer's destination into this rank's source region
+ * (GPU memory: a get writes into it): it sees the peer's stores that a
+ * signal covered once this side took that signal (for a group: the wait,
+ * then a barrier of the group). atomic_add and accumulate add with
+ * system-scope atomics, each element one atomic add with respect to every
+ * other add on it (gpuport.h's rule), but are ordered for the peer as
+ * stores are: visible after a fence or signal of the adding thread (or a
+ * barrier, then one thread's signal).
  * Offsets are checked before any store: a bad one returns an error and
  * writes nothing. Packets (put_packets / read_packets) carry 8 bytes of data
  * and two copies of a flag in each 16-byte store, so a reader that sees
@@ -454,6 +566,89 @@ GPUPORT_DEV int gpuport_memory_put_value(const gpuport_memory_channel_dev_t *ch,
     if ((uintptr_t)(ch->dst + dst_off) & 7)
         return GPUPORT_ERR_INVALID_ARG; /* the peer's region starts unaligned */
     *(volatile unsigned long long *)(ch->dst + dst_off) = value;
+    return GPUPORT_OK;
+}
+
+/** Copies `size` bytes from the peer's destination at dst_off into this
+ *  rank's source region at src_off, by the calling group (thread of
+ *  nthreads, as gpuport_memory_put): loads from the peer's memory, stores
+ *  into this rank's. The bytes are this thread's to use at once, its
+ *  group's after a barrier; what the peer stored before a signal is read
+ *  only after that signal was taken (see above).
+ *  @retval GPUPORT_OK this thread's share is copied
+ *  @retval GPUPORT_ERR_OUT_OF_RANGE the copy does not fit both regions (nothing stored)
+ *  @retval GPUPORT_ERR_INVALID_ARG thread not below nthreads (nothing stored)
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout */
+GPUPORT_DEV int gpuport_memory_get(const gpuport_memory_channel_dev_t *ch, uint64_t dst_off,
+                                   uint64_t src_off, uint64_t size, uint32_t thread,
+                                   uint32_t nthreads)
+{
+    if (gpuport_mdev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    if (!gpuport_range_fits(src_off, size, ch->src_size) ||
+        !gpuport_range_fits(dst_off, size, ch->dst_size))
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    if (thread >= nthreads)
+        return GPUPORT_ERR_INVALID_ARG;
+    gpuport_mdev_copy((unsigned char *)ch->src + src_off, ch->dst + dst_off, size, thread,
+                      nthreads);
+    return GPUPORT_OK;
+}
+
+/** Adds value (two's complement: a negative value subtracts) to the 8 bytes
+ *  at dst_off of the peer's destination with one system-scope atomic add
+ *  (atomicAdd_system), atomic with respect to every other add on them.
+ *  @retval GPUPORT_OK added (visible to the peer's loads after a fence or signal)
+ *  @retval GPUPORT_ERR_INVALID_ARG dst_off, or the address, not a multiple of 8
+ *  @retval GPUPORT_ERR_OUT_OF_RANGE dst_off + 8 beyond the region
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout */
+GPUPORT_DEV int gpuport_memory_atomic_add(const gpuport_memory_channel_dev_t *ch,
+                                          uint64_t dst_off, int64_t value)
+{
+    if (gpuport_mdev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    if (!gpuport_value_aligned(dst_off))
+        return GPUPORT_ERR_INVALID_ARG;
+    if (!gpuport_range_fits(dst_off, 8, ch->dst_size))
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    if ((uintptr_t)(ch->dst + dst_off) & 7)
+        return GPUPORT_ERR_INVALID_ARG; /* the peer's region starts unaligned */
+    atomicAdd_system((unsigned long long *)(ch->dst + dst_off), (unsigned long long)value);
+    return GPUPORT_OK;
+}
+
+/** Adds `count` elements of `type` from this rank's source at src_off into
+ *  the peer's destination at dst_off, by the calling group (thread of
+ *  nthreads, every thread with the same arguments): each thread adds its
+ *  share of the elements, each element with one system-scope atomic add
+ *  (int64 and uint64: integer adds that wrap; float32: the GPU's float add,
+ *  which rounds to nearest even and flushes subnormal inputs and results to
+ *  zero; bfloat16: rounds to nearest even, subnormals kept). Adds from
+ *  several threads and ranks land in any order: gpuport.h bounds the float
+ *  sums' difference from a fixed order. Visible to the peer as stores are.
+ *  @retval GPUPORT_OK this thread's share is added
+ *  @retval GPUPORT_ERR_INVALID_ARG count 0, type not a gpuport_dtype_t, an offset or
+ *          either address not a multiple of the element size, thread not below
+ *          nthreads (nothing added)
+ *  @retval GPUPORT_ERR_OUT_OF_RANGE count elements at either offset outside its region
+ *          (nothing added)
+ *  @retval GPUPORT_ERR_NOT_SUPPORTED bfloat16 in code compiled for a GPU before sm_90,
+ *          which has no bfloat16 atomic add (nothing added)
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout */
+GPUPORT_DEV int gpuport_memory_accumulate(const gpuport_memory_channel_dev_t *ch,
+                                          uint64_t dst_off, uint64_t src_off, uint64_t count,
+                                          gpuport_dtype_t type, uint32_t thread,
+                                          uint32_t nthreads)
+{
+    uint32_t op = gpuport_dev_acc_op((int)type);
+    int st;
+
+    if (gpuport_mdev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    st = gpuport_mdev_acc_check(ch, op, dst_off, src_off, count, thread, nthreads);
+    if (st)
+        return st;
+    gpuport_mdev_accumulate(op, ch->dst + dst_off, ch->src + src_off, count, thread, nthreads);
     return GPUPORT_OK;
 }
 

@@ -266,8 +266,8 @@ GPUPORT_DEV int gpuport_dev_pushed(int rc, int32_t own, int32_t peer)
     return peer == GPUPORT_ERR_CLOSED ? GPUPORT_ERR_CLOSED : GPUPORT_ERR_PEER;
 }
 
-/** Pushes one sized operation (PUT, SIGNAL, PUT_SIGNAL, FLUSH) without the
- *  range check of the calls below; gpuport_dev_fifo_push refuses any other op.
+/** Pushes one sized operation (PUT, SIGNAL, PUT_SIGNAL, FLUSH, GET, ACC_*)
+ *  without the checks of the calls below; gpuport_dev_fifo_push refuses any other op.
  *  It does not read the channel's error state (the calls below do); a
  *  failed channel's operations are dropped by the proxy and the error
  *  reaches flush and wait. Returns as gpuport_dev_fifo_push. */
@@ -303,8 +303,8 @@ GPUPORT_DEV int gpuport_dev_value_check(const gpuport_port_channel_dev_t *ch, ui
     return gpuport_value_aligned(dst_off) ? GPUPORT_ERR_OUT_OF_RANGE : GPUPORT_ERR_INVALID_ARG;
 }
 
-/** Pushes one value op (PUT_VALUE, PUT_VALUE_SIGNAL) without the checks of
- *  the calls below; returns as gpuport_dev_fifo_push. */
+/** Pushes one value op (PUT_VALUE, PUT_VALUE_SIGNAL, ATOMIC_ADD) without the
+ *  checks of the calls below; returns as gpuport_dev_fifo_push. */
 GPUPORT_DEV int gpuport_dev_push_value(const gpuport_port_channel_dev_t *ch, uint32_t op,
                                        uint64_t dst_off, uint64_t value, uint64_t *pos_p)
 {
@@ -312,6 +312,57 @@ GPUPORT_DEV int gpuport_dev_push_value(const gpuport_port_channel_dev_t *ch, uin
 
     gpuport_trigger_encode_value(&t, op, ch->id, dst_off, value);
     return gpuport_dev_fifo_push(ch, &t, 1, pos_p);
+}
+
+/** The accumulate op of a gpuport_dtype_t (GPUPORT_OP_ACC_*: INT64 and
+ *  UINT64 add the same bits); 0 for any other value. */
+GPUPORT_DEV uint32_t gpuport_dev_acc_op(int type)
+{
+    switch (type) {
+    case GPUPORT_INT64:
+    case GPUPORT_UINT64: return GPUPORT_OP_ACC_INT64;
+    case GPUPORT_FLOAT32: return GPUPORT_OP_ACC_FLOAT32;
+    case GPUPORT_BFLOAT16: return GPUPORT_OP_ACC_BFLOAT16;
+    default: return 0;
+    }
+}
+
+/** Whether the channel's transport carries rma op `op` (GET, ATOMIC_ADD,
+ *  ACC_*), as the host calls and the proxy ask it (gpuport_rma_check). The
+ *  proxy would fail the channel on one it does not; a kernel is told first. */
+GPUPORT_DEV int gpuport_dev_rma_carried(const gpuport_port_channel_dev_t *ch, uint32_t op)
+{
+    return op < 32 && ((ch->rma_ops >> op) & 1u);
+}
+
+/** Whether an element of `elem` bytes (2, 4 or 8) at dst_off of the peer's
+ *  destination has an aligned address there, as an atomic add needs (the
+ *  proxy fails the channel on one that has not). */
+GPUPORT_DEV int gpuport_dev_peer_aligned(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
+                                         uint32_t elem)
+{
+    return (ch->dst_addr_mod8 + dst_off) % elem == 0;
+}
+
+/** An accumulate's rules, in the order of the host's (gpuport_rma_check):
+ *  elements whole and offsets aligned (GPUPORT_ERR_INVALID_ARG), both ranges
+ *  within their regions (GPUPORT_ERR_OUT_OF_RANGE), the peer's address
+ *  aligned (GPUPORT_ERR_INVALID_ARG), the op carried
+ *  (GPUPORT_ERR_NOT_SUPPORTED); GPUPORT_OK when all hold. */
+GPUPORT_DEV int gpuport_dev_acc_check(const gpuport_port_channel_dev_t *ch, uint32_t op,
+                                      uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    uint32_t elem = gpuport_acc_elem_size(op);
+
+    if (!gpuport_acc_aligned(dst_off, src_off, size, elem))
+        return GPUPORT_ERR_INVALID_ARG;
+    if (!gpuport_dev_put_fits(ch, dst_off, src_off, size))
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    if (!gpuport_dev_peer_aligned(ch, dst_off, elem))
+        return GPUPORT_ERR_INVALID_ARG;
+    if (!gpuport_dev_rma_carried(ch, op))
+        return GPUPORT_ERR_NOT_SUPPORTED;
+    return GPUPORT_OK;
 }
 
 /** Takes one arrived signal: 1 taken, 0 none (the count in device memory
@@ -397,6 +448,62 @@ GPUPORT_DEV void gpuport_mdev_copy(unsigned char *d, const unsigned char *s, uin
     else
         for (uint64_t i = t; i < n; i += nt)
             d[i] = s[i];
+}
+
+/** A memory accumulate's checks beyond the layout, in the port channel's
+ *  order, then the group's and the GPU's: GPUPORT_OK or the refusal. */
+GPUPORT_DEV int gpuport_mdev_acc_check(const gpuport_memory_channel_dev_t *ch, uint32_t op,
+                                       uint64_t dst_off, uint64_t src_off, uint64_t count,
+                                       uint32_t thread, uint32_t nthreads)
+{
+    uint32_t elem = gpuport_acc_elem_size(op);
+    uint64_t size = count * elem;
+
+    if (op == 0)
+        return GPUPORT_ERR_INVALID_ARG;
+    if (count > UINT64_MAX / elem)
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    if (!gpuport_acc_aligned(dst_off, src_off, size, elem))
+        return GPUPORT_ERR_INVALID_ARG;
+    if (!gpuport_range_fits(src_off, size, ch->src_size) ||
+        !gpuport_range_fits(dst_off, size, ch->dst_size))
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    /* the regions' own alignment: an atomic needs an aligned address, and
+     * so does a load of the element */
+    if ((uintptr_t)(ch->dst + dst_off) % elem || (uintptr_t)(ch->src + src_off) % elem)
+        return GPUPORT_ERR_INVALID_ARG;
+    if (thread >= nthreads)
+        return GPUPORT_ERR_INVALID_ARG;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    if (op == GPUPORT_OP_ACC_BFLOAT16)
+        return GPUPORT_ERR_NOT_SUPPORTED; /* red.add.noftz.bf16: sm_90 and later */
+#endif
+    return GPUPORT_OK;
+}
+
+/** Adds the n elements of op's type at s into d, each with one relaxed
+ *  atomic add at system scope, by threads t of nt (a stride of nt). The
+ *  float32 add is the GPU's (atom.add.f32: rounds to nearest even, flushes
+ *  subnormal inputs and results to zero in global memory); bfloat16's
+ *  keeps subnormals (.noftz). */
+GPUPORT_DEV void gpuport_mdev_accumulate(uint32_t op, unsigned char *d, const unsigned char *s,
+                                         uint64_t n, uint32_t t, uint32_t nt)
+{
+    if (op == GPUPORT_OP_ACC_INT64) {
+        for (uint64_t i = t; i < n; i += nt)
+            atomicAdd_system((unsigned long long *)d + i, ((const unsigned long long *)s)[i]);
+    } else if (op == GPUPORT_OP_ACC_FLOAT32) {
+        for (uint64_t i = t; i < n; i += nt)
+            atomicAdd_system((float *)d + i, ((const float *)s)[i]);
+    } else {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+        for (uint64_t i = t; i < n; i += nt)
+            asm volatile("red.relaxed.sys.global.add.noftz.bf16 [%0], %1;" ::"l"(
+                             (unsigned short *)d + i),
+                         "h"(((const unsigned short *)s)[i])
+                         : "memory");
+#endif
+    }
 }
 
 /** Takes one arrived signal: 1 taken, 0 none. */

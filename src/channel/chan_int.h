@@ -93,6 +93,10 @@ static inline int chan_host_settled(gpuport_channel_t ch)
  * healthy channel, a peer that has not closed or failed its side (the
  * channel then takes that status); GPUPORT_OK or the refusal, logged. */
 gpuport_status_t chan_usable(gpuport_channel_t ch);
+/* chan_push.c: a get, atomic_add or accumulate carried out by the calling
+ * thread (GPUPORT_HOST_INLINE, where the transport allows it and the
+ * channel's host operations are settled); 1 if it was, 0: push it. */
+int chan_try_inline_rma(gpuport_channel_t ch, const gpuport_op_desc_t *d);
 
 /* chan_wait.c: waits until everything before host-FIFO position pos of ch
  * is complete; GPUPORT_ERR_TIMEOUT (logged) after GPUPORT_TIMEOUT_MS. */

@@ -280,6 +280,33 @@ static int try_inline(gpuport_channel_t ch, uint32_t op, uint64_t dst_off, uint6
     return done;
 }
 
+/* GPUPORT_HOST_INLINE for get, atomic_add and accumulate: where the
+ * channel's transport carries them on any thread (ops->host_inline) and
+ * none of the channel's host operations is in flight, the calling thread
+ * carries out d itself when the transport can finish it at once (a short
+ * copy or add); 1 if it did, 0 if the caller must push it. */
+int chan_try_inline_rma(gpuport_channel_t ch, const gpuport_op_desc_t *d)
+{
+    gpuport_comm_t comm = ch->comm;
+    const gpuport_transport_ops_t *ops = ch->pchan->ops;
+    gpuport_work_t w;
+    int done = 0;
+
+    if (!comm->config.host_inline || !ops || !ops->host_inline || !ops->rma ||
+        !chan_host_settled(ch) || atomic_load_explicit(&comm->proxy.stop, memory_order_acquire))
+        return 0;
+    atomic_fetch_add_explicit(&ch->pchan->inline_users, 1, memory_order_seq_cst);
+    if (!atomic_load_explicit(&ch->pchan->no_inline, memory_order_seq_cst) &&
+        chan_peer_state(ch) == GPUPORT_OK) {
+        memset(&w, 0, sizeof(w));
+        done = ops->rma(&ch->pchan->tl, d, 0, &w) == GPUPORT_TRANSPORT_DONE;
+    }
+    atomic_fetch_sub_explicit(&ch->pchan->inline_users, 1, memory_order_release);
+    if (done)
+        atomic_fetch_add_explicit(&comm->host_inline_ops, 1, memory_order_relaxed);
+    return done;
+}
+
 /* Pushes what the caller did not carry out itself (try_inline's answer). */
 static gpuport_status_t push_rest(gpuport_channel_t ch, int done, uint32_t op, uint64_t dst_off,
                                   uint64_t src_off, uint64_t size, uint64_t value)

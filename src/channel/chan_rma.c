@@ -22,6 +22,8 @@ static gpuport_status_t push_rma(gpuport_channel_t ch, const gpuport_op_desc_t *
         log_error("channel %u (to rank %d): %s; nothing was queued", ch->id, ch->peer, msg);
         return status;
     }
+    if (d->size > 0 && chan_try_inline_rma(ch, d))
+        return GPUPORT_OK;
     if (gpuport_trigger_is_value(d->op))
         return gpuport_channel_push_value(ch, d->op, d->dst_off, d->value, &pos);
     return gpuport_channel_push(ch, d->op, d->dst_off, d->src_off, d->size, &pos);

@@ -291,6 +291,23 @@ static const gpuport_chan_kind_t port_kind = {
     .undo = port_undo,
 };
 
+/* The rma ops (GET, ATOMIC_ADD, ACC_*) the channel's transport carries, as
+ * gpuport_rma_check asks it, one bit (1u << op) each: kernels refuse the
+ * others before they push (gpuport_device.h). Connected regions only. */
+static uint32_t rma_carried(const gpuport_pchan_t *pc)
+{
+    uint32_t mask = 0;
+    char why[320];
+
+    if (!pc->ops->rma)
+        return 0;
+    for (uint32_t op = GPUPORT_OP_GET; op < GPUPORT_OP_MAX_; op++)
+        if (gpuport_trigger_is_rma(op) &&
+            (!pc->ops->rma_ok || pc->ops->rma_ok(&pc->tl, op, why, sizeof(why))))
+            mask |= 1u << op;
+    return mask;
+}
+
 /* Both sides connected: the handle is filled, holds its regions, and the
  * proxy takes the channel's entry. */
 static void publish(port_new_t *c)
@@ -312,6 +329,8 @@ static void publish(port_new_t *c)
     ch->src_size = pc->tl.src.size;
     ch->dst_size = theirs->dst.size;
     ch->peer_same_host = comm->procs[c->peer].host_id == comm->procs[comm->rank].host_id;
+    ch->rma_ops = rma_carried(pc);
+    ch->dst_addr_mod8 = (uint32_t)(pc->tl.dst.rec.addr % 8); /* as gpuport_rma_check sees it */
     pthread_mutex_lock(&comm->lock);
     comm->chans[c->id] = ch;
     if (c->src)

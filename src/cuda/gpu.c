@@ -236,6 +236,8 @@ gpuport_status_t gpuport_channel_device_v(uint32_t layout, gpuport_channel_t ch,
     d.peer = ch->peer;
     d.src_size = ch->src_size;
     d.dst_size = ch->dst_size;
+    d.rma_ops = ch->rma_ops;
+    d.dst_addr_mod8 = ch->dst_addr_mod8;
     d.flushed = (const volatile uint64_t *)(uintptr_t)(GPUPORT_GPU_STATE_D(g, ch->id, flushed) +
                                                        GPUPORT_FIFO_DEVICE * sizeof(uint64_t));
     d.status = (const volatile int32_t *)(uintptr_t)GPUPORT_GPU_STATE_D(g, ch->id, status);

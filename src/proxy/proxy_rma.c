@@ -94,7 +94,7 @@ gpuport_status_t gpuport_rma_check(const gpuport_tl_chan_t *tl,
                                    const gpuport_op_desc_t *d, char *msg, size_t len)
 {
     gpuport_status_t st;
-    char why[200] = "";
+    char why[320] = ""; /* a transport's reason names what to use instead */
 
     if (d->op == GPUPORT_OP_GET)
         st = check_get(tl, d, msg, len);

@@ -93,13 +93,14 @@ typedef struct gpuport_transport_ops {
      * (region_t's pieces) are passed at channel creation, over the
      * communicator's descriptor socket (fdpass.h), into ch->dst_pieces. */
     int pass_fds;
-    /* 1: put, put_value and signal may also be called on an application
+    /* 1: put, put_value, signal and rma may also be called on an application
      * thread (the host calls, GPUPORT_HOST_INLINE), with behind_work 0, at
      * a time when none of the channel's host operations is in flight; they
      * must then be safe beside the proxy's calls for the channel's device
      * operations. DONE: carried out. QUEUE, or an error: declined, nothing
-     * owed; the core pushes the trigger instead, and the proxy calls again
-     * (so an error is reported, and the channel failed, as usual). */
+     * owed (an rma that declines has read and added nothing); the core
+     * pushes the trigger instead, and the proxy calls again (so an error is
+     * reported, and the channel failed, as usual). */
     int host_inline;
     /* Optional, for transports whose operations complete later (host_inline
      * 0): a host call's put_with_signal (src host memory), put_value_with_signal

@@ -17,6 +17,9 @@ __global__ void port_calls(gpuport_port_channel_dev_t ch, int *out)
     out[i++] = gpuport_put_with_signal(&ch, 64, 64, 64);
     out[i++] = gpuport_put_value(&ch, 128, 42);
     out[i++] = gpuport_put_value_with_signal(&ch, 136, 43);
+    out[i++] = gpuport_get(&ch, 192, 256, 64);
+    out[i++] = gpuport_atomic_add(&ch, 144, -1);
+    out[i++] = gpuport_accumulate(&ch, 160, 0, 4, GPUPORT_FLOAT32);
     out[i++] = gpuport_flush(&ch);
     out[i++] = gpuport_wait(&ch);
     out[i++] = gpuport_poll(&ch);
@@ -38,6 +41,10 @@ __global__ void memory_calls(gpuport_memory_channel_dev_t ch, unsigned char *buf
 
     out[i++] = gpuport_memory_put(&ch, 0, 0, 4096, threadIdx.x, blockDim.x);
     out[i++] = gpuport_memory_put_value(&ch, 4096, 7);
+    out[i++] = gpuport_memory_get(&ch, 0, 4096, 4096, threadIdx.x, blockDim.x);
+    out[i++] = gpuport_memory_atomic_add(&ch, 4104, -7);
+    out[i++] = gpuport_memory_accumulate(&ch, 4112, 0, 8, GPUPORT_BFLOAT16, threadIdx.x,
+                                         blockDim.x);
     out[i++] = gpuport_memory_flush(&ch);
     __syncthreads();
     if (threadIdx.x == 0) {

@@ -11,6 +11,7 @@
 mock_verbs_config_t mock_config;
 mock_verbs_live_t mock_live;
 mock_inline_post_t mock_inline;
+mock_rma_stats_t mock_rma;
 char mock_error[256];
 
 static pthread_mutex_t mock_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -53,6 +54,7 @@ struct mock_qp {
     uint32_t dest_qpn, rq_psn, sq_psn;
     int max_rd_atomic, max_dest_rd_atomic;
     uint32_t max_inline;
+    int after_read; /* the last request posted was an RDMA read */
     struct ibv_send_wr wr[MOCK_MAX_WR];
     struct ibv_sge sge[MOCK_MAX_WR];
     unsigned char inl[MOCK_MAX_WR][MOCK_MAX_INLINE]; /* inline data, copied at the post */
@@ -428,6 +430,19 @@ static int mock_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_
             *bad = wr;
             break;
         }
+        if (q->after_read && wr->opcode != IBV_WR_RDMA_READ) {
+            /* IB lets a later write or atomic pass an RDMA read unless it is
+             * fenced; the mock executes in order, so it says so instead */
+            if (!(wr->send_flags & IBV_SEND_FENCE))
+                mock_fault("post_send: opcode %d after an RDMA read without IBV_SEND_FENCE, "
+                           "free to pass it", (int)wr->opcode);
+            __atomic_add_fetch(&mock_rma.after_read, 1, __ATOMIC_RELAXED);
+            if (wr->send_flags & IBV_SEND_FENCE)
+                __atomic_add_fetch(&mock_rma.fenced, 1, __ATOMIC_RELAXED);
+            __atomic_store_n(&mock_rma.last_opcode, (int)wr->opcode, __ATOMIC_RELAXED);
+            __atomic_store_n(&mock_rma.last_flags, wr->send_flags, __ATOMIC_RELAXED);
+        }
+        q->after_read = wr->opcode == IBV_WR_RDMA_READ;
         /* the caller's arrays may be gone after the call: copy */
         q->wr[slot] = *wr;
         q->sge[slot] = wr->sg_list[0];
@@ -549,9 +564,13 @@ static enum ibv_wc_status mock_execute(mock_qp_t *q, const struct ibv_send_wr *w
     const struct ibv_sge *sge = wr->sg_list;
     mock_qp_t *r;
     mock_mr_t *lm, *rm;
-    int atomic = wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+    int atomic = wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD, read = wr->opcode == IBV_WR_RDMA_READ;
     uint64_t raddr = atomic ? wr->wr.atomic.remote_addr : wr->wr.rdma.remote_addr;
     uint32_t rkey = atomic ? wr->wr.atomic.rkey : wr->wr.rdma.rkey;
+    /* what the responder's registration and QP must both allow */
+    int need = atomic ? IBV_ACCESS_REMOTE_ATOMIC
+               : read ? IBV_ACCESS_REMOTE_READ
+                      : IBV_ACCESS_REMOTE_WRITE;
 
     if (++mock_executed == mock_config.fail_at)
         return IBV_WC_REM_ACCESS_ERR;
@@ -563,7 +582,7 @@ static enum ibv_wc_status mock_execute(mock_qp_t *q, const struct ibv_send_wr *w
     if (!r || r->dest_qpn != q->qp.qp_num || r->qp.state < IBV_QPS_RTR ||
         r->qp.state == IBV_QPS_ERR || r->rq_psn != q->sq_psn)
         return IBV_WC_RETRY_EXC_ERR;
-    if (wr->opcode != IBV_WR_RDMA_WRITE && !atomic)
+    if (wr->opcode != IBV_WR_RDMA_WRITE && !atomic && !read)
         return IBV_WC_REM_INV_REQ_ERR;
     if (sge->length > mock_config.max_msg)
         return IBV_WC_LOC_LEN_ERR;
@@ -571,21 +590,28 @@ static enum ibv_wc_status mock_execute(mock_qp_t *q, const struct ibv_send_wr *w
     lm = (wr->send_flags & IBV_SEND_INLINE) ? NULL
                                            : mock_find(q->qp.pd, sge->lkey, 0, sge->addr,
                                                        sge->length);
+    /* the responses of reads and atomics are written into the local sge */
     if (!(wr->send_flags & IBV_SEND_INLINE) &&
-        (!lm || (atomic && !(lm->access & IBV_ACCESS_LOCAL_WRITE))))
+        (!lm || ((atomic || read) && !(lm->access & IBV_ACCESS_LOCAL_WRITE))))
         return IBV_WC_LOC_PROT_ERR;
     rm = mock_find(r->qp.pd, rkey, 1, raddr, atomic ? 8 : sge->length);
-    if (!rm || !(rm->access & (atomic ? IBV_ACCESS_REMOTE_ATOMIC : IBV_ACCESS_REMOTE_WRITE)) ||
-        !(r->access & (atomic ? IBV_ACCESS_REMOTE_ATOMIC : IBV_ACCESS_REMOTE_WRITE)))
+    if (!rm || !(rm->access & need) || !(r->access & need))
         return IBV_WC_REM_ACCESS_ERR;
+    /* reads and atomics need the QPs' outstanding read/atomic resources */
+    if ((atomic || read) && (q->max_rd_atomic == 0 || r->max_dest_rd_atomic == 0))
+        return IBV_WC_REM_INV_REQ_ERR;
     if (atomic) {
         uint64_t old;
-        if (sge->length != 8 || (raddr & 7) || q->max_rd_atomic == 0 ||
-            r->max_dest_rd_atomic == 0)
+        if (sge->length != 8 || (raddr & 7))
             return IBV_WC_REM_INV_REQ_ERR;
         old = __atomic_fetch_add((uint64_t *)(uintptr_t)raddr, wr->wr.atomic.compare_add,
                                  __ATOMIC_SEQ_CST);
         memcpy((void *)(uintptr_t)sge->addr, &old, 8);
+        __atomic_add_fetch(&mock_rma.atomics, 1, __ATOMIC_RELAXED);
+    } else if (read) {
+        memcpy((void *)(uintptr_t)sge->addr, (const void *)(uintptr_t)raddr, sge->length);
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        __atomic_add_fetch(&mock_rma.reads, 1, __ATOMIC_RELAXED);
     } else if (sge->length == 8 && !(raddr & 7)) {
         /* an aligned 8-byte write lands whole, after the data before it */
         uint64_t v;
@@ -619,7 +645,9 @@ static int mock_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
         memset(&wc[k], 0, sizeof(wc[k]));
         wc[k].wr_id = wr->wr_id;
         wc[k].status = st;
-        wc[k].opcode = wr->opcode == IBV_WR_RDMA_WRITE ? IBV_WC_RDMA_WRITE : IBV_WC_FETCH_ADD;
+        wc[k].opcode = wr->opcode == IBV_WR_RDMA_WRITE  ? IBV_WC_RDMA_WRITE
+                       : wr->opcode == IBV_WR_RDMA_READ ? IBV_WC_RDMA_READ
+                                                        : IBV_WC_FETCH_ADD;
         wc[k].qp_num = q->qp.qp_num;
         wc[k].byte_len = wr->sg_list->length;
         q->head++;
@@ -689,6 +717,7 @@ void mock_verbs_install(void)
     mock_error[0] = '\0';
     mock_executed = 0;
     memset(&mock_inline, 0, sizeof(mock_inline));
+    memset(&mock_rma, 0, sizeof(mock_rma));
     mock_hold_from = mock_hold_to = NULL;
     mock_verbs_table(&t);
     ib_verbs_install(&t);

@@ -7,13 +7,15 @@
  * and attributes the way a provider does, and work requests are executed
  * when the requester polls its CQ (a few per call, so the send queue
  * fills), checking keys, ranges, access flags, message size, alignment and
- * PSNs, writing the peer's memory (the ranks are threads of the test) and
- * completing in order; a failure moves the QP to the error state and
- * flushes the rest. Inline data is copied at the post, as a provider does,
- * and only within the QP's max_inline_data. A link between two ranks can
- * be held (mock_verbs_hold): its QPs stop executing until released. Not a
- * model of timing, PCIe ordering or a second machine: only of what verbs
- * promise.
+ * PSNs, writing the peer's memory (RDMA WRITE, fetch-and-add) or reading it
+ * (RDMA READ; the ranks are threads of the test) and completing in order;
+ * a failure moves the QP to the error state and flushes the rest. Inline
+ * data is copied at the post, as a provider does, and only within the QP's
+ * max_inline_data. A link between two ranks can be held (mock_verbs_hold):
+ * its QPs stop executing until released. Not a model of timing, PCIe
+ * ordering or a second machine: only of what verbs promise (a write or
+ * atomic that could pass an earlier read, lacking IBV_SEND_FENCE, is named
+ * in mock_error).
  */
 #ifndef GPUPORT_TEST_MOCK_VERBS_H
 #define GPUPORT_TEST_MOCK_VERBS_H
@@ -40,7 +42,8 @@ typedef struct mock_verbs_live {
 
 extern mock_verbs_live_t mock_live;
 
-/* The first thing a provider would have refused; "" while nothing was. */
+/* The first thing a provider would have refused (or that a real HCA could
+ * have executed otherwise than the mock did); "" while nothing was. */
 extern char mock_error[256];
 
 /* The last work request posted with IBV_SEND_INLINE (the data as it was at
@@ -57,6 +60,20 @@ typedef struct mock_inline_post {
 
 extern mock_inline_post_t mock_inline;
 void mock_inline_reset(void);
+
+/* Reads and atomics executed, and the writes and atomics posted right
+ * after an RDMA read: how many, how many of those carried IBV_SEND_FENCE,
+ * the last one's opcode and flags. One after a read without the fence is taken, executed
+ * in order, and named in mock_error: a real HCA may let it pass the read.
+ * Counted since the install; read with atomic builtins. */
+typedef struct mock_rma_stats {
+    long reads, atomics;
+    long after_read, fenced;
+    int last_opcode;
+    unsigned last_flags;
+} mock_rma_stats_t;
+
+extern mock_rma_stats_t mock_rma;
 /* The rkey of the registration that holds addr (0: none). */
 uint32_t mock_rkey_of(const void *addr);
 

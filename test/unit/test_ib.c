@@ -27,7 +27,15 @@
  * flushed and its ping-pong goes on; A's destroys and rank 0's
  * communicator destroy return at the limit. Without parking, B's triggers
  * would wait behind A's in the host FIFO and its first round would time
- * out.
+ * out. Last, get, atomic_add and accumulate: the send queue's reads,
+ * fences and per-element adds, what rma_ok refuses and why, the mock's own
+ * access checks for reads and atomics, and three ranks over the mock: gets
+ * of 1 byte to 64 MiB at odd offsets compared byte by byte, a get then a
+ * signal (the request after the read fenced), gets out of range refused
+ * before anything is read, float accumulates refused with nothing written,
+ * and atomic_adds from two threads of every rank plus int64 accumulates
+ * longer than the send queue, all into rank 0's memory, to the exact sums;
+ * on a device without atomics, adds and gets refused, naming it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -1012,6 +1020,146 @@ static void test_sendq_room_and_wrap(void)
 }
 
 
+/* get and the adds in the send queue: a get's reads in pieces, the first
+ * request after a read fenced (in the same plan or a later one, a read
+ * after a read not), atomic_add one fetch-and-add, accumulate one an
+ * element with its addend read from the source as it is planned, spread
+ * over as many plans as the send queue needs; all complete in order. */
+static void test_sendq_rma(void)
+{
+    ib_sendq_t q;
+    ib_wr_desc_t d[32];
+    done_log_t log = {0};
+    int64_t addends[5] = {1, -2, 3, INT64_MAX, INT64_MIN};
+    ib_op_t *acc;
+
+    CHECK_OK(ib_sendq_init(&q, 8, 6, 100));
+    push_op(&q, IB_OP_GET, 1, 250, 0);
+    push_op(&q, IB_OP_SIGNAL_ADD, 1, 8, 1);
+    push_op(&q, IB_OP_ADD, 2, 8, (uint64_t)-5);
+    acc = push_op(&q, IB_OP_ACC, 3, sizeof(addends), 0);
+    acc->laddr = (uint64_t)(uintptr_t)addends;
+    CHECK(ib_sendq_plan(&q, d, 32) == 6);
+    for (int i = 0; i < 3; i++) {
+        CHECK(d[i].wr_id == 0 && d[i].kind == IB_WR_READ && d[i].lkey == 0x11);
+        CHECK(d[i].rkey == 0x23 && !d[i].fence);
+        CHECK(d[i].laddr == 0x200000 + 100u * (unsigned)i);
+        CHECK(d[i].raddr == 0x1200000 + 100u * (unsigned)i);
+    }
+    CHECK(d[0].len == 100 && d[2].len == 50);
+    CHECK(d[3].wr_id == 1 && d[3].kind == IB_WR_FETCH_ADD && d[3].value == 1 && d[3].fence);
+    CHECK(d[4].wr_id == 2 && d[4].kind == IB_WR_FETCH_ADD && d[4].value == (uint64_t)-5);
+    CHECK(d[4].raddr == 0x1b00000 && d[4].rkey == 0x24 && d[4].len == 8 && !d[4].fence);
+    CHECK(d[5].wr_id == 3 && d[5].kind == IB_WR_FETCH_ADD && d[5].value == 1 && !d[5].fence);
+    CHECK(d[5].raddr == 0x2400000 && d[5].rkey == 0x25 && d[5].len == 8);
+    ib_sendq_posted(&q, d, 6);
+    CHECK(q.next == 3 && q.ops[3].posted == 8 && !q.after_read);
+    /* the get completes with its last read */
+    CHECK(ib_sendq_complete(&q, 0, on_done, &log) == 0);
+    CHECK(ib_sendq_complete(&q, 0, on_done, &log) == 0);
+    CHECK(ib_sendq_complete(&q, 0, on_done, &log) == 1 && log.ops[0].kind == IB_OP_GET);
+    CHECK(ib_sendq_complete(&q, 1, on_done, &log) == 1);
+    CHECK(ib_sendq_complete(&q, 2, on_done, &log) == 1 && log.ops[2].kind == IB_OP_ADD);
+    /* the accumulate's other four elements, three now (the room) */
+    CHECK(ib_sendq_plan(&q, d, 3) == 3);
+    for (int i = 0; i < 3; i++)
+        CHECK(d[i].wr_id == 3 && d[i].kind == IB_WR_FETCH_ADD &&
+              d[i].value == (uint64_t)addends[i + 1] && d[i].raddr == 0x2400000 + 8u * (i + 1u));
+    ib_sendq_posted(&q, d, 3);
+    for (int i = 0; i < 4; i++)
+        CHECK(ib_sendq_complete(&q, 3, on_done, &log) == 0);
+    CHECK(ib_sendq_plan(&q, d, 32) == 1 && d[0].value == (uint64_t)INT64_MIN);
+    ib_sendq_posted(&q, d, 1);
+    CHECK(ib_sendq_complete(&q, 3, on_done, &log) == 1 && log.ops[3].kind == IB_OP_ACC);
+    CHECK(ib_sendq_idle(&q) && log.n == 4);
+    /* a read posted alone: the next plan's first write is fenced; a read
+     * after a read is not */
+    push_op(&q, IB_OP_GET, 0, 10, 0);
+    push_op(&q, IB_OP_GET, 0, 10, 0);
+    CHECK(ib_sendq_plan(&q, d, 1) == 1 && d[0].kind == IB_WR_READ);
+    ib_sendq_posted(&q, d, 1);
+    CHECK(q.after_read);
+    push_op(&q, IB_OP_PUT_VALUE, 0, 8, 9);
+    CHECK(ib_sendq_plan(&q, d, 32) == 2);
+    CHECK(d[0].kind == IB_WR_READ && !d[0].fence);
+    CHECK(d[1].kind == IB_WR_WRITE_INLINE && d[1].fence);
+    ib_sendq_fini(&q);
+}
+
+/* What ib's rma_ok accepts, over a connection made up of its parts: the
+ * refusals name what cannot and what can instead, each whole in the 320
+ * bytes the core gives it. */
+static void expect_rma_ok(const gpuport_tl_chan_t *ch, uint32_t op, int want, const char *has)
+{
+    const gpuport_transport_ops_t *ib = gpuport_transport_ops(GPUPORT_TL_KIND_IB);
+    char why[320] = "";
+    int ok = ib->rma_ok(ch, op, why, sizeof(why));
+
+    CHECK_MSG(ok == want, "%s: %d (%s), expected %d", gpuport_op_name(op), ok, why, want);
+    CHECK_MSG(!has || strstr(why, has), "%s: \"%s\" lacks \"%s\"", gpuport_op_name(op), why, has);
+    CHECK(strlen(why) < sizeof(why) - 1);
+}
+
+static void test_rma_ok(void)
+{
+    ib_dev_t dev;
+    ib_comm_t ic;
+    ib_conn_t c;
+    gpuport_conn_t conn;
+    gpuport_tl_chan_t ch;
+    const char *floats = "ib atomics add integers only; accumulate floats over tcp, or with a "
+                         "memory channel between ranks on one host";
+    const gpuport_transport_ops_t *ib = gpuport_transport_ops(GPUPORT_TL_KIND_IB);
+
+    CHECK(ib && ib->rma && ib->rma_ok);
+    memset(&dev, 0, sizeof(dev));
+    memset(&ic, 0, sizeof(ic));
+    memset(&c, 0, sizeof(c));
+    memset(&conn, 0, sizeof(conn));
+    memset(&ch, 0, sizeof(ch));
+    snprintf(dev.name, sizeof(dev.name), "mlx5_7");
+    dev.atomic_cap = IBV_ATOMIC_HCA;
+    ic.dev = &dev;
+    c.ic = &ic;
+    c.peer = 1;
+    c.remote.atomic_cap = IBV_ATOMIC_GLOB;
+    c.rd_init = 16;
+    conn.priv = &c;
+    ch.conn = &conn;
+    ch.peer = 1;
+    ch.src.kind = GPUPORT_REGION_HOST;
+    ch.dst.rec.kind = GPUPORT_REGION_HOST_SHARED;
+    expect_rma_ok(&ch, GPUPORT_OP_GET, 1, NULL);
+    expect_rma_ok(&ch, GPUPORT_OP_ATOMIC_ADD, 1, NULL);
+    expect_rma_ok(&ch, GPUPORT_OP_ACC_INT64, 1, NULL);
+    expect_rma_ok(&ch, GPUPORT_OP_ACC_FLOAT32, 0, floats);
+    expect_rma_ok(&ch, GPUPORT_OP_ACC_BFLOAT16, 0, floats);
+    /* GPU memory: read from and into, never added into, nor read for addends */
+    ch.dst.rec.kind = GPUPORT_REGION_DEVICE_VMM;
+    ch.src.kind = GPUPORT_REGION_DEVICE;
+    expect_rma_ok(&ch, GPUPORT_OP_GET, 1, NULL);
+    expect_rma_ok(&ch, GPUPORT_OP_ATOMIC_ADD, 0, "rank 1's destination is GPU memory");
+    expect_rma_ok(&ch, GPUPORT_OP_ACC_INT64, 0, "memory channel");
+    ch.dst.rec.kind = GPUPORT_REGION_HOST;
+    expect_rma_ok(&ch, GPUPORT_OP_ATOMIC_ADD, 1, NULL);
+    expect_rma_ok(&ch, GPUPORT_OP_ACC_INT64, 0, "source is GPU memory, which the proxy cannot");
+    ch.src.kind = GPUPORT_REGION_HOST;
+    /* no atomics on either side, or none outstanding */
+    c.rd_init = 0;
+    expect_rma_ok(&ch, GPUPORT_OP_ACC_INT64, 0, "max_rd_atomic 0");
+    expect_rma_ok(&ch, GPUPORT_OP_GET, 0, "a device allows none (max_rd_atomic 0); get over tcp");
+    c.remote.atomic_cap = IBV_ATOMIC_NONE;
+    expect_rma_ok(&ch, GPUPORT_OP_ATOMIC_ADD, 0,
+                  "rank 1's device has no atomics (atomic_cap IBV_ATOMIC_NONE); add over tcp");
+    expect_rma_ok(&ch, GPUPORT_OP_GET, 0, "rank 1's device has none (IBV_ATOMIC_NONE)");
+    dev.atomic_cap = IBV_ATOMIC_NONE;
+    expect_rma_ok(&ch, GPUPORT_OP_ATOMIC_ADD, 0,
+                  "this rank's device mlx5_7 has no atomics (atomic_cap IBV_ATOMIC_NONE)");
+    expect_rma_ok(&ch, GPUPORT_OP_GET, 0, "this rank's device mlx5_7 has none");
+    expect_rma_ok(&ch, GPUPORT_OP_ACC_FLOAT32, 0, floats);
+}
+
+
 /* ---- the data path over the mock ---- */
 
 #define MREGION (256u * 1024)
@@ -1024,6 +1172,7 @@ typedef struct {
     int no_inline;   /* the device takes no inline data: put_value writes from scratch */
     int alone;       /* rank 1 puts and destroys at once; rank 0 destroys ALONE_LATER_MS later */
     int hol;         /* three ranks, rank 0's link to rank 1 held (hol_rank): 1 released, 2 not */
+    int rma;         /* get and the adds (rma_rank): 1 three ranks, 2 a device without atomics */
 } mock_opts_t;
 
 /* The alone run: a destroy's own steps take milliseconds (the bound leaves
@@ -1618,6 +1767,281 @@ static void hol_log_check(const char *log)
     }
 }
 
+/* ---- get, atomic_add and accumulate over the mock ---- */
+
+/* Three ranks. Rank 0 gets from rank 1's large destination into its large
+ * source; every rank adds into a counter in rank 0's destination (rank 0
+ * through its loopback QP), from two threads on one channel, and
+ * accumulates int64 elements into it, more than the send queue holds. */
+#define RBIG ((64ull << 20) + 4096) /* rank 1's destination, rank 0's source for gets */
+#define RSMALL 65536u
+#define RADDS 400          /* atomic_adds per thread, two threads per rank */
+#define RACC_OFF 8192u     /* the accumulated elements in rank 0's destination */
+#define RACC 6000u         /* elements each rank accumulates (the send queue holds 64) */
+#define RFLOAT_OFF 1024u   /* where the refused float accumulates aimed */
+#define RCOUNT0 1000000    /* the counter's first value */
+
+static unsigned char gpat(uint64_t i)
+{
+    return (unsigned char)(i * 131 + (i >> 12) * 7 + 5);
+}
+
+static int64_t radd(int rank, int thread, int k)
+{
+    return (int64_t)((uint32_t)(k + 1) * 2654435761u % 100003u) - 50000 + rank * 7 + thread;
+}
+
+/* the elements: some wrap (int64 adds are two's complement) */
+static uint64_t racc(int rank, uint64_t i)
+{
+    if (i % 97 == 0)
+        return (uint64_t)INT64_MAX - (uint64_t)rank;
+    return i * 0x9e3779b97f4a7c15ull + (uint64_t)rank;
+}
+
+static uint64_t racc_init(uint64_t i)
+{
+    return i * 3 - 5000;
+}
+
+typedef struct {
+    gpuport_channel_t ch;
+    int rank, thread;
+} radd_arg_t;
+
+static void *radd_thread(void *p)
+{
+    const radd_arg_t *a = p;
+
+    for (int k = 0; k < RADDS; k++)
+        CHECK_OK(gpuport_channel_atomic_add(a->ch, 0, radd(a->rank, a->thread, k)));
+    return NULL;
+}
+
+/* Gets of 1 byte to 64 MiB at odd offsets on both sides, each flushed and
+ * compared byte by byte, with the bytes around it untouched and as many
+ * RDMA reads as pieces of the port's message size. */
+static void rma_gets(gpuport_channel_t ch, unsigned char *src)
+{
+    static const uint64_t sizes[] = {1, 2, 3, 7, 8, 9, 4095, 4096, 4097, 12289, 65537,
+                                     (1u << 20) + 3, 64ull << 20};
+
+    for (size_t n = 0; n < sizeof(sizes) / sizeof(sizes[0]); n++) {
+        uint64_t size = sizes[n], soff = 1 + 2 * (n * 977 % 2000), doff = 4095 - 2 * n;
+        long reads = __atomic_load_n(&mock_rma.reads, __ATOMIC_RELAXED);
+        memset(src + soff - 1, 0xcc, size + 2);
+        CHECK_OK(gpuport_channel_get(ch, doff, soff, size));
+        CHECK_OK(gpuport_channel_flush(ch));
+        for (uint64_t i = 0; i < size; i++)
+            CHECK_MSG(src[soff + i] == gpat(doff + i), "get of %llu bytes from %llu to %llu: "
+                      "byte %llu is 0x%02x, rank 1 holds 0x%02x", (unsigned long long)size,
+                      (unsigned long long)doff, (unsigned long long)soff, (unsigned long long)i,
+                      src[soff + i], gpat(doff + i));
+        CHECK(src[soff - 1] == 0xcc && src[soff + size] == 0xcc);
+        CHECK_MSG(__atomic_load_n(&mock_rma.reads, __ATOMIC_RELAXED) - reads ==
+                      (long)ib_put_pieces(size, 4096),
+                  "get of %llu bytes: %ld reads", (unsigned long long)size,
+                  __atomic_load_n(&mock_rma.reads, __ATOMIC_RELAXED) - reads);
+    }
+}
+
+/* A get then a signal: rank 1 overwrites what was read once it has the
+ * signal; the request after the read carried the fence (the mock names any
+ * that did not), so the bytes read are the old ones. Then two gets out of
+ * range, refused before anything is read. */
+static void rma_get_signal(int rank, gpuport_channel_t ch, unsigned char *buf)
+{
+    if (rank == 1) {
+        CHECK_OK(gpuport_channel_wait(ch));
+        memset(buf + 100, 0x77, 3 * 4096);
+        return;
+    }
+    memset(buf + 100, 0xcc, 3 * 4096);
+    CHECK_OK(gpuport_channel_get(ch, 100, 100, 3 * 4096));
+    CHECK_OK(gpuport_channel_signal(ch));
+    CHECK_OK(gpuport_channel_flush(ch));
+    for (uint64_t i = 0; i < 3 * 4096; i++)
+        CHECK(buf[100 + i] == gpat(100 + i));
+    CHECK_MSG(__atomic_load_n(&mock_rma.after_read, __ATOMIC_RELAXED) == 1 &&
+                  __atomic_load_n(&mock_rma.fenced, __ATOMIC_RELAXED) == 1,
+              "%ld requests after a read, %ld fenced",
+              __atomic_load_n(&mock_rma.after_read, __ATOMIC_RELAXED),
+              __atomic_load_n(&mock_rma.fenced, __ATOMIC_RELAXED));
+    CHECK(__atomic_load_n(&mock_rma.last_opcode, __ATOMIC_RELAXED) ==
+              IBV_WR_ATOMIC_FETCH_AND_ADD &&
+          (__atomic_load_n(&mock_rma.last_flags, __ATOMIC_RELAXED) & IBV_SEND_FENCE));
+    long reads = __atomic_load_n(&mock_rma.reads, __ATOMIC_RELAXED);
+    memset(buf, 0xcc, 64);
+    CHECK_STATUS(gpuport_channel_get(ch, RBIG - 10, 0, 11), GPUPORT_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(gpuport_channel_get(ch, 0, RBIG - 10, 11), GPUPORT_ERR_OUT_OF_RANGE);
+    CHECK_OK(gpuport_channel_flush(ch));
+    CHECK(__atomic_load_n(&mock_rma.reads, __ATOMIC_RELAXED) == reads);
+    for (int i = 0; i < 64; i++)
+        CHECK(buf[i] == 0xcc);
+    CHECK_OK(gpuport_channel_status(ch));
+}
+
+/* Every rank adds into rank 0's counter from two threads and accumulates
+ * RACC elements; rank 0 finds the exact sums once all have flushed. */
+static void rma_adds(gpuport_bootstrap_t *bs, int rank, gpuport_channel_t ch, unsigned char *src,
+                     uint64_t *dst0)
+{
+    pthread_t t[2];
+    radd_arg_t a[2];
+
+    for (uint64_t i = 0; i < RACC; i++) {
+        uint64_t v = racc(rank, i);
+        memcpy(src + 8 + 8 * i, &v, 8);
+    }
+    for (int k = 0; k < 2; k++) {
+        a[k] = (radd_arg_t){ch, rank, k};
+        CHECK(pthread_create(&t[k], NULL, radd_thread, &a[k]) == 0);
+    }
+    CHECK_OK(gpuport_channel_accumulate(ch, RACC_OFF, 8, RACC, GPUPORT_INT64));
+    for (int k = 0; k < 2; k++)
+        CHECK(pthread_join(t[k], NULL) == 0);
+    CHECK_OK(gpuport_channel_flush(ch));
+    CHECK_OK(bs->barrier(bs->ctx));
+    if (rank != 0)
+        return;
+    uint64_t want = RCOUNT0;
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 2 * RADDS; k++)
+            want += (uint64_t)radd(r, k % 2, k / 2);
+    CHECK_MSG(dst0[0] == want, "the counter is %lld, the adds sum to %lld", (long long)dst0[0],
+              (long long)want);
+    for (uint64_t i = 0; i < RACC; i++) {
+        uint64_t e = racc_init(i) + racc(0, i) + racc(1, i) + racc(2, i);
+        CHECK_MSG(dst0[RACC_OFF / 8 + i] == e, "element %llu is 0x%llx, not 0x%llx",
+                  (unsigned long long)i, (unsigned long long)dst0[RACC_OFF / 8 + i],
+                  (unsigned long long)e);
+    }
+    CHECK(dst0[RACC_OFF / 8 + RACC] == 0);
+    /* the refused float accumulates wrote nothing */
+    for (int i = 0; i < 4; i++)
+        CHECK(dst0[RFLOAT_OFF / 8 + i] == 0x3f8000003f800000ull);
+    printf("ib rma: %ld RDMA reads, %ld fetch-and-adds executed\n",
+           __atomic_load_n(&mock_rma.reads, __ATOMIC_RELAXED),
+           __atomic_load_n(&mock_rma.atomics, __ATOMIC_RELAXED));
+}
+
+/* A device without atomics: adds and gets refused (the QP has no read
+ * resources either), naming IBV_ATOMIC_NONE, nothing queued; puts go on. */
+static void rma_none(int rank, gpuport_channel_t ch, unsigned char *src, unsigned char *dst)
+{
+    if (rank == 1) {
+        CHECK_OK(gpuport_channel_wait(ch));
+        CHECK(dst[0] == 0x42 && dst[15] == 0x42);
+        return;
+    }
+    CHECK_STATUS(gpuport_channel_atomic_add(ch, 0, 1), GPUPORT_ERR_NOT_SUPPORTED);
+    CHECK_STATUS(gpuport_channel_accumulate(ch, 0, 0, 2, GPUPORT_UINT64),
+                 GPUPORT_ERR_NOT_SUPPORTED);
+    CHECK_STATUS(gpuport_channel_get(ch, 0, 0, 16), GPUPORT_ERR_NOT_SUPPORTED);
+    memset(src, 0x42, 16);
+    CHECK_OK(gpuport_channel_put_with_signal(ch, 0, 0, 16));
+    CHECK_OK(gpuport_channel_flush(ch));
+    CHECK(__atomic_load_n(&mock_rma.reads, __ATOMIC_RELAXED) == 0 &&
+          __atomic_load_n(&mock_rma.atomics, __ATOMIC_RELAXED) == 0);
+}
+
+static int rma_rank(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
+{
+    const mock_opts_t *o = arg;
+    gpuport_comm_t comm;
+    unsigned char *src, *big = NULL, *dst;
+    gpuport_mem_t msrc, mbig = NULL, mdst;
+    gpuport_channel_t ch[3] = {NULL, NULL, NULL}; /* rank 0: to each rank; others: ch[0] */
+
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    src = malloc(RSMALL);
+    CHECK(src);
+    memset(src, 0, RSMALL);
+    CHECK_OK(gpuport_mem_register(comm, src, RSMALL, &msrc));
+    if (rank == 1 && o->rma == 1) {
+        dst = malloc(RBIG);
+        CHECK(dst);
+        for (uint64_t i = 0; i < RBIG; i++)
+            dst[i] = gpat(i);
+        CHECK_OK(gpuport_mem_register(comm, dst, RBIG, &mdst));
+    } else {
+        uint64_t *w;
+        CHECK_OK(gpuport_mem_alloc(comm, RSMALL, (void **)&dst));
+        memset(dst, 0, RSMALL);
+        w = (uint64_t *)(void *)dst;
+        w[0] = RCOUNT0;
+        for (uint64_t i = 0; i < RACC; i++)
+            w[RACC_OFF / 8 + i] = racc_init(i);
+        for (int i = 0; i < 4; i++)
+            w[RFLOAT_OFF / 8 + i] = 0x3f8000003f800000ull; /* 1.0f pairs */
+        CHECK_OK(gpuport_mem_register(comm, dst, RSMALL, &mdst));
+    }
+    if (rank == 0 && o->rma == 1) {
+        big = malloc(RBIG);
+        CHECK(big);
+        CHECK_OK(gpuport_mem_register(comm, big, RBIG, &mbig));
+    }
+    if (rank == 0) {
+        CHECK_OK(gpuport_channel_create(comm, 1, big ? mbig : msrc, mdst, &ch[1]));
+        if (size == 3) {
+            CHECK_OK(gpuport_channel_create(comm, 2, msrc, mdst, &ch[2]));
+            CHECK_OK(gpuport_channel_create(comm, 0, msrc, mdst, &ch[0])); /* loopback */
+        }
+    } else {
+        CHECK_OK(gpuport_channel_create(comm, 0, msrc, mdst, &ch[0]));
+    }
+    CHECK_OK(bs->barrier(bs->ctx));
+
+    if (o->rma == 2) {
+        rma_none(rank, rank == 0 ? ch[1] : ch[0], src, dst);
+    } else {
+        if (rank == 0)
+            rma_gets(ch[1], big);
+        CHECK_OK(bs->barrier(bs->ctx));
+        if (rank < 2)
+            rma_get_signal(rank, rank == 0 ? ch[1] : ch[0], rank == 0 ? big : dst);
+        if (rank == 1) {
+            /* floats: refused before anything is queued */
+            CHECK_STATUS(gpuport_channel_accumulate(ch[0], RFLOAT_OFF, 0, 4, GPUPORT_FLOAT32),
+                         GPUPORT_ERR_NOT_SUPPORTED);
+            CHECK_STATUS(gpuport_channel_accumulate(ch[0], RFLOAT_OFF, 0, 8, GPUPORT_BFLOAT16),
+                         GPUPORT_ERR_NOT_SUPPORTED);
+            CHECK_OK(gpuport_channel_status(ch[0]));
+        }
+        CHECK_OK(bs->barrier(bs->ctx));
+        rma_adds(bs, rank, ch[0], src, (uint64_t *)(void *)dst);
+    }
+    /* every rank is done with the others' memory before any deregisters */
+    CHECK_OK(bs->barrier(bs->ctx));
+    for (int i = 0; i < 3; i++)
+        if (ch[i])
+            CHECK_OK(gpuport_channel_destroy(ch[i]));
+    CHECK_OK(bs->barrier(bs->ctx));
+    CHECK_OK(gpuport_comm_destroy(comm));
+    free(src);
+    free(big);
+    if (rank == 1 && o->rma == 1)
+        free(dst);
+    return 0;
+}
+
+/* The refusals, each logged once as the error its host call returned. */
+static void rma_log_check(const char *log, int rma)
+{
+    if (rma == 1)
+        CHECK_MSG(count_of(log, "ERROR") == 4 &&
+                      count_of(log, "over ib: ib atomics add integers only; accumulate floats "
+                                    "over tcp, or with a memory channel between ranks on one "
+                                    "host; nothing was queued") == 2 &&
+                      count_of(log, "does not fit") == 2,
+                  "errors logged:\n%s", log);
+    else
+        CHECK_MSG(count_of(log, "ERROR") == 3 &&
+                      count_of(log, "has no atomics (atomic_cap IBV_ATOMIC_NONE)") == 2 &&
+                      strstr(log, "no RDMA READ outstanding"),
+                  "errors logged:\n%s", log);
+}
+
 /* stderr of a run, to a file: a rank that fails a CHECK exits the process,
  * and then the log is what says why, so it is shown on the way out. */
 static int mock_saved_stderr = -1;
@@ -1704,7 +2128,9 @@ static void mock_run(int link_layer, int atomic_cap, const mock_opts_t *o, const
     setenv("GPUPORT_TIMEOUT_MS", "30000", 1);
     setenv("GPUPORT_LOG_LEVEL", "info", 1);
     mock_capture_begin();
-    int failed = o->hol ? local_run(3, hol_rank, (void *)o) : local_run(2, mock_rank, (void *)o);
+    int failed = o->hol   ? local_run(3, hol_rank, (void *)o)
+                 : o->rma ? local_run(o->rma == 1 ? 3 : 2, rma_rank, (void *)o)
+                          : local_run(2, mock_rank, (void *)o);
     log = mock_capture_end();
     mock_verbs_uninstall();
     unsetenv("GPUPORT_TRANSPORT");
@@ -1729,6 +2155,8 @@ static void mock_run(int link_layer, int atomic_cap, const mock_opts_t *o, const
                   "errors logged:\n%s", log);
     else if (o->hol == 2)
         hol_log_check(log);
+    else if (o->rma)
+        rma_log_check(log, o->rma);
     else if (o->faulty)
         /* rank 0's connection breaks with the planted failure; rank 1's when
          * its destroy tells rank 0 (whose QP is in the error state) that it
@@ -1780,6 +2208,141 @@ static void test_mock_data_path(void)
            "destroying; rank 0's, %d ms later, in %llu ms\n",
            (unsigned long long)(alone_ms[1] - 1), ALONE_LATER_MS,
            (unsigned long long)(alone_ms[0] - 1));
+}
+
+/* The mock's own checks of reads and atomics, as an HCA makes them: each
+ * refused case on a fresh QP connected to itself (a failure leaves a QP in
+ * the error state). */
+typedef struct {
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+} mock_loop_t;
+
+static void mock_loop_open(struct ibv_pd *pd, mock_loop_t *l)
+{
+    static const uint8_t no_gid[IB_GID_LEN];
+    struct ibv_qp_init_attr ia;
+    struct ibv_qp_attr a;
+    ib_qp_rec_t self;
+    int mask;
+
+    l->cq = IBV(ibv_create_cq)(pd->context, 8, NULL, NULL, 0);
+    memset(&ia, 0, sizeof(ia));
+    ia.send_cq = ia.recv_cq = l->cq;
+    ia.qp_type = IBV_QPT_RC;
+    ia.cap.max_send_wr = 8;
+    ia.cap.max_recv_wr = ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+    l->qp = IBV(ibv_create_qp)(pd, &ia);
+    CHECK(l->cq && l->qp);
+    ib_qp_attr_init(&a, &mask, 1, 1);
+    CHECK(IBV(ibv_modify_qp)(l->qp, &a, mask) == 0);
+    ib_qp_rec_pack(&self, 0x11, no_gid, l->qp->qp_num, 7, IBV_MTU_4096, 1, 0, IB_LINK_LAYER_IB);
+    ib_qp_attr_rtr(&a, &mask, &self, 0, 0, 1, IBV_MTU_4096, 16);
+    CHECK(IBV(ibv_modify_qp)(l->qp, &a, mask) == 0);
+    ib_qp_attr_rts(&a, &mask, 7, 16);
+    CHECK(IBV(ibv_modify_qp)(l->qp, &a, mask) == 0);
+}
+
+static void mock_loop_close(mock_loop_t *l)
+{
+    CHECK(IBV(ibv_destroy_qp)(l->qp) == 0 && IBV(ibv_destroy_cq)(l->cq) == 0);
+}
+
+/* One request (an atomic adds 5), its completion's status. */
+static enum ibv_wc_status mock_loop_run(mock_loop_t *l, enum ibv_wr_opcode opcode, unsigned flags,
+                                        void *laddr, const struct ibv_mr *lmr, void *raddr,
+                                        const struct ibv_mr *rmr)
+{
+    struct ibv_sge sge = {(uint64_t)(uintptr_t)laddr, 8, lmr->lkey};
+    struct ibv_send_wr wr, *bad = NULL;
+    struct ibv_wc wc;
+
+    memset(&wr, 0, sizeof(wr));
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = opcode;
+    wr.send_flags = IBV_SEND_SIGNALED | flags;
+    if (opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+        wr.wr.atomic.remote_addr = (uint64_t)(uintptr_t)raddr;
+        wr.wr.atomic.rkey = rmr->rkey;
+        wr.wr.atomic.compare_add = 5;
+    } else {
+        wr.wr.rdma.remote_addr = (uint64_t)(uintptr_t)raddr;
+        wr.wr.rdma.rkey = rmr->rkey;
+    }
+    CHECK(ibv_post_send(l->qp, &wr, &bad) == 0);
+    CHECK(ibv_poll_cq(l->cq, 1, &wc) == 1);
+    return wc.status;
+}
+
+static void test_mock_access(void)
+{
+    uint64_t far[8] = {0, 0, 0, 0, 41, 42, 43, 44}, near[8] = {0};
+    struct ibv_device **list;
+    struct ibv_context *ctx;
+    struct ibv_pd *pd;
+    struct ibv_mr *noread, *all, *local, *ro;
+    mock_loop_t l;
+    int n;
+
+    memset(&mock_config, 0, sizeof(mock_config));
+    mock_config.link_layer = IBV_LINK_LAYER_INFINIBAND;
+    mock_config.atomic_cap = IBV_ATOMIC_HCA;
+    mock_config.max_msg = 4096;
+    mock_verbs_install();
+    list = IBV(ibv_get_device_list)(&n);
+    ctx = IBV(ibv_open_device)(list[0]);
+    pd = IBV(ibv_alloc_pd)(ctx);
+    noread = IBV(ibv_reg_mr)(pd, far, 32, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    all = IBV(ibv_reg_mr)(pd, far + 4, 32, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                               IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+    local = IBV(ibv_reg_mr)(pd, near, 32, IBV_ACCESS_LOCAL_WRITE);
+    ro = IBV(ibv_reg_mr)(pd, near + 4, 32, 0);
+    CHECK(noread && all && local && ro);
+    mock_loop_open(pd, &l);
+    CHECK(mock_loop_run(&l, IBV_WR_RDMA_READ, 0, near, local, far, noread) ==
+          IBV_WC_REM_ACCESS_ERR);
+    mock_loop_close(&l);
+    mock_loop_open(pd, &l);
+    CHECK(mock_loop_run(&l, IBV_WR_RDMA_READ, 0, near + 4, ro, far + 4, all) ==
+          IBV_WC_LOC_PROT_ERR);
+    mock_loop_close(&l);
+    mock_loop_open(pd, &l);
+    CHECK(mock_loop_run(&l, IBV_WR_ATOMIC_FETCH_AND_ADD, 0, near, local, far, noread) ==
+          IBV_WC_REM_ACCESS_ERR);
+    mock_loop_close(&l);
+    CHECK(far[0] == 0 && near[0] == 0 && near[4] == 0);
+    /* allowed: the read copies, the add returns the old value; a request
+     * after a read without the fence is named */
+    mock_loop_open(pd, &l);
+    CHECK(mock_loop_run(&l, IBV_WR_RDMA_READ, 0, near, local, far + 5, all) == IBV_WC_SUCCESS);
+    CHECK(near[0] == 42);
+    CHECK(mock_loop_run(&l, IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_SEND_FENCE, near + 1, local, far + 4,
+                        all) == IBV_WC_SUCCESS);
+    CHECK(near[1] == 41 && far[4] == 46 && !mock_error[0]);
+    CHECK(mock_loop_run(&l, IBV_WR_RDMA_READ, 0, near, local, far + 6, all) == IBV_WC_SUCCESS);
+    CHECK(mock_loop_run(&l, IBV_WR_RDMA_WRITE, 0, near, local, far + 7, all) == IBV_WC_SUCCESS);
+    CHECK_MSG(strstr(mock_error, "without IBV_SEND_FENCE"), "mock_error: \"%s\"", mock_error);
+    CHECK(mock_rma.reads == 2 && mock_rma.atomics == 1 && mock_rma.after_read == 2 &&
+          mock_rma.fenced == 1);
+    mock_loop_close(&l);
+    CHECK(IBV(ibv_dereg_mr)(noread) == 0 && IBV(ibv_dereg_mr)(all) == 0);
+    CHECK(IBV(ibv_dereg_mr)(local) == 0 && IBV(ibv_dereg_mr)(ro) == 0);
+    CHECK(IBV(ibv_dealloc_pd)(pd) == 0 && IBV(ibv_close_device)(ctx) == 0);
+    IBV(ibv_free_device_list)(list);
+    CHECK(mock_live.ctx == 0 && mock_live.pd == 0 && mock_live.mr == 0 && mock_live.cq == 0 &&
+          mock_live.qp == 0 && mock_live.lists == 0);
+    mock_verbs_uninstall();
+}
+
+/* get, atomic_add and accumulate over the mock: with atomics, and on a
+ * device without, where they are refused */
+static void test_mock_rma(void)
+{
+    mock_opts_t r = {.rma = 1};
+    mock_run(IBV_LINK_LAYER_INFINIBAND, IBV_ATOMIC_HCA, &r, "signals by atomic fetch-and-add");
+    mock_opts_t n = {.rma = 2};
+    mock_run(IBV_LINK_LAYER_INFINIBAND, IBV_ATOMIC_NONE, &n, "this device has no atomics");
 }
 
 /* ---- errors ---- */
@@ -2045,12 +2608,16 @@ int main(void)
     test_sendq_partial_post();
     test_sendq_fail();
     test_sendq_room_and_wrap();
+    test_sendq_rma();
+    test_rma_ok();
     test_errors();
     test_devices();
     test_select();
     test_verbs_missing();
     /* last: the mock presents a device */
+    test_mock_access();
     test_mock_data_path();
+    test_mock_rma();
     printf("ib logic: records, GID and port choice, QP attributes, pieces, signal method, "
            "registration path, send queue, error mapping, devices, libibverbs missing\n");
     return 0;

@@ -9,8 +9,11 @@
  * the peer's host control segment (shared memory), registered in our
  * private context, so the peer's kernels and host threads read them alike.
  * put_value is a cuStreamWriteValue64 into the peer's memory on the same
- * stream. The proxy only describes the work; the flusher does every CUDA
- * call.
+ * stream. get is a put read the other way: a copy-engine copy from the
+ * peer's imported memory into this side's source region, on the same
+ * stream. Adds into GPU memory (atomic_add, accumulate) are refused: memory
+ * channels' kernels do them. The proxy only describes the work; the flusher
+ * does every CUDA call.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_CUDA_IPC)
 #include <stdio.h>
@@ -302,6 +305,37 @@ static int cipc_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpupo
     return GPUPORT_TRANSPORT_QUEUE;
 }
 
+/* Both of a channel's regions are GPU memory (cipc_region_ok), so a get is
+ * always a copy between GPU memory; adds are not carried. */
+static int cipc_rma_ok(const gpuport_tl_chan_t *ch, uint32_t op, char *why, size_t len)
+{
+    (void)ch;
+    if (op == GPUPORT_OP_GET)
+        return 1;
+    snprintf(why, len, "adding into GPU memory needs the GPU's own atomics; the proxy makes no "
+             "CUDA call and a reduction kernel in the flusher's context would time-slice with "
+             "the application's kernels: use a memory channel (gpuport_memory_atomic_add / "
+             "gpuport_memory_accumulate) between these ranks");
+    return 0;
+}
+
+/* get: cipc_put reversed, from the peer's memory (mapped in the flusher's
+ * context) into this side's source region; legacy device memory there
+ * belongs to the application's context, which the copy then names. */
+static int cipc_rma(gpuport_tl_chan_t *ch, const gpuport_op_desc_t *d, int behind_work,
+                    gpuport_work_t *w)
+{
+    (void)behind_work; /* always queued, so always in order */
+    if (d->op != GPUPORT_OP_GET)
+        return GPUPORT_ERR_NOT_SUPPORTED; /* cipc_rma_ok refused it first */
+    w->kind = GPUPORT_WORK_CU_COPY;
+    w->dst = (char *)ch->src.ptr + d->src_off;
+    w->src = (const char *)ch->dst.base + d->dst_off;
+    w->size = d->size;
+    w->flags = ch->src.kind == GPUPORT_REGION_DEVICE ? GPUPORT_WORK_DST_APP : 0;
+    return GPUPORT_TRANSPORT_QUEUE;
+}
+
 const gpuport_transport_ops_t gpuport_transport_cuda_ipc = {
     .name = "cuda_ipc",
     .pass_fds = 1,
@@ -318,4 +352,6 @@ const gpuport_transport_ops_t gpuport_transport_cuda_ipc = {
     .put = cipc_put,
     .put_value = cipc_put_value,
     .signal = cipc_signal,
+    .rma = cipc_rma,
+    .rma_ok = cipc_rma_ok,
 };

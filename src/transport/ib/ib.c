@@ -13,6 +13,8 @@
  *           one) on the peer's semaphore (its control segment's slot), or,
  *           where either device has no atomics, an RDMA WRITE of the
  *           channel's new signal count;
+ *   get, atomic_add, accumulate  RDMA READ into the source, fetch-and-adds
+ *           into the peer's destination (ib_rma.c);
  *   flush   the core's counters: an operation completes when its last
  *           work request completes (every one is signaled);
  *   receive nothing: the peer's NIC writes this rank's memory.
@@ -27,8 +29,10 @@
  * holds a request until earlier RDMA READs and atomics have *completed*,
  * because their responses land in local memory that a later request might
  * read (rdmamojo.com, "Fence", 2013-12-06, and ibv_post_send(3)); this
- * transport issues no reads and never reads an atomic's result. Nor do the
- * registrations use relaxed ordering (ib_mr.c).
+ * transport never reads an atomic's result, and sets it on the first
+ * request after a get's RDMA READ (ib.h, the send queue), so that what
+ * follows a get waits for its bytes. Nor do the registrations use relaxed
+ * ordering (ib_mr.c).
  *
  * A work request that fails (or a post that is refused) breaks the
  * connection: every channel on it fails on this side, with the completion
@@ -285,6 +289,7 @@ static gpuport_status_t qp_connect(ib_conn_t *c)
                  "outstanding", c->qp->qp_num, c->peer, r->qpn, c->mine.psn, init);
         return ib_status(ib_err(rc), "ibv_modify_qp(RTS)", what);
     }
+    c->rd_init = init;
     c->signal = ib_signal_choose(dev->atomic_cap, r->atomic_cap, init, sig, sizeof(sig));
     log_info("connected to rank %d (%s)%s: qpn 0x%x -> 0x%x on %s:%u, %s", c->peer,
              gpuport_tl_proc(c->comm, c->peer)->hostname,
@@ -479,6 +484,8 @@ const gpuport_transport_ops_t gpuport_transport_ib = {
     .put = ib_put,
     .put_value = ib_put_value,
     .signal = ib_signal,
+    .rma = ib_rma,
+    .rma_ok = ib_rma_ok,
     .has_room = ib_has_room,
     .progress = ib_progress,
     .quiesce = ib_quiesce,

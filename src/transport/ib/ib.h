@@ -233,32 +233,45 @@ void ib_dmabuf_range(uint64_t addr, uint64_t size, uint64_t page, uint64_t *star
 /* ---- the send queue's accounting (ib_sendq.c) ----
  *
  * Operations wait in a ring in issue order; ib_sendq_plan turns the oldest
- * into work requests while the QP's send queue has room (a put larger than
- * piece_max takes several), ib_sendq_posted records what ibv_post_send
- * took, ib_sendq_complete accounts one completion (every work request is
- * signaled, and an RC QP completes them in order) and reports each
- * operation once all its work requests are done, oldest first. */
+ * into work requests while the QP's send queue has room (a put or get
+ * larger than piece_max takes several, an accumulate one an element, so
+ * each takes one slot of the ring however large), ib_sendq_posted records
+ * what ibv_post_send took, ib_sendq_complete accounts one completion
+ * (every work request is signaled, and an RC QP completes them in order)
+ * and reports each operation once all its work requests are done, oldest
+ * first.
+ *
+ * Fence: a later RDMA WRITE or atomic may be executed before an earlier
+ * RDMA READ's data has come back (InfiniBand Architecture Specification
+ * vol. 1, 9.5 "Transaction ordering"; only a request with the fence
+ * indicator, IBV_SEND_FENCE, waits for the reads before it), so the first
+ * request planned after a read has `fence` set: a signal after a get
+ * reaches the peer only once the get's bytes are here. */
 
 typedef enum {
     IB_OP_PUT = 1,
     IB_OP_SIGNAL_ADD = 2,   /* fetch-and-add value (signals folded) on the peer's semaphore */
     IB_OP_SIGNAL_WRITE = 3, /* write value (8 bytes) to the peer's semaphore */
     IB_OP_NOTIFY = 4,       /* write value (4 bytes) to the peer's peer_status; no channel op */
-    IB_OP_PUT_VALUE = 5     /* write value (8 bytes) into the peer's destination */
+    IB_OP_PUT_VALUE = 5,    /* write value (8 bytes) into the peer's destination */
+    IB_OP_GET = 6,          /* RDMA READ of len bytes from raddr into laddr, in pieces */
+    IB_OP_ADD = 7,          /* fetch-and-add value on the peer's destination (atomic_add) */
+    IB_OP_ACC = 8           /* fetch-and-add of each 64-bit element at laddr..+len, one
+                             * request an element, at raddr..+len (accumulate of int64) */
 } ib_op_kind_t;
 
 typedef struct ib_op {
     uint32_t chan;   /* local channel id */
     uint32_t kind;   /* ib_op_kind_t */
-    uint64_t laddr;  /* PUT: source */
+    uint64_t laddr;  /* PUT, ACC: source; GET: where the bytes land */
     uint32_t lkey;
     uint32_t rkey;
     uint64_t raddr;
-    uint64_t len;    /* PUT: bytes */
+    uint64_t len;    /* PUT, GET, ACC: bytes */
     uint64_t value;  /* SIGNAL_ADD: signals; SIGNAL_WRITE: count; NOTIFY: status; PUT_VALUE: the
-                      * value */
-    uint64_t posted; /* PUT: bytes handed to the QP */
-    uint32_t wrs_posted, wrs_done;
+                      * value; ADD: the addend */
+    uint64_t posted; /* PUT, GET, ACC: bytes handed to the QP */
+    uint64_t wrs_posted, wrs_done; /* an accumulate takes one an element */
 } ib_op_t;
 
 /* WRITE_INLINE: an RDMA write of value (8 bytes) whose data travels inline in
@@ -267,7 +280,8 @@ typedef enum {
     IB_WR_WRITE = 1,
     IB_WR_WRITE_VALUE = 2,
     IB_WR_FETCH_ADD = 3,
-    IB_WR_WRITE_INLINE = 4
+    IB_WR_WRITE_INLINE = 4,
+    IB_WR_READ = 5
 } ib_wr_kind_t;
 
 /* One work request to post. */
@@ -275,12 +289,13 @@ typedef struct ib_wr_desc {
     uint64_t wr_id;   /* the operation's sequence number */
     uint32_t kind;    /* ib_wr_kind_t */
     uint32_t len;     /* bytes (WRITE_VALUE: 8 or 4; FETCH_ADD, WRITE_INLINE: 8) */
-    uint64_t laddr;   /* WRITE: source */
+    uint64_t laddr;   /* WRITE: source; READ: destination */
     uint32_t lkey;
     uint32_t rkey;
     uint64_t raddr;
     uint64_t value;   /* WRITE_VALUE, WRITE_INLINE: what to write; FETCH_ADD: what to add */
     uint32_t scratch; /* WRITE_VALUE, WRITE_INLINE, FETCH_ADD: the scratch slot (sq_depth of them) */
+    uint32_t fence;   /* the first request after an RDMA READ: IBV_SEND_FENCE */
 } ib_wr_desc_t;
 
 typedef struct ib_sendq {
@@ -293,6 +308,7 @@ typedef struct ib_sendq {
     uint32_t sq_used;    /* posted, not completed */
     uint64_t piece_max;
     uint64_t wrs_total;  /* posted ever: picks scratch slots */
+    int after_read;      /* the last request posted was an RDMA READ */
 } ib_sendq_t;
 
 /* cap: operations (power of two). GPUPORT_ERR_NO_MEMORY, unlogged. */

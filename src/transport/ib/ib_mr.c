@@ -38,8 +38,22 @@ static int peermem_loaded(void)
 
 /* No IBV_ACCESS_RELAXED_ORDERING: a signal must not become visible at the
  * peer before the data written ahead of it, and relaxed PCIe ordering
- * would allow exactly that. */
-#define DATA_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
+ * would allow exactly that.
+ *
+ * One registration serves every channel over a range, as source and as
+ * destination, so every one may be written by the peer (puts), read by it
+ * (its gets: REMOTE_READ) and written here by a get's responses
+ * (LOCAL_WRITE). Host memory also takes the peer's adds (REMOTE_ATOMIC)
+ * where the device has atomics (some providers refuse the flag otherwise);
+ * GPU memory does not: ib refuses adds into it (ib_rma.c). */
+static int data_access(const ib_comm_t *ic, int device)
+{
+    int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+
+    if (!device && ic->dev->atomic_cap != IBV_ATOMIC_NONE)
+        access |= IBV_ACCESS_REMOTE_ATOMIC;
+    return access;
+}
 
 /* The dma-buf of mem's pages, or -1 with cu_why (NOT_SUPPORTED: the driver
  * cannot export; else the export failed) */
@@ -63,7 +77,7 @@ static struct ibv_mr *reg_dmabuf(ib_comm_t *ic, const gpuport_region_t *mem, int
     int err;
 
     errno = 0;
-    mr = IBV(ibv_reg_dmabuf_mr)(ic->pd, off, mem->size, addr, fd, DATA_ACCESS);
+    mr = IBV(ibv_reg_dmabuf_mr)(ic->pd, off, mem->size, addr, fd, data_access(ic, 1));
     err = ib_err(0);
     if (!mr)
         log_warn("ibv_reg_dmabuf_mr failed: %s (GPU memory %p + %llu bytes, dmabuf offset "
@@ -119,7 +133,7 @@ static gpuport_status_t reg(ib_comm_t *ic, const gpuport_region_t *mem, ib_mr_t 
     }
     if (!m->mr) {
         errno = 0;
-        m->mr = IBV(ibv_reg_mr)(ic->pd, mem->ptr, mem->size, DATA_ACCESS);
+        m->mr = IBV(ibv_reg_mr)(ic->pd, mem->ptr, mem->size, data_access(ic, device));
         if (!m->mr) {
             int err = ib_err(0);
             gpuport_status_t st;

@@ -1,9 +1,9 @@
 /*
  * The ib transport's run-time state, for its own files only: ib.c (the
  * operations: connection set-up and channels), ib_proxy.c (the proxy
- * thread's side: posting, completions, failure), ib_dev.c (devices and the
- * communicator's protection domain and control segment) and ib_mr.c
- * (memory registrations).
+ * thread's side: posting, completions, failure), ib_rma.c (get and the
+ * adds), ib_dev.c (devices and the communicator's protection domain and
+ * control segment) and ib_mr.c (memory registrations).
  *
  * Lifetimes. A device context is opened once per process for each
  * (GPUPORT_IB_HCA, GPUPORT_IB_GID_INDEX, GPU) and kept in a table
@@ -86,6 +86,7 @@ typedef struct ib_conn {
     struct ibv_mr *scratch_mr;
     ib_sendq_t q;
     ib_signal_t signal;
+    uint8_t rd_init; /* RDMA READs and atomics the QP may have outstanding (RTS) */
     ib_qp_rec_t mine, remote;
     int inline_ok; /* the QP takes 8 bytes of inline data (put_value) */
     /* the connection failed with this status: written by the proxy,
@@ -138,6 +139,13 @@ void ib_report_fail(gpuport_tl_chan_t *ch, gpuport_status_t status);
 int ib_progress(gpuport_conn_t *conn);
 /* 1 once nothing of this rank's is in flight (or the connection broke) */
 int ib_quiesce(gpuport_conn_t *conn);
+
+/* ib_rma.c: get, atomic_add and accumulate. */
+/* any thread, after chan_connect: whether ib can carry op on ch, else why */
+int ib_rma_ok(const gpuport_tl_chan_t *ch, uint32_t op, char *why, size_t len);
+/* proxy thread: queues an RDMA READ, or fetch-and-adds */
+int ib_rma(gpuport_tl_chan_t *ch, const gpuport_op_desc_t *d, int behind_work,
+           gpuport_work_t *work);
 
 /* A verbs call's failure code: most return an errno value, some -1 with
  * errno set, some a negated errno; calls that return NULL set errno (pass 0). */

@@ -1,9 +1,9 @@
 /*
  * ib transport: the proxy thread's side of a connection (see ib.c): the
  * operations the table names (put, put_value, signal, report_fail queue
- * them in the connection's ib_sendq; has_room), progress, which posts them
- * as work requests and reads their completions, quiesce, and the failure
- * of a connection (conn_break).
+ * them in the connection's ib_sendq; has_room; get and the adds are
+ * ib_rma.c's), progress, which posts them as work requests and reads their
+ * completions, quiesce, and the failure of a connection (conn_break).
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_IB)
 #include <stdio.h>
@@ -165,11 +165,12 @@ static void wr_fill(ib_conn_t *c, const ib_wr_desc_t *d, struct ibv_send_wr *wr,
     wr->wr_id = d->wr_id;
     wr->sg_list = sge;
     wr->num_sge = 1;
-    wr->send_flags = IBV_SEND_SIGNALED;
+    wr->send_flags = IBV_SEND_SIGNALED | (d->fence ? IBV_SEND_FENCE : 0);
     sge->length = d->len;
     switch (d->kind) {
     case IB_WR_WRITE:
-        wr->opcode = IBV_WR_RDMA_WRITE;
+    case IB_WR_READ:
+        wr->opcode = d->kind == IB_WR_WRITE ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
         sge->addr = d->laddr;
         sge->lkey = d->lkey;
         wr->wr.rdma.remote_addr = d->raddr;

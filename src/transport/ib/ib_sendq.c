@@ -47,10 +47,17 @@ static ib_op_t *op_at(const ib_sendq_t *q, uint64_t seq)
     return &q->ops[seq & (q->cap - 1)];
 }
 
+/* Operations of several work requests: `posted` counts their bytes. */
+static int op_sized(uint32_t kind)
+{
+    return kind == IB_OP_PUT || kind == IB_OP_GET || kind == IB_OP_ACC;
+}
+
 uint32_t ib_sendq_plan(const ib_sendq_t *q, ib_wr_desc_t *out, uint32_t max)
 {
     uint32_t room = q->sq_depth - q->sq_used, n = 0;
     uint64_t seq = q->next, posted = seq < q->tail ? op_at(q, seq)->posted : 0;
+    int after_read = q->after_read;
 
     if (max > room)
         max = room;
@@ -63,10 +70,11 @@ uint32_t ib_sendq_plan(const ib_sendq_t *q, ib_wr_desc_t *out, uint32_t max)
         d->rkey = op->rkey;
         d->scratch = (uint32_t)((q->wrs_total + n) % q->sq_depth);
         switch (op->kind) {
-        case IB_OP_PUT: {
+        case IB_OP_PUT:
+        case IB_OP_GET: {
             uint64_t left = op->len - posted;
             uint64_t piece = left < q->piece_max ? left : q->piece_max;
-            d->kind = IB_WR_WRITE;
+            d->kind = op->kind == IB_OP_PUT ? IB_WR_WRITE : IB_WR_READ;
             d->len = (uint32_t)piece;
             d->laddr = op->laddr + posted;
             d->lkey = op->lkey;
@@ -74,7 +82,17 @@ uint32_t ib_sendq_plan(const ib_sendq_t *q, ib_wr_desc_t *out, uint32_t max)
             posted += piece;
             break;
         }
+        case IB_OP_ACC:
+            /* the addend travels in the request: read from the source now,
+             * which the application leaves alone until a flush says done */
+            d->kind = IB_WR_FETCH_ADD;
+            d->len = 8;
+            memcpy(&d->value, (const void *)(uintptr_t)(op->laddr + posted), 8);
+            d->raddr = op->raddr + posted;
+            posted += 8;
+            break;
         case IB_OP_SIGNAL_ADD:
+        case IB_OP_ADD:
             d->kind = IB_WR_FETCH_ADD;
             d->len = 8;
             d->raddr = op->raddr;
@@ -96,6 +114,8 @@ uint32_t ib_sendq_plan(const ib_sendq_t *q, ib_wr_desc_t *out, uint32_t max)
             posted = op->len;
             break;
         }
+        d->fence = after_read && d->kind != IB_WR_READ;
+        after_read = d->kind == IB_WR_READ;
         n++;
         if (posted >= op->len) {
             seq++;
@@ -110,11 +130,13 @@ void ib_sendq_posted(ib_sendq_t *q, const ib_wr_desc_t *d, uint32_t n)
     for (uint32_t i = 0; i < n; i++) {
         ib_op_t *op = op_at(q, d[i].wr_id);
         op->wrs_posted++;
-        op->posted = op->kind == IB_OP_PUT ? op->posted + d[i].len : op->len;
+        op->posted = op_sized(op->kind) ? op->posted + d[i].len : op->len;
         if (op->posted >= op->len)
             q->next = d[i].wr_id + 1;
         q->sq_used++;
     }
+    if (n)
+        q->after_read = d[n - 1].kind == IB_WR_READ;
     q->wrs_total += n;
 }
 

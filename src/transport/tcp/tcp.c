@@ -10,12 +10,28 @@
  *           source region (it must stay unchanged until the put is flushed);
  *   signal  a SIGNAL header; the stream orders it after every earlier put;
  *   put_value a VALUE header carrying the destination offset and the value;
+ *   get     a GET header (where to read in the peer's destination, how much,
+ *           where it lands here); the peer answers with GET_DATA, the bytes
+ *           sent from its destination region, into this side's source;
+ *   atomic_add an ADD header carrying the offset and the addend;
+ *   accumulate an ACC header (offset, element op) and the source elements;
  *   receive the peer's proxy (or a host thread waiting there) reads headers
  *           and writes payloads straight into the destination region,
  *           stores a VALUE's value there, increments the semaphore for a
- *           SIGNAL; the proxy acknowledges what was applied (ACK,
- *           cumulative);
- *   flush   completes when the peer has acknowledged every earlier op.
+ *           SIGNAL, adds an ADD's addend and an ACC's elements each with
+ *           one atomic add (accumulate.h), queues a GET's answer; the proxy
+ *           acknowledges what was applied (ACK, cumulative);
+ *   flush   completes when the peer has acknowledged every earlier op, and
+ *           a get once its GET_DATA has come too.
+ *
+ * Every operation (GET, ADD and ACC too) is counted and acknowledged in the
+ * stream's order; a GET_DATA is an answer, not an operation. The peer sends
+ * it before it counts the GET applied, but an ACK it queued earlier may be
+ * raised past it, so a get completes when both are here (tcp_apply_acks).
+ * The answers wait in the send ring beside this side's operations: it holds
+ * twice the window, the peer's GETs in flight being at most its window.
+ * Adds need host memory at the peer (rma_ok says so for GPU memory): a GPU
+ * adds only with its own atomics.
  *
  * A connection that breaks (reset, closed without goodbye, data or keepalive
  * probes unanswered for GPUPORT_SOCKET_TIMEOUT_MS) fails every channel on it
@@ -30,7 +46,8 @@
  * GPU memory (from gpuport_mem_alloc_device: mapped for the device, so the
  * flusher's own context copies it) moves through pinned host staging of NSLOT
  * chunks per direction and connection: the sender's flusher copies each chunk
- * of a GPU source into staging before the proxy sends it; the receiver's
+ * of a GPU source (or of a GPU destination a GET reads) into staging before
+ * the proxy sends it; the receiver's
  * proxy receives a chunk into staging and its flusher copies it to the GPU
  * destination. A signal (and the acknowledgement) that follows a GPU put
  * waits for those copies: it goes to the flusher behind them. A value for a
@@ -97,8 +114,10 @@ static gpuport_status_t tcp_chan_connect(gpuport_tl_chan_t *ch, const gpuport_ch
                   ch->peer);
         return GPUPORT_ERR_PEER;
     }
-    if (gpuport_region_is_device(ch->src.kind))
-        st = stage_get(tc, &tc->txs, "sources");
+    /* sent from: GPU sources, and GPU destinations that the peer's gets read */
+    if (gpuport_region_is_device(ch->src.kind) ||
+        gpuport_region_is_mapped_device(ch->local_dst.kind))
+        st = stage_get(tc, &tc->txs, "sources and destinations read by gets");
     if (!st && gpuport_region_is_mapped_device(ch->local_dst.kind))
         st = stage_get(tc, &tc->rxs, "destinations");
     if (st)
@@ -355,6 +374,8 @@ const gpuport_transport_ops_t gpuport_transport_tcp = {
     .put = tcp_put,
     .put_value = tcp_put_value,
     .signal = tcp_signal,
+    .rma = tcp_rma,
+    .rma_ok = tcp_rma_ok,
     .host_send = tcp_host_send,
     .host_recv = tcp_host_recv,
     .has_room = tcp_has_room,

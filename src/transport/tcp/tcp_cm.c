@@ -142,6 +142,8 @@ static int connect_to(gpuport_tl_comm_t *tl, int peer, uint64_t deadline)
 
 static void conn_free(tcp_conn_t *tc)
 {
+    for (uint32_t i = tc->tx_head; tc->tx && i != tc->tx_tail; i++)
+        free(tc->tx[i % tc->tx_cap].copy);
     gpuport_tl_stage_free(tc->comm, tc->txs, (size_t)NSLOT * CHUNK);
     gpuport_tl_stage_free(tc->comm, tc->rxs, (size_t)NSLOT * CHUNK);
     if (tc->fd_tx >= 0)
@@ -151,6 +153,7 @@ static void conn_free(tcp_conn_t *tc)
     free(tc->tx);
     free(tc->inflight);
     free(tc->rxbuf);
+    free(tc->acc_buf);
     free((void *)tc->rx_ok);
     free(tc);
 }
@@ -171,13 +174,16 @@ gpuport_status_t tcp_conn_open(gpuport_conn_t *conn)
     tc->peer = peer;
     tc->fd_tx = tc->fd_rx = -1;
     /* Powers of two, so that ring positions stay consistent when the 32-bit
-     * counters wrap; CONTROL_SPARE entries of tx are for ACK, FAIL, BYE. */
+     * counters wrap; operations leave CONTROL_SPARE entries of the window
+     * to ACK, FAIL, BYE. */
     tc->q = (uint32_t)cfg->queue;
     tc->ack_delay_ns = cfg->ack_delay_us * 1000;
     tc->lowat_max = cfg->rcvlowat;
     tc->inline_max = cfg->inline_max;
     tc->host_recv = cfg->host_recv;
-    tc->tx_cap = tc->q;
+    /* the peer's GETs in flight (its window, the same where it runs with
+     * this GPUPORT_SOCKET_QUEUE) are answered through tx too */
+    tc->tx_cap = 2 * tc->q;
     tc->tx = calloc(tc->tx_cap, sizeof(*tc->tx));
     tc->inflight = calloc(tc->q, sizeof(*tc->inflight));
     tc->rxbuf = malloc(RXBUF);

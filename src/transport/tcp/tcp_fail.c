@@ -1,9 +1,11 @@
 /*
  * tcp: a connection that breaks or ends, and completions of operations in
  * flight (proxy thread). Kept apart so that sending and receiving, which break
- * connections, depend on this file and not on the ops table in tcp.c.
+ * connections and complete operations, depend on this file and not on the
+ * ops table in tcp.c.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_TCP)
+#include <stdio.h>
 #include <string.h>
 
 #include "transport/tcp/tcp_priv.h"
@@ -35,10 +37,20 @@ void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, i
         tc->ops_acked++;
         tcp_complete(tc, id, status);
     }
-    tc->tx_head = tc->tx_tail;
+    for (; tc->tx_head != tc->tx_tail; tc->tx_head++)
+        if (tc->tx[tc->tx_head % tc->tx_cap].hdr.type == MSG_GET_DATA)
+            tcp_answer_gone(tc, &tc->tx[tc->tx_head % tc->tx_cap]);
     tc->sg_item = tc->tx_tail;
     tc->tc_head = tc->tc_ready = tc->tc_tail;
     tc->ack_queued = 0;
+}
+
+void tcp_protocol_error(tcp_conn_t *tc, const char *fmt, uint64_t a, uint64_t b)
+{
+    char msg[160];
+
+    snprintf(msg, sizeof(msg), fmt, (unsigned long long)a, (unsigned long long)b);
+    tcp_conn_break(tc, GPUPORT_ERR_PEER, msg, 0);
 }
 
 /* A goodbye followed by the end of the stream is how a peer's destroy
@@ -65,7 +77,7 @@ void tcp_complete(tcp_conn_t *tc, uint32_t id, gpuport_status_t status)
 
     if (id == NO_CHANNEL)
         return;
-    ch = gpuport_tl_chan_find(tc->conn, id & ~INFLIGHT_INLINE);
+    ch = gpuport_tl_chan_find(tc->conn, id & ~(INFLIGHT_INLINE | INFLIGHT_GET));
     if (ch && (id & INFLIGHT_INLINE))
         gpuport_tl_inline_complete(ch, status);
     else if (ch)
@@ -73,5 +85,29 @@ void tcp_complete(tcp_conn_t *tc, uint32_t id, gpuport_status_t status)
     else
         log_error("an operation of channel %u completed, but that channel is not on the "
                   "connection to rank %d",
-                  id, tc->peer);
+                  id & ~(INFLIGHT_INLINE | INFLIGHT_GET), tc->peer);
+}
+
+/* A GET is complete once the ACK that covers it and its data (GET_DATA)
+ * are both here, in either order: the peer raises an ACK already queued in
+ * place (tcp_queue_ack), which may so pass a GET_DATA queued behind it.
+ * ops_acked waits at such a GET until tcp_get_data_done. */
+void tcp_apply_acks(tcp_conn_t *tc, uint64_t count)
+{
+    if (count > tc->ops_sent || count < tc->acks_seen) {
+        tcp_protocol_error(tc, "acknowledged %llu operations of %llu sent", count,
+                           tc->ops_sent);
+        return;
+    }
+    tc->acks_seen = count;
+    while (tc->ops_acked < count) {
+        uint32_t id = tc->inflight[tc->ops_acked % tc->q];
+        if (id != NO_CHANNEL && (id & INFLIGHT_GET)) {
+            if (tc->gets_done == tc->gets_got)
+                return;
+            tc->gets_done++;
+        }
+        tc->ops_acked++;
+        tcp_complete(tc, id, GPUPORT_OK);
+    }
 }

@@ -18,7 +18,7 @@
  * complete into the proxy's own accounting (gpuport_tl_chan_complete). */
 static int acks_host_sends(const tcp_conn_t *tc, uint64_t count)
 {
-    if (count > tc->ops_sent || count < tc->ops_acked)
+    if (count > tc->ops_sent || count < tc->acks_seen)
         return 0;
     for (uint64_t i = tc->ops_acked; i < count; i++)
         if (!(tc->inflight[i % tc->q] & INFLIGHT_INLINE)) /* NO_CHANNEL has the bit */
@@ -29,8 +29,10 @@ static int acks_host_sends(const tcp_conn_t *tc, uint64_t count)
 /* The messages a waiting host thread acts on itself: what stores into host
  * memory and adds to semaphores, and ACKs of host calls' own sends. Anything
  * else stays for the proxy: GPU destinations (the flusher), whatever breaks
- * the connection or fails a channel (the proxy's to report), goodbyes, and
- * payloads of DIRECT_MIN or more (received in place with SO_RCVLOWAT). */
+ * the connection or fails a channel (the proxy's to report), goodbyes,
+ * payloads of DIRECT_MIN or more (received in place with SO_RCVLOWAT), and
+ * get, atomic_add and accumulate's messages (a GET's answer goes into the
+ * send ring, a GET_DATA completes the proxy's operations). */
 static int host_may_take(const tcp_conn_t *tc, const tcp_msg_t *m)
 {
     gpuport_tl_chan_t *ch;
@@ -133,7 +135,8 @@ int tcp_host_recv(gpuport_tl_chan_t *ch)
         tcp_msg_t m;
 
         if (tc->in_payload && avail > 0) {
-            size_t take = avail < tc->payload_left ? avail : (size_t)tc->payload_left;
+            uint64_t room = tcp_payload_room(tc);
+            size_t take = avail < room ? avail : (size_t)room;
             if (tc->payload_dst)
                 memcpy(tc->payload_dst, tc->rxbuf + tc->rx_pos, take);
             tc->rx_pos += take;

@@ -5,8 +5,9 @@
  * operations; tcp_addr.c picks the address and runs the communicator's
  * listener; tcp_cm.c sets connections up; tcp_tx.c sends (and stages GPU
  * sources through the flusher); tcp_rx.c receives, and tcp_hrx.c is a
- * waiting host thread's own receive. The core reaches the transport only
- * through gpuport_transport_tcp.
+ * waiting host thread's own receive; tcp_rma.c carries get, atomic_add and
+ * accumulate. The core reaches the transport only through
+ * gpuport_transport_tcp.
  */
 #ifndef GPUPORT_TCP_PRIV_H
 #define GPUPORT_TCP_PRIV_H
@@ -14,6 +15,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -31,10 +33,14 @@
  * completion goes to gpuport_tl_inline_complete; NO_CHANNEL there: an
  * operation that completes nothing (the rest of such a call's) */
 #define INFLIGHT_INLINE 0x80000000u
+/* inflight[]: a GET, complete once the ACK covering it and its data are
+ * both here (channel ids stay below GPUPORT_MAX_CHANNELS' 32768) */
+#define INFLIGHT_GET 0x40000000u
 #define CHUNK (1u << 20)        /* GPU staging piece */
 #define NSLOT 8                 /* staging pieces per direction and connection */
 #define POSTED_CAP 256          /* flusher items of one connection in flight */
 #define CONTROL_SPARE 64        /* send-queue entries kept from operations */
+#define ACC_BUF (1u << 20)      /* an ACC payload is added from here, piece by piece */
 /* A channel whose creation was finishing when its connection broke becomes
  * active after the break: a broken connection's channels are looked at again
  * this often. */
@@ -42,22 +48,46 @@
 
 enum { POST_TX = 1, POST_RX_CHUNK = 2, POST_RX_SIGNAL = 3, POST_RX_VALUE = 4 };
 
-/* VALUE: put_value, acknowledged and counted like PUT and SIGNAL. */
-enum { MSG_PUT = 1, MSG_SIGNAL = 2, MSG_ACK = 3, MSG_FAIL = 4, MSG_BYE = 5, MSG_VALUE = 6 };
+/* VALUE (put_value), GET, ADD (atomic_add) and ACC (accumulate) are
+ * operations, acknowledged and counted like PUT and SIGNAL; GET_DATA, a
+ * GET's answer, is not (tcp_rma.c). */
+enum {
+    MSG_PUT = 1,
+    MSG_SIGNAL = 2,
+    MSG_ACK = 3,
+    MSG_FAIL = 4,
+    MSG_BYE = 5,
+    MSG_VALUE = 6,
+    MSG_GET = 7,
+    MSG_GET_DATA = 8,
+    MSG_ADD = 9,
+    MSG_ACC = 10
+};
 
 typedef struct tcp_msg {
     uint32_t type;
-    uint32_t channel; /* the receiver's channel id */
-    uint64_t a;       /* PUT, VALUE: destination offset; SIGNAL: signals (>= 1); ACK: count
-                       * applied; FAIL: status */
-    uint64_t size;    /* PUT: payload bytes that follow */
-    uint64_t value;   /* VALUE: the 8 bytes to store */
+    uint32_t channel; /* the receiver's channel id (GET_DATA: NO_CHANNEL when refused
+                       * for a channel the answering side does not have) */
+    uint64_t a;       /* PUT, VALUE, GET, ADD, ACC: destination offset (a GET's: where
+                       * it reads); GET_DATA: the getter's source offset; SIGNAL:
+                       * signals (>= 1); ACK: count applied; FAIL: status */
+    uint64_t size;    /* PUT, GET_DATA, ACC: payload bytes that follow; GET: bytes to
+                       * read (no payload) */
+    uint64_t value;   /* VALUE: the 8 bytes to store; GET: the getter's source offset;
+                       * ADD: the addend; ACC: its op (GPUPORT_OP_ACC_*); GET_DATA:
+                       * 0, or the status of a GET refused (size 0) */
 } tcp_msg_t;
+
+/* messages whose header is followed by hdr.size bytes */
+static inline int tcp_msg_has_payload(uint32_t type)
+{
+    return type == MSG_PUT || type == MSG_GET_DATA || type == MSG_ACC;
+}
 
 /* This rank's part of its rank record: where it listens (port 0: it does
  * not). Its version is the wire protocol's too: 2 added MSG_VALUE and the count of
- * folded signals in MSG_SIGNAL. */
-#define TCP_REC_VERSION 2
+ * folded signals in MSG_SIGNAL, 3 GET, GET_DATA, ADD and ACC. */
+#define TCP_REC_VERSION 3
 typedef struct tcp_rec {
     uint16_t tcp_family; /* AF_INET or AF_INET6 */
     uint16_t tcp_port;   /* network byte order */
@@ -104,6 +134,8 @@ typedef struct tx_item {
     tcp_msg_t hdr;
     const char *payload;
     const char *dev_src; /* GPU source: the payload comes through tx staging */
+    char *copy;          /* GET_DATA: its bytes, copied out of the region before a
+                          * later write there (tcp_rma_guard); freed once sent */
     uint64_t sent;       /* bytes of header and payload already sent */
 } tx_item_t;
 
@@ -143,11 +175,21 @@ typedef struct tcp_conn {
     int fail_status;  /* broken without goodbye: channels on it must fail */
     uint64_t next_rescan_ns; /* ... including those activated after the break */
     /* sending (proxy thread) */
-    tx_item_t *tx;    /* ring of messages to send */
+    /* ring of messages to send: 2 * q, this side's operations and the
+     * answers to the peer's GETs (at most its window) side by side */
+    tx_item_t *tx;
     uint32_t tx_cap, tx_head, tx_tail;
-    uint32_t *inflight; /* local channel ids of sent PUT/VALUE/SIGNAL, awaiting ACK */
-    uint32_t q;         /* GPUPORT_SOCKET_QUEUE, power of two: tx and inflight sizes */
+    uint32_t *inflight; /* local channel ids of operations sent, awaiting ACK */
+    uint32_t q;         /* GPUPORT_SOCKET_QUEUE, power of two: inflight's size */
     uint64_t ops_sent, ops_acked;
+    uint64_t acks_seen; /* the peer's last ACK count (ops_acked waits at a GET whose
+                         * data has not come) */
+    uint64_t gets_sent, gets_got, gets_done; /* GETs sent; their GET_DATA received
+                                              * whole; completed */
+    /* GET_DATA queued with its payload in a host region here, and the
+     * addresses they span (tcp_rma_guard) */
+    uint32_t answers_in_place;
+    uintptr_t answers_lo, answers_hi;
     uint64_t proxy_ops_end; /* ops_sent after the proxy's last operation */
     int ack_queued;     /* an ACK is in tx and not yet started */
     uint32_t ack_slot;
@@ -185,12 +227,19 @@ typedef struct tcp_conn {
     size_t rx_len, rx_pos;
     tcp_msg_t cur;
     int in_payload;
-    int big_puts;      /* the last PUT's payload was at least DIRECT_MIN */
+    uint32_t pay_type; /* the message whose payload is under way (MSG_PUT, ...) */
+    int big_puts;      /* the last payload (PUT, GET_DATA, ACC) was at least DIRECT_MIN */
     char *payload_dst; /* NULL: discard */
     uint64_t payload_left;
-    uint64_t applied; /* PUT/VALUE/SIGNAL applied, acknowledged cumulatively */
+    /* ACC: its payload goes to acc_buf (ACC_BUF bytes, made at the first),
+     * whose whole elements are added at acc_dst after every read; acc_fill:
+     * the bytes of a split element kept */
+    char *acc_buf;
+    char *acc_dst;
+    uint64_t acc_fill;
+    uint64_t applied; /* operations applied, acknowledged cumulatively */
     uint64_t acked_sent;
-    uint64_t rx_ops;  /* PUT/VALUE/SIGNAL received and handled (applied or posted) */
+    uint64_t rx_ops;  /* operations received and handled (applied or posted) */
     _Atomic uint8_t *rx_ok; /* by local channel id: connected, may receive */
     /* GPU regions: staging (pinned, NSLOT * CHUNK each; made by chan_connect
      * on the application thread before the channel can carry anything) */
@@ -232,8 +281,8 @@ static inline void tcp_lock(tcp_conn_t *tc)
 
 /* Lock held: may a waiting host thread receive for itself now
  * (tcp_host_recv)? Not where the proxy must be the one (a break, a
- * goodbye, GPU copies ahead, a large payload under way or its SO_RCVLOWAT
- * mark set, an error to report), nor where the proxy is busy with the
+ * goodbye, GPU copies ahead, a large payload or one of GET_DATA or ACC
+ * under way or its SO_RCVLOWAT mark set, an error to report), nor where the proxy is busy with the
  * connection anyway (its last pass received something, a header a waiter
  * left it is still waiting for it, the last PUT carried a large payload,
  * messages to send,
@@ -245,7 +294,8 @@ static inline int tcp_host_recv_ok(const tcp_conn_t *tc)
     return tc->host_recv && !tc->rx_busy && !tc->rx_declined && !tc->big_puts &&
            !tc->broken && !tc->bye_seen && !tc->rx_err &&
            tc->rx_pending == 0 && tc->rx_lowat <= 1 &&
-           !(tc->in_payload && (tc->dev_payload || tc->payload_left >= DIRECT_MIN)) &&
+           !(tc->in_payload && (tc->dev_payload || tc->payload_left >= DIRECT_MIN ||
+                                tc->pay_type != MSG_PUT)) &&
            tc->tx_head == tc->tx_tail && tc->ops_acked >= tc->proxy_ops_end;
 }
 
@@ -281,6 +331,52 @@ static inline tx_item_t *tcp_tx_push(tcp_conn_t *tc, uint32_t type, uint32_t cha
     it->payload = payload;
     tc->tx_tail++;
     return it;
+}
+
+/* bytes payload_dst takes now: the payload's rest, or for an ACC what
+ * acc_buf has room for */
+static inline uint64_t tcp_payload_room(const tcp_conn_t *tc)
+{
+    uint64_t room = tc->pay_type == MSG_ACC && tc->payload_dst ? ACC_BUF - tc->acc_fill
+                                                                : tc->payload_left;
+
+    return room < tc->payload_left ? room : tc->payload_left;
+}
+
+/* The receiving side has handled one more operation; it is applied now
+ * unless GPU copies are still ahead of it at the flusher. */
+static inline void tcp_rx_op_done(tcp_conn_t *tc)
+{
+    tc->rx_ops++;
+    if (tc->rx_pending == 0)
+        tc->applied = tc->rx_ops;
+}
+
+/* channel id's channel if it receives on this connection, else NULL */
+static inline gpuport_tl_chan_t *tcp_rx_channel(const tcp_conn_t *tc, uint32_t id)
+{
+    if (id >= gpuport_tl_max_channels(tc->comm) ||
+        !atomic_load_explicit(&tc->rx_ok[id], memory_order_acquire))
+        return NULL;
+    return gpuport_tl_chan_find(tc->conn, id);
+}
+
+/* one GET_DATA less reads from a region here (tcp_rma_guard) */
+static inline void tcp_answer_out(tcp_conn_t *tc)
+{
+    if (--tc->answers_in_place == 0)
+        tc->answers_lo = tc->answers_hi = 0;
+}
+
+/* A GET_DATA was sent, or dropped with the send ring. */
+static inline void tcp_answer_gone(tcp_conn_t *tc, tx_item_t *it)
+{
+    if (it->copy) {
+        free(it->copy);
+        it->copy = NULL;
+    } else if (it->payload) {
+        tcp_answer_out(tc);
+    }
 }
 
 static inline int tcp_post_full(const tcp_conn_t *tc)
@@ -325,6 +421,10 @@ int tcp_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t 
 int tcp_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *work);
 int tcp_put_value(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t value, int behind_work,
                   gpuport_work_t *work);
+/* an operation into the send ring, awaiting its ACK (payload: a GPU
+ * source where device) */
+int tcp_queue_op(gpuport_tl_chan_t *ch, uint32_t type, uint64_t off, uint64_t size,
+                 uint64_t value, const void *payload, int device);
 void tcp_report_fail(gpuport_tl_chan_t *ch, gpuport_status_t status);
 void tcp_stage_tx(tcp_conn_t *tc);
 int tcp_send_some(tcp_conn_t *tc);
@@ -341,12 +441,26 @@ void tcp_check_socket(tcp_conn_t *tc);
  * come (0: not in a payload) and GPUPORT_SOCKET_RCVLOWAT is `max`: half of
  * the rest, at most max, or 1 (any byte) where that is below DIRECT_MIN. */
 int tcp_rx_lowat(uint64_t rest, uint64_t max);
-/* channel id's channel if it receives on this connection, else NULL */
-gpuport_tl_chan_t *tcp_rx_channel(const tcp_conn_t *tc, uint32_t id);
 /* acts on the whole header in tc->cur, or starts its payload */
 void tcp_on_header(tcp_conn_t *tc);
 /* n more bytes of the payload under way were written (or discarded) */
 void tcp_payload_done(tcp_conn_t *tc, uint64_t n);
+
+/* tcp_rma.c */
+int tcp_rma(gpuport_tl_chan_t *ch, const gpuport_op_desc_t *d, int behind_work,
+            gpuport_work_t *work);
+int tcp_rma_ok(const gpuport_tl_chan_t *ch, uint32_t op, char *why, size_t len);
+/* a GET, GET_DATA, ADD or ACC header in tc->cur (a GET: the caller checked
+ * the send ring's room for its answer) */
+void tcp_rma_header(tcp_conn_t *tc, const tcp_msg_t *m);
+/* n more bytes of an ACC's payload are in acc_buf (or discarded) */
+void tcp_acc_take(tcp_conn_t *tc, uint64_t n);
+/* a GET_DATA's payload has all come */
+void tcp_get_data_done(tcp_conn_t *tc);
+/* A PUT, VALUE, ADD or ACC header in m, while answers_in_place: the
+ * answers queued that read bytes it writes are copied out first, so that a
+ * GET reads what was there when it came (the channel's order). */
+void tcp_rma_guard(tcp_conn_t *tc, const tcp_msg_t *m);
 
 /* tcp_hrx.c */
 /* application thread (GPUPORT_HOST_INLINE): ops->host_recv */
@@ -360,5 +474,9 @@ void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, i
 void tcp_conn_end(tcp_conn_t *tc, gpuport_status_t status, const char *what, int err);
 /* the oldest operation in flight, of local channel id, completed */
 void tcp_complete(tcp_conn_t *tc, uint32_t id, gpuport_status_t status);
+/* the peer's ACK of count operations */
+void tcp_apply_acks(tcp_conn_t *tc, uint64_t count);
+/* the peer broke the protocol: the connection breaks (fmt: two %llu) */
+void tcp_protocol_error(tcp_conn_t *tc, const char *fmt, uint64_t a, uint64_t b);
 
 #endif

@@ -2,7 +2,8 @@
  * tcp: receiving (proxy thread): headers, payloads written in place or
  * through rx staging for GPU destinations, values, signals,
  * acknowledgements, and the end of the stream. A waiting host thread's own
- * receive (GPUPORT_HOST_INLINE) is tcp_hrx.c.
+ * receive (GPUPORT_HOST_INLINE) is tcp_hrx.c; get, atomic_add and
+ * accumulate's messages are tcp_rma.c's.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_TCP)
 #include <errno.h>
@@ -12,44 +13,6 @@
 #include <sys/socket.h>
 
 #include "transport/tcp/tcp_priv.h"
-
-/* The receiving side has handled one more PUT, VALUE or SIGNAL; it is
- * applied now unless GPU copies are still ahead of it at the flusher. */
-static void rx_op_done(tcp_conn_t *tc)
-{
-    tc->rx_ops++;
-    if (tc->rx_pending == 0)
-        tc->applied = tc->rx_ops;
-}
-
-gpuport_tl_chan_t *tcp_rx_channel(const tcp_conn_t *tc, uint32_t id)
-{
-    if (id >= gpuport_tl_max_channels(tc->comm) ||
-        !atomic_load_explicit(&tc->rx_ok[id], memory_order_acquire))
-        return NULL;
-    return gpuport_tl_chan_find(tc->conn, id);
-}
-
-static void protocol_error(tcp_conn_t *tc, const char *fmt, uint64_t a, uint64_t b)
-{
-    char msg[160];
-
-    snprintf(msg, sizeof(msg), fmt, (unsigned long long)a, (unsigned long long)b);
-    tcp_conn_break(tc, GPUPORT_ERR_PEER, msg, 0);
-}
-
-static void apply_acks(tcp_conn_t *tc, uint64_t count)
-{
-    if (count > tc->ops_sent || count < tc->ops_acked) {
-        protocol_error(tc, "acknowledged %llu operations of %llu sent", count, tc->ops_sent);
-        return;
-    }
-    while (tc->ops_acked < count) {
-        uint32_t id = tc->inflight[tc->ops_acked % tc->q];
-        tc->ops_acked++;
-        tcp_complete(tc, id, GPUPORT_OK);
-    }
-}
 
 /* A VALUE: stored like a PUT of its 8 bytes would be written. A host
  * destination takes a release store now, as a put's payload is copied now
@@ -68,7 +31,7 @@ static void on_value(tcp_conn_t *tc, const tcp_msg_t *m)
     if (!ch) {
         log_error("rank %d put a value on channel %u, which is not open here; dropped",
                   tc->peer, m->channel);
-        rx_op_done(tc);
+        tcp_rx_op_done(tc);
         return;
     }
     if (m->a % 8 || m->a > ch->local_dst.size || ch->local_dst.size - m->a < 8) {
@@ -78,7 +41,7 @@ static void on_value(tcp_conn_t *tc, const tcp_msg_t *m)
                   m->a % 8 ? "not 8-byte aligned in" : "outside",
                   (unsigned long long)ch->local_dst.size);
         gpuport_tl_chan_fail(ch, m->a % 8 ? GPUPORT_ERR_INVALID_ARG : GPUPORT_ERR_OUT_OF_RANGE);
-        rx_op_done(tc);
+        tcp_rx_op_done(tc);
         return;
     }
     dst = (char *)ch->local_dst.ptr + m->a;
@@ -92,7 +55,7 @@ static void on_value(tcp_conn_t *tc, const tcp_msg_t *m)
                       "one); discarded, the channel is failed",
                       tc->peer, m->channel);
             gpuport_tl_chan_fail(ch, GPUPORT_ERR_INVALID_ARG);
-            rx_op_done(tc);
+            tcp_rx_op_done(tc);
             return;
         }
         w.kind = GPUPORT_WORK_CU_WRITE;
@@ -110,19 +73,24 @@ static void on_value(tcp_conn_t *tc, const tcp_msg_t *m)
     }
     w.kind = GPUPORT_WORK_STORE64; /* as shm stores a value, on this thread */
     gpuport_tl_work_execute(&w);
-    rx_op_done(tc);
+    tcp_rx_op_done(tc);
 }
 
-/* 1 if the next header waiting in rxbuf is a VALUE (which may need the
- * flusher, so room is checked before it is taken). */
-static int next_is_value(const tcp_conn_t *tc)
+/* 1 if the next header must wait for room before it is taken: behind GPU
+ * copies any header may go to the flusher, and a VALUE may at any time; a
+ * GET's answer goes into the send ring (where the peer's GETs in flight
+ * always fit beside this side's operations when both use one
+ * GPUPORT_SOCKET_QUEUE; with another, the ring drains as the peer reads). */
+static int next_waits(const tcp_conn_t *tc)
 {
-    uint32_t type;
+    uint32_t type = 0;
 
-    if (tc->rx_len - tc->rx_pos < sizeof(tcp_msg_t))
-        return 0;
-    memcpy(&type, tc->rxbuf + tc->rx_pos, sizeof(type));
-    return type == MSG_VALUE;
+    if (tc->rx_len - tc->rx_pos >= sizeof(tcp_msg_t))
+        memcpy(&type, tc->rxbuf + tc->rx_pos, sizeof(type));
+    if ((tc->rx_pending || type == MSG_VALUE) &&
+        (tcp_post_full(tc) || !gpuport_tl_flusher_room(tc->comm, 1)))
+        return 1;
+    return type == MSG_GET && !tcp_tx_room(tc, 1);
 }
 
 /* A PUT's header: where its payload goes (host memory, a GPU destination
@@ -132,6 +100,7 @@ static void on_put(tcp_conn_t *tc, const tcp_msg_t *m)
     gpuport_tl_chan_t *ch = tcp_rx_channel(tc, m->channel);
 
     tc->in_payload = m->size > 0;
+    tc->pay_type = MSG_PUT;
     tc->payload_left = m->size;
     tc->big_puts = m->size >= DIRECT_MIN;
     tc->payload_dst = NULL;
@@ -155,7 +124,7 @@ static void on_put(tcp_conn_t *tc, const tcp_msg_t *m)
         tc->payload_dst = (char *)ch->local_dst.ptr + m->a;
     }
     if (!tc->in_payload)
-        rx_op_done(tc);
+        tcp_rx_op_done(tc);
 }
 
 /* A SIGNAL: added now, or behind GPU copies still at the flusher (room was
@@ -168,14 +137,15 @@ static void on_signal(tcp_conn_t *tc, const tcp_msg_t *m)
     tc->signal_unacked = 1; /* its ACK may wait for an answer (tcp_queue_ack) */
 
     if (m->a == 0) {
-        protocol_error(tc, "a signal message for channel %llu carried no signal (count %llu)",
-                       m->channel, m->a);
+        tcp_protocol_error(tc, "a signal message for channel %llu carried no signal (count "
+                           "%llu)",
+                           m->channel, m->a);
         return;
     }
     if (!ch) {
         log_error("rank %d signalled channel %u, which is not open here; dropped", tc->peer,
                   m->channel);
-        rx_op_done(tc);
+        tcp_rx_op_done(tc);
     } else if (tc->rx_pending) {
         memset(&w, 0, sizeof(w));
         w.kind = GPUPORT_WORK_SEM_ADD;
@@ -187,7 +157,7 @@ static void on_signal(tcp_conn_t *tc, const tcp_msg_t *m)
         tc->rx_pending++;
     } else {
         gpuport_tl_sem_add(tc->comm, m->channel, m->a);
-        rx_op_done(tc);
+        tcp_rx_op_done(tc);
     }
 }
 
@@ -208,6 +178,9 @@ void tcp_on_header(tcp_conn_t *tc)
 {
     const tcp_msg_t *m = &tc->cur;
 
+    if (tc->answers_in_place && (m->type == MSG_PUT || m->type == MSG_VALUE ||
+                                 m->type == MSG_ADD || m->type == MSG_ACC))
+        tcp_rma_guard(tc, m);
     switch (m->type) {
     case MSG_PUT:
         on_put(tc, m);
@@ -218,8 +191,14 @@ void tcp_on_header(tcp_conn_t *tc)
     case MSG_VALUE:
         on_value(tc, m);
         return;
+    case MSG_GET:
+    case MSG_GET_DATA:
+    case MSG_ADD:
+    case MSG_ACC:
+        tcp_rma_header(tc, m);
+        return;
     case MSG_ACK:
-        apply_acks(tc, m->a);
+        tcp_apply_acks(tc, m->a);
         return;
     case MSG_FAIL:
         on_fail(tc, m);
@@ -228,18 +207,24 @@ void tcp_on_header(tcp_conn_t *tc)
         tc->bye_seen = 1;
         return;
     default:
-        protocol_error(tc, "sent message type %llu (size %llu)", m->type, m->size);
+        tcp_protocol_error(tc, "sent message type %llu (size %llu)", m->type, m->size);
     }
 }
 
 void tcp_payload_done(tcp_conn_t *tc, uint64_t n)
 {
-    if (tc->payload_dst)
-        tc->payload_dst += n;
     tc->payload_left -= n;
+    if (tc->pay_type == MSG_ACC)
+        tcp_acc_take(tc, n);
+    else if (tc->payload_dst)
+        tc->payload_dst += n;
     if (tc->payload_left == 0) {
         tc->in_payload = 0;
-        rx_op_done(tc);
+        /* a GET_DATA is the answer to an operation of this side's, not one */
+        if (tc->pay_type == MSG_GET_DATA)
+            tcp_get_data_done(tc);
+        else
+            tcp_rx_op_done(tc);
     }
 }
 
@@ -367,7 +352,8 @@ static ssize_t read_direct(tcp_conn_t *tc, uint64_t *budget, int *drained)
 {
     struct iovec iov[2];
     struct msghdr mh;
-    size_t want = tc->payload_left < *budget ? (size_t)tc->payload_left : (size_t)*budget;
+    uint64_t room = tcp_payload_room(tc);
+    size_t want = room < *budget ? (size_t)room : (size_t)*budget;
     int parts = 1;
     ssize_t n;
 
@@ -440,17 +426,15 @@ int tcp_recv_some(tcp_conn_t *tc)
             continue;
         }
         if (tc->in_payload && avail > 0) {
-            size_t take = avail < tc->payload_left ? avail : (size_t)tc->payload_left;
+            uint64_t room = tcp_payload_room(tc);
+            size_t take = avail < room ? avail : (size_t)room;
             if (tc->payload_dst)
                 memcpy(tc->payload_dst, tc->rxbuf + tc->rx_pos, take);
             tc->rx_pos += take;
             tcp_payload_done(tc, take);
             continue;
         }
-        /* behind GPU copies, a SIGNAL goes to the flusher, and a VALUE may
-         * go there at any time: room first */
-        if (!tc->in_payload && (tc->rx_pending || next_is_value(tc)) &&
-            (tcp_post_full(tc) || !gpuport_tl_flusher_room(tc->comm, 1)))
+        if (!tc->in_payload && next_waits(tc))
             break;
         if (!tc->in_payload && avail >= sizeof(tcp_msg_t)) {
             memcpy(&tc->cur, tc->rxbuf + tc->rx_pos, sizeof(tcp_msg_t));
@@ -471,7 +455,7 @@ int tcp_recv_some(tcp_conn_t *tc)
             tc->rx_len = avail;
             tc->rx_pos = 0;
         }
-        if (tc->in_payload && tc->payload_dst && tc->payload_left >= DIRECT_MIN)
+        if (tc->in_payload && tc->payload_dst && tcp_payload_room(tc) >= DIRECT_MIN)
             n = read_direct(tc, &budget, &drained);
         else
             n = read_buffered(tc, &budget, &drained);

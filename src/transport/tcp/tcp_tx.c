@@ -87,14 +87,15 @@ static int queue_locked(gpuport_tl_chan_t *ch, uint32_t type, uint64_t off, uint
     it = tcp_tx_push(tc, type, ch->peer_id, off, size, device ? NULL : payload);
     it->hdr.value = value;
     it->dev_src = device ? payload : NULL;
-    tc->inflight[tc->ops_sent % tc->q] = ch->id;
+    tc->inflight[tc->ops_sent % tc->q] = ch->id | (type == MSG_GET ? INFLIGHT_GET : 0);
+    tc->gets_sent += type == MSG_GET;
     tc->ops_sent++;
     tc->proxy_ops_end = tc->ops_sent;
     return GPUPORT_TRANSPORT_ASYNC;
 }
 
-static int queue_op(gpuport_tl_chan_t *ch, uint32_t type, uint64_t off, uint64_t size,
-                    uint64_t value, const void *payload, int device)
+int tcp_queue_op(gpuport_tl_chan_t *ch, uint32_t type, uint64_t off, uint64_t size,
+                 uint64_t value, const void *payload, int device)
 {
     tcp_conn_t *tc = ch->conn->priv;
     int rc;
@@ -109,8 +110,8 @@ int tcp_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, uint64_t 
             int behind_work, gpuport_work_t *work)
 {
     (void)behind_work, (void)work;
-    return queue_op(ch, MSG_PUT, dst_off, size, 0, (const char *)ch->src.ptr + src_off,
-                    gpuport_region_is_device(ch->src.kind));
+    return tcp_queue_op(ch, MSG_PUT, dst_off, size, 0, (const char *)ch->src.ptr + src_off,
+                        gpuport_region_is_device(ch->src.kind));
 }
 
 /* A header alone: the value rides in it. */
@@ -118,13 +119,13 @@ int tcp_put_value(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t value, int b
                   gpuport_work_t *work)
 {
     (void)behind_work, (void)work;
-    return queue_op(ch, MSG_VALUE, dst_off, 0, value, NULL, 0);
+    return tcp_queue_op(ch, MSG_VALUE, dst_off, 0, value, NULL, 0);
 }
 
 int tcp_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpuport_work_t *work)
 {
     (void)behind_work, (void)work;
-    return queue_op(ch, MSG_SIGNAL, n, 0, 0, NULL, 0);
+    return tcp_queue_op(ch, MSG_SIGNAL, n, 0, 0, NULL, 0);
 }
 
 void tcp_report_fail(gpuport_tl_chan_t *ch, gpuport_status_t status)
@@ -383,7 +384,7 @@ int tcp_send_some(tcp_conn_t *tc)
             } else {
                 off -= sizeof(tcp_msg_t);
             }
-            if (it->hdr.type != MSG_PUT || off >= it->hdr.size)
+            if (!tcp_msg_has_payload(it->hdr.type) || off >= it->hdr.size)
                 continue;
             if (it->dev_src) {
                 uint64_t avail;
@@ -416,7 +417,8 @@ int tcp_send_some(tcp_conn_t *tc)
         budget = (uint64_t)sent < budget ? budget - (uint64_t)sent : 0;
         while (sent > 0) {
             tx_item_t *it = &tc->tx[tc->tx_head % tc->tx_cap];
-            uint64_t total = sizeof(tcp_msg_t) + (it->hdr.type == MSG_PUT ? it->hdr.size : 0);
+            uint64_t total = sizeof(tcp_msg_t) +
+                             (tcp_msg_has_payload(it->hdr.type) ? it->hdr.size : 0);
             uint64_t take = total - it->sent < (uint64_t)sent ? total - it->sent : (uint64_t)sent;
             it->sent += take;
             sent -= (ssize_t)take;
@@ -424,6 +426,8 @@ int tcp_send_some(tcp_conn_t *tc)
                 if (it->hdr.type == MSG_ACK && tc->ack_queued &&
                     tc->ack_slot == tc->tx_head % tc->tx_cap)
                     tc->ack_queued = 0;
+                if (it->hdr.type == MSG_GET_DATA)
+                    tcp_answer_gone(tc, it);
                 tc->tx_head++;
             }
         }
