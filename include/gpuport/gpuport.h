@@ -796,7 +796,10 @@ typedef enum {
  * Copies `size` bytes from the peer's destination region at dst_off into
  * this side's source region at src_off: the put's two regions, read the other
  * way. Complete (the bytes here) once a later gpuport_channel_flush returns
- * GPUPORT_OK; reads what the channel's earlier puts wrote there.
+ * GPUPORT_OK; reads what the channel's earlier puts wrote there. Not ordered
+ * with the peer's own stores to those bytes (synchronize with signals, as for
+ * puts), nor with this side's use of its source bytes before that flush (a
+ * put that sends them may read them before the get lands).
  * @retval GPUPORT_OK queued
  * @retval GPUPORT_ERR_OUT_OF_RANGE as for gpuport_channel_put (either range outside
  *         its region)
