@@ -145,6 +145,10 @@ step bench-memchan-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_TIMEOUT=280
     "$build/test/mpi/mpirun.sh" 2 "$bench" --memchan-only
 step bench-memchan-store-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_TIMEOUT=280 \
     GPUPORT_MEMORY_SIGNAL=store "$build/test/mpi/mpirun.sh" 2 "$bench" --memchan-only
+# get, atomic_add and accumulate from kernels (port and memory channel) beside
+# the raw copy engine and the same accesses through the mapping, verified
+step bench-rma-gpu-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_TIMEOUT=280 \
+    "$build/test/mpi/mpirun.sh" 2 "$bench" --rma-gpu
 step bench-backoff-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_TIMEOUT=280 \
     "$build/test/mpi/mpirun.sh" 2 "$bench" --backoff-only
 # tcp beside MPI over TCP in the same run (OMPI_MCA_btl=tcp,self: MPI's

@@ -41,7 +41,10 @@
  *
  * --idle (tools/bench_idle.c) and --rma (tools/bench_rma.c: get, atomic_add
  * and accumulate beside put, MPI_Get / MPI_Accumulate and the host's own
- * atomics, on host memory) run their own tables instead, on exactly 2 ranks.
+ * atomics, on host memory) run their own tables instead, on exactly 2 ranks;
+ * so does --rma-gpu in GPU mode (tools/bench_rma_gpu.cu: the same operations
+ * from kernels, on a port channel and a memory channel, beside the raw copy
+ * engine and the same loads, stores and atomics through the mapping).
  *
  * Host mode's buffers live behind a mem_kind_t table (allocate, release,
  * write pattern, check pattern). GPU mode, chosen where every rank sees a
@@ -69,6 +72,7 @@
 #include "bench_rma.h"
 #if GPUPORT_BENCH_GPU
 #include "bench_gpu.h"
+#include "bench_rma_gpu.h"
 #endif
 
 #define KIB (1ull << 10)
@@ -110,6 +114,7 @@ typedef struct opts {
     int memchan_only; /* --memchan-only: only the memory-channel table */
     int idle;        /* --idle: only the idle-proxy table (bench_idle.c) */
     int rma;         /* --rma: only the get / atomic_add / accumulate tables (bench_rma.c) */
+    int rma_gpu;     /* --rma-gpu: the same from kernels, GPU mode (bench_rma_gpu.cu) */
     int idle_pauses;
     double idle_pause;
     int help;
@@ -152,6 +157,12 @@ static void usage(FILE *f, const char *prog)
             "                 put_value, MPI_Accumulate and the host's own atomic add,\n"
             "                 accumulate (float32 1 KiB - 16 MiB, int64 1 MiB) beside put,\n"
             "                 MPI_Accumulate and the host's own adds; exactly 2 ranks\n"
+            "  --rma-gpu      GPU mode: only the same operations from kernels, exactly 2\n"
+            "                 ranks: a port channel's get + flush beside put + flush and\n"
+            "                 the raw copy engine (8 B - 16 MiB); a memory channel's get,\n"
+            "                 atomic_add and accumulate (float32, bfloat16) beside put,\n"
+            "                 put_value and the same loads and atomics through the mapping\n"
+            "                 (run it under MPS where the pair shares a GPU)\n"
             "  --small-only   GPU mode: only the small-operations table (signals, put_value,\n"
             "                 64 B puts, 1-256 KiB puts, FIFO round trip, ping-pong, each\n"
             "                 beside its limit from a private CUDA context, with its target)\n"
@@ -220,7 +231,7 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
     o->iter_scale = 1.0;
     o->use_malloc = o->no_mpi = o->host = o->small_only = o->help = 0;
     o->bandwidth_only = o->backoff_only = o->memchan_only = 0;
-    o->idle = o->rma = 0;
+    o->idle = o->rma = o->rma_gpu = 0;
     o->idle_pauses = 5;
     o->idle_pause = 1.0;
     o->mem = MEM_DEFAULT;
@@ -250,6 +261,8 @@ static int parse_args(int argc, char **argv, int rank, opts_t *o)
             o->idle = 1;
         } else if (!strcmp(arg, "--rma")) {
             o->rma = 1;
+        } else if (!strcmp(arg, "--rma-gpu")) {
+            o->rma_gpu = 1;
         } else if ((v = opt_value(argc, argv, &i, "--idle-pauses", &missing))) {
             char *end;
             long n = strtol(v, &end, 10);
@@ -1357,7 +1370,7 @@ static int run_gpu(const opts_t *o, int rank, int nranks, int device, int shared
         env.ctx = &peer;
         env.barrier = gpu_barrier;
         env.exchange = gpu_exchange;
-        fails = bench_gpu_run(&env);
+        fails = o->rma_gpu ? bench_rma_gpu_run(&env) : bench_gpu_run(&env);
         MPI_Comm_free(&gpu_pair);
     }
     GP_CHECK(gpuport_comm_destroy(comm));
@@ -1466,6 +1479,13 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return rc;
     }
+    if (o.rma_gpu && nranks != 2) {
+        if (rank == 0)
+            fprintf(stderr, "%s: --rma-gpu needs exactly 2 ranks (it has %d)\n", argv[0], nranks);
+        close_records(rank);
+        MPI_Finalize();
+        return 2;
+    }
 #if GPUPORT_BENCH_GPU
     int device, shared, mem;
     if (gpu_mode_wanted(&o, &device, &shared)) {
@@ -1484,13 +1504,14 @@ int main(int argc, char **argv)
         return failed ? 1 : 0;
     }
 #endif
-    if (o.small_only || o.bandwidth_only || o.backoff_only || o.memchan_only) {
+    if (o.small_only || o.bandwidth_only || o.backoff_only || o.memchan_only || o.rma_gpu) {
         if (rank == 0)
             fprintf(stderr, "%s: %s needs GPU mode (a GPU on every rank, no --host)\n", argv[0],
                     o.small_only       ? "--small-only"
                     : o.bandwidth_only ? "--bandwidth-only"
                     : o.backoff_only   ? "--backoff-only"
-                                       : "--memchan-only");
+                    : o.memchan_only   ? "--memchan-only"
+                                       : "--rma-gpu");
         close_records(rank);
         MPI_Finalize();
         return 2;
