@@ -126,6 +126,12 @@ step example-memory 120 bash scripts/with-mps.sh sh test/examples/memory_channel
 # examples/reduce_kernel.cu at 3 ranks on GPU 0: two ranks' kernels accumulate
 # float32 into rank 0's buffer, rank 0's kernel waits for both signals
 step example-reduce 120 bash scripts/with-mps.sh sh test/examples/reduce_kernel.sh
+# the workloads from kernels (workloads/README.md), beside MPI staged through
+# the host, verified; both ranks' kernels at once: under MPS
+for w in halo allreduce alltoall; do
+    step wl-$w-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_TIMEOUT=280 \
+        "$build/test/mpi/mpirun.sh" 2 "$build/workloads/${w}_gpu" --csv "$out/wl-$w.csv"
+done
 # the benchmark with both ranks on the GPU: IPC bandwidth over cudaMalloc
 # and VMM memory side by side, beside the raw copy within the GPU
 step bench-mem-both 420 env GPUPORT_TEST_TIMEOUT=400 "$build/test/mpi/mpirun.sh" 2 \

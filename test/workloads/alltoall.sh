@@ -1,0 +1,3 @@
+#!/bin/sh
+# workloads/alltoall (--small) at 2 and 4 ranks over shm and tcp, beside MPI, verified.
+exec sh "${top_srcdir:-.}/test/workloads/run.sh" alltoall

@@ -1,0 +1,710 @@
+/*
+ * alltoall_gpu: workloads/alltoall.c's all-to-all of an expert-parallel
+ * MoE layer (the case, layout and checks in alltoall_moe.h), driven by CUDA
+ * kernels through gpuport, beside MPI_Alltoallv staged through the host.
+ *
+ * Each rank's region is GPU memory from gpuport_mem_alloc_device (VMM:
+ * memory channels map it, every transport carries it), every channel's
+ * source and destination. Three ways to move the rows:
+ * - memory channels to the ranks of this host: the warps store messages
+ *   (rows) straight into the peer's slot with gpuport_memory_put, one per
+ *   warp; each block then signals once (__syncthreads, then
+ *   gpuport_memory_signal) and takes one of the peer's blocks' signals;
+ *   ranks of other hosts as below;
+ * - port channels to every other rank: a thread per rank queues the put and
+ *   put_value_with_signal (combine: put_with_signal), waits for the rank's
+ *   signal and flushes; the proxy moves the bytes (cuda_ipc, tcp or ib);
+ * - MPI: the sent slots copied to pinned host memory, MPI_Alltoall of the
+ *   counts, MPI_Alltoallv, the received slots and count words copied back.
+ * A rank's rows to itself are copied by the kernel in both gpuport ways.
+ *
+ * A round of a way: dispatch (timed), the expert kernels (count words and
+ * headers read on the device), combine (timed), the weighted sum. The host
+ * launches and synchronizes; outside the timed windows it copies results
+ * back and checks them as alltoall.c does. A phase's time runs from an
+ * MPI_Barrier to its end seen by cudaDeviceSynchronize (launch included);
+ * a round's figure is its slowest rank's; the table shows medians.
+ *
+ * Ranks use GPU local rank % GPUs: on one GPU their kernels run at once
+ * only under MPS (scripts/with-mps.sh). An exchange kernel's blocks (ranks
+ * x --blocks, 256 threads each) must be resident at once. Without a usable
+ * GPU every rank exits 77.
+ *
+ *   mpirun -np 2 workloads/alltoall_gpu [--blocks B] [alltoall's options]
+ */
+#define OMPI_SKIP_MPICXX 1 /* MPI's C API only, in C++ too */
+#define MPICH_SKIP_MPICXX 1
+#include <cuda_runtime.h>
+#include <mpi.h>
+
+#include "gpuport/gpuport_device.h"
+#include "gpuport/gpuport_mpi.h"
+
+extern "C" {
+#include "wl.h" /* a C library, and wl.h says so only to C */
+}
+#include "alltoall_moe.h"
+#include "bench_out.h"
+
+#define WARMUP 2
+#define THREADS 256
+#define WARPS (THREADS / 32)
+
+enum { VIA_SELF, VIA_MEMORY, VIA_PORT };
+enum { WAY_MEMORY, WAY_PORT, WAY_MPI, WAYS };
+static const char *const way_name[WAYS] = {"memory channels", "port channels", "MPI staged"};
+
+/* How a kernel reaches one rank in one way. */
+typedef struct peer_dev {
+    int via;
+    gpuport_memory_channel_dev_t mc;
+    gpuport_port_channel_dev_t pc;
+} peer_dev_t;
+
+/* What the kernels of a round get, by value: the sizes (m, without the
+ * routing's host pointers) and device addresses. */
+typedef struct kargs {
+    moe_t m;
+    moe_areas_t a;
+    int B;                   /* blocks per rank of the exchange kernels */
+    uint64_t seq;            /* the exchange's number, in the count words */
+    const peer_dev_t *peers; /* [ranks] for this way */
+    unsigned char *base;     /* this rank's region */
+    int *nsend;              /* [ranks] messages to each rank */
+    int *nrecv;              /* [ranks] read from the count words */
+    int *cback;              /* [ranks] rows the expert step returns to each rank */
+    int *rc;                 /* [ranks] the first error with each rank */
+    int *first;              /* [ranks][T] each message's first row in its combine slot */
+    int *weight;             /* [T][K] this rank's a_k */
+    size_t *pos;             /* [T][K] moe_returns' */
+    float *out;              /* [T][H] */
+} kargs_t;
+
+__device__ static void fail(int *rc, int st)
+{
+    if (st)
+        atomicCAS(rc, 0, st);
+}
+
+/* One exchange, block (b, p): the n units of `unit` bytes at src_off go to
+ * rank p's dst_off, then its signal (dispatch: with the count word at
+ * count_off), then one of its signals is taken. Units are whole 16-byte
+ * words (H % 4 == 0). */
+__device__ static void exchange(const kargs_t &k, size_t dst_off, size_t src_off, uint64_t n,
+                                size_t unit, size_t count_off)
+{
+    const int p = blockIdx.y, b = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const peer_dev_t *pd = &k.peers[p];
+    uint64_t count = k.seq << 32 | n;
+    int st = GPUPORT_OK;
+
+    if (pd->via == VIA_SELF) {
+        uint4 *dst = (uint4 *)(k.base + dst_off);
+        const uint4 *src = (const uint4 *)(k.base + src_off);
+        for (size_t i = (size_t)b * THREADS + threadIdx.x; i < n * unit / 16;
+             i += (size_t)k.B * THREADS)
+            dst[i] = src[i];
+        if (count_off && b == 0 && threadIdx.x == 0)
+            *(volatile uint64_t *)(k.base + count_off) = count;
+    } else if (pd->via == VIA_MEMORY) {
+        for (uint64_t i = (uint64_t)b * WARPS + warp; i < n; i += (uint64_t)k.B * WARPS)
+            fail(&k.rc[p], gpuport_memory_put(&pd->mc, dst_off + i * unit, src_off + i * unit, unit,
+                                              lane, 32));
+        __syncthreads(); /* the block's stores, then one release: its signal */
+        if (threadIdx.x == 0) {
+            if (count_off && b == 0)
+                st = gpuport_memory_put_value(&pd->mc, count_off, count);
+            st = st ? st : gpuport_memory_signal(&pd->mc);
+            fail(&k.rc[p], st ? st : gpuport_memory_wait(&pd->mc));
+        }
+    } else if (b == 0 && threadIdx.x == 0) {
+        if (count_off && n)
+            st = gpuport_put(&pd->pc, dst_off, src_off, n * unit);
+        if (count_off)
+            st = st ? st : gpuport_put_value_with_signal(&pd->pc, count_off, count);
+        else
+            st = n ? gpuport_put_with_signal(&pd->pc, dst_off, src_off, n * unit)
+                   : gpuport_signal(&pd->pc);
+        st = st ? st : gpuport_wait(&pd->pc);
+        fail(&k.rc[p], st ? st : gpuport_flush(&pd->pc));
+    }
+}
+
+/* Dispatch, grid (B, ranks): this rank's messages for rank p into its
+ * slot there, the count with the signal. */
+__global__ void dispatch(kargs_t k)
+{
+    int p = blockIdx.y;
+
+    exchange(k, k.a.drecv + k.m.me * k.a.dslot, k.a.dsend + p * k.a.dslot, (uint64_t)k.nsend[p],
+             k.m.msg, k.a.count + 8 * (size_t)k.m.me);
+}
+
+/* Combine, grid (B, ranks): the rows rank p's tokens get back from this
+ * rank's experts, into its slot there, with the signal. */
+__global__ void combine(kargs_t k)
+{
+    int p = blockIdx.y;
+
+    exchange(k, k.a.crecv + k.m.me * k.a.cslot, k.a.csend + p * k.a.cslot, (uint64_t)k.cback[p],
+             k.m.row, 0);
+}
+
+/* The expert step, first part, a thread per source rank s: the count from
+ * its word (the host checks the word), each message's first row in s's
+ * combine slot, and the rows in all. */
+__global__ void expert_rows(kargs_t k)
+{
+    int s = blockIdx.x * blockDim.x + threadIdx.x, rows = 0, n;
+    const unsigned char *in = k.base + k.a.drecv + s * k.a.dslot;
+
+    if (s >= k.m.ranks)
+        return;
+    n = (int)min((uint64_t)k.m.T, *(volatile uint64_t *)(k.base + k.a.count + 8 * s) & 0xffffffffu);
+    for (int i = 0; i < n; i++) {
+        k.first[(size_t)s * k.m.T + i] = rows;
+        rows = min(rows + __popcll(((const moe_hdr_t *)(in + i * k.m.msg))->mask), k.m.T * k.m.L);
+    }
+    k.nrecv[s] = n;
+    k.cback[s] = rows;
+}
+
+/* The expert step, grid (B, ranks): a warp per message from rank s, its
+ * row times (e + 1) for each local expert e its header names. */
+__global__ void expert_apply(kargs_t k)
+{
+    const int s = blockIdx.y, lane = threadIdx.x % 32, H4 = k.m.H / 4;
+    const unsigned char *in = k.base + k.a.drecv + s * k.a.dslot;
+    float4 *out = (float4 *)(k.base + k.a.csend + s * k.a.cslot);
+
+    for (int i = blockIdx.x * WARPS + threadIdx.x / 32; i < k.nrecv[s]; i += k.B * WARPS) {
+        const moe_hdr_t *h = (const moe_hdr_t *)(in + i * k.m.msg);
+        const float4 *x = (const float4 *)(h + 1);
+        int r = k.first[(size_t)s * k.m.T + i];
+        for (int j = 0; j < k.m.epr && r < k.m.T * k.m.L; j++) {
+            float e1 = (float)(k.m.me * k.m.epr + j + 1);
+            if (!(h->mask >> j & 1))
+                continue;
+            for (int q = lane; q < H4; q += 32)
+                out[(size_t)r * H4 + q] =
+                    make_float4(x[q].x * e1, x[q].y * e1, x[q].z * e1, x[q].w * e1);
+            r++;
+        }
+    }
+}
+
+/* Block t: token t's returned rows summed with its routing weights. */
+__global__ void weighted_sum(kargs_t k)
+{
+    const float *in = (const float *)(k.base + k.a.crecv);
+    const int t = blockIdx.x, K = k.m.K;
+
+    for (int h = threadIdx.x; h < k.m.H; h += blockDim.x) {
+        float sum = 0;
+        for (int j = 0; j < K; j++)
+            sum += (float)k.weight[t * K + j] / 64.0f * in[k.pos[t * K + j] * k.m.H + h];
+        k.out[(size_t)t * k.m.H + h] = sum;
+    }
+}
+
+static int ok(gpuport_status_t st, const char *call, int peer)
+{
+    if (st == GPUPORT_OK)
+        return 1;
+    fprintf(stderr, "rank %d: %s (rank %d) failed: %s (%d)\n", wl_rank, call, peer,
+            gpuport_status_string(st), (int)st);
+    return 0;
+}
+
+static int cuda_ok(cudaError_t e, const char *call)
+{
+    if (e == cudaSuccess)
+        return 1;
+    fprintf(stderr, "rank %d: %s failed: %s\n", wl_rank, call, cudaGetErrorString(e));
+    return 0;
+}
+
+/* Everything a rank keeps. Host arrays of `ranks` ints: nsend .. local. */
+typedef struct run {
+    moe_t m;
+    kargs_t k;
+    gpuport_comm_t comm;
+    gpuport_mem_t mem;
+    gpuport_channel_t *pc;        /* port channels (none to itself) */
+    gpuport_memory_channel_t *mc; /* memory channels to this host's ranks */
+    peer_dev_t *peers;            /* device: [2][ranks], per gpuport way */
+    int *nsend, *nrecv, *cback, *rc, *crows, *expect_n, *ddsp, *cdsp, *local;
+    uint64_t *words;                  /* count words, read back */
+    unsigned char *expect, *got;      /* messages expected, received */
+    unsigned char *stage_s, *stage_r; /* pinned host memory for MPI */
+    float *ref, *out;                 /* out: pinned */
+    MPI_Datatype msg_type, row_type;
+} run_t;
+
+/* This rank's GPU (local rank % GPUs) and which ranks share its host
+ * (local[p]). 1 ready, 0 failed, -1 no usable GPU here. */
+static int pick_gpu(int *local, int *dev_p)
+{
+    MPI_Comm host;
+    int here, n = 0, leader = wl_rank;
+    cudaError_t e;
+
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, wl_rank, MPI_INFO_NULL, &host);
+    MPI_Comm_rank(host, &here);
+    MPI_Bcast(&leader, 1, MPI_INT, 0, host); /* a host is named by its lowest rank */
+    MPI_Comm_free(&host);
+    MPI_Allgather(&leader, 1, MPI_INT, local, 1, MPI_INT, MPI_COMM_WORLD);
+    for (int p = 0; p < wl_size; p++)
+        local[p] = local[p] == leader;
+    e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        printf("rank %d: SKIP: no usable GPU (cudaGetDeviceCount: %s, %d devices)\n", wl_rank,
+               cudaGetErrorString(e), n);
+        return -1;
+    }
+    *dev_p = here % n;
+    return cuda_ok(cudaSetDevice(*dev_p), "cudaSetDevice") && cuda_ok(cudaFree(0), "cudaFree(0)");
+}
+
+/* A timed phase of a gpuport way: its kernel, from after a barrier to its
+ * end. */
+static int gp_phase(run_t *r, int way, int comb, double *t)
+{
+    dim3 grid(r->k.B, r->m.ranks);
+    double t0;
+    int good;
+
+    r->k.peers = r->peers + way * r->m.ranks;
+    if (!cuda_ok(cudaMemset(r->k.rc, 0, r->m.ranks * sizeof(int)), "cudaMemset(rc)") ||
+        !cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize"))
+        return 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = wl_now();
+    if (comb)
+        combine<<<grid, THREADS>>>(r->k);
+    else
+        dispatch<<<grid, THREADS>>>(r->k);
+    good = cuda_ok(cudaGetLastError(), comb ? "combine<<<>>>" : "dispatch<<<>>>") &&
+           cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    *t = wl_now() - t0;
+    good = good &&
+           cuda_ok(cudaMemcpy(r->rc, r->k.rc, r->m.ranks * sizeof(int), cudaMemcpyDeviceToHost),
+                   "cudaMemcpy(rc)");
+    for (int p = 0; good && p < r->m.ranks; p++)
+        if (r->rc[p]) { /* the first error with rank p */
+            fprintf(stderr, "rank %d: %s over %s with rank %d failed: %s (%d)\n", wl_rank,
+                    comb ? "combine" : "dispatch", way_name[way], p,
+                    gpuport_status_string((gpuport_status_t)r->rc[p]), r->rc[p]);
+            good = 0;
+        }
+    return good;
+}
+
+/* Slot p of `area` (n[p] units): to the send staging buffer (d2h) or from
+ * the receive one. */
+static int stage(run_t *r, size_t area, size_t slot, const int *n, size_t unit, int d2h)
+{
+    int good = 1;
+
+    for (int p = 0; good && p < r->m.ranks; p++) {
+        unsigned char *dev = r->k.base + area + p * slot;
+        if (n[p])
+            good = cuda_ok(
+                d2h ? cudaMemcpy(r->stage_s + p * slot, dev, n[p] * unit, cudaMemcpyDeviceToHost)
+                    : cudaMemcpy(dev, r->stage_r + p * slot, n[p] * unit, cudaMemcpyHostToDevice),
+                "cudaMemcpy(staging)");
+    }
+    return good;
+}
+
+/* A timed phase with MPI, staged through pinned host memory; dispatch also
+ * writes the count words, as the gpuport ways' senders do, and combine
+ * first reads the expert step's row counts. */
+static int mpi_phase(run_t *r, int comb, double *t)
+{
+    const moe_areas_t *a = &r->k.a;
+    double t0;
+    int good;
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = wl_now();
+    if (!comb) {
+        good = stage(r, a->dsend, a->dslot, r->nsend, r->m.msg, 1) &&
+               MPI_Alltoall(r->nsend, 1, MPI_INT, r->nrecv, 1, MPI_INT, MPI_COMM_WORLD) ==
+                   MPI_SUCCESS &&
+               MPI_Alltoallv(r->stage_s, r->nsend, r->ddsp, r->msg_type, r->stage_r, r->nrecv,
+                             r->ddsp, r->msg_type, MPI_COMM_WORLD) == MPI_SUCCESS &&
+               stage(r, a->drecv, a->dslot, r->nrecv, r->m.msg, 0);
+        for (int p = 0; p < r->m.ranks; p++)
+            r->words[p] = r->k.seq << 32 | (uint64_t)r->nrecv[p];
+        good = good && cuda_ok(cudaMemcpy(r->k.base + a->count, r->words, 8 * r->m.ranks,
+                                          cudaMemcpyHostToDevice),
+                               "cudaMemcpy(counts)");
+    } else {
+        good = cuda_ok(cudaMemcpy(r->cback, r->k.cback, r->m.ranks * sizeof(int),
+                                  cudaMemcpyDeviceToHost),
+                       "cudaMemcpy(cback)") &&
+               stage(r, a->csend, a->cslot, r->cback, r->m.row, 1) &&
+               MPI_Alltoallv(r->stage_s, r->cback, r->cdsp, r->row_type, r->stage_r, r->crows,
+                             r->cdsp, r->row_type, MPI_COMM_WORLD) == MPI_SUCCESS &&
+               stage(r, a->crecv, a->cslot, r->crows, r->m.row, 0);
+    }
+    *t = wl_now() - t0;
+    return good;
+}
+
+/* NaN in the places a phase must fill: a place it misses fails the check. */
+static int poison(run_t *r, size_t area, size_t slot, const int *n, size_t unit)
+{
+    int good = 1;
+
+    for (int p = 0; good && p < r->m.ranks; p++)
+        good = cuda_ok(cudaMemset(r->k.base + area + p * slot, 0xff, n[p] * unit), "cudaMemset");
+    return good && cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+}
+
+/* The count words (with this exchange's number) and every message byte. */
+static int check_dispatch(run_t *r, const char *way)
+{
+    const moe_t *m = &r->m;
+
+    if (!cuda_ok(
+            cudaMemcpy(r->words, r->k.base + r->k.a.count, 8 * m->ranks, cudaMemcpyDeviceToHost),
+            "cudaMemcpy(counts)") ||
+        !cuda_ok(cudaMemcpy(r->got, r->k.base + r->k.a.drecv, m->ranks * r->k.a.dslot,
+                            cudaMemcpyDeviceToHost),
+                 "cudaMemcpy(received)"))
+        return 0;
+    for (int p = 0; p < m->ranks; p++) {
+        if (r->words[p] >> 32 != r->k.seq) {
+            fprintf(stderr, "rank %d: %s: count word from rank %d is %#llx in exchange %llu\n",
+                    m->me, way, p, (unsigned long long)r->words[p], (unsigned long long)r->k.seq);
+            return 0;
+        }
+        r->nrecv[p] = (int)(r->words[p] & 0xffffffffu);
+    }
+    return moe_check_messages(m, way, r->got, r->nrecv, r->expect, r->expect_n, r->k.a.dslot);
+}
+
+/* One round of one way, the same collective calls on every rank whatever
+ * fails: dispatch, its check, the expert step, combine, the weighted sum,
+ * its check. Returns 0 once an exchange failed anywhere. */
+static int round_of(run_t *r, int way, uint64_t seq, double *t, int *v)
+{
+    const moe_areas_t *a = &r->k.a;
+    int good;
+
+    r->k.seq = seq;
+    good = cuda_ok(cudaMemset(r->k.base + a->count, 0, 8 * r->m.ranks), "cudaMemset") &&
+           poison(r, a->drecv, a->dslot, r->expect_n, r->m.msg);
+    good = good && (way == WAY_MPI ? mpi_phase(r, 0, &t[0]) : gp_phase(r, way, 0, &t[0]));
+    if (!wl_agree(good))
+        return 0;
+    v[0] &= check_dispatch(r, way_name[way]);
+    expert_rows<<<(r->m.ranks + 127) / 128, 128>>>(r->k);
+    expert_apply<<<dim3(r->k.B, r->m.ranks), THREADS>>>(r->k);
+    good = cuda_ok(cudaGetLastError(), "expert<<<>>>") &&
+           poison(r, a->crecv, a->cslot, r->crows, r->m.row);
+    good = good && (way == WAY_MPI ? mpi_phase(r, 1, &t[1]) : gp_phase(r, way, 1, &t[1]));
+    if (!wl_agree(good))
+        return 0;
+    weighted_sum<<<r->m.T, THREADS>>>(r->k);
+    good = cuda_ok(cudaGetLastError(), "weighted_sum<<<>>>") &&
+           cuda_ok(cudaMemcpy(r->out, r->k.out, r->m.T * r->m.row, cudaMemcpyDeviceToHost),
+                   "cudaMemcpy(out)");
+    v[1] &= good && moe_check_output(&r->m, way_name[way], r->m.me, r->out, r->ref);
+    return wl_agree(good);
+}
+
+/* The rounds: each way in turn, each verified; warm-up rounds untimed.
+ * t[(2 * way + phase) * rounds + round]. */
+static int run_rounds(run_t *r, int rounds, int ways, double *t, int *v)
+{
+    for (int i = 0; i < WARMUP + rounds; i++)
+        for (int w = 0; w < ways; w++) {
+            double tt[2];
+            if (!round_of(r, w, (uint64_t)i * WAYS + w + 1, tt, v))
+                return 0;
+            for (int ph = 0; ph < 2 && i >= WARMUP; ph++)
+                t[(2 * w + ph) * rounds + i - WARMUP] = tt[ph];
+            if (i == WARMUP + rounds - 1)
+                v[1] &= moe_check_all(&r->m, way_name[w], r->out, r->ref);
+        }
+    return 1;
+}
+
+/* Rank 0: a phase's row from each round's slowest rank; t[w] the way's
+ * samples (t[WAY_MPI] NULL: no MPI). */
+static void report(const char *phase, double **t, int n, size_t rows, size_t bytes, int verified)
+{
+    static const char *const tag[2] = {"memory", "port"};
+    bench_stats_t st[WAYS] = {};
+    char name[64], col[3][32] = {"-", "-", "-"};
+
+    for (int w = 0; w < WAYS && t[w]; w++) {
+        for (int i = 0; i < n; i++)
+            t[w][i] *= 1e6;
+        bench_stats_of(t[w], (uint64_t)n, &st[w]);
+    }
+    for (int w = 0; w < 2 && t[WAY_MPI]; w++)
+        snprintf(col[w], sizeof(col[w]), "%.2f", st[w].median / st[WAY_MPI].median);
+    if (t[WAY_MPI])
+        snprintf(col[2], sizeof(col[2]), "%.2f", st[WAY_MPI].median);
+    printf("%10s | %7zu | %9.3f | %10.2f | %10.2f | %10s | %7s | %8s | %s\n", phase, rows,
+           (double)bytes / WL_MIB, st[0].median, st[1].median, col[2], col[0], col[1],
+           verified ? "yes" : "NO");
+    for (int w = 0; w < 2; w++) {
+        snprintf(name, sizeof(name), "alltoall_%s_%s", phase, tag[w]);
+        bench_out_latency(name, bytes, &st[w],
+                          t[WAY_MPI] ? "MPI_Alltoallv staged through pinned host memory" : NULL,
+                          &st[WAY_MPI], verified);
+    }
+}
+
+static void table(run_t *r, double *t, int rounds, int ways, const int *v)
+{
+    double *d[WAYS], *c[WAYS];
+    size_t drows, crows;
+    int here = 0;
+
+    for (int p = 0; p < r->m.ranks; p++)
+        here += r->local[p] && p != r->m.me;
+    for (int w = 0; w < WAYS; w++) {
+        d[w] = w < ways ? t + (2 * w) * rounds : NULL;
+        c[w] = w < ways ? t + (2 * w + 1) * rounds : NULL;
+    }
+    moe_describe(&r->m, &drows, &crows);
+    printf("# memory channels to the %d other ranks of this host, port channels to the rest; "
+           "%d blocks of %d threads per rank\n",
+           here, r->k.B, THREADS);
+    printf("# rows, MiB: all ranks' in a round; us: from a barrier to the kernel's end (launch "
+           "included), each round's slowest rank, median of %d rounds (%d warm-up)\n#\n",
+           rounds, WARMUP);
+    printf("%10s | %7s | %9s | %10s | %10s | %10s | %7s | %8s | %s\n", "phase", "rows", "MiB",
+           "memory us", "port us", "MPI us", "mem/MPI", "port/MPI", "verified");
+    report("dispatch", d, rounds, drows, drows * r->m.msg, v[0]);
+    report("combine", c, rounds, crows, crows * r->m.row, v[1]);
+}
+
+static int dmalloc(void *p, size_t bytes)
+{
+    return cuda_ok(cudaMalloc((void **)p, bytes), "cudaMalloc");
+}
+
+/* Host and device memory, the region, and what stays the same every round
+ * (moe_tables; this rank's messages packed once and copied to the region,
+ * its weights and where its rows come back copied to the device). */
+static int prepare(run_t *r)
+{
+    const moe_t *m = &r->m;
+    kargs_t *k = &r->k;
+    size_t n = m->ranks, tk = (size_t)m->T * m->K;
+    size_t stage = n * (k->a.dslot > k->a.cslot ? k->a.dslot : k->a.cslot);
+    unsigned char *send = (unsigned char *)malloc(n * k->a.dslot);
+    size_t *pos = (size_t *)malloc(tk * sizeof(size_t));
+    int good;
+
+    r->pc = (gpuport_channel_t *)calloc(n, sizeof(*r->pc));
+    r->mc = (gpuport_memory_channel_t *)calloc(n, sizeof(*r->mc));
+    r->words = (uint64_t *)calloc(n, sizeof(uint64_t));
+    r->expect = (unsigned char *)malloc(n * k->a.dslot);
+    r->got = (unsigned char *)malloc(n * k->a.dslot);
+    r->ref = (float *)malloc(m->T * m->row);
+    good = moe_route(&r->m) && send && pos && r->pc && r->mc && r->words && r->expect && r->got &&
+           r->ref;
+    if (!good)
+        fprintf(stderr, "rank %d: out of memory\n", wl_rank);
+    good = good && dmalloc(&k->nsend, 4 * n * sizeof(int)) &&
+           dmalloc(&k->first, n * m->T * sizeof(int)) && dmalloc(&k->weight, tk * sizeof(int)) &&
+           dmalloc(&k->pos, tk * sizeof(size_t)) && dmalloc(&k->out, m->T * m->row) &&
+           dmalloc(&r->peers, 2 * n * sizeof(peer_dev_t)) &&
+           cuda_ok(cudaMallocHost((void **)&r->stage_s, 2 * stage + m->T * m->row),
+                   "cudaMallocHost") &&
+           ok(gpuport_mem_alloc_device(r->comm, k->a.bytes, (void **)&k->base),
+              "gpuport_mem_alloc_device", m->me) &&
+           ok(gpuport_mem_register(r->comm, k->base, k->a.bytes, &r->mem), "gpuport_mem_register",
+              m->me);
+    if (good) {
+        k->nrecv = k->nsend + n;
+        k->cback = k->nrecv + n;
+        k->rc = k->cback + n;
+        r->stage_r = r->stage_s + stage;
+        r->out = (float *)(r->stage_r + stage);
+        moe_tables(m, k->a.dslot, send, r->nsend, r->expect, r->expect_n, r->ddsp, r->cdsp, pos,
+                   r->crows, r->ref, &r->msg_type, &r->row_type);
+        good =
+            cuda_ok(cudaMemcpy(k->base + k->a.dsend, send, n * k->a.dslot, cudaMemcpyHostToDevice),
+                    "cudaMemcpy(send)") &&
+            cuda_ok(cudaMemcpy(k->nsend, r->nsend, n * sizeof(int), cudaMemcpyHostToDevice),
+                    "cudaMemcpy(nsend)") &&
+            cuda_ok(cudaMemcpy(k->pos, pos, tk * sizeof(size_t), cudaMemcpyHostToDevice),
+                    "cudaMemcpy(pos)") &&
+            cuda_ok(cudaMemcpy(k->weight, moe_weights(m, m->me, 0), tk * sizeof(int),
+                               cudaMemcpyHostToDevice),
+                    "cudaMemcpy(weight)");
+    }
+    k->m = r->m;
+    k->m.expert = k->m.weight = NULL; /* host memory: not the kernels' */
+    free(pos);
+    free(send);
+    return good;
+}
+
+/* The channels, pairwise: every rank meets the others in increasing order
+ * (no cycle of waits), a port channel to each and a memory channel to each
+ * of its host, and meets every one even after a failure, so that none is
+ * left waiting. Then, per gpuport way, how a kernel reaches each rank; tl
+ * gets the port channels' transports. */
+static int connect(run_t *r, char *tl, size_t len)
+{
+    int good = 1, n = r->m.ranks;
+    peer_dev_t *pd;
+
+    for (int p = 0; p < n; p++) {
+        if (p == r->m.me)
+            continue;
+        good &= ok(gpuport_channel_create(r->comm, p, r->mem, r->mem, &r->pc[p]),
+                   "gpuport_channel_create", p);
+        if (r->local[p])
+            good &= ok(gpuport_memory_channel_create(r->comm, p, r->mem, r->mem, &r->mc[p]),
+                       "gpuport_memory_channel_create", p);
+    }
+    pd = (peer_dev_t *)calloc(2 * n, sizeof(peer_dev_t));
+    if (!wl_agree(good && pd)) {
+        free(pd);
+        return 0;
+    }
+    tl[0] = 0;
+    for (int p = 0; good && p < n; p++) {
+        const char *t = r->pc[p] ? gpuport_channel_transport(r->pc[p]) : "";
+        if (r->pc[p])
+            good = ok(gpuport_channel_device(r->pc[p], &pd[p].pc), "gpuport_channel_device", p);
+        if (good && r->mc[p])
+            good = ok(gpuport_memory_channel_device(r->mc[p], &pd[p].mc),
+                      "gpuport_memory_channel_device", p);
+        pd[p].via = p == r->m.me ? VIA_SELF : r->local[p] ? VIA_MEMORY : VIA_PORT;
+        pd[n + p] = pd[p];
+        pd[n + p].via = p == r->m.me ? VIA_SELF : VIA_PORT;
+        if (*t && !strstr(tl, t))
+            snprintf(tl + strlen(tl), len - strlen(tl), "%s%s", *tl ? "+" : "", t);
+    }
+    good = good &&
+           cuda_ok(cudaMemcpy(r->peers, pd, 2 * n * sizeof(peer_dev_t), cudaMemcpyHostToDevice),
+                   "cudaMemcpy(peers)");
+    free(pd);
+    return wl_agree(good);
+}
+
+/* Everything released, channels first; memory channels pairwise, in the
+ * order they were made, once no kernel of any rank runs. */
+static int release(run_t *r)
+{
+    int good = cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int p = 0; r->mc && p < r->m.ranks; p++)
+        if (r->mc[p] &&
+            !ok(gpuport_memory_channel_destroy(r->mc[p]), "gpuport_memory_channel_destroy", p))
+            good = 0;
+    for (int p = 0; r->pc && p < r->m.ranks; p++)
+        if (r->pc[p] && !ok(gpuport_channel_destroy(r->pc[p]), "gpuport_channel_destroy", p))
+            good = 0;
+    if (r->mem && !ok(gpuport_mem_deregister(r->mem), "gpuport_mem_deregister", r->m.me))
+        good = 0;
+    if (r->k.base && !ok(gpuport_mem_free(r->comm, r->k.base), "gpuport_mem_free", r->m.me))
+        good = 0;
+    if (r->msg_type != MPI_DATATYPE_NULL)
+        MPI_Type_free(&r->msg_type);
+    if (r->row_type != MPI_DATATYPE_NULL)
+        MPI_Type_free(&r->row_type);
+    cudaFree(r->k.nsend);
+    cudaFree(r->k.first);
+    cudaFree(r->k.weight);
+    cudaFree(r->k.pos);
+    cudaFree(r->k.out);
+    cudaFree(r->peers);
+    cudaFreeHost(r->stage_s);
+    moe_free(&r->m);
+    free(r->pc);
+    free(r->mc);
+    free(r->words);
+    free(r->expect);
+    free(r->got);
+    free(r->ref);
+    return good;
+}
+
+int main(int argc, char **argv)
+{
+    static run_t r; /* zeroed */
+    wl_opts_t o;
+    int gpu = 0, good, v[2] = {1, 1}, rounds, ways, n = 1,
+        rc = wl_init(
+            &argc, &argv,
+            "  --blocks B    blocks per rank of the exchange kernels (default 8)\n" MOE_USAGE, &o);
+    char tl[64], name[256] = "";
+    cudaDeviceProp prop;
+    double *t;
+
+    if (rc >= 0)
+        return rc;
+    r.k.B = 8;
+    for (int i = 1; i < argc; i++) /* --blocks B out, the case's options left */
+        if (!strcmp(argv[i], "--blocks") && i + 1 < argc)
+            r.k.B = atoi(argv[++i]);
+        else
+            argv[n++] = argv[i];
+    if (r.k.B < 1 || !moe_options(n, argv, o.small, wl_rank, wl_size, &r.m) || r.m.H % 4) {
+        if (wl_rank == 0 && (r.k.B < 1 || r.m.H % 4))
+            fprintf(stderr, "%s: needs --blocks of at least 1, and H a multiple of 4\n", argv[0]);
+        MPI_Finalize();
+        return 2;
+    }
+    r.nsend = (int *)calloc(9 * (size_t)wl_size, sizeof(int)); /* nsend, then run_t's order */
+    if (!r.nsend) { /* every rank must reach pick_gpu's collectives */
+        fprintf(stderr, "rank %d: out of memory\n", wl_rank);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    rc = pick_gpu(r.nsend + 8 * wl_size, &gpu);
+    if (!wl_agree(rc == 1)) {
+        rc = wl_agree(rc != -1) ? 1 : 77; /* 77 where a rank has no GPU */
+        free(r.nsend);
+        MPI_Finalize();
+        return rc;
+    }
+    int **arrays[] = {&r.nrecv, &r.cback, &r.rc, &r.crows, &r.expect_n, &r.ddsp, &r.cdsp, &r.local};
+    for (int i = 0; i < 8; i++)
+        *arrays[i] = r.nsend + (i + 1) * wl_size;
+    r.msg_type = r.row_type = MPI_DATATYPE_NULL;
+    rounds = wl_rounds(&o, o.small ? 20 : 50);
+    ways = o.no_mpi ? WAY_MPI : WAYS;
+    r.comm = wl_comm();
+    r.k.a = moe_areas(&r.m);
+    t = (double *)calloc(2 * WAYS * (size_t)rounds, sizeof(double));
+    good = wl_agree(t && prepare(&r)) && connect(&r, tl, sizeof(tl));
+    if (good) {
+        if (cudaGetDeviceProperties(&prop, gpu) == cudaSuccess)
+            snprintf(name, sizeof(name), "%s", prop.name);
+        wl_header("alltoall_gpu",
+                  "MoE dispatch and combine by kernels, gpuport memory and port channels beside "
+                  "MPI_Alltoallv staged through the host",
+                  tl);
+        bench_out_context("gpu", name, wl_size);
+        bench_out_channel(tl, "gpuport_mem_alloc_device");
+        if (wl_rank == 0)
+            printf("# rank 0 on GPU %d (%s)\n", gpu, name);
+        good = run_rounds(&r, rounds, ways, t, v);
+        MPI_Reduce(wl_rank == 0 ? MPI_IN_PLACE : t, t, 2 * WAYS * rounds, MPI_DOUBLE, MPI_MAX, 0,
+                   MPI_COMM_WORLD);
+        v[0] = wl_agree(v[0]);
+        v[1] = wl_agree(v[1]);
+        if (good && wl_rank == 0)
+            table(&r, t, rounds, ways, v);
+    }
+    good &= release(&r);
+    if (!ok(gpuport_comm_destroy(r.comm), "gpuport_comm_destroy", r.m.me))
+        good = 0;
+    free(r.nsend);
+    free(t);
+    return wl_finish(good && v[0] && v[1]);
+}
