@@ -740,6 +740,32 @@ GPUPORT_API gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch);
 GPUPORT_API gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p);
 
 /**
+ * Consumes one signal from each of the n channels, taking them as they
+ * arrive, in any order, within one GPUPORT_TIMEOUT_MS: what a rank does
+ * after its neighbours' or peers' puts (a halo exchange, an all-to-all).
+ * @param chs n live channels (of one communicator, or of several)
+ * @param n   how many; 0 returns at once
+ * @retval GPUPORT_OK one signal consumed on every channel
+ * @retval GPUPORT_ERR_TIMEOUT not every channel had a signal within GPUPORT_TIMEOUT_MS
+ *         (the message names the first that had none)
+ * @retval GPUPORT_ERR_CLOSED, GPUPORT_ERR_PEER as gpuport_channel_wait, for the first
+ *         channel found so; signals already taken from other channels stay taken
+ *         (their gpuport_channel_poll tells which are still due)
+ * @retval GPUPORT_ERR_INVALID_ARG chs NULL with n > 0, n negative, or a handle that is
+ *         not a live channel (nothing consumed)
+ */
+GPUPORT_API gpuport_status_t gpuport_channel_wait_all(const gpuport_channel_t *chs, int n);
+
+/**
+ * gpuport_channel_flush on each of the n channels in turn; every channel is
+ * flushed even after one fails.
+ * @retval GPUPORT_OK every channel's earlier host operations are complete
+ * @retval GPUPORT_ERR_INVALID_ARG chs NULL with n > 0, or n negative
+ * @retval other the first error a flush returned
+ */
+GPUPORT_API gpuport_status_t gpuport_channel_flush_all(const gpuport_channel_t *chs, int n);
+
+/**
  * The channel's error state: GPUPORT_OK, or the error the proxy or the peer
  * hit (for example a trigger with offsets outside the registered regions:
  * GPUPORT_ERR_OUT_OF_RANGE; the peer's orderly close: GPUPORT_ERR_CLOSED,

@@ -8,6 +8,8 @@
  * host, its process exited (GPUPORT_ERR_PEER).
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
+#include <stdlib.h>
+
 #include "chan_int.h"
 
 /* how often a long wait checks that a same-host peer still exists */
@@ -231,6 +233,80 @@ gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
             host_recv(ch);
         gpuport_wait_backoff(&iter);
     }
+}
+
+gpuport_status_t gpuport_channel_wait_all(const gpuport_channel_t *chs, int n)
+{
+    uint64_t deadline = UINT64_MAX, taken[8] = {0}, *mask = taken;
+    uint32_t iter = 0;
+    int left = n, rc;
+    gpuport_status_t status = GPUPORT_OK;
+
+    if (n < 0 || (n > 0 && !chs)) {
+        log_error("gpuport_channel_wait_all: %s", n < 0 ? "n is negative" : "chs is NULL");
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    for (int i = 0; i < n; i++)
+        if (!chan_ok(chs[i]))
+            return chan_stale("gpuport_channel_wait_all", chs[i]);
+    if (n > 512 && !(mask = calloc(((size_t)n + 63) / 64, sizeof(*mask))))
+        return GPUPORT_ERR_NO_MEMORY;
+    if (n > 0)
+        deadline = gpuport_deadline(chs[0]->comm->timeout_ns);
+    while (left > 0 && status == GPUPORT_OK) {
+        for (int i = 0; i < n && status == GPUPORT_OK; i++) {
+            if (mask[i / 64] >> (i % 64) & 1)
+                continue;
+            rc = take_signal(chs[i]);
+            if (rc == 0 && iter < HOST_RECV_POLLS) {
+                host_recv(chs[i]);
+                rc = take_signal(chs[i]);
+            }
+            if (rc < 0)
+                status = (gpuport_status_t)rc;
+            else if (rc > 0) {
+                mask[i / 64] |= 1ull << (i % 64);
+                left--;
+            }
+        }
+        if (left == 0 || status != GPUPORT_OK)
+            break;
+        if (deadline != UINT64_MAX && gpuport_now_ns() > deadline) {
+            for (int i = 0; i < n; i++)
+                if (!(mask[i / 64] >> (i % 64) & 1)) {
+                    status = timed_out(chs[i], "wait for the peer's signal (wait_all)");
+                    break;
+                }
+            break;
+        }
+        /* a same-host peer that exited: its one wait reports it (and fails
+         * the channel) as gpuport_channel_wait does */
+        if (iter > GPUPORT_SPIN_POLLS && (iter & 1023) == 0)
+            for (int i = 0; i < n && status == GPUPORT_OK; i++)
+                if (!(mask[i / 64] >> (i % 64) & 1) && chs[i]->peer_same_host &&
+                    !gpuport_pid_alive(chs[i]->comm->procs[chs[i]->peer].pid))
+                    status = gpuport_channel_wait(chs[i]);
+        gpuport_wait_backoff(&iter);
+    }
+    if (mask != taken)
+        free(mask);
+    return status;
+}
+
+gpuport_status_t gpuport_channel_flush_all(const gpuport_channel_t *chs, int n)
+{
+    gpuport_status_t first = GPUPORT_OK;
+
+    if (n < 0 || (n > 0 && !chs)) {
+        log_error("gpuport_channel_flush_all: %s", n < 0 ? "n is negative" : "chs is NULL");
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    for (int i = 0; i < n; i++) {
+        gpuport_status_t st = gpuport_channel_flush(chs[i]);
+        if (st != GPUPORT_OK && first == GPUPORT_OK)
+            first = st;
+    }
+    return first;
 }
 
 gpuport_status_t gpuport_channel_status(gpuport_channel_t ch)

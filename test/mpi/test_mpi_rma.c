@@ -312,11 +312,16 @@ static int run_accumulate(void)
     if (g_rank == 0) {
         /* one signal on each channel (from itself and each rank), then the
          * sums at once: a signal after an accumulate means the sum is there */
-        for (int c = 0; c < g_nch; c++)
-            REQUIRE_OK(gpuport_channel_wait(g_ch[c]));
+        REQUIRE_OK(gpuport_channel_wait_all(g_ch, g_nch));
         TRY(check_sums());
+        /* one signal each, no more: a second wait_all finds none */
+        for (int c = 0; c < g_nch; c++) {
+            int ready = -1;
+            REQUIRE_OK(gpuport_channel_poll(g_ch[c], &ready));
+            REQUIRE(ready == 0, "channel %d had a second signal after wait_all", c);
+        }
     }
-    REQUIRE_OK(gpuport_channel_flush(ch));
+    REQUIRE_OK(gpuport_channel_flush_all(g_ch, g_nch));
     MPI_Barrier(MPI_COMM_WORLD);
     return 0;
 }
@@ -351,6 +356,10 @@ static int refused_on(gpuport_channel_t ch, int peer)
                    GPUPORT_ERR_OUT_OF_RANGE);
     REQUIRE_OK(gpuport_channel_flush(ch));
     REQUIRE_OK(gpuport_channel_status(ch));
+    REQUIRE_STATUS(gpuport_channel_wait_all(NULL, 1), GPUPORT_ERR_INVALID_ARG);
+    REQUIRE_STATUS(gpuport_channel_wait_all(&ch, -1), GPUPORT_ERR_INVALID_ARG);
+    REQUIRE_STATUS(gpuport_channel_flush_all(NULL, 2), GPUPORT_ERR_INVALID_ARG);
+    REQUIRE_OK(gpuport_channel_wait_all(&ch, 0));
     /* the peer's region: its pattern everywhere but the three int64s at 8,
      * which the one good accumulate above added zeros to (the source's
      * first 24 bytes are zero) */
