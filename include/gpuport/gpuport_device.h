@@ -230,7 +230,7 @@ GPUPORT_DEV int gpuport_put(const gpuport_port_channel_dev_t *ch, uint64_t dst_o
         return GPUPORT_ERR_VERSION; /* before the sizes of a handle it cannot read */
     if (!gpuport_dev_put_fits(ch, dst_off, src_off, size))
         return GPUPORT_ERR_OUT_OF_RANGE;
-    int32_t own = gpuport_dev_load_sys32(ch->status), peer = gpuport_dev_load_sys32(ch->peer_status);
+    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
     return gpuport_dev_pushed(gpuport_dev_push_op(ch, GPUPORT_OP_PUT, dst_off, src_off, size, &pos),
                               own, peer);
 }
@@ -250,7 +250,7 @@ GPUPORT_DEV int gpuport_signal(const gpuport_port_channel_dev_t *ch)
     uint64_t pos;
     if (gpuport_dev_layout(ch))
         return GPUPORT_ERR_VERSION;
-    int32_t own = gpuport_dev_load_sys32(ch->status), peer = gpuport_dev_load_sys32(ch->peer_status);
+    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
     return gpuport_dev_pushed(gpuport_dev_push_op(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, &pos), own, peer);
 }
 
@@ -264,7 +264,7 @@ GPUPORT_DEV int gpuport_put_with_signal(const gpuport_port_channel_dev_t *ch, ui
         return GPUPORT_ERR_VERSION; /* before the sizes of a handle it cannot read */
     if (!gpuport_dev_put_fits(ch, dst_off, src_off, size))
         return GPUPORT_ERR_OUT_OF_RANGE;
-    int32_t own = gpuport_dev_load_sys32(ch->status), peer = gpuport_dev_load_sys32(ch->peer_status);
+    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
     return gpuport_dev_pushed(
         gpuport_dev_push_op(ch, GPUPORT_OP_PUT_SIGNAL, dst_off, src_off, size, &pos), own, peer);
 }
@@ -291,7 +291,7 @@ GPUPORT_DEV int gpuport_put_value(const gpuport_port_channel_dev_t *ch, uint64_t
 
     if (st)
         return st;
-    int32_t own = gpuport_dev_load_sys32(ch->status), peer = gpuport_dev_load_sys32(ch->peer_status);
+    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
     return gpuport_dev_pushed(gpuport_dev_push_value(ch, GPUPORT_OP_PUT_VALUE, dst_off, value, &pos),
                               own, peer);
 }
@@ -310,7 +310,7 @@ GPUPORT_DEV int gpuport_put_value_with_signal(const gpuport_port_channel_dev_t *
 
     if (st)
         return st;
-    int32_t own = gpuport_dev_load_sys32(ch->status), peer = gpuport_dev_load_sys32(ch->peer_status);
+    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
     return gpuport_dev_pushed(
         gpuport_dev_push_value(ch, GPUPORT_OP_PUT_VALUE_SIGNAL, dst_off, value, &pos), own, peer);
 }
@@ -339,7 +339,7 @@ GPUPORT_DEV int gpuport_get(const gpuport_port_channel_dev_t *ch, uint64_t dst_o
         return GPUPORT_ERR_OUT_OF_RANGE;
     if (!gpuport_dev_rma_carried(ch, GPUPORT_OP_GET))
         return GPUPORT_ERR_NOT_SUPPORTED;
-    int32_t own = gpuport_dev_load_sys32(ch->status), peer = gpuport_dev_load_sys32(ch->peer_status);
+    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
     return gpuport_dev_pushed(gpuport_dev_push_op(ch, GPUPORT_OP_GET, dst_off, src_off, size, &pos),
                               own, peer);
 }
@@ -372,7 +372,7 @@ GPUPORT_DEV int gpuport_atomic_add(const gpuport_port_channel_dev_t *ch, uint64_
         return GPUPORT_ERR_INVALID_ARG;
     if (!gpuport_dev_rma_carried(ch, GPUPORT_OP_ATOMIC_ADD))
         return GPUPORT_ERR_NOT_SUPPORTED;
-    int32_t own = gpuport_dev_load_sys32(ch->status), peer = gpuport_dev_load_sys32(ch->peer_status);
+    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
     return gpuport_dev_pushed(
         gpuport_dev_push_value(ch, GPUPORT_OP_ATOMIC_ADD, dst_off, (uint64_t)value, &pos), own,
         peer);
@@ -409,7 +409,7 @@ GPUPORT_DEV int gpuport_accumulate(const gpuport_port_channel_dev_t *ch, uint64_
     st = gpuport_dev_acc_check(ch, op, dst_off, src_off, count * elem);
     if (st)
         return st;
-    int32_t own = gpuport_dev_load_sys32(ch->status), peer = gpuport_dev_load_sys32(ch->peer_status);
+    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
     return gpuport_dev_pushed(
         gpuport_dev_push_op(ch, op, dst_off, src_off, count * elem, &pos), own, peer);
 }

@@ -49,6 +49,19 @@ GPUPORT_DEV int32_t gpuport_dev_load_sys32(const volatile int32_t *p)
     return v;
 }
 
+/** A relaxed system-scope load of a 32-bit word in host memory: for the
+ *  error words an operation reports after it pushes. Unlike
+ *  gpuport_dev_load_sys32 it orders nothing after it, so its trip across
+ *  PCIe overlaps the push and the other word's load (two acquire loads cost
+ *  two round trips before the push: 1 KiB puts at 61-67 % of the copy
+ *  engine on one H100, against 92 % without them). */
+GPUPORT_DEV int32_t gpuport_dev_peek_sys32(const volatile int32_t *p)
+{
+    int32_t v;
+    asm volatile("ld.relaxed.sys.global.s32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+
 /** Deadline bookkeeping for spinning calls of either channel kind: returns
  *  1 once timeout_ns (0: none) passed (*start, 0 at first, holds when the
  *  spin began). */
