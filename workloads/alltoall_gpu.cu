@@ -87,15 +87,18 @@ __device__ static void fail(int *rc, int st)
 }
 
 /* One exchange, block (b, p): the n units of `unit` bytes at src_off go to
- * rank p's dst_off, then its signal (dispatch: with the count word at
- * count_off), then one of its signals is taken. Units are whole 16-byte
- * words (H % 4 == 0). */
+ * rank p's dst_off, then its signal (dispatch, `counted`: with this rank's
+ * count word there, ahead of the signal), then one of its signals is
+ * taken. Units are whole 16-byte words (H % 4 == 0). Whether the word goes
+ * is a flag of its own: rank 0's word sits at offset 0 of the region, so
+ * its offset cannot double as "no word". */
 __device__ static void exchange(const kargs_t &k, size_t dst_off, size_t src_off, uint64_t n,
-                                size_t unit, size_t count_off)
+                                size_t unit, bool counted)
 {
     const int p = blockIdx.y, b = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const peer_dev_t *pd = &k.peers[p];
-    uint64_t count = k.seq << 32 | n;
+    const size_t count_off = k.a.count + 8 * (size_t)k.m.me;
+    const uint64_t count = k.seq << 32 | n;
     int st = GPUPORT_OK;
 
     if (pd->via == VIA_SELF) {
@@ -104,23 +107,23 @@ __device__ static void exchange(const kargs_t &k, size_t dst_off, size_t src_off
         for (size_t i = (size_t)b * THREADS + threadIdx.x; i < n * unit / 16;
              i += (size_t)k.B * THREADS)
             dst[i] = src[i];
-        if (count_off && b == 0 && threadIdx.x == 0)
+        if (counted && b == 0 && threadIdx.x == 0)
             *(volatile uint64_t *)(k.base + count_off) = count;
     } else if (pd->via == VIA_MEMORY) {
         for (uint64_t i = (uint64_t)b * WARPS + warp; i < n; i += (uint64_t)k.B * WARPS)
             fail(&k.rc[p], gpuport_memory_put(&pd->mc, dst_off + i * unit, src_off + i * unit, unit,
                                               lane, 32));
         __syncthreads(); /* the block's stores, then one release: its signal */
-        if (threadIdx.x == 0) {
-            if (count_off && b == 0)
+        if (threadIdx.x == 0) { /* the word by the thread that signals: its release covers it */
+            if (counted && b == 0)
                 st = gpuport_memory_put_value(&pd->mc, count_off, count);
             st = st ? st : gpuport_memory_signal(&pd->mc);
             fail(&k.rc[p], st ? st : gpuport_memory_wait(&pd->mc));
         }
     } else if (b == 0 && threadIdx.x == 0) {
-        if (count_off && n)
+        if (counted && n) /* the channel's FIFO order: the rows, then the word and the signal */
             st = gpuport_put(&pd->pc, dst_off, src_off, n * unit);
-        if (count_off)
+        if (counted)
             st = st ? st : gpuport_put_value_with_signal(&pd->pc, count_off, count);
         else
             st = n ? gpuport_put_with_signal(&pd->pc, dst_off, src_off, n * unit)
@@ -137,7 +140,7 @@ __global__ void dispatch(kargs_t k)
     int p = blockIdx.y;
 
     exchange(k, k.a.drecv + k.m.me * k.a.dslot, k.a.dsend + p * k.a.dslot, (uint64_t)k.nsend[p],
-             k.m.msg, k.a.count + 8 * (size_t)k.m.me);
+             k.m.msg, true);
 }
 
 /* Combine, grid (B, ranks): the rows rank p's tokens get back from this
@@ -147,7 +150,7 @@ __global__ void combine(kargs_t k)
     int p = blockIdx.y;
 
     exchange(k, k.a.crecv + k.m.me * k.a.cslot, k.a.csend + p * k.a.cslot, (uint64_t)k.cback[p],
-             k.m.row, 0);
+             k.m.row, false);
 }
 
 /* The expert step, first part, a thread per source rank s: the count from
