@@ -5,7 +5,9 @@
 # data arrives intact over cuda_ipc and tcp, over cudaMalloc, gpuport's VMM
 # and the application's own VMM memory (GPUPORT_TEST_MEM), and that nothing
 # hangs when the application's launch queue is full.
-#   usage: scripts/gpu-one.sh [BUILD_DIR] [OUT_DIR]   (build: scripts/gpu-build.sh)
+#   usage: scripts/gpu-one.sh [BUILD_DIR] [OUT_DIR] [PEERS_DIR]   (build: scripts/gpu-build.sh)
+# PEERS_DIR (also from the environment; default _build/peers): the peer
+# baselines scripts/build-peers.sh built; their steps are skipped without it.
 # GPU_ONE_ONLY=REGEX runs only the steps whose names match (grep -E).
 # GPU_ONE_MAX_S=N caps every step's time limit at N seconds (a short first look).
 set -u
@@ -180,6 +182,29 @@ step bench-idle-gpu 300 env GPUPORT_TEST_TIMEOUT=280 "$build/test/mpi/mpirun.sh"
 # recorded for scripts/plot-bench.py
 step bench-records 300 env GPUPORT_TEST_TIMEOUT=280 "$build/test/mpi/mpirun.sh" 2 "$bench" \
     --max-size 64m --iters 0.25 --csv "$out/gpu-records.csv" --json "$out/gpu-records.json"
+# the peer-library baselines (workloads/README.md), default sizes, verified as
+# the wl-* steps' programs are. NVSHMEM's two PEs share GPU 0 under MPS, in
+# NVSHMEM's full multiple-PEs-per-GPU mode (each PE may use the whole GPU,
+# as gpuport's pairs do; NCCL inside NVSHMEM is off under MPS anyway, and
+# there is no remote transport to load). NCCL refuses two ranks on one GPU:
+# its programs say SKIP and exit 77, which step() would count as a FAIL, so
+# their steps turn 77 into a pass that logs "SKIP (exit 77)".
+peers=${3:-${PEERS_DIR:-_build/peers}}
+if [ -d "$peers" ]; then
+    for w in halo allreduce alltoall; do
+        step peer-${w}_nvshmem 300 bash scripts/with-mps.sh env GPUPORT_TEST_TIMEOUT=280 \
+            NVSHMEM_IGNORE_CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=1 NVSHMEM_DISABLE_NCCL=1 \
+            NVSHMEM_REMOTE_TRANSPORT=none "$build/test/mpi/mpirun.sh" 2 "$peers/${w}_nvshmem"
+    done
+    for w in halo allreduce alltoall; do
+        # shellcheck disable=SC2016  # "$@" and $rc are the inner shell's
+        step peer-${w}_nccl 300 env GPUPORT_TEST_TIMEOUT=280 sh -c \
+            '"$@"; rc=$?; [ $rc -eq 77 ] && { echo "SKIP (exit 77)"; exit 0; }; exit $rc' \
+            sh "$build/test/mpi/mpirun.sh" 2 "$peers/${w}_nccl"
+    done
+else
+    echo "peer-* steps skipped: no $peers (scripts/build-peers.sh)"
+fi
 # the probes behind docs/ARCHITECTURE.md's and docs/PERFORMANCE.md's driver facts
 if [ -d "$build/probes" ]; then
     step probes 400 bash scripts/probes.sh run "$build/probes"
