@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -167,6 +168,7 @@ static void reset(uint64_t sent, uint64_t acked, uint8_t seed, int fd)
     g_tc.inflight = g_inflight;
     g_tc.ops_sent = sent;
     g_tc.ops_acked = acked;
+    g_tc.acks_seen = acked; /* the highest count an ACK carried (tcp_apply_acks) */
     g_tc.rxbuf = g_rxbuf;
     g_tc.rx_ok = g_rx_ok;
     g_tc.rxs = g_rxs;
@@ -345,6 +347,31 @@ static int model(const uint8_t *s, size_t len, int eof, uint64_t sent, uint64_t 
     return end;
 }
 
+/* The get/atomic_add/accumulate messages (GET, GET_DATA, ADD, ACC: types 7
+ * to 10) are not in the model yet (test_mpi_rma tests them over tcp): the
+ * first such header in the stream becomes type 99, which model and
+ * receiver alike take for a protocol error that ends the connection. */
+static void unmodelled_to_unknown(uint8_t *s, size_t len)
+{
+    size_t pos = 0;
+
+    while (len - pos >= HDR) {
+        tcp_msg_t m;
+        memcpy(&m, s + pos, HDR);
+        if (m.type >= 7 && m.type <= 10) {
+            m.type = 99;
+            memcpy(s + pos, &m, HDR);
+            return;
+        }
+        pos += HDR;
+        if (m.type == MSG_PUT) {
+            if (m.size >= len - pos)
+                return;
+            pos += (size_t)m.size;
+        }
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
     static const size_t pieces[8] = {0, 1, 3, 31, 32, 33, 1000, 16384};
@@ -355,8 +382,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
     size_t piece = pieces[(flags >> 1) & 7], written = 0;
     uint64_t acked = ((uint64_t)high << 40) + nacked, sent = acked + nsent % (Q + 1);
     uint64_t rx_ops, want_acked;
-    const uint8_t *s = in.p;
     size_t slen = in.left;
+    uint8_t *s = malloc(slen ? slen : 1);
+
+    FUZZ_CHECK(s != NULL, "out of memory");
+    memcpy(s, in.p, slen);
+    unmodelled_to_unknown(s, slen);
 
     FUZZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0,
                "socketpair: %s", strerror(errno));
@@ -430,5 +461,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
                    (unsigned long long)g_comm.pchans[i].work_done,
                    (unsigned long long)g_m[i].work_done);
     }
+    free(s);
     return 0;
 }

@@ -32,7 +32,7 @@ static uint64_t bits(uint64_t w, int hi, int lo)
 /* The layout as gpuport_trigger.h's first comment states it, bit by bit. */
 static int is_value(uint32_t op)
 {
-    return op == 7 || op == 8;
+    return op == 7 || op == 8 || op == 10; /* PUT_VALUE, PUT_VALUE_SIGNAL, ATOMIC_ADD */
 }
 
 static void reference_decode(const gpuport_trigger_t *t, const gpuport_trigger_t *ext,
