@@ -199,17 +199,23 @@ GPUPORT_DEV int gpuport_dev_fifo_push(const gpuport_port_channel_dev_t *ch,
      * after the other: the copy only grows, and an older value can only
      * make the check below more cautious (it then reads again). */
     gpuport_dev_backoff_t b = {0, 0};
+    uint32_t sleeps = 0;
 
     cached = *(volatile unsigned long long *)f->tail_cache;
     pos = atomicAdd(f->head, (unsigned long long)n);
 
     /* Wait for room. Only the first waiter reads the host's tail across
      * PCIe; the rest watch the copy in device memory, so that thousands of
-     * waiting threads do not flood the bus the triggers travel on. */
+     * waiting threads do not flood the bus the triggers travel on. The
+     * others read it too once in 1,024 naps (about 100 us): when the
+     * waiters in front gave up (their limit ran out, their slots void),
+     * nobody is first any more, and the copy would stay behind the tail
+     * (seen on one H100: 4,096 pushes behind 64 quitters all timed out). */
     while (pos + n - cached > f->size) {
-        if (pos + n - cached <= f->size + n) {
+        if (pos + n - cached <= f->size + n || (++sleeps & 1023) == 0) {
             uint64_t tail;
-            gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
+            if (pos + n - cached <= f->size + n)
+                gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
             tail = gpuport_dev_load_sys(f->tail);
             if (tail > cached)
                 atomicMax(f->tail_cache, (unsigned long long)tail);
