@@ -240,6 +240,35 @@ static int try_copy(gpuport_channel_t ch, uint32_t op, uint64_t dst_off, uint64_
     return ops->signal(tl, 1, 0, &w) == GPUPORT_TRANSPORT_DONE ? INLINE_ALL : INLINE_DATA;
 }
 
+/* The gate every operation a calling thread carries out itself passes
+ * (GPUPORT_HOST_INLINE): the setting on, none of the channel's host
+ * operations in flight (chan_host_settled), the communicator not stopping;
+ * then inside, counted in inline_users, unless the proxy is promising the
+ * peer to write nothing more (the peer closed or failed, or this side
+ * failed: proxy_close.c). 1: inside, and inline_leave must follow. */
+static int inline_enter(gpuport_channel_t ch)
+{
+    gpuport_comm_t comm = ch->comm;
+
+    if (!comm->config.host_inline || !chan_host_settled(ch) ||
+        atomic_load_explicit(&comm->proxy.stop, memory_order_acquire))
+        return 0;
+    atomic_fetch_add_explicit(&ch->pchan->inline_users, 1, memory_order_seq_cst);
+    if (!atomic_load_explicit(&ch->pchan->no_inline, memory_order_seq_cst) &&
+        chan_peer_state(ch) == GPUPORT_OK)
+        return 1;
+    atomic_fetch_sub_explicit(&ch->pchan->inline_users, 1, memory_order_release);
+    return 0;
+}
+
+/* Leaves the gate; `done`: the operation was carried out (counted). */
+static void inline_leave(gpuport_channel_t ch, int done)
+{
+    atomic_fetch_sub_explicit(&ch->pchan->inline_users, 1, memory_order_release);
+    if (done)
+        atomic_fetch_add_explicit(&ch->comm->host_inline_ops, 1, memory_order_relaxed);
+}
+
 /* GPUPORT_HOST_INLINE: the calling thread carries out the operation itself
  * where the channel's transport allows it (ops->host_inline: try_copy;
  * ops->host_send: try_send) and none of the channel's host operations is
@@ -252,24 +281,16 @@ static int try_copy(gpuport_channel_t ch, uint32_t op, uint64_t dst_off, uint64_
 static int try_inline(gpuport_channel_t ch, uint32_t op, uint64_t dst_off, uint64_t src_off,
                       uint64_t size, uint64_t value)
 {
-    gpuport_comm_t comm = ch->comm;
     const gpuport_transport_ops_t *ops = ch->pchan->ops;
-    int done = INLINE_NONE;
+    int done;
 
-    if (!comm->config.host_inline || !ops || !(ops->host_inline || ops->host_send) ||
-        !chan_host_settled(ch) || atomic_load_explicit(&comm->proxy.stop, memory_order_acquire))
+    if (!ops || !(ops->host_inline || ops->host_send) || !inline_enter(ch))
         return INLINE_NONE;
-    /* inside, unless the proxy is promising the peer to write nothing more
-     * (the peer closed or failed, or this side failed): proxy_close.c */
-    atomic_fetch_add_explicit(&ch->pchan->inline_users, 1, memory_order_seq_cst);
-    if (!atomic_load_explicit(&ch->pchan->no_inline, memory_order_seq_cst) &&
-        chan_peer_state(ch) == GPUPORT_OK)
-        done = ops->host_send ? try_send(ch, op, dst_off, src_off, size, value)
-                              : try_copy(ch, op, dst_off, src_off, size, value);
-    atomic_fetch_sub_explicit(&ch->pchan->inline_users, 1, memory_order_release);
+    done = ops->host_send ? try_send(ch, op, dst_off, src_off, size, value)
+                          : try_copy(ch, op, dst_off, src_off, size, value);
+    inline_leave(ch, done != INLINE_NONE);
     if (done == INLINE_NONE)
         return INLINE_NONE;
-    atomic_fetch_add_explicit(&comm->host_inline_ops, 1, memory_order_relaxed);
     if (GPUPORT_LOG_ON(GPUPORT_LOG_TRACE))
         log_trace("channel %u (to rank %d): %s, dst_off %llu, %s %llu, carried out by the "
                   "calling thread (GPUPORT_HOST_INLINE)%s",
@@ -287,23 +308,15 @@ static int try_inline(gpuport_channel_t ch, uint32_t op, uint64_t dst_off, uint6
  * copy or add); 1 if it did, 0 if the caller must push it. */
 int chan_try_inline_rma(gpuport_channel_t ch, const gpuport_op_desc_t *d)
 {
-    gpuport_comm_t comm = ch->comm;
     const gpuport_transport_ops_t *ops = ch->pchan->ops;
     gpuport_work_t w;
-    int done = 0;
+    int done;
 
-    if (!comm->config.host_inline || !ops || !ops->host_inline || !ops->rma ||
-        !chan_host_settled(ch) || atomic_load_explicit(&comm->proxy.stop, memory_order_acquire))
+    if (!ops || !ops->host_inline || !ops->rma || !inline_enter(ch))
         return 0;
-    atomic_fetch_add_explicit(&ch->pchan->inline_users, 1, memory_order_seq_cst);
-    if (!atomic_load_explicit(&ch->pchan->no_inline, memory_order_seq_cst) &&
-        chan_peer_state(ch) == GPUPORT_OK) {
-        memset(&w, 0, sizeof(w));
-        done = ops->rma(&ch->pchan->tl, d, 0, &w) == GPUPORT_TRANSPORT_DONE;
-    }
-    atomic_fetch_sub_explicit(&ch->pchan->inline_users, 1, memory_order_release);
-    if (done)
-        atomic_fetch_add_explicit(&comm->host_inline_ops, 1, memory_order_relaxed);
+    memset(&w, 0, sizeof(w));
+    done = ops->rma(&ch->pchan->tl, d, 0, &w) == GPUPORT_TRANSPORT_DONE;
+    inline_leave(ch, done);
     return done;
 }
 
