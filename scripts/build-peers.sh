@@ -25,6 +25,11 @@ wheel_dir() {
     python3 -c "import nvidia.$1 as m; print(list(m.__path__)[0])" 2>/dev/null || true
 }
 
+# The version of the wheel a directory came from, if it came from one.
+wheel_version() {
+    python3 -c "import importlib.metadata as m; print(m.version('$1'))" 2>/dev/null || echo '?'
+}
+
 # The first of DIR/lib/NAME.so* (the wheels ship only the versioned file,
 # which nvcc takes as -l:FILE).
 lib_file() {
@@ -63,14 +68,14 @@ nvshmem_host=${nvshmem:+$(lib_file "$nvshmem" libnvshmem_host)}
 nccl_lib=${nccl:+$(lib_file "$nccl" libnccl)}
 if [ -n "$nvshmem_host" ] && [ -f "$nvshmem/include/nvshmem.h" ] &&
     [ -f "$nvshmem/lib/libnvshmem_device.a" ]; then
-    echo "NVSHMEM: $nvshmem ($(basename "$nvshmem_host"))"
+    echo "NVSHMEM: $nvshmem ($(basename "$nvshmem_host")${NVSHMEM_HOME:+)}${NVSHMEM_HOME:-, wheel $(wheel_version nvidia-nvshmem-cu13))}"
 else
     echo "NVSHMEM: not found (NVSHMEM_HOME, or pip install nvidia-nvshmem-cu13):" \
         "its programs skipped"
     nvshmem=
 fi
 if [ -n "$nccl_lib" ] && [ -f "$nccl/include/nccl.h" ]; then
-    echo "NCCL: $nccl ($(basename "$nccl_lib"))"
+    echo "NCCL: $nccl ($(basename "$nccl_lib")${NCCL_HOME:+)}${NCCL_HOME:-, wheel $(wheel_version nvidia-nccl-cu13))}"
 else
     echo "NCCL: not found (NCCL_HOME, or pip install nvidia-nccl-cu13): its programs skipped"
     nccl=

@@ -6,8 +6,12 @@
 # and the application's own VMM memory (GPUPORT_TEST_MEM), and that nothing
 # hangs when the application's launch queue is full.
 #   usage: scripts/gpu-one.sh [BUILD_DIR] [OUT_DIR] [PEERS_DIR]   (build: scripts/gpu-build.sh)
-# PEERS_DIR (also from the environment; default _build/peers): the peer
-# baselines scripts/build-peers.sh built; their steps are skipped without it.
+# PEERS_DIR (also from the environment): the peer baselines
+# scripts/build-peers.sh built on THIS machine. Unset, the script builds them
+# here first (step peers-build, about a minute): a program links NVSHMEM's
+# device half statically and loads its host half at run time, and the two
+# must be one version, so a build carried from another machine's wheel fails
+# where the wheels differ (and finds no library where their paths do).
 # GPU_ONE_ONLY=REGEX runs only the steps whose names match (grep -E).
 # GPU_ONE_MAX_S=N caps every step's time limit at N seconds (a short first look).
 set -u
@@ -189,8 +193,19 @@ step bench-records 300 env GPUPORT_TEST_TIMEOUT=280 "$build/test/mpi/mpirun.sh" 
 # there is no remote transport to load). NCCL refuses two ranks on one GPU:
 # its programs say SKIP and exit 77, which step() would count as a FAIL, so
 # their steps turn 77 into a pass that logs "SKIP (exit 77)".
-peers=${3:-${PEERS_DIR:-_build/peers}}
-if [ -d "$peers" ]; then
+peers=${3:-${PEERS_DIR:-}}
+wanted=0
+for w in halo allreduce alltoall; do
+    for lib in nvshmem nccl; do
+        if [ -z "${GPU_ONE_ONLY:-}" ] || echo "peer-${w}_$lib" | grep -Eq "$GPU_ONE_ONLY"; then wanted=1; fi
+    done
+done
+if [ -z "$peers" ] && [ $wanted = 1 ]; then
+    peers=$(mktemp -d)/peers
+    GPU_ONE_ONLY= step peers-build 600 bash scripts/build-peers.sh "$peers"
+    grep -E '^(NVSHMEM|NCCL)' "$out/peers-build.log"
+fi
+if [ -n "$peers" ] && [ -d "$peers" ]; then
     for w in halo allreduce alltoall; do
         step peer-${w}_nvshmem 300 bash scripts/with-mps.sh env GPUPORT_TEST_TIMEOUT=280 \
             NVSHMEM_IGNORE_CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=1 NVSHMEM_DISABLE_NCCL=1 \
@@ -203,7 +218,7 @@ if [ -d "$peers" ]; then
             sh "$build/test/mpi/mpirun.sh" 2 "$peers/${w}_nccl"
     done
 else
-    echo "peer-* steps skipped: no $peers (scripts/build-peers.sh)"
+    echo "peer-* steps skipped: no peer baselines${peers:+ in $peers} (scripts/build-peers.sh)"
 fi
 # the probes behind docs/ARCHITECTURE.md's and docs/PERFORMANCE.md's driver facts
 if [ -d "$build/probes" ]; then
