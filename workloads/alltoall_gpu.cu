@@ -244,21 +244,17 @@ typedef struct run {
     MPI_Datatype msg_type, row_type;
 } run_t;
 
-/* This rank's GPU (local rank % GPUs) and which ranks share its host
- * (local[p]). 1 ready, 0 failed, -1 no usable GPU here. */
-static int pick_gpu(int *local, int *dev_p)
+/* This rank's GPU (local rank % GPUs: the communicator, made after, takes
+ * the current device). 1 ready, 0 failed, -1 no usable GPU here. */
+static int pick_gpu(int *dev_p)
 {
     MPI_Comm host;
-    int here, n = 0, leader = wl_rank;
+    int here, n = 0;
     cudaError_t e;
 
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, wl_rank, MPI_INFO_NULL, &host);
     MPI_Comm_rank(host, &here);
-    MPI_Bcast(&leader, 1, MPI_INT, 0, host); /* a host is named by its lowest rank */
     MPI_Comm_free(&host);
-    MPI_Allgather(&leader, 1, MPI_INT, local, 1, MPI_INT, MPI_COMM_WORLD);
-    for (int p = 0; p < wl_size; p++)
-        local[p] = local[p] == leader;
     e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
         printf("rank %d: SKIP: no usable GPU (cudaGetDeviceCount: %s, %d devices)\n", wl_rank,
@@ -668,7 +664,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "rank %d: out of memory\n", wl_rank);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    rc = pick_gpu(r.nsend + 8 * wl_size, &gpu);
+    rc = pick_gpu(&gpu);
     if (!wl_agree(rc == 1)) {
         rc = wl_agree(rc != -1) ? 1 : 77; /* 77 where a rank has no GPU */
         free(r.nsend);
@@ -682,6 +678,8 @@ int main(int argc, char **argv)
     rounds = wl_rounds(&o, o.small ? 20 : 50);
     ways = o.no_mpi ? WAY_MPI : WAYS;
     r.comm = wl_comm();
+    for (int p = 0; p < wl_size; p++) /* memory channels where gpuport can map the peer */
+        r.local[p] = gpuport_comm_same_host(r.comm, p) == 1;
     r.k.a = moe_areas(&r.m);
     t = (double *)calloc(2 * WAYS * (size_t)rounds, sizeof(double));
     good = wl_agree(t && prepare(&r)) && connect(&r, tl, sizeof(tl));

@@ -248,6 +248,33 @@ GPUPORT_API int gpuport_comm_rank(gpuport_comm_t comm);
  */
 GPUPORT_API int gpuport_comm_size(gpuport_comm_t comm);
 
+/**
+ * Whether a rank runs on this rank's host: the hosts where memory channels
+ * (gpuport_memory_channel_create) can be made and the same-host transports
+ * (cuda_ipc, shm) carry port channels. Two ranks share a host when their
+ * host identities are equal (derived from the host name and boot id, or
+ * GPUPORT_HOST_ID). Local; any thread.
+ * @param peer a rank of the communicator (this rank's own: 1)
+ * @return 1 on this host, 0 on another, -1 for a handle that is not a live
+ *         communicator or a peer outside 0 .. size - 1
+ */
+GPUPORT_API int gpuport_comm_same_host(gpuport_comm_t comm, int peer);
+
+/**
+ * This rank's number among the ranks of its host, counted in rank order
+ * (0 .. gpuport_comm_local_size() - 1): e.g. to choose among a host's GPUs
+ * or to split work among the ranks that share memory. Local; any thread.
+ * @return the number, or -1 for a handle that is not a live communicator
+ */
+GPUPORT_API int gpuport_comm_local_rank(gpuport_comm_t comm);
+
+/**
+ * The number of ranks on this rank's host, this one included. Local; any
+ * thread.
+ * @return the number, or -1 for a handle that is not a live communicator
+ */
+GPUPORT_API int gpuport_comm_local_size(gpuport_comm_t comm);
+
 /** What the proxy service has done and cost so far, for tools and tuning. */
 typedef struct gpuport_comm_stats {
     uint64_t triggers;       /**< triggers the proxy carried out */

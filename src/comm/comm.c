@@ -526,3 +526,30 @@ int gpuport_comm_size(gpuport_comm_t comm)
 {
     return gpuport_comm_live(comm) ? comm->size : -1;
 }
+
+int gpuport_comm_same_host(gpuport_comm_t comm, int peer)
+{
+    if (!gpuport_comm_live(comm) || peer < 0 || peer >= comm->size)
+        return -1;
+    return comm->procs[peer].host_id == comm->procs[comm->rank].host_id;
+}
+
+/* The ranks before this one (below = 1) or all of them (below = 0) on this host. */
+static int ranks_on_host(gpuport_comm_t comm, int below)
+{
+    int n = 0, end = below ? comm->rank : comm->size;
+
+    for (int r = 0; r < end; r++)
+        n += comm->procs[r].host_id == comm->procs[comm->rank].host_id;
+    return n;
+}
+
+int gpuport_comm_local_rank(gpuport_comm_t comm)
+{
+    return gpuport_comm_live(comm) ? ranks_on_host(comm, 1) : -1;
+}
+
+int gpuport_comm_local_size(gpuport_comm_t comm)
+{
+    return gpuport_comm_live(comm) ? ranks_on_host(comm, 0) : -1;
+}

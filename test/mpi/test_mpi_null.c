@@ -8,8 +8,10 @@
  * and its struct left unwritten. Then
  * the README's old unchecked fragment under GPUPORT_TRANSPORT=foo: creation
  * fails on every rank, and every later call of the fragment, handed the
- * NULL, is refused instead of crashing. test/unit/test_null_args.c checks
- * the rest of the API.
+ * NULL, is refused instead of crashing. Last, a live communicator's
+ * queries: rank, size, and which ranks share a host (all of them; then,
+ * under two GPUPORT_HOST_IDs, even and odd ranks apart).
+ * test/unit/test_null_args.c checks the rest of the API.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,7 +100,31 @@ int main(int argc, char **argv)
     /* nothing was left half made: a communicator comes up and goes */
     CHECK_OK(gpuport_comm_init_mpi(MPI_COMM_WORLD, &comm));
     CHECK(gpuport_comm_rank(comm) == rank && gpuport_comm_size(comm) == size);
+    /* the host queries: every rank runs on this machine (unless the caller
+     * set GPUPORT_HOST_ID for some) */
+    if (!getenv("GPUPORT_HOST_ID")) {
+        for (int p = 0; p < size; p++)
+            CHECK_MSG(gpuport_comm_same_host(comm, p) == 1, "rank %d: peer %d not on this host", rank,
+                      p);
+        CHECK(gpuport_comm_local_rank(comm) == rank && gpuport_comm_local_size(comm) == size);
+    }
+    CHECK(gpuport_comm_same_host(comm, size) == -1 && gpuport_comm_same_host(comm, -1) == -1);
     CHECK_OK(gpuport_comm_destroy(comm));
+
+    /* two host identities, even ranks on one and odd on the other: the
+     * queries follow them (rank 2k + h is local rank k of host h) */
+    CHECK(setenv("GPUPORT_HOST_ID", rank % 2 ? "b0b0" : "a0a0", 1) == 0);
+    CHECK_OK(gpuport_comm_init_mpi(MPI_COMM_WORLD, &comm));
+    for (int p = 0; p < size; p++)
+        CHECK_MSG(gpuport_comm_same_host(comm, p) == (p % 2 == rank % 2),
+                  "rank %d: gpuport_comm_same_host(peer %d) is %d", rank, p,
+                  gpuport_comm_same_host(comm, p));
+    CHECK_MSG(gpuport_comm_local_rank(comm) == rank / 2 &&
+                  gpuport_comm_local_size(comm) == (size - rank % 2 + 1) / 2,
+              "rank %d of %d: local rank %d of %d", rank, size, gpuport_comm_local_rank(comm),
+              gpuport_comm_local_size(comm));
+    CHECK_OK(gpuport_comm_destroy(comm));
+    CHECK(unsetenv("GPUPORT_HOST_ID") == 0);
     printf("rank %d: the MPI bootstrap refused NULL arguments; the failed fragment was refused "
            "call by call\n",
            rank);

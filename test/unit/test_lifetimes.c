@@ -261,6 +261,10 @@ static int stale_handles(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
 
     (void)rank, (void)size, (void)arg;
     CHECK_OK(gpuport_comm_create(bs, &comm));
+    /* a communicator of one rank: itself on its host, no other rank */
+    CHECK(gpuport_comm_same_host(comm, 0) == 1);
+    CHECK(gpuport_comm_same_host(comm, 1) == -1 && gpuport_comm_same_host(comm, -1) == -1);
+    CHECK(gpuport_comm_local_rank(comm) == 0 && gpuport_comm_local_size(comm) == 1);
     CHECK_OK(gpuport_mem_register(comm, buf, sizeof(buf), &mem));
     CHECK_OK(gpuport_channel_create(comm, 0, mem, mem, &ch));
     CHECK_OK(gpuport_channel_destroy(ch));
@@ -282,6 +286,8 @@ static int stale_handles(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     CHECK_STATUS(gpuport_channel_create(gone, 0, NULL, NULL, &out), GPUPORT_ERR_INVALID_ARG);
     CHECK_STATUS(gpuport_mem_register(gone, buf, sizeof(buf), &mem), GPUPORT_ERR_INVALID_ARG);
     CHECK(gpuport_comm_rank(gone) == -1 && gpuport_comm_size(gone) == -1);
+    CHECK(gpuport_comm_same_host(gone, 0) == -1);
+    CHECK(gpuport_comm_local_rank(gone) == -1 && gpuport_comm_local_size(gone) == -1);
     return 0;
 }
 

@@ -148,6 +148,8 @@ static void null_handles(void)
     REFUSED(gpuport_comm_destroy(NULL), "gpuport_comm_destroy", "");
     CHECK(gpuport_comm_rank(NULL) == -1);
     CHECK(gpuport_comm_size(NULL) == -1);
+    CHECK(gpuport_comm_same_host(NULL, 0) == -1);
+    CHECK(gpuport_comm_local_rank(NULL) == -1 && gpuport_comm_local_size(NULL) == -1);
     REFUSED(gpuport_comm_stats(NULL, &stats), "gpuport_comm_stats", "comm");
     REFUSED(gpuport_mem_alloc(NULL, 64, &p), "gpuport_mem_alloc", "comm");
     REFUSED(gpuport_mem_alloc_device(NULL, 64, &p), "gpuport_mem_alloc_device", "comm");
