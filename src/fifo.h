@@ -3,8 +3,9 @@
  * through the device API) append 16-byte triggers, the proxy thread is the
  * only consumer. Layout and validity rules are in gpuport_trigger.h: a slot
  * is valid when its lap-parity bit matches the lap of the position the
- * consumer expects, so slots are never cleared and the consumer publishes its
- * progress with one release store of `tail`.
+ * consumer expects, so slots written are never cleared and the consumer
+ * publishes its progress with one release store of `tail`. (A slot given up
+ * is restamped by the consumer: gpuport_fifo_void_clear.)
  *
  * Host producers reserve slots with a compare-and-swap only when the ring has
  * room, so a producer that gives up (timeout) never leaves a reserved slot
@@ -79,6 +80,25 @@ static inline int gpuport_fifo_void_at(const gpuport_fifo_t *f, uint32_t k, uint
         return 0;
     *channel_p = (uint32_t)v->w[1];
     return 1;
+}
+
+/* Consumer: forget the given-up slot at pos + k (gpuport_fifo_void_at).
+ * Nobody wrote it in this lap, so it still holds the trigger of the lap
+ * before, whose parity bit is also the next lap's: left so, that old
+ * trigger would read as valid when the consumer comes round again and be
+ * carried out a second time. Stamped with this lap's parity and no op, the
+ * slot reads as not yet written until a pusher of the next lap writes it;
+ * those pushers wait for the tail to pass this position, which
+ * gpuport_fifo_advance publishes after this store (release), so none
+ * writes the slot before it. */
+static inline void gpuport_fifo_void_clear(gpuport_fifo_t *f, uint32_t k)
+{
+    uint64_t p = f->pos + k;
+    gpuport_trigger_t *slot = &f->slots[p & (f->size - 1)];
+
+    atomic_store_explicit((_Atomic uint64_t *)&slot->w[0],
+                          gpuport_trigger_parity(p, f->log2_size) << GPUPORT_TRG_PARITY_SHIFT,
+                          memory_order_relaxed);
 }
 
 /* Consumer: the next n slots are done; frees them for producers. */

@@ -75,6 +75,7 @@ int proxy_consume_fifo(gpuport_comm_t comm, gpuport_fifo_t *f, int fifo)
             if (!gpuport_fifo_void_at(f, consumed, &channel))
                 break;
             skip_void(comm, f, consumed, channel);
+            gpuport_fifo_void_clear(f, consumed);
             consumed++;
             continue;
         }

@@ -33,6 +33,7 @@ uint32_t fifo_consumer_pop(fifo_consumer_t *c, gpuport_op_desc_t *d)
     while (!gpuport_fifo_peek(&c->fifo, 0, &t[0])) {
         if (!gpuport_fifo_void_at(&c->fifo, 0, &channel))
             return 0;
+        gpuport_fifo_void_clear(&c->fifo, 0);
         gpuport_fifo_advance(&c->fifo, 1);
         c->voids++;
     }

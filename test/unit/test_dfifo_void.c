@@ -6,7 +6,8 @@
  * slot given up is skipped, reported with its channel, and that channel
  * fails with GPUPORT_ERR_TIMEOUT; every trigger behind it is taken; a mark
  * of another position (an old lap's, a later one's) is not taken for one,
- * and a slot neither written nor given up stops the consumer there.
+ * a slot neither written nor given up stops the consumer there, and after
+ * a whole lap given up the old lap's triggers are not taken again.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -106,11 +107,42 @@ int main(void)
               (unsigned long long)f.pos);
     CHECK_MSG(strstr(log, "channel 4 (no such channel now) gave up"), "log: %s", log);
 
+    /* a lap of puts (5 .. 5 + SIZE - 1), taken; then the whole next lap
+     * given up: its slots still hold those puts, whose parity is the lap
+     * after's. That lap, nothing written yet, must take nothing (the
+     * consumer once took the old puts again: seen on one H100, 64 device
+     * pushes timed out on a 64-slot FIFO, then old triggers were carried
+     * out a second time and later ones lost) */
+    for (uint64_t p = 5; p < 5 + SIZE; p++)
+        write_put(p, 6);
+    n = proxy_consume_fifo(comm, &f, GPUPORT_FIFO_DEVICE);
+    CHECK_MSG(f.pos == 5 + SIZE, "consumer at %llu after a lap of puts", (unsigned long long)f.pos);
+    for (uint64_t p = 5 + SIZE; p < 5 + 2 * SIZE; p++)
+        write_void(p, p, 2);
+    capture_begin();
+    n = proxy_consume_fifo(comm, &f, GPUPORT_FIFO_DEVICE);
+    log = capture_end();
+    CHECK_MSG(f.pos == 5 + 2 * SIZE, "consumer at %llu after a lap of marks",
+              (unsigned long long)f.pos);
+    uint64_t taken = atomic_load(&comm->proxy.triggers);
+    n = proxy_consume_fifo(comm, &f, GPUPORT_FIFO_DEVICE);
+    CHECK_MSG(n == 0 && f.pos == 5 + 2 * SIZE && atomic_load(&comm->proxy.triggers) == taken,
+              "the lap after a lap given up: %llu old trigger(s) taken again, consumer at %llu",
+              (unsigned long long)(atomic_load(&comm->proxy.triggers) - taken),
+              (unsigned long long)f.pos);
+    /* what that lap's pushers write then is taken */
+    write_put(5 + 2 * SIZE, 6);
+    write_put(6 + 2 * SIZE, 6);
+    n = proxy_consume_fifo(comm, &f, GPUPORT_FIFO_DEVICE);
+    CHECK_MSG(f.pos == 7 + 2 * SIZE && atomic_load(&comm->proxy.triggers) == taken + 2,
+              "consumer at %llu, %llu taken", (unsigned long long)f.pos,
+              (unsigned long long)(atomic_load(&comm->proxy.triggers) - taken));
+
     /* the host FIFO has no marks: a slot not written stops it, whatever */
     f.voids = NULL;
-    write_void(5, 5, 2);
+    write_void(7 + 2 * SIZE, 7 + 2 * SIZE, 2);
     n = proxy_consume_fifo(comm, &f, GPUPORT_FIFO_DEVICE);
-    CHECK(n == 0 && f.pos == 5);
+    CHECK(n == 0 && f.pos == 7 + 2 * SIZE);
 
     gpuport_proxy_parks_free(comm);
     free(comm->pchans);
