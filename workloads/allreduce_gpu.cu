@@ -60,6 +60,7 @@
 extern "C" { /* wl.c is C, and wl.h says nothing of it */
 #include "wl.h"
 }
+#include "wl_gpu.h"
 
 namespace cg = cooperative_groups;
 
@@ -335,14 +336,6 @@ static int ok(gpuport_status_t st, const char *call)
     return 0;
 }
 
-static int cuda_ok(cudaError_t e, const char *call)
-{
-    if (e == cudaSuccess)
-        return 1;
-    fprintf(stderr, "rank %d: %s failed: %s\n", wl_rank, call, cudaGetErrorString(e));
-    return 0;
-}
-
 /* rank r's element i: the same on every rank, in [-1, 1) (allreduce.c's) */
 static float value(int r, uint64_t i)
 {
@@ -351,30 +344,6 @@ static float value(int r, uint64_t i)
     h *= 0x94d049bb133111ebull;
     h ^= h >> 29;
     return (float)((double)(h >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
-/* GPU local_rank % count (0 under GPUPORT_TEST_ONE_GPU=1); -1: no GPU, -2: failed. */
-static int pick_gpu(int *local_size_p)
-{
-    const char *one = getenv("GPUPORT_TEST_ONE_GPU");
-    MPI_Comm host;
-    int local_rank, n = 0, dev;
-    cudaError_t e;
-
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, wl_rank, MPI_INFO_NULL, &host);
-    MPI_Comm_rank(host, &local_rank);
-    MPI_Comm_size(host, local_size_p);
-    MPI_Comm_free(&host);
-    e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0) {
-        printf("rank %d: SKIP: no usable GPU (cudaGetDeviceCount: %s, %d devices)\n", wl_rank,
-               cudaGetErrorString(e), n);
-        return -1;
-    }
-    dev = one && strcmp(one, "1") == 0 ? 0 : local_rank % n;
-    if (!cuda_ok(cudaSetDevice(dev), "cudaSetDevice") || !cuda_ok(cudaFree(0), "cudaFree(0)"))
-        return -2;
-    return dev;
 }
 
 /* The window for sizes up to max_bytes, with this rank's input, and the
@@ -401,16 +370,16 @@ static int ar_open(ar_t *a, uint64_t max_bytes, int all_local)
     a->pcd = (gpuport_port_channel_dev_t *)calloc(n, sizeof(*a->pcd));
     if (!a->pc || !a->mc || !a->mcd || !a->pcd ||
         !ok(gpuport_mem_alloc_device(a->comm, win, (void **)&d->win), "gpuport_mem_alloc_device") ||
-        !cuda_ok(cudaMallocHost((void **)&a->host_in, max_bytes), "cudaMallocHost") ||
-        !cuda_ok(cudaMallocHost((void **)&a->host_out, max_bytes), "cudaMallocHost") ||
-        !cuda_ok(cudaMalloc((void **)&a->ns, MAX_ROUNDS * sizeof(*a->ns)), "cudaMalloc") ||
-        !cuda_ok(cudaMalloc((void **)&a->err, 2 * sizeof(int)), "cudaMalloc") ||
-        !cuda_ok(cudaMalloc((void **)&d->mc, n * sizeof(*a->mcd)), "cudaMalloc") ||
-        !cuda_ok(cudaMalloc((void **)&d->pc, n * sizeof(*a->pcd)), "cudaMalloc"))
+        !wl_cuda_ok(cudaMallocHost((void **)&a->host_in, max_bytes), "cudaMallocHost") ||
+        !wl_cuda_ok(cudaMallocHost((void **)&a->host_out, max_bytes), "cudaMallocHost") ||
+        !wl_cuda_ok(cudaMalloc((void **)&a->ns, MAX_ROUNDS * sizeof(*a->ns)), "cudaMalloc") ||
+        !wl_cuda_ok(cudaMalloc((void **)&a->err, 2 * sizeof(int)), "cudaMalloc") ||
+        !wl_cuda_ok(cudaMalloc((void **)&d->mc, n * sizeof(*a->mcd)), "cudaMalloc") ||
+        !wl_cuda_ok(cudaMalloc((void **)&d->pc, n * sizeof(*a->pcd)), "cudaMalloc"))
         return 0;
     for (uint64_t i = 0; i < max_bytes / sizeof(float); i++)
         a->host_in[i] = value(wl_rank, i);
-    if (!cuda_ok(cudaMemcpy(d->win, a->host_in, max_bytes, cudaMemcpyHostToDevice), "cudaMemcpy") ||
+    if (!wl_cuda_ok(cudaMemcpy(d->win, a->host_in, max_bytes, cudaMemcpyHostToDevice), "cudaMemcpy") ||
         !ok(gpuport_mem_register(a->comm, d->win, win, &a->mem), "gpuport_mem_register"))
         return 0;
     for (int p = 0; p < n; p++) {
@@ -427,9 +396,9 @@ static int ar_open(ar_t *a, uint64_t max_bytes, int all_local)
                          "gpuport_memory_channel_device");
     }
     a->have_mc = wl_agree(mc_all);
-    return cuda_ok(cudaMemcpy((void *)d->mc, a->mcd, n * sizeof(*a->mcd),
+    return wl_cuda_ok(cudaMemcpy((void *)d->mc, a->mcd, n * sizeof(*a->mcd),
                               cudaMemcpyHostToDevice), "cudaMemcpy") &&
-           cuda_ok(cudaMemcpy((void *)d->pc, a->pcd, n * sizeof(*a->pcd),
+           wl_cuda_ok(cudaMemcpy((void *)d->pc, a->pcd, n * sizeof(*a->pcd),
                               cudaMemcpyHostToDevice), "cudaMemcpy");
 }
 
@@ -471,12 +440,12 @@ static int run_kernel(ar_t *a, enum way way, uint64_t count, int warm, int round
     run_t r = {way, count, a->flag, warm, rounds, a->ns, a->err};
     void *args[] = {&a->dev, &r};
 
-    good = cuda_ok(cudaMemcpy(a->err, err, sizeof(err), cudaMemcpyHostToDevice), "cudaMemcpy") &&
-           cuda_ok(cudaLaunchCooperativeKernel((void *)allreduce_rounds, BLOCKS, THREADS, args, 0,
+    good = wl_cuda_ok(cudaMemcpy(a->err, err, sizeof(err), cudaMemcpyHostToDevice), "cudaMemcpy") &&
+           wl_cuda_ok(cudaLaunchCooperativeKernel((void *)allreduce_rounds, BLOCKS, THREADS, args, 0,
                                                0), "cudaLaunchCooperativeKernel") &&
-           cuda_ok(cudaDeviceSynchronize(), "allreduce_rounds (cudaDeviceSynchronize)") &&
-           cuda_ok(cudaMemcpy(err, a->err, sizeof(err), cudaMemcpyDeviceToHost), "cudaMemcpy") &&
-           cuda_ok(cudaMemcpy(ns, a->ns, rounds * sizeof(*ns), cudaMemcpyDeviceToHost),
+           wl_cuda_ok(cudaDeviceSynchronize(), "allreduce_rounds (cudaDeviceSynchronize)") &&
+           wl_cuda_ok(cudaMemcpy(err, a->err, sizeof(err), cudaMemcpyDeviceToHost), "cudaMemcpy") &&
+           wl_cuda_ok(cudaMemcpy(ns, a->ns, rounds * sizeof(*ns), cudaMemcpyDeviceToHost),
                    "cudaMemcpy") &&
            ok((gpuport_status_t)err[0], "a gpuport call in allreduce_rounds");
     a->flag += (uint32_t)(warm + rounds);
@@ -496,14 +465,14 @@ static int run_mpi(ar_t *a, uint64_t count, int warm, int rounds, double *us)
 
     for (int i = -warm; i < rounds; i++) { /* every round on every rank: barriers */
         double t0;
-        good &= cuda_ok(cudaMemset(out, 0xff, bytes), "cudaMemset") &&
-                cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+        good &= wl_cuda_ok(cudaMemset(out, 0xff, bytes), "cudaMemset") &&
+                wl_cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
         MPI_Barrier(MPI_COMM_WORLD);
         t0 = wl_now();
-        good &= cuda_ok(cudaMemcpy(a->host_in, a->dev.win + a->dev.off_in, bytes,
+        good &= wl_cuda_ok(cudaMemcpy(a->host_in, a->dev.win + a->dev.off_in, bytes,
                                    cudaMemcpyDeviceToHost), "cudaMemcpy");
         MPI_Allreduce(a->host_in, a->host_out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        good &= cuda_ok(cudaMemcpy(out, a->host_out, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+        good &= wl_cuda_ok(cudaMemcpy(out, a->host_out, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
         if (i >= 0)
             us[i] = (wl_now() - t0) * 1e6;
     }
@@ -520,7 +489,7 @@ static int verify(ar_t *a, uint64_t count, int exact, const char *who)
     float *res = a->host_out;
     uint64_t bad = 0, inexact = 0;
 
-    if (!cuda_ok(cudaMemcpy(res, a->dev.win + a->dev.off_out, count * sizeof(float),
+    if (!wl_cuda_ok(cudaMemcpy(res, a->dev.win + a->dev.off_out, count * sizeof(float),
                             cudaMemcpyDeviceToHost), "cudaMemcpy"))
         return wl_agree(0);
     for (uint64_t i = 0; i < count; i++) {
@@ -640,7 +609,7 @@ int main(int argc, char **argv)
                                      WL_MIB,     4 * WL_MIB,  16 * WL_MIB, 64 * WL_MIB};
     wl_opts_t o;
     ar_t a = {};
-    int rc, gpu, local_size, nsizes, good = 1;
+    int rc, gpu, nsizes, good = 1;
     const uint64_t *list;
 
     rc = wl_init(&argc, &argv, NULL, &o);
@@ -652,7 +621,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    gpu = pick_gpu(&local_size);
+    gpu = wl_gpu_pick(NULL, NULL, 0);
     if (!wl_agree(gpu >= 0)) { /* 77: no GPU on some rank; 1: one could not be used */
         rc = wl_agree(gpu != -1) ? 1 : 77;
         if (wl_rank == 0 && bench_out_active())
@@ -663,7 +632,7 @@ int main(int argc, char **argv)
     a.comm = wl_comm(); /* GPU mode, on this rank's current device */
     list = o.small ? small_sizes : sizes;
     nsizes = o.small ? 3 : 8;
-    if (!ar_open(&a, list[nsizes - 1], wl_agree(local_size == wl_size)))
+    if (!ar_open(&a, list[nsizes - 1], wl_agree(gpuport_comm_local_size(a.comm) == wl_size)))
         MPI_Abort(MPI_COMM_WORLD, 1); /* peers may wait in a pairwise creation */
     print_header(&a, gpu);
     for (int k = 0; k < nsizes && good; k++)

@@ -43,6 +43,7 @@
 extern "C" {
 #include "wl.h" /* a C library, and wl.h says so only to C */
 }
+#include "wl_gpu.h"
 #include "alltoall_moe.h"
 #include "bench_out.h"
 
@@ -219,14 +220,6 @@ static int ok(gpuport_status_t st, const char *call, int peer)
     return 0;
 }
 
-static int cuda_ok(cudaError_t e, const char *call)
-{
-    if (e == cudaSuccess)
-        return 1;
-    fprintf(stderr, "rank %d: %s failed: %s\n", wl_rank, call, cudaGetErrorString(e));
-    return 0;
-}
-
 /* Everything a rank keeps. Host arrays of `ranks` ints: nsend .. local. */
 typedef struct run {
     moe_t m;
@@ -244,27 +237,6 @@ typedef struct run {
     MPI_Datatype msg_type, row_type;
 } run_t;
 
-/* This rank's GPU (local rank % GPUs: the communicator, made after, takes
- * the current device). 1 ready, 0 failed, -1 no usable GPU here. */
-static int pick_gpu(int *dev_p)
-{
-    MPI_Comm host;
-    int here, n = 0;
-    cudaError_t e;
-
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, wl_rank, MPI_INFO_NULL, &host);
-    MPI_Comm_rank(host, &here);
-    MPI_Comm_free(&host);
-    e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0) {
-        printf("rank %d: SKIP: no usable GPU (cudaGetDeviceCount: %s, %d devices)\n", wl_rank,
-               cudaGetErrorString(e), n);
-        return -1;
-    }
-    *dev_p = here % n;
-    return cuda_ok(cudaSetDevice(*dev_p), "cudaSetDevice") && cuda_ok(cudaFree(0), "cudaFree(0)");
-}
-
 /* A timed phase of a gpuport way: its kernel, from after a barrier to its
  * end. */
 static int gp_phase(run_t *r, int way, int comb, double *t)
@@ -274,8 +246,8 @@ static int gp_phase(run_t *r, int way, int comb, double *t)
     int good;
 
     r->k.peers = r->peers + way * r->m.ranks;
-    if (!cuda_ok(cudaMemset(r->k.rc, 0, r->m.ranks * sizeof(int)), "cudaMemset(rc)") ||
-        !cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize"))
+    if (!wl_cuda_ok(cudaMemset(r->k.rc, 0, r->m.ranks * sizeof(int)), "cudaMemset(rc)") ||
+        !wl_cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize"))
         return 0;
     MPI_Barrier(MPI_COMM_WORLD);
     t0 = wl_now();
@@ -283,11 +255,11 @@ static int gp_phase(run_t *r, int way, int comb, double *t)
         combine<<<grid, THREADS>>>(r->k);
     else
         dispatch<<<grid, THREADS>>>(r->k);
-    good = cuda_ok(cudaGetLastError(), comb ? "combine<<<>>>" : "dispatch<<<>>>") &&
-           cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    good = wl_cuda_ok(cudaGetLastError(), comb ? "combine<<<>>>" : "dispatch<<<>>>") &&
+           wl_cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     *t = wl_now() - t0;
     good = good &&
-           cuda_ok(cudaMemcpy(r->rc, r->k.rc, r->m.ranks * sizeof(int), cudaMemcpyDeviceToHost),
+           wl_cuda_ok(cudaMemcpy(r->rc, r->k.rc, r->m.ranks * sizeof(int), cudaMemcpyDeviceToHost),
                    "cudaMemcpy(rc)");
     for (int p = 0; good && p < r->m.ranks; p++)
         if (r->rc[p]) { /* the first error with rank p */
@@ -308,7 +280,7 @@ static int stage(run_t *r, size_t area, size_t slot, const int *n, size_t unit, 
     for (int p = 0; good && p < r->m.ranks; p++) {
         unsigned char *dev = r->k.base + area + p * slot;
         if (n[p])
-            good = cuda_ok(
+            good = wl_cuda_ok(
                 d2h ? cudaMemcpy(r->stage_s + p * slot, dev, n[p] * unit, cudaMemcpyDeviceToHost)
                     : cudaMemcpy(dev, r->stage_r + p * slot, n[p] * unit, cudaMemcpyHostToDevice),
                 "cudaMemcpy(staging)");
@@ -336,11 +308,11 @@ static int mpi_phase(run_t *r, int comb, double *t)
                stage(r, a->drecv, a->dslot, r->nrecv, r->m.msg, 0);
         for (int p = 0; p < r->m.ranks; p++)
             r->words[p] = r->k.seq << 32 | (uint64_t)r->nrecv[p];
-        good = good && cuda_ok(cudaMemcpy(r->k.base + a->count, r->words, 8 * r->m.ranks,
+        good = good && wl_cuda_ok(cudaMemcpy(r->k.base + a->count, r->words, 8 * r->m.ranks,
                                           cudaMemcpyHostToDevice),
                                "cudaMemcpy(counts)");
     } else {
-        good = cuda_ok(cudaMemcpy(r->cback, r->k.cback, r->m.ranks * sizeof(int),
+        good = wl_cuda_ok(cudaMemcpy(r->cback, r->k.cback, r->m.ranks * sizeof(int),
                                   cudaMemcpyDeviceToHost),
                        "cudaMemcpy(cback)") &&
                stage(r, a->csend, a->cslot, r->cback, r->m.row, 1) &&
@@ -358,8 +330,8 @@ static int poison(run_t *r, size_t area, size_t slot, const int *n, size_t unit)
     int good = 1;
 
     for (int p = 0; good && p < r->m.ranks; p++)
-        good = cuda_ok(cudaMemset(r->k.base + area + p * slot, 0xff, n[p] * unit), "cudaMemset");
-    return good && cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+        good = wl_cuda_ok(cudaMemset(r->k.base + area + p * slot, 0xff, n[p] * unit), "cudaMemset");
+    return good && wl_cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
 /* The count words (with this exchange's number) and every message byte. */
@@ -367,10 +339,10 @@ static int check_dispatch(run_t *r, const char *way)
 {
     const moe_t *m = &r->m;
 
-    if (!cuda_ok(
+    if (!wl_cuda_ok(
             cudaMemcpy(r->words, r->k.base + r->k.a.count, 8 * m->ranks, cudaMemcpyDeviceToHost),
             "cudaMemcpy(counts)") ||
-        !cuda_ok(cudaMemcpy(r->got, r->k.base + r->k.a.drecv, m->ranks * r->k.a.dslot,
+        !wl_cuda_ok(cudaMemcpy(r->got, r->k.base + r->k.a.drecv, m->ranks * r->k.a.dslot,
                             cudaMemcpyDeviceToHost),
                  "cudaMemcpy(received)"))
         return 0;
@@ -394,7 +366,7 @@ static int round_of(run_t *r, int way, uint64_t seq, double *t, int *v)
     int good;
 
     r->k.seq = seq;
-    good = cuda_ok(cudaMemset(r->k.base + a->count, 0, 8 * r->m.ranks), "cudaMemset") &&
+    good = wl_cuda_ok(cudaMemset(r->k.base + a->count, 0, 8 * r->m.ranks), "cudaMemset") &&
            poison(r, a->drecv, a->dslot, r->expect_n, r->m.msg);
     good = good && (way == WAY_MPI ? mpi_phase(r, 0, &t[0]) : gp_phase(r, way, 0, &t[0]));
     if (!wl_agree(good))
@@ -402,14 +374,14 @@ static int round_of(run_t *r, int way, uint64_t seq, double *t, int *v)
     v[0] &= check_dispatch(r, way_name[way]);
     expert_rows<<<(r->m.ranks + 127) / 128, 128>>>(r->k);
     expert_apply<<<dim3(r->k.B, r->m.ranks), THREADS>>>(r->k);
-    good = cuda_ok(cudaGetLastError(), "expert<<<>>>") &&
+    good = wl_cuda_ok(cudaGetLastError(), "expert<<<>>>") &&
            poison(r, a->crecv, a->cslot, r->crows, r->m.row);
     good = good && (way == WAY_MPI ? mpi_phase(r, 1, &t[1]) : gp_phase(r, way, 1, &t[1]));
     if (!wl_agree(good))
         return 0;
     weighted_sum<<<r->m.T, THREADS>>>(r->k);
-    good = cuda_ok(cudaGetLastError(), "weighted_sum<<<>>>") &&
-           cuda_ok(cudaMemcpy(r->out, r->k.out, r->m.T * r->m.row, cudaMemcpyDeviceToHost),
+    good = wl_cuda_ok(cudaGetLastError(), "weighted_sum<<<>>>") &&
+           wl_cuda_ok(cudaMemcpy(r->out, r->k.out, r->m.T * r->m.row, cudaMemcpyDeviceToHost),
                    "cudaMemcpy(out)");
     v[1] &= good && moe_check_output(&r->m, way_name[way], r->m.me, r->out, r->ref);
     return wl_agree(good);
@@ -487,7 +459,7 @@ static void table(run_t *r, double *t, int rounds, int ways, const int *v)
 
 static int dmalloc(void *p, size_t bytes)
 {
-    return cuda_ok(cudaMalloc((void **)p, bytes), "cudaMalloc");
+    return wl_cuda_ok(cudaMalloc((void **)p, bytes), "cudaMalloc");
 }
 
 /* Host and device memory, the region, and what stays the same every round
@@ -517,7 +489,7 @@ static int prepare(run_t *r)
            dmalloc(&k->first, n * m->T * sizeof(int)) && dmalloc(&k->weight, tk * sizeof(int)) &&
            dmalloc(&k->pos, tk * sizeof(size_t)) && dmalloc(&k->out, m->T * m->row) &&
            dmalloc(&r->peers, 2 * n * sizeof(peer_dev_t)) &&
-           cuda_ok(cudaMallocHost((void **)&r->stage_s, 2 * stage + m->T * m->row),
+           wl_cuda_ok(cudaMallocHost((void **)&r->stage_s, 2 * stage + m->T * m->row),
                    "cudaMallocHost") &&
            ok(gpuport_mem_alloc_device(r->comm, k->a.bytes, (void **)&k->base),
               "gpuport_mem_alloc_device", m->me) &&
@@ -532,13 +504,13 @@ static int prepare(run_t *r)
         moe_tables(m, k->a.dslot, send, r->nsend, r->expect, r->expect_n, r->ddsp, r->cdsp, pos,
                    r->crows, r->ref, &r->msg_type, &r->row_type);
         good =
-            cuda_ok(cudaMemcpy(k->base + k->a.dsend, send, n * k->a.dslot, cudaMemcpyHostToDevice),
+            wl_cuda_ok(cudaMemcpy(k->base + k->a.dsend, send, n * k->a.dslot, cudaMemcpyHostToDevice),
                     "cudaMemcpy(send)") &&
-            cuda_ok(cudaMemcpy(k->nsend, r->nsend, n * sizeof(int), cudaMemcpyHostToDevice),
+            wl_cuda_ok(cudaMemcpy(k->nsend, r->nsend, n * sizeof(int), cudaMemcpyHostToDevice),
                     "cudaMemcpy(nsend)") &&
-            cuda_ok(cudaMemcpy(k->pos, pos, tk * sizeof(size_t), cudaMemcpyHostToDevice),
+            wl_cuda_ok(cudaMemcpy(k->pos, pos, tk * sizeof(size_t), cudaMemcpyHostToDevice),
                     "cudaMemcpy(pos)") &&
-            cuda_ok(cudaMemcpy(k->weight, moe_weights(m, m->me, 0), tk * sizeof(int),
+            wl_cuda_ok(cudaMemcpy(k->weight, moe_weights(m, m->me, 0), tk * sizeof(int),
                                cudaMemcpyHostToDevice),
                     "cudaMemcpy(weight)");
     }
@@ -588,7 +560,7 @@ static int connect(run_t *r, char *tl, size_t len)
             snprintf(tl + strlen(tl), len - strlen(tl), "%s%s", *tl ? "+" : "", t);
     }
     good = good &&
-           cuda_ok(cudaMemcpy(r->peers, pd, 2 * n * sizeof(peer_dev_t), cudaMemcpyHostToDevice),
+           wl_cuda_ok(cudaMemcpy(r->peers, pd, 2 * n * sizeof(peer_dev_t), cudaMemcpyHostToDevice),
                    "cudaMemcpy(peers)");
     free(pd);
     return wl_agree(good);
@@ -598,7 +570,7 @@ static int connect(run_t *r, char *tl, size_t len)
  * order they were made, once no kernel of any rank runs. */
 static int release(run_t *r)
 {
-    int good = cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    int good = wl_cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 
     MPI_Barrier(MPI_COMM_WORLD);
     for (int p = 0; r->mc && p < r->m.ranks; p++)
@@ -642,7 +614,6 @@ int main(int argc, char **argv)
             &argc, &argv,
             "  --blocks B    blocks per rank of the exchange kernels (default 8)\n" MOE_USAGE, &o);
     char tl[64], name[256] = "";
-    cudaDeviceProp prop;
     double *t;
 
     if (rc >= 0)
@@ -664,9 +635,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "rank %d: out of memory\n", wl_rank);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    rc = pick_gpu(&gpu);
-    if (!wl_agree(rc == 1)) {
-        rc = wl_agree(rc != -1) ? 1 : 77; /* 77 where a rank has no GPU */
+    gpu = wl_gpu_pick(NULL, name, sizeof(name));
+    if (!wl_agree(gpu >= 0)) {
+        rc = wl_agree(gpu != -1) ? 1 : 77; /* 77 where a rank has no GPU */
         free(r.nsend);
         MPI_Finalize();
         return rc;
@@ -684,8 +655,6 @@ int main(int argc, char **argv)
     t = (double *)calloc(2 * WAYS * (size_t)rounds, sizeof(double));
     good = wl_agree(t && prepare(&r)) && connect(&r, tl, sizeof(tl));
     if (good) {
-        if (cudaGetDeviceProperties(&prop, gpu) == cudaSuccess)
-            snprintf(name, sizeof(name), "%s", prop.name);
         wl_header("alltoall_gpu",
                   "MoE dispatch and combine by kernels, gpuport memory and port channels beside "
                   "MPI_Alltoallv staged through the host",

@@ -50,6 +50,7 @@
 extern "C" {
 #include "wl.h"
 }
+#include "wl_gpu.h"
 #include "bench_out.h"
 #include "halo.h"
 
@@ -82,14 +83,6 @@ static int ok(gpuport_status_t st, const char *call)
         return 1;
     fprintf(stderr, "rank %d: %s failed: %s (%d)\n", wl_rank, call, gpuport_status_string(st),
             (int)st);
-    return 0;
-}
-
-static int cuda_ok(cudaError_t e, const char *call)
-{
-    if (e == cudaSuccess)
-        return 1;
-    fprintf(stderr, "rank %d: %s failed: %s\n", wl_rank, call, cudaGetErrorString(e));
     return 0;
 }
 
@@ -210,18 +203,18 @@ static int staged_exchange(const grid_t *g, int p, double *stage)
     int up = wl_rank > 0 ? wl_rank - 1 : MPI_PROC_NULL;
     int down = wl_rank < wl_size - 1 ? wl_rank + 1 : MPI_PROC_NULL;
 
-    if (!cuda_ok(cudaMemcpy(stage, first, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy") ||
-        !cuda_ok(cudaMemcpy(stage + s->nx, last, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy"))
+    if (!wl_cuda_ok(cudaMemcpy(stage, first, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy") ||
+        !wl_cuda_ok(cudaMemcpy(stage + s->nx, last, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy"))
         return 0;
     MPI_Sendrecv(stage, s->nx, MPI_DOUBLE, up, 1, from_down, s->nx, MPI_DOUBLE, down, 1,
                  MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Sendrecv(stage + s->nx, s->nx, MPI_DOUBLE, down, 2, from_up, s->nx, MPI_DOUBLE, up, 2,
                  MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     if (up != MPI_PROC_NULL &&
-        !cuda_ok(cudaMemcpy(above, from_up, bytes, cudaMemcpyHostToDevice), "cudaMemcpy"))
+        !wl_cuda_ok(cudaMemcpy(above, from_up, bytes, cudaMemcpyHostToDevice), "cudaMemcpy"))
         return 0;
     return down == MPI_PROC_NULL ||
-           cuda_ok(cudaMemcpy(below, from_down, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+           wl_cuda_ok(cudaMemcpy(below, from_down, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
 }
 
 /* One run from the start values (h: the host copy, which gets the result):
@@ -233,9 +226,9 @@ static int run(const grid_t *g, int by, int iters, int sweeps, int blocks, doubl
     int rc = 0, good = 1;
 
     halo_fill(&g->geo, h);
-    if (!cuda_ok(cudaMemcpy(g->buf, h, bytes, cudaMemcpyHostToDevice), "cudaMemcpy") ||
-        !cuda_ok(cudaMemset(g->rc, 0, sizeof(int)), "cudaMemset") ||
-        !cuda_ok(cudaMemset(g->arrived, 0, sizeof(unsigned)), "cudaMemset"))
+    if (!wl_cuda_ok(cudaMemcpy(g->buf, h, bytes, cudaMemcpyHostToDevice), "cudaMemcpy") ||
+        !wl_cuda_ok(cudaMemset(g->rc, 0, sizeof(int)), "cudaMemset") ||
+        !wl_cuda_ok(cudaMemset(g->arrived, 0, sizeof(unsigned)), "cudaMemset"))
         return 0;
     MPI_Barrier(MPI_COMM_WORLD);
     if (by == BY_MPI) {
@@ -252,45 +245,18 @@ static int run(const grid_t *g, int by, int iters, int sweeps, int blocks, doubl
         iterate<<<1, THREADS>>>(*g, -1, by, 0);
         for (int k = 0; k < iters; k++)
             iterate<<<sweeps ? blocks : 1, THREADS>>>(*g, k, by, sweeps);
-        good = cuda_ok(cudaGetLastError(), "iterate<<<>>>") &&
-               cuda_ok(cudaDeviceSynchronize(), "iterate<<<>>> (cudaDeviceSynchronize)") &&
-               cuda_ok(cudaMemcpy(&rc, g->rc, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy") &&
+        good = wl_cuda_ok(cudaGetLastError(), "iterate<<<>>>") &&
+               wl_cuda_ok(cudaDeviceSynchronize(), "iterate<<<>>> (cudaDeviceSynchronize)") &&
+               wl_cuda_ok(cudaMemcpy(&rc, g->rc, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy") &&
                ok((gpuport_status_t)rc, by == BY_PORT ? "a kernel's port-channel exchange"
                                                       : "a kernel's memory-channel exchange") &&
-               cuda_ok(cudaMemcpy(stamp, g->stamp, (iters + 1) * sizeof(*stamp),
+               wl_cuda_ok(cudaMemcpy(stamp, g->stamp, (iters + 1) * sizeof(*stamp),
                                   cudaMemcpyDeviceToHost),
                        "cudaMemcpy");
         for (int k = 0; k < iters && good; k++)
             t[k] = (stamp[k + 1] - stamp[k]) * 1e-9;
     }
-    return good && cuda_ok(cudaMemcpy(h, g->buf, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
-}
-
-/* The GPU: local rank % count, or 0 under GPUPORT_TEST_ONE_GPU=1; -1 none
- * (said why), -2 a failure. */
-static int pick_gpu(char *name, size_t len)
-{
-    const char *one = getenv("GPUPORT_TEST_ONE_GPU");
-    cudaDeviceProp prop;
-    MPI_Comm host;
-    int local_rank, n = 0, dev;
-    cudaError_t e;
-
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, wl_rank, MPI_INFO_NULL, &host);
-    MPI_Comm_rank(host, &local_rank);
-    MPI_Comm_free(&host);
-    e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0) {
-        printf("rank %d: SKIP: no usable GPU (cudaGetDeviceCount: %s, %d devices)\n", wl_rank,
-               cudaGetErrorString(e), n);
-        return -1;
-    }
-    dev = one && strcmp(one, "1") == 0 ? 0 : local_rank % n;
-    if (!cuda_ok(cudaSetDevice(dev), "cudaSetDevice") || !cuda_ok(cudaFree(0), "cudaFree(0)") ||
-        !cuda_ok(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties"))
-        return -2;
-    snprintf(name, len, "%s", prop.name);
-    return dev;
+    return good && wl_cuda_ok(cudaMemcpy(h, g->buf, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
 }
 
 /* Channels of both kinds to both neighbours over the one grid, pairwise in
@@ -363,13 +329,12 @@ int main(int argc, char **argv)
     gpuport_memory_channel_t mch[2] = {NULL, NULL};
     side_t sd[2];
     grid_t gp, mp; /* gpuport's grid, MPI's */
-    MPI_Comm host;
     char gpu_name[256] = "";
     const char *transport;
     double *h = NULL, *ref = NULL, *stage = NULL, *t = NULL, *us = NULL; /* us[s][b][i] */
     unsigned long long *stamp = NULL;
     int rc = wl_init(&argc, &argv, HALO_USAGE, &o), nx, ny, iters, warm, timed, gpu, blocks;
-    int on_host, ready, good = 0, ran[NBY] = {1, 1, 1}, verified[2] = {1, 1};
+    int ready, good = 0, ran[NBY] = {1, 1, 1}, verified[2] = {1, 1};
     size_t bytes;
 
     if (rc >= 0)
@@ -378,7 +343,7 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    gpu = pick_gpu(gpu_name, sizeof(gpu_name));
+    gpu = wl_gpu_pick(NULL, gpu_name, sizeof(gpu_name));
     if (!wl_agree(gpu >= 0)) {
         rc = wl_agree(gpu != -2) ? 77 : 1; /* 77: no GPU here, nothing failed */
         MPI_Finalize();
@@ -386,13 +351,10 @@ int main(int argc, char **argv)
     }
     warm = iters >= 10 ? iters / 10 : iters > 1;
     timed = iters - warm;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, wl_rank, MPI_INFO_NULL, &host);
-    MPI_Comm_size(host, &on_host);
-    MPI_Comm_free(&host);
-    ran[BY_MEMORY] = wl_agree(on_host == wl_size); /* memory channels: one host */
-    ran[BY_MPI] = !o.no_mpi;
-
     comm = wl_comm();
+    /* memory channels: every rank on one host, as gpuport sees hosts */
+    ran[BY_MEMORY] = wl_agree(gpuport_comm_local_size(comm) == wl_size);
+    ran[BY_MPI] = !o.no_mpi;
     memset(&gp, 0, sizeof(gp));
     memset(sd, 0, sizeof(sd));
     gp.geo = halo_geom(nx, ny);
@@ -410,19 +372,19 @@ int main(int argc, char **argv)
             ok(gpuport_mem_alloc_device(comm, bytes, (void **)&gp.buf),
                "gpuport_mem_alloc_device") &&
             ok(gpuport_mem_register(comm, gp.buf, bytes, &mem), "gpuport_mem_register") &&
-            cuda_ok(cudaMalloc((void **)&gp.side, sizeof(sd)), "cudaMalloc") &&
-            cuda_ok(cudaMalloc((void **)&gp.arrived, sizeof(unsigned)), "cudaMalloc") &&
-            cuda_ok(cudaMalloc((void **)&gp.rc, sizeof(int)), "cudaMalloc") &&
-            cuda_ok(cudaMalloc((void **)&gp.stamp, (iters + 1) * sizeof(*stamp)), "cudaMalloc") &&
-            cuda_ok(cudaMallocHost((void **)&stamp, (iters + 1) * sizeof(*stamp)),
+            wl_cuda_ok(cudaMalloc((void **)&gp.side, sizeof(sd)), "cudaMalloc") &&
+            wl_cuda_ok(cudaMalloc((void **)&gp.arrived, sizeof(unsigned)), "cudaMalloc") &&
+            wl_cuda_ok(cudaMalloc((void **)&gp.rc, sizeof(int)), "cudaMalloc") &&
+            wl_cuda_ok(cudaMalloc((void **)&gp.stamp, (iters + 1) * sizeof(*stamp)), "cudaMalloc") &&
+            wl_cuda_ok(cudaMallocHost((void **)&stamp, (iters + 1) * sizeof(*stamp)),
                     "cudaMallocHost") &&
-            cuda_ok(cudaMallocHost((void **)&stage, 4 * nx * sizeof(double)), "cudaMallocHost");
+            wl_cuda_ok(cudaMallocHost((void **)&stage, 4 * nx * sizeof(double)), "cudaMallocHost");
     mp = gp; /* MPI's grid: the same but for its memory, cudaMalloc */
     mp.buf = NULL;
-    ready = ready && cuda_ok(cudaMalloc((void **)&mp.buf, bytes), "cudaMalloc");
+    ready = ready && wl_cuda_ok(cudaMalloc((void **)&mp.buf, bytes), "cudaMalloc");
     /* every rank or none goes on to the pairwise calls */
     if (!wl_agree(ready) || !wl_agree(connect(comm, mem, &gp, ran[BY_MEMORY], pch, mch, sd)) ||
-        !wl_agree(cuda_ok(cudaMemcpy((void *)gp.side, sd, sizeof(sd), cudaMemcpyHostToDevice),
+        !wl_agree(wl_cuda_ok(cudaMemcpy((void *)gp.side, sd, sizeof(sd), cudaMemcpyHostToDevice),
                           "cudaMemcpy")))
         goto out;
     transport = wl_size > 1 ? gpuport_channel_transport(pch[wl_rank ? UP : DOWN]) : "none";
