@@ -1,8 +1,9 @@
 /*
  * fuzz_proxy: raw triggers through a running proxy (src/proxy/proxy.c): its FIFO
  * consumer (EXT pairs), its checks (unknown channel ids, unknown ops, puts
- * and put_values outside a region, channels in error) and the shm transport
- * that carries out what passes, copies and values inline and at the flusher
+ * and put_values outside a region, gets, atomic_adds and accumulates that
+ * gpuport_rma_check refuses, channels in error) and the shm transport that
+ * carries out what passes, copies, values and adds inline and at the flusher
  * alike, in order.
  *
  * One communicator of one rank (a bootstrap of its own, below) holds, for
@@ -14,16 +15,23 @@
  *   3  source 1 B, no destination
  * and ids 4..7 of its 8 are never opened. Channel 1's destination starts at
  * an address that is 4- but not 8-aligned, so put_value's fallback for such
- * regions (bytes after a fence instead of one store) is exercised too. Each input is a run of 16-byte
- * triggers, pushed into the host FIFO as a producer would (parity bits set
- * there), followed by a flush of every channel; once the flushes complete:
+ * regions (bytes after a fence instead of one store) is exercised too, and
+ * atomic_adds and int64 accumulates there are refused (an atomic add needs
+ * an aligned address). Every destination is reachable by a mapping (this
+ * process's own memory, or gpuport_mem_alloc's), so shm carries every get
+ * and add that the rules let through: none is refused as not supported.
+ * Each input is a run of 16-byte triggers, pushed into the host FIFO as a
+ * producer would (parity bits set there), followed by a flush of every
+ * channel; once the flushes complete:
  *   - every canary is intact: nothing outside the regions was touched;
- *   - each destination region holds what a model of the proxy's rules (the
- *     same triggers, decoded and checked independently) says, and each
+ *   - each destination and source region (gets write the source) holds what
+ *     a model of the proxy's rules (the same triggers, decoded and checked
+ *     independently; adds as fuzz.h's fuzz_acc_model) says, and each
  *     channel's state, semaphore and peer status are the model's: a trigger
  *     is carried out, or dropped, or puts its channel in error;
  *   - the proxy counted every trigger, and rejected the ones the model does.
- * A channel left in error is destroyed and created again for the next input.
+ * A channel left in error is destroyed and created again for the next input;
+ * every source region is given its first bytes again.
  */
 #include <sched.h>
 #include <stdatomic.h>
@@ -56,9 +64,11 @@ typedef struct {
     unsigned char *src_buf, *dst_buf;
     gpuport_mem_t msrc, mdst;
     gpuport_channel_t ch;
-    unsigned char *shadow; /* the model's destination */
-    int32_t status;        /* the model's channel state */
-    int32_t peer_status;   /* ... and what its peer (itself) was told */
+    unsigned char *pattern;   /* each input's first source bytes */
+    unsigned char *src_model; /* the model's source */
+    unsigned char *shadow;    /* the model's destination */
+    int32_t status;           /* the model's channel state */
+    int32_t peer_status;      /* ... and what its peer (itself) was told */
     uint64_t signals;
 } chan_t;
 
@@ -145,8 +155,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         chan_t *c = &g_ch[i];
         c->src_buf = buffer(l->src_buf, l->shared);
         c->dst_buf = buffer(l->dst_buf, l->shared);
+        c->pattern = malloc(l->src_size + 1);
+        c->src_model = malloc(l->src_size + 1);
         for (size_t k = 0; k < l->src_size; k++)
-            c->src_buf[l->src_at + k] = (unsigned char)(k * 7 + i + 1);
+            c->pattern[k] = (unsigned char)(k * 7 + i + 1);
         if (l->src_buf)
             FUZZ_CHECK(gpuport_mem_register(g_comm, c->src_buf + l->src_at, l->src_size,
                                             &c->msrc) == GPUPORT_OK, "register");
@@ -159,7 +171,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-/* ---- the model: execute() and exec_put() as their rules read ---- */
+/* ---- the model: execute(), exec_put() and proxy_exec_rma() as their rules read ---- */
 
 static void model_put(chan_t *c, const layout_t *l, const gpuport_op_desc_t *d, uint64_t *rej)
 {
@@ -170,7 +182,7 @@ static void model_put(chan_t *c, const layout_t *l, const gpuport_op_desc_t *d, 
         return;
     }
     if (d->size)
-        memmove(c->shadow + d->dst_off, c->src_buf + l->src_at + d->src_off, d->size);
+        memmove(c->shadow + d->dst_off, c->src_model + d->src_off, d->size);
 }
 
 /* exec_put_value: 8 bytes carried in the trigger, at an aligned offset */
@@ -183,6 +195,60 @@ static void model_value(chan_t *c, const layout_t *l, const gpuport_op_desc_t *d
         return;
     }
     memcpy(c->shadow + d->dst_off, &d->value, 8);
+}
+
+/* gpuport_rma_check's answer, from gpuport_trigger.h's rules: a get is a
+ * put the other way (the peer's destination into this side's source); an
+ * atomic_add is a value's range rule; an accumulate needs whole, aligned
+ * elements, then the put's range rule; an add needs an aligned address in
+ * the peer's region besides (the peer's address: this process's here) */
+static int32_t rma_refusal(const chan_t *c, const layout_t *l, const gpuport_op_desc_t *d)
+{
+    uint64_t peer_addr = (uintptr_t)c->dst_buf + l->dst_at + d->dst_off;
+    uint64_t elem = d->op == GPUPORT_OP_ACC_INT64     ? 8
+                    : d->op == GPUPORT_OP_ACC_FLOAT32 ? 4
+                                                      : 2;
+
+    if (d->op == GPUPORT_OP_GET)
+        return (unsigned __int128)d->src_off + d->size > l->src_size ||
+                       (unsigned __int128)d->dst_off + d->size > l->dst_size
+                   ? GPUPORT_ERR_OUT_OF_RANGE
+                   : GPUPORT_OK;
+    if (d->op == GPUPORT_OP_ATOMIC_ADD) {
+        if ((unsigned __int128)d->dst_off + 8 > l->dst_size)
+            return GPUPORT_ERR_OUT_OF_RANGE;
+        return peer_addr % 8 ? GPUPORT_ERR_INVALID_ARG : GPUPORT_OK;
+    }
+    if (d->size == 0 || d->size % elem || d->src_off % elem || d->dst_off % elem)
+        return GPUPORT_ERR_INVALID_ARG;
+    if ((unsigned __int128)d->src_off + d->size > l->src_size ||
+        (unsigned __int128)d->dst_off + d->size > l->dst_size)
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    return peer_addr % elem ? GPUPORT_ERR_INVALID_ARG : GPUPORT_OK;
+}
+
+/* get, atomic_add, accumulate: refused as gpuport_rma_check says, else
+ * carried out (a get of nothing does nothing) */
+static void model_rma(chan_t *c, const layout_t *l, const gpuport_op_desc_t *d, uint64_t *rej)
+{
+    int32_t st = rma_refusal(c, l, d);
+    uint64_t sum;
+
+    if (st != GPUPORT_OK) {
+        ++*rej;
+        c->status = c->peer_status = st;
+        return;
+    }
+    if (d->op == GPUPORT_OP_GET) {
+        if (d->size)
+            memmove(c->src_model + d->src_off, c->shadow + d->dst_off, d->size);
+    } else if (d->op == GPUPORT_OP_ATOMIC_ADD) {
+        memcpy(&sum, c->shadow + d->dst_off, 8);
+        sum += d->value;
+        memcpy(c->shadow + d->dst_off, &sum, 8);
+    } else {
+        fuzz_acc_model(c->shadow + d->dst_off, c->src_model + d->src_off, d->size, d->op);
+    }
 }
 
 static void model(const gpuport_op_desc_t *d, uint64_t *rej)
@@ -218,6 +284,13 @@ static void model(const gpuport_op_desc_t *d, uint64_t *rej)
         if (c->status == GPUPORT_OK)
             c->signals++;
         break;
+    case GPUPORT_OP_GET:
+    case GPUPORT_OP_ATOMIC_ADD:
+    case GPUPORT_OP_ACC_INT64:
+    case GPUPORT_OP_ACC_FLOAT32:
+    case GPUPORT_OP_ACC_BFLOAT16:
+        model_rma(c, l, d, rej);
+        break;
     case GPUPORT_OP_CLOSE:
         /* gpuport_channel_destroy's: this side closed, the peer (itself,
          * here) told so; not a rejection */
@@ -246,15 +319,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
     uint64_t rej0 = atomic_load(&g_comm->proxy.rejected);
 
     memcpy(t, data, n * sizeof(*t));
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         t[i].w[0] &= ~PARITY; /* a producer's triggers leave it 0 (gpuport_trigger.h) */
-        /* get, atomic_add and accumulate (ops 9..13) are not in the model
-         * yet (test_mpi_rma and test_ib test them): they become op 14, an
-         * unknown op the proxy rejects */
-        if (gpuport_trigger_is_rma(gpuport_trigger_op(t[i].w[0])))
-            t[i].w[0] = (t[i].w[0] & ~(0xfull << GPUPORT_TRG_OP_SHIFT)) |
-                        (14ull << GPUPORT_TRG_OP_SHIFT);
-    }
     for (int i = 0; i < NCHAN; i++) {
         chan_t *c = &g_ch[i];
         const layout_t *l = &layouts[i];
@@ -262,6 +328,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
         if (l->dst_size)
             memset(c->dst_buf + l->dst_at, 0, l->dst_size);
         memset(c->shadow, 0, l->dst_size);
+        if (l->src_size)
+            memcpy(c->src_buf + l->src_at, c->pattern, l->src_size);
+        memcpy(c->src_model, c->pattern, l->src_size);
         c->signals = 0;
         sem_before[i] = atomic_load(&g_comm->ctrl[i].value);
     }
@@ -325,6 +394,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
                    "channel %d: a canary around the destination region changed", i);
         FUZZ_CHECK(!l->dst_size || memcmp(c->dst_buf + l->dst_at, c->shadow, l->dst_size) == 0,
                    "channel %d: the destination differs from the model's", i);
+        FUZZ_CHECK(!l->src_size || memcmp(c->src_buf + l->src_at, c->src_model, l->src_size) == 0,
+                   "channel %d: the source differs from the model's", i);
         FUZZ_CHECK(st == c->status, "channel %d: state %d, the model's %d", i, st, c->status);
         FUZZ_CHECK(peer_status == c->peer_status, "channel %d: peer status %d, the model's %d",
                    i, peer_status, c->peer_status);

@@ -9,31 +9,61 @@
  * in pieces of a size the input picks, calling tcp_recv_some in between as
  * the proxy would, and plays the flusher for GPU destinations (it carries
  * out the staging copies, value writes and semaphore updates in order and
- * reports them to tcp's work_done). The communicator is a fake with the
- * core's real services (tl_core.c, proxy_*.c) and 8 channel ids:
- *   0  host destination of 64 B          1  host destination of 20000 B
- *   2  GPU destination of 5000 B (staged) 3  no destination
- *   4  on this connection, not receiving  5  another connection's
- *   6, 7  not open
+ * reports them to tcp's work_done), and the sender for GET's answers (it
+ * takes each GET_DATA out of the send ring as it comes, as tcp_send_some
+ * would once sent). The communicator is a fake with the core's real
+ * services (tl_core.c, proxy_*.c) and 8 channel ids:
+ *   0  host destination of 64 B, host source of 48 B
+ *   1  host destination of 20000 B, host source of 3000 B
+ *   2  GPU destination of 5000 B (staged), GPU source of 100 B
+ *   3  no destination, no source
+ *   4  on this connection, not receiving; host source of 32 B
+ *   5  another connection's              6, 7  not open
  * Input: byte 0 (bit 0: the peer closes the socket at the end; bits 1-3:
  * the write size, at least 1/256 of the stream; bit 4: before each of the
  * proxy's calls a host thread waiting on channel 0 receives what it may
- * itself, tcp_host_recv, with the same end state required), bytes 1-4 the operations this side has in flight
- * (awaiting the peer's ACK) and their channels, then the stream.
- * Invariants, against a model of the wire protocol (tcp_priv.h):
- *   - nothing outside a destination region is written (canaries, and the
- *     sanitizer's redzones), and each region holds exactly the payloads of
- *     the PUTs that fit it, in order;
+ * itself, tcp_host_recv, with the same end state required; bits 5-7: the
+ * operations in flight that are GETs, the k-th when bit k % 3 is set),
+ * bytes 1-4 the operations this side has in flight (awaiting the peer's
+ * ACK) and their channels (byte 4's top bit: see ask_for), then the
+ * stream.
+ * Invariants, against a model of the wire protocol (tcp_priv.h, tcp_rma.c):
+ *   - nothing outside a destination or source region is written (canaries,
+ *     and the sanitizer's redzones), and each region holds exactly what the
+ *     messages that fit it put, stored and added there, in order;
  *   - a PUT that does not fit fails its channel and writes nothing; a VALUE
  *     lands whole at its aligned offset (through the flusher for the GPU
  *     destination), or, misaligned or outside, fails its channel and writes
  *     nothing; SIGNALs count on open channels only; FAIL marks only a channel open on this
- *     connection; ACKs complete exactly the operations acknowledged;
+ *     connection; ACKs complete exactly the operations acknowledged, a GET
+ *     only once its GET_DATA has come too;
+ *   - an ADD adds its 64-bit value (wrapping), an ACC its elements
+ *     (fuzz_acc_model: int64 wrapping, float32 and bfloat16 rounded to
+ *     nearest even per add), those that have come whole; one outside the
+ *     destination, of no elements, of an unknown op, not aligned to its
+ *     element there, or into GPU memory fails its channel and adds nothing;
+ *   - a GET is answered with one GET_DATA in the send ring, in order: the
+ *     getter's offset echoed, and the region's bytes as they were when the
+ *     GET came (later writes there copy them out first: tcp_rma_guard), or,
+ *     for the GPU destination, read from there by the flusher later; a GET
+ *     outside the destination fails the channel, and it and one for a
+ *     channel not open here are answered with no bytes and the status;
+ *   - a GET_DATA answers the oldest get in flight: its bytes exactly where
+ *     that get asked (its channel, offset and size, no status) land there,
+ *     unless that source cannot take them (outside it, or a GPU source:
+ *     the channel fails); no bytes and a status (naming the get's channel
+ *     or none) fail that channel with the status; anything else (another
+ *     channel, offset or size, bytes with no channel, no get in flight) is
+ *     a protocol error and writes nothing;
  *   - a protocol error (unknown type, an ACK count outside what was sent),
  *     or a close without goodbye, breaks the connection and fails its
  *     channels; a close after goodbye ends it quietly, unless operations
  *     of this side are still unacknowledged; nothing is read past a
  *     break.
+ * What each get in flight asked for (the connection's get_want) is taken
+ * from the stream's answers (ask_for), so that answers match what was
+ * asked, except where the top bit of byte 4 says to ask 8 bytes more of
+ * each: then every answer with bytes is a protocol error.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -50,6 +80,8 @@
 #define Q 128
 #define PEER 1
 #define HDR ((size_t)sizeof(tcp_msg_t))
+#define PEER_IDS 100 /* a channel's id at the peer: its id here plus this */
+#define SRC_FILL 0x5a
 
 typedef struct {
     uint64_t size;
@@ -57,17 +89,19 @@ typedef struct {
     int rx_ok;   /* connected on this connection */
     int on_conn; /* the channel's connection is this one */
     int active;
+    uint64_t src_size; /* where this side's gets land */
+    int src_kind;
 } chdef_t;
 
 static const chdef_t defs[NCH] = {
-    {64, GPUPORT_REGION_HOST, 1, 1, 1},
-    {20000, GPUPORT_REGION_HOST, 1, 1, 1},
-    {5000, GPUPORT_REGION_DEVICE_VMM, 1, 1, 1},
-    {0, GPUPORT_REGION_NONE, 1, 1, 1},
-    {256, GPUPORT_REGION_HOST, 0, 1, 1},
-    {256, GPUPORT_REGION_HOST, 0, 0, 1},
-    {0, GPUPORT_REGION_NONE, 0, 0, 0},
-    {0, GPUPORT_REGION_NONE, 0, 0, 0},
+    {64, GPUPORT_REGION_HOST, 1, 1, 1, 48, GPUPORT_REGION_HOST},
+    {20000, GPUPORT_REGION_HOST, 1, 1, 1, 3000, GPUPORT_REGION_HOST},
+    {5000, GPUPORT_REGION_DEVICE_VMM, 1, 1, 1, 100, GPUPORT_REGION_DEVICE_VMM},
+    {0, GPUPORT_REGION_NONE, 1, 1, 1, 0, GPUPORT_REGION_NONE},
+    {256, GPUPORT_REGION_HOST, 0, 1, 1, 32, GPUPORT_REGION_HOST},
+    {256, GPUPORT_REGION_HOST, 0, 0, 1, 32, GPUPORT_REGION_HOST},
+    {0, GPUPORT_REGION_NONE, 0, 0, 0, 0, GPUPORT_REGION_NONE},
+    {0, GPUPORT_REGION_NONE, 0, 0, 0, 0, GPUPORT_REGION_NONE},
 };
 
 static struct gpuport_comm g_comm;
@@ -77,8 +111,11 @@ static gpuport_conn_t g_conn, g_other;
 static tcp_conn_t g_tc, g_other_tc;
 static unsigned char *g_buf[NCH]; /* canaries, region, canaries */
 static unsigned char *g_shadow[NCH];
+static unsigned char *g_src[NCH]; /* the same for the sources */
+static unsigned char *g_src_shadow[NCH];
 static tx_item_t g_tx[Q];
 static uint32_t g_inflight[Q];
+static tcp_get_want_t g_want[Q]; /* what the gets in flight asked for, by number */
 static char *g_rxbuf, *g_rxs;
 static _Atomic uint8_t g_rx_ok[NCH];
 
@@ -89,6 +126,18 @@ typedef struct {
 } mch_t;
 
 static mch_t g_m[NCH];
+
+/* a GET's answer as the model expects it in the send ring */
+typedef struct {
+    tcp_msg_t hdr;
+    int dev;       /* its bytes are read from the GPU destination later */
+    uint64_t from; /* where they are: dev, the offset there; else in g_log */
+} answer_t;
+
+static answer_t *g_ans;
+static size_t g_nans, g_ans_cap, g_ndrained; /* expected; taken out of the ring */
+static unsigned char *g_log; /* the answers' bytes */
+static size_t g_log_len, g_log_cap;
 
 static int model_rx_channel(uint32_t id)
 {
@@ -101,8 +150,15 @@ static void cas(int32_t *v, int32_t status)
         *v = status;
 }
 
+static void model_fail(uint32_t id, int32_t status)
+{
+    cas(&g_m[id].status, status);
+    cas(&g_m[id].peer_status, status);
+}
+
 static void model_complete(uint32_t id, int32_t status)
 {
+    id &= ~INFLIGHT_GET;
     if (id >= NCH || !defs[id].on_conn)
         return; /* not this connection's: tcp_complete logs it */
     g_m[id].work_done++;
@@ -150,13 +206,18 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     for (int i = 0; i < NCH; i++) {
         g_buf[i] = malloc(defs[i].size + 2 * FUZZ_CANARY_BYTES);
         g_shadow[i] = malloc(defs[i].size + 1);
+        g_src[i] = malloc(defs[i].src_size + 2 * FUZZ_CANARY_BYTES);
+        g_src_shadow[i] = malloc(defs[i].src_size + 1);
     }
     return 0;
 }
 
-static void reset(uint64_t sent, uint64_t acked, uint8_t seed, int fd)
+static void reset(uint64_t sent, uint64_t acked, uint8_t seed, uint8_t gets, int fd)
 {
+    char *acc_buf = g_tc.acc_buf; /* made at the first ACC, kept as a connection keeps it */
+
     memset(&g_tc, 0, sizeof(g_tc));
+    g_tc.acc_buf = acc_buf;
     g_tc.comm = &g_comm;
     g_tc.peer = PEER;
     g_tc.fd_tx = -1;
@@ -166,6 +227,7 @@ static void reset(uint64_t sent, uint64_t acked, uint8_t seed, int fd)
     g_tc.tx = g_tx;
     g_tc.tx_cap = Q;
     g_tc.inflight = g_inflight;
+    g_tc.get_want = g_want;
     g_tc.ops_sent = sent;
     g_tc.ops_acked = acked;
     g_tc.acks_seen = acked; /* the highest count an ACK carried (tcp_apply_acks) */
@@ -176,26 +238,36 @@ static void reset(uint64_t sent, uint64_t acked, uint8_t seed, int fd)
     g_tc.readable = 1;
     g_tc.no_epoll = 1;
     g_conn.priv = &g_tc;
-    for (uint64_t k = acked; k < sent; k++)
-        g_inflight[k % Q] = (uint32_t)(seed + k * 5) % 10;
+    for (uint64_t k = acked; k < sent; k++) {
+        int get = (gets >> ((k - acked) % 3)) & 1;
+        g_inflight[k % Q] = (uint32_t)(seed + k * 5) % 10 | (get ? INFLIGHT_GET : 0);
+        g_tc.gets_sent += get;
+    }
     memset(g_comm.ctrl, 0, NCH * sizeof(*g_comm.ctrl));
     memset(g_comm.states, 0, NCH * sizeof(*g_comm.states));
     memset(g_comm.pchans, 0, NCH * sizeof(*g_comm.pchans));
     g_comm.proxy.async_outstanding = 1ull << 40;
+    g_nans = g_ndrained = g_log_len = 0;
     for (int i = 0; i < NCH; i++) {
         gpuport_pchan_t *pc = &g_comm.pchans[i];
         const chdef_t *d = &defs[i];
         memset(g_buf[i], FUZZ_CANARY, d->size + 2 * FUZZ_CANARY_BYTES);
         memset(g_buf[i] + FUZZ_CANARY_BYTES, 0, d->size);
         memset(g_shadow[i], 0, d->size);
+        memset(g_src[i], FUZZ_CANARY, d->src_size + 2 * FUZZ_CANARY_BYTES);
+        memset(g_src[i] + FUZZ_CANARY_BYTES, SRC_FILL, d->src_size);
+        memset(g_src_shadow[i], SRC_FILL, d->src_size);
         memset(&g_m[i], 0, sizeof(g_m[i]));
         atomic_store(&g_rx_ok[i], (uint8_t)d->rx_ok);
         pc->tl.id = (uint32_t)i;
-        pc->tl.peer_id = (uint32_t)i + 100;
+        pc->tl.peer_id = (uint32_t)i + PEER_IDS;
         pc->tl.peer = d->on_conn ? PEER : PEER + 1;
         pc->tl.comm = &g_comm;
         pc->tl.conn = !d->active ? NULL : d->on_conn ? &g_conn : &g_other;
-        pc->tl.src.kind = GPUPORT_REGION_NONE;
+        pc->tl.src.ptr = d->src_size ? g_src[i] + FUZZ_CANARY_BYTES : NULL;
+        pc->tl.src.size = d->src_size;
+        pc->tl.src.kind = d->src_kind;
+        pc->tl.src.alloc_fd = -1;
         pc->tl.local_dst.ptr = d->size ? g_buf[i] + FUZZ_CANARY_BYTES : NULL;
         pc->tl.local_dst.size = d->size;
         pc->tl.local_dst.kind = d->kind;
@@ -247,18 +319,180 @@ static int flusher_drain(void)
     return n;
 }
 
+/* The sender, for the answers to the peer's GETs: each GET_DATA checked
+ * against the model's next one, bytes and all (read now, as tcp_send_some
+ * reads them when it sends), then gone as once sent. Returns how many. */
+static int answers_drain(void)
+{
+    int n = 0;
+
+    for (; g_tc.tx_head != g_tc.tx_tail; g_tc.tx_head++, g_ndrained++, n++) {
+        tx_item_t *it = &g_tc.tx[g_tc.tx_head % g_tc.tx_cap];
+        const tcp_msg_t *h = &it->hdr;
+        const answer_t *want;
+        FUZZ_CHECK(h->type == MSG_GET_DATA, "message of type %u in the send ring", h->type);
+        FUZZ_CHECK(g_ndrained < g_nans, "more answers than the model's %zu", g_nans);
+        want = &g_ans[g_ndrained];
+        FUZZ_CHECK(h->channel == want->hdr.channel && h->a == want->hdr.a &&
+                       h->size == want->hdr.size && h->value == want->hdr.value,
+                   "answer %zu: channel %u, offset %llu, %llu bytes, status %lld; the model's "
+                   "channel %u, offset %llu, %llu bytes, status %lld",
+                   g_ndrained, h->channel, (unsigned long long)h->a,
+                   (unsigned long long)h->size, (long long)h->value, want->hdr.channel,
+                   (unsigned long long)want->hdr.a, (unsigned long long)want->hdr.size,
+                   (long long)want->hdr.value);
+        if (want->dev)
+            FUZZ_CHECK(!it->payload && it->dev_src == (char *)g_buf[2] + FUZZ_CANARY_BYTES +
+                                                         want->from,
+                       "answer %zu: not read from offset %llu of the GPU destination",
+                       g_ndrained, (unsigned long long)want->from);
+        else
+            FUZZ_CHECK(!it->dev_src && (h->size == 0 ? !it->payload
+                                                     : it->payload && memcmp(it->payload,
+                                                                             g_log + want->from,
+                                                                             h->size) == 0),
+                       "answer %zu: its bytes are not the region's when the GET came",
+                       g_ndrained);
+        tcp_answer_gone(&g_tc, it);
+    }
+    return n;
+}
+
 enum { OPEN, QUIET, BROKEN };
 
-/* The protocol as tcp_priv.h and tcp_rx.c's comments state it, over the
- * whole stream s (what reaches the socket): the model's state in g_m and
- * g_shadow; returns how the connection ends, with *rx_ops_p the PUT and
- * SIGNAL operations received whole and *acked_p the operations acknowledged. */
+/* the model's next answer; its bytes (size of them at p) kept in g_log */
+static answer_t *answer_add(uint32_t channel, uint64_t a, uint64_t size, int32_t status,
+                            const unsigned char *p)
+{
+    answer_t *ans;
+
+    if (g_nans == g_ans_cap) {
+        g_ans_cap = g_ans_cap ? 2 * g_ans_cap : 64;
+        g_ans = realloc(g_ans, g_ans_cap * sizeof(*g_ans));
+        FUZZ_CHECK(g_ans != NULL, "out of memory");
+    }
+    ans = &g_ans[g_nans++];
+    memset(ans, 0, sizeof(*ans));
+    ans->hdr.type = MSG_GET_DATA;
+    ans->hdr.channel = channel;
+    ans->hdr.a = a;
+    ans->hdr.size = size;
+    ans->hdr.value = (uint64_t)(int64_t)status;
+    if (!p || size == 0)
+        return ans;
+    while (g_log_cap - g_log_len < size) {
+        g_log_cap = g_log_cap ? 2 * g_log_cap : 65536;
+        g_log = realloc(g_log, g_log_cap);
+        FUZZ_CHECK(g_log != NULL, "out of memory");
+    }
+    memcpy(g_log + g_log_len, p, size);
+    ans->from = g_log_len;
+    g_log_len += size;
+    return ans;
+}
+
+/* on_get: answered with the region's bytes as they are now (a GPU
+ * region's later, by reference), or with none and the status */
+static void model_get(const tcp_msg_t *m)
+{
+    uint32_t id = m->channel;
+    answer_t *ans;
+
+    if (!model_rx_channel(id)) {
+        answer_add(NO_CHANNEL, m->value, 0, GPUPORT_ERR_PEER, NULL);
+    } else if (m->a > defs[id].size || m->size > defs[id].size - m->a) {
+        model_fail(id, GPUPORT_ERR_OUT_OF_RANGE);
+        answer_add(id + PEER_IDS, m->value, 0, GPUPORT_ERR_OUT_OF_RANGE, NULL);
+    } else if (gpuport_region_is_device(defs[id].kind)) {
+        ans = answer_add(id + PEER_IDS, m->value, m->size, GPUPORT_OK, NULL);
+        ans->dev = m->size > 0;
+        ans->from = m->a;
+    } else {
+        answer_add(id + PEER_IDS, m->value, m->size, GPUPORT_OK, g_shadow[id] + m->a);
+    }
+}
+
+/* add_dst: 1, the channel failed, where an add of size bytes of elem-byte
+ * elements (0: an unknown op) at offset a may not go */
+static int model_add_refused(uint32_t id, uint64_t a, uint64_t size, uint32_t elem)
+{
+    const chdef_t *d = &defs[id];
+    int32_t st;
+
+    if (elem == 0 || size == 0)
+        st = GPUPORT_ERR_INVALID_ARG;
+    else if (a > d->size || size > d->size - a)
+        st = GPUPORT_ERR_OUT_OF_RANGE;
+    else if (gpuport_region_is_device(d->kind))
+        st = GPUPORT_ERR_NOT_SUPPORTED;
+    else if (size % elem || ((uintptr_t)g_buf[id] + FUZZ_CANARY_BYTES + a) % elem)
+        st = GPUPORT_ERR_INVALID_ARG;
+    else
+        return 0;
+    model_fail(id, st);
+    return 1;
+}
+
+/* on_get_data, for an answer to the get that asked w: 1 if it is one (a
+ * refusal's status fails the get's channel; bytes land where it asked,
+ * unless that source cannot take them), 0 for a protocol error */
+static int model_get_data(const tcp_msg_t *m, const uint8_t *bytes, size_t avail,
+                          const tcp_get_want_t *w)
+{
+    uint32_t id = w->channel;
+
+    if (m->size == 0 && m->value != 0) {
+        if (m->channel != NO_CHANNEL && m->channel != id)
+            return 0;
+        if (id < NCH && defs[id].active && defs[id].on_conn)
+            model_fail(id, (int32_t)(int64_t)m->value);
+        return 1;
+    }
+    if (m->channel != id || m->a != w->off || m->size != w->size || m->value != 0)
+        return 0;
+    if (!model_rx_channel(id)) {
+        /* dropped */
+    } else if (m->a > defs[id].src_size || m->size > defs[id].src_size - m->a ||
+               (m->size && gpuport_region_is_device(defs[id].src_kind))) {
+        model_fail(id, GPUPORT_ERR_PEER);
+    } else {
+        memcpy(g_src_shadow[id] + m->a, bytes, avail);
+    }
+    return 1;
+}
+
+/* tcp_apply_acks' walk: operations complete in order up to the peer's
+ * count, a GET only once its data has come; returns how far it got */
+static uint64_t model_acks(uint64_t acked, uint64_t count, uint64_t gets_got,
+                           uint64_t *gets_done)
+{
+    for (; acked < count; acked++) {
+        uint32_t id = g_inflight[acked % Q];
+        if (id & INFLIGHT_GET) {
+            if (*gets_done == gets_got)
+                break;
+            ++*gets_done;
+        }
+        model_complete(id, GPUPORT_OK);
+    }
+    return acked;
+}
+
+/* The protocol as tcp_priv.h, tcp_rx.c's and tcp_rma.c's comments state it,
+ * over the whole stream s (what reaches the socket): the model's state in
+ * g_m, g_shadow, g_src_shadow and g_ans; returns how the connection ends,
+ * with *rx_ops_p the operations received whole (not GET_DATA, an answer),
+ * *acked_p the operations acknowledged and *gets_p the GET_DATA received
+ * whole. */
 static int model(const uint8_t *s, size_t len, int eof, uint64_t sent, uint64_t acked,
-                 uint64_t *rx_ops_p, uint64_t *acked_p)
+                 uint64_t *rx_ops_p, uint64_t *acked_p, uint64_t *gets_p)
 {
     size_t pos = 0;
-    uint64_t rx_ops = 0;
+    uint64_t rx_ops = 0, acks_seen = acked, gets_sent = 0, gets_got = 0, gets_done = 0;
     int bye = 0, in_payload = 0, end = OPEN;
+
+    for (uint64_t k = acked; k < sent; k++)
+        gets_sent += (g_inflight[k % Q] & INFLIGHT_GET) != 0;
 
     while (end == OPEN && len - pos >= HDR) {
         tcp_msg_t m;
@@ -310,13 +544,61 @@ static int model(const uint8_t *s, size_t len, int eof, uint64_t sent, uint64_t 
             rx_ops++;
             break;
         case MSG_ACK:
-            if (m.a > sent || m.a < acked) {
+            if (m.a > sent || m.a < acks_seen) {
                 end = BROKEN;
                 break;
             }
-            for (; acked < m.a; acked++)
-                model_complete(g_inflight[acked % Q], GPUPORT_OK);
+            acks_seen = m.a;
+            acked = model_acks(acked, acks_seen, gets_got, &gets_done);
             break;
+        case MSG_GET:
+            model_get(&m);
+            rx_ops++;
+            break;
+        case MSG_GET_DATA: {
+            size_t avail = m.size < len - pos ? (size_t)m.size : len - pos;
+            if (gets_got == gets_sent) {
+                end = BROKEN; /* no get in flight to answer */
+                break;
+            }
+            if (!model_get_data(&m, s + pos, avail, &g_want[gets_got % Q])) {
+                end = BROKEN;
+                break;
+            }
+            if (avail < m.size) {
+                in_payload = 1;
+                pos = len;
+                break;
+            }
+            pos += avail;
+            gets_got++;
+            acked = model_acks(acked, acks_seen, gets_got, &gets_done);
+            break;
+        }
+        case MSG_ADD:
+            if (model_rx_channel(id) && !model_add_refused(id, m.a, 8, 8))
+                fuzz_acc_model(g_shadow[id] + m.a, (const unsigned char *)&m.value, 8,
+                               GPUPORT_OP_ACC_INT64);
+            rx_ops++;
+            break;
+        case MSG_ACC: {
+            size_t avail = m.size < len - pos ? (size_t)m.size : len - pos;
+            uint32_t elem = m.value == GPUPORT_OP_ACC_INT64     ? 8
+                            : m.value == GPUPORT_OP_ACC_FLOAT32 ? 4
+                            : m.value == GPUPORT_OP_ACC_BFLOAT16 ? 2
+                                                                 : 0;
+            /* the elements that have come whole are added */
+            if (model_rx_channel(id) && !model_add_refused(id, m.a, m.size, elem))
+                fuzz_acc_model(g_shadow[id] + m.a, s + pos, avail, (uint32_t)m.value);
+            if (avail < m.size) {
+                in_payload = 1;
+                pos = len;
+                break;
+            }
+            pos += avail;
+            rx_ops++;
+            break;
+        }
         case MSG_FAIL:
             if (model_rx_channel(id))
                 cas(&g_m[id].peer_status, (int32_t)(int64_t)m.a);
@@ -344,27 +626,33 @@ static int model(const uint8_t *s, size_t len, int eof, uint64_t sent, uint64_t 
     }
     *rx_ops_p = rx_ops;
     *acked_p = acked;
+    *gets_p = gets_got;
     return end;
 }
 
-/* The get/atomic_add/accumulate messages (GET, GET_DATA, ADD, ACC: types 7
- * to 10) are not in the model yet (test_mpi_rma tests them over tcp): the
- * first such header in the stream becomes type 99, which model and
- * receiver alike take for a protocol error that ends the connection. */
-static void unmodelled_to_unknown(uint8_t *s, size_t len)
+/* The sender's side of the gets in flight: what each asked for, as the
+ * stream's n-th GET_DATA answers the n-th (its channel the get's own, its
+ * offset and size the answer's), or 8 bytes more where `more` is set; a
+ * get the stream leaves unanswered, or answers with a refusal, asked for
+ * 8 bytes at 0. */
+static void ask_for(const uint8_t *s, size_t len, uint64_t acked, uint64_t sent, int more)
 {
     size_t pos = 0;
+    uint64_t n = 0;
 
-    while (len - pos >= HDR) {
+    for (uint64_t k = acked; k < sent; k++)
+        if (g_inflight[k % Q] & INFLIGHT_GET)
+            g_want[n++ % Q] = (tcp_get_want_t){g_inflight[k % Q] & ~INFLIGHT_GET, 0, 8};
+    for (uint64_t a = 0; a < n && len - pos >= HDR;) {
         tcp_msg_t m;
         memcpy(&m, s + pos, HDR);
-        if (m.type >= 7 && m.type <= 10) {
-            m.type = 99;
-            memcpy(s + pos, &m, HDR);
-            return;
-        }
         pos += HDR;
-        if (m.type == MSG_PUT) {
+        if (m.type == MSG_GET_DATA && !(m.size == 0 && m.value != 0)) {
+            g_want[a % Q].off = m.a;
+            g_want[a % Q].size = m.size + (more ? 8 : 0);
+        }
+        a += m.type == MSG_GET_DATA;
+        if (tcp_msg_has_payload(m.type)) {
             if (m.size >= len - pos)
                 return;
             pos += (size_t)m.size;
@@ -381,17 +669,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
     int eof = flags & 1, host = flags & 16, shut = 0, end, idle = 0, sv[2];
     size_t piece = pieces[(flags >> 1) & 7], written = 0;
     uint64_t acked = ((uint64_t)high << 40) + nacked, sent = acked + nsent % (Q + 1);
-    uint64_t rx_ops, want_acked;
+    uint64_t rx_ops, want_acked, gets;
     size_t slen = in.left;
     uint8_t *s = malloc(slen ? slen : 1);
 
     FUZZ_CHECK(s != NULL, "out of memory");
     memcpy(s, in.p, slen);
-    unmodelled_to_unknown(s, slen);
 
     FUZZ_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0,
                "socketpair: %s", strerror(errno));
-    reset(sent, acked, seed, sv[0]);
+    reset(sent, acked, seed, flags >> 5, sv[0]);
+    ask_for(s, slen, acked, sent, seed & 0x80);
+    /* first, so that the answers are checked as they are taken */
+    end = model(s, slen, eof, sent, acked, &rx_ops, &want_acked, &gets);
     if (piece == 0)
         piece = slen ? slen : 1;
     /* at most 256 writes: small pieces split headers, without a system
@@ -423,12 +713,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
         if (!g_tc.broken)
             progress |= tcp_recv_some(&g_tc);
         progress |= flusher_drain() > 0;
+        progress |= answers_drain() > 0;
         idle = progress || written < slen || (eof && !shut) ? 0 : idle + 1;
     }
     close(sv[0]);
     close(sv[1]);
 
-    end = model(s, slen, eof, sent, acked, &rx_ops, &want_acked);
     FUZZ_CHECK(end == OPEN ? g_tc.broken == 0 : g_tc.broken == GPUPORT_ERR_PEER,
                "connection ends %d, broken %d", end, g_tc.broken);
     FUZZ_CHECK(g_tc.fail_status == (end == BROKEN ? GPUPORT_ERR_PEER : 0), "fail status %d",
@@ -439,6 +729,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
                (unsigned long long)g_tc.rx_ops, (unsigned long long)rx_ops);
     FUZZ_CHECK(g_tc.rx_pending == 0, "%llu items left at the flusher",
                (unsigned long long)g_tc.rx_pending);
+    FUZZ_CHECK(end != OPEN || g_tc.gets_got == gets, "received %llu answers, the model %llu",
+               (unsigned long long)g_tc.gets_got, (unsigned long long)gets);
+    /* a break drops the answers not yet sent: those taken are the first */
+    FUZZ_CHECK(end == BROKEN || g_ndrained == g_nans, "%zu answers sent, the model %zu",
+               g_ndrained, g_nans);
+    FUZZ_CHECK(g_tc.answers_in_place == 0, "%u answers still read from a region",
+               g_tc.answers_in_place);
     for (int i = 0; i < NCH; i++) {
         const unsigned char *b = g_buf[i];
         uint64_t size = defs[i].size;
@@ -450,6 +747,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
                    "channel %d: a canary around the destination changed", i);
         FUZZ_CHECK(memcmp(b + FUZZ_CANARY_BYTES, g_shadow[i], size) == 0,
                    "channel %d: the destination differs from the model's", i);
+        FUZZ_CHECK(fuzz_canary_ok(g_src[i], FUZZ_CANARY_BYTES) &&
+                       fuzz_canary_ok(g_src[i] + FUZZ_CANARY_BYTES + defs[i].src_size,
+                                      FUZZ_CANARY_BYTES),
+                   "channel %d: a canary around the source changed", i);
+        FUZZ_CHECK(memcmp(g_src[i] + FUZZ_CANARY_BYTES, g_src_shadow[i], defs[i].src_size) == 0,
+                   "channel %d: the source differs from the model's", i);
         FUZZ_CHECK(st == g_m[i].status, "channel %d: state %d, the model's %d", i, st,
                    g_m[i].status);
         FUZZ_CHECK(ps == g_m[i].peer_status, "channel %d: peer status %d, the model's %d", i, ps,

@@ -189,6 +189,34 @@ static void proxy(void)
         add(&b, t, sizeof(t));
     }
     save("fuzz_proxy", "values", &b);
+
+    b.n = 0;
+    add_value(&b, GPUPORT_OP_PUT_VALUE, 0, 0, 0x1111);
+    add_op(&b, GPUPORT_OP_GET, 0, 8, 0, 16);              /* reads it back into the source */
+    add_op(&b, GPUPORT_OP_PUT, 0, 8, 100, 16);            /* ... and puts what it got */
+    add_value(&b, GPUPORT_OP_ATOMIC_ADD, 0, 200, 5);
+    add_op(&b, GPUPORT_OP_ACC_INT64, 0, 0, 256, 64);
+    add_op(&b, GPUPORT_OP_ACC_FLOAT32, 1, 0, 0, 2000);    /* at the flusher ... */
+    add_op(&b, GPUPORT_OP_ACC_BFLOAT16, 1, 2, 2002, 100); /* ... and this behind it */
+    add_op(&b, GPUPORT_OP_GET, 1, 1000, 0, 1500);         /* at the flusher too */
+    add_op(&b, GPUPORT_OP_PUT, 1, 1000, 2500, 400);       /* what the get brought */
+    add_value(&b, GPUPORT_OP_ATOMIC_ADD, 2, 8, UINT64_MAX); /* wraps */
+    add_op(&b, GPUPORT_OP_GET, 3, 1, 0, 0);               /* a get of nothing */
+    save("fuzz_proxy", "rma", &b);
+
+    b.n = 0;
+    add_value(&b, GPUPORT_OP_ATOMIC_ADD, 1, 0, 1);        /* region not 8-aligned */
+    add_op(&b, GPUPORT_OP_ACC_INT64, 0, 0, 0, 12);        /* not whole elements */
+    add_op(&b, GPUPORT_OP_GET, 2, 0, 0, 1);               /* no source to land in */
+    add_op(&b, GPUPORT_OP_ACC_FLOAT32, 3, 0, 0, 4);       /* no destination */
+    save("fuzz_proxy", "rma-refused", &b);
+
+    b.n = 0;
+    add_op(&b, GPUPORT_OP_ACC_BFLOAT16, 0, 0, 0, 0);      /* no elements */
+    add_op(&b, GPUPORT_OP_ACC_FLOAT32, 1, 0, 0, 1ull << 32); /* EXT pair, outside */
+    add_value(&b, GPUPORT_OP_ATOMIC_ADD, 2, 16, 1);       /* one past the end */
+    add_op(&b, GPUPORT_OP_GET, 3, 0, 1, 0);               /* past the peer's end: nothing */
+    save("fuzz_proxy", "rma-edges", &b);
 }
 
 /* ---- records ---- */
@@ -331,14 +359,31 @@ static void add_value_msg(buf_t *b, uint32_t ch, uint64_t off, uint64_t value)
     add(b, &m, sizeof(m));
 }
 
+/* GET, ADD and ACC: the field value is the getter's offset, the addend or
+ * the op */
+static void add_rma_msg(buf_t *b, uint32_t type, uint32_t ch, uint64_t a, uint64_t size,
+                        uint64_t value)
+{
+    tcp_msg_t m;
+
+    memset(&m, 0, sizeof(m));
+    m.type = type;
+    m.channel = ch;
+    m.a = a;
+    m.size = size;
+    m.value = value;
+    add(b, &m, sizeof(m));
+}
+
 static void add_payload(buf_t *b, size_t n, int seed)
 {
     for (size_t i = 0; i < n; i++)
         add_u8(b, (uint8_t)(i * 13 + seed));
 }
 
-/* flags (bit 0: close at the end; bits 1-3: write size), operations in
- * flight (count, acknowledged so far, high bits, channel seed) */
+/* flags (bit 0: close at the end; bits 1-3: write size; bits 5-7, which
+ * operations in flight are GETs: set by the seeds that want some),
+ * operations in flight (count, acknowledged so far, high bits, channel seed) */
 static void frame_start(buf_t *b, int eof, int piece, uint8_t sent)
 {
     b->n = 0;
@@ -405,7 +450,7 @@ static void frames(void)
     save("fuzz_tcp_frame", "ack-too-many", &b);
 
     frame_start(&b, 0, 0, 0);
-    add_msg(&b, 9, 0, 0, 0); /* unknown type */
+    add_msg(&b, MSG_ACC + 1, 0, 0, 0); /* unknown type */
     save("fuzz_tcp_frame", "type-unknown", &b);
 
     frame_start(&b, 1, 2, 1);
@@ -422,6 +467,93 @@ static void frames(void)
     frame_start(&b, 1, 2, 0);
     add_msg(&b, MSG_SIGNAL, 1, 0, 0); /* a signal message without a signal: broken */
     save("fuzz_tcp_frame", "signal-count-zero", &b);
+
+    frame_start(&b, 1, 3, 0);
+    add_msg(&b, MSG_PUT, 0, 0, 16);
+    add_payload(&b, 16, 9);
+    add_rma_msg(&b, MSG_GET, 0, 0, 16, 8);        /* answered with those bytes ... */
+    add_msg(&b, MSG_PUT, 0, 8, 8);                /* ... copied out before this lands */
+    add_payload(&b, 8, 10);
+    add_rma_msg(&b, MSG_GET, 1, 100, 19000, 0);   /* a large answer */
+    add_rma_msg(&b, MSG_GET, 2, 0, 100, 4);       /* GPU destination: read later */
+    add_rma_msg(&b, MSG_GET, 9, 0, 8, 0);         /* no such channel: refused */
+    add_rma_msg(&b, MSG_GET, 3, 0, 0, 0);         /* nothing, from no destination */
+    add_rma_msg(&b, MSG_GET, 0, 60, 8, 0);        /* outside: refused, channel failed */
+    add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
+    save("fuzz_tcp_frame", "get-answered", &b);
+
+    /* three operations in flight (channels 0, 5, 0), the first and the
+     * third GETs (byte 0, bits 5-7) */
+    frame_start(&b, 1, 0, 3);
+    b.b[0] |= 5 << 5;
+    add_msg(&b, MSG_ACK, 0, 3, 0);                /* waits at the first GET's data */
+    add_msg(&b, MSG_GET_DATA, 0, 4, 16);          /* lands at offset 4 of channel 0's source */
+    add_payload(&b, 16, 11);
+    add_rma_msg(&b, MSG_GET_DATA, NO_CHANNEL, 0, 0, /* refused: fails channel 0 */
+                (uint64_t)(int64_t)GPUPORT_ERR_OUT_OF_RANGE);
+    add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
+    save("fuzz_tcp_frame", "get-data", &b);
+
+    frame_start(&b, 0, 0, 1);
+    b.b[0] |= 1 << 5;
+    add_msg(&b, MSG_GET_DATA, 0, 40, 16);         /* past the source's 48 bytes: failed */
+    add_payload(&b, 16, 12);
+    add_msg(&b, MSG_GET_DATA, 0, 0, 0);           /* no get left in flight: broken */
+    save("fuzz_tcp_frame", "get-data-unasked", &b);
+
+    /* answers that are not their get's, each a protocol error that writes
+     * nothing: one naming channel 1 for channel 0's get; one with bytes
+     * and no channel; one where the get asked 8 bytes more (byte 4's top
+     * bit) */
+    frame_start(&b, 0, 0, 1);
+    b.b[0] |= 1 << 5;
+    add_msg(&b, MSG_GET_DATA, 1, 0, 16);
+    add_payload(&b, 16, 15);
+    save("fuzz_tcp_frame", "get-data-other-channel", &b);
+    frame_start(&b, 0, 0, 1);
+    b.b[0] |= 1 << 5;
+    add_msg(&b, MSG_GET_DATA, NO_CHANNEL, 0, 8);
+    add_payload(&b, 8, 16);
+    save("fuzz_tcp_frame", "get-data-no-channel-bytes", &b);
+    frame_start(&b, 0, 0, 1);
+    b.b[0] |= 1 << 5;
+    b.b[4] = 0x80;
+    add_msg(&b, MSG_GET_DATA, 0, 0, 16);
+    add_payload(&b, 16, 17);
+    save("fuzz_tcp_frame", "get-data-short", &b);
+
+    frame_start(&b, 1, 4, 0);
+    add_rma_msg(&b, MSG_ADD, 0, 8, 0, UINT64_MAX);
+    add_rma_msg(&b, MSG_ADD, 0, 8, 0, 2);         /* wraps */
+    add_rma_msg(&b, MSG_ACC, 0, 16, 16, GPUPORT_OP_ACC_INT64);
+    add_payload(&b, 16, 13);
+    add_rma_msg(&b, MSG_ACC, 0, 40, 8, GPUPORT_OP_ACC_BFLOAT16);
+    add_payload(&b, 8, 14);
+    /* an op of 64 bits whose low 32 are int64's: unknown, refused */
+    add_rma_msg(&b, MSG_ACC, 1, 0, 8, (1ull << 32) | GPUPORT_OP_ACC_INT64);
+    add_payload(&b, 8, 18);
+    add_rma_msg(&b, MSG_ACC, 1, 1000, 17000, GPUPORT_OP_ACC_FLOAT32); /* in place, in pieces */
+    add_payload(&b, 17000, 15);
+    add_rma_msg(&b, MSG_ACC, 1, 1000, 8, GPUPORT_OP_ACC_FLOAT32); /* once more on the sums */
+    add_payload(&b, 8, 16);
+    add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
+    save("fuzz_tcp_frame", "add-acc", &b);
+
+    frame_start(&b, 0, 2, 0);
+    add_rma_msg(&b, MSG_ACC, 0, 0, 8, GPUPORT_OP_ACC_BFLOAT16 + 1); /* unknown op */
+    add_payload(&b, 8, 17);
+    add_rma_msg(&b, MSG_ADD, 1, 4, 0, 1);         /* not aligned */
+    add_rma_msg(&b, MSG_ACC, 2, 0, 8, GPUPORT_OP_ACC_INT64); /* GPU memory */
+    add_payload(&b, 8, 18);
+    add_rma_msg(&b, MSG_ADD, 3, 0, 0, 1);         /* no destination */
+    add_rma_msg(&b, MSG_ACC, 9, 0, 4, GPUPORT_OP_ACC_FLOAT32); /* no such channel */
+    add_payload(&b, 4, 19);
+    save("fuzz_tcp_frame", "add-acc-refused", &b);
+
+    frame_start(&b, 1, 1, 0);
+    add_rma_msg(&b, MSG_ACC, 1, 0, 64, GPUPORT_OP_ACC_FLOAT32);
+    add_payload(&b, 30, 20); /* closed inside the payload: 7 elements added */
+    save("fuzz_tcp_frame", "acc-cut", &b);
 }
 
 /* ---- configuration: byte 0 the row, byte 1 describe's buffer size ---- */

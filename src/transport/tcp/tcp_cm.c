@@ -152,6 +152,7 @@ static void conn_free(tcp_conn_t *tc)
         close(tc->fd_rx);
     free(tc->tx);
     free(tc->inflight);
+    free(tc->get_want);
     free(tc->rxbuf);
     free(tc->acc_buf);
     free((void *)tc->rx_ok);

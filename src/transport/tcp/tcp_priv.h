@@ -158,6 +158,12 @@ typedef struct posted {
  * application thread that lost its core. The proxy takes it again inside
  * (a completion that fails a channel tells the peer: tcp_report_fail), so
  * it counts its owner's takes. */
+/* A GET sent: the local channel and the source bytes its answer fills. */
+typedef struct tcp_get_want {
+    uint32_t channel;
+    uint64_t off, size;
+} tcp_get_want_t;
+
 typedef struct tcp_conn {
     _Atomic(const void *) lock_owner; /* NULL: free */
     uint32_t lock_depth;              /* the owner's takes beyond the first */
@@ -186,6 +192,9 @@ typedef struct tcp_conn {
                          * data has not come) */
     uint64_t gets_sent, gets_got, gets_done; /* GETs sent; their GET_DATA received
                                               * whole; completed */
+    /* What each GET in flight asked for, by its number % q (allocated at
+     * the first GET): its GET_DATA must answer exactly that */
+    tcp_get_want_t *get_want;
     /* GET_DATA queued with its payload in a host region here, and the
      * addresses they span (tcp_rma_guard) */
     uint32_t answers_in_place;
@@ -200,6 +209,11 @@ typedef struct tcp_conn {
     uint64_t ack_delay_ns;
     uint64_t ack_owed_ns; /* since when, 0: none waiting */
     int signal_unacked;   /* a SIGNAL among the operations not yet acknowledged */
+    /* ... which came while this side's own operations awaited their ACK:
+     * the peer sent before it received (an exchange, not an answer) and
+     * holds its ACK as this side would, so each would wait for the other
+     * and each flush would wait the delay out; this ACK goes at once */
+    int ack_now;
     int bye_sent, bye_seen;
     int bye_applied; /* channels closed after the peer's goodbye */
     int readable;    /* epoll said so, and no recv has come back empty since */

@@ -149,41 +149,44 @@ void tcp_rma_guard(tcp_conn_t *tc, const tcp_msg_t *m)
 
 /* ---- the answer to this side's GET ---- */
 
-/* The channel of the GET that the next GET_DATA answers: the first GET in
- * flight whose data has not come (GET_DATA answers GETs in order). */
-static gpuport_tl_chan_t *next_get_channel(tcp_conn_t *tc)
-{
-    uint64_t skip = tc->gets_got - tc->gets_done;
-
-    for (uint64_t i = tc->ops_acked; i < tc->ops_sent; i++) {
-        uint32_t id = tc->inflight[i % tc->q];
-        if (id == NO_CHANNEL || !(id & INFLIGHT_GET))
-            continue;
-        if (skip-- == 0)
-            return gpuport_tl_chan_find(tc->conn, id & ~INFLIGHT_GET);
-    }
-    return NULL;
-}
-
 /* Received in place into the source region (tcp_rma_ok keeps GPU memory
- * out); not an operation, so nothing is counted or acknowledged for it. */
+ * out); not an operation, so nothing is counted or acknowledged for it.
+ * GET_DATA answers this side's GETs in order, so it must be the answer to
+ * the oldest one: its bytes where that GET asked, or none and the status
+ * that refused it. Anything else is a broken peer: the connection ends
+ * before a byte of it is written. */
 static void on_get_data(tcp_conn_t *tc, const tcp_msg_t *m)
 {
+    const tcp_get_want_t *w;
     gpuport_tl_chan_t *ch;
+    int refusal = m->size == 0 && m->value != 0;
 
     if (tc->gets_got >= tc->gets_sent) {
         tcp_protocol_error(tc, "answered a get (%llu bytes) that was not asked for (%llu asked)",
                            m->size, tc->gets_sent);
         return;
     }
-    ch = m->channel == NO_CHANNEL ? next_get_channel(tc) : tcp_rx_channel(tc, m->channel);
+    w = &tc->get_want[tc->gets_got % tc->q];
+    if (refusal ? m->channel != NO_CHANNEL && m->channel != w->channel
+                : m->channel != w->channel || m->a != w->off || m->size != w->size ||
+                      m->value != 0) {
+        char msg[200];
+        snprintf(msg, sizeof(msg), "answered the get of %llu bytes at offset %llu of channel %u "
+                 "with %llu bytes at offset %llu of channel %u (status %lld)",
+                 (unsigned long long)w->size, (unsigned long long)w->off, w->channel,
+                 (unsigned long long)m->size, (unsigned long long)m->a, m->channel,
+                 (long long)m->value);
+        tcp_conn_break(tc, GPUPORT_ERR_PEER, msg, 0);
+        return;
+    }
+    ch = refusal ? gpuport_tl_chan_find(tc->conn, w->channel) : tcp_rx_channel(tc, m->channel);
     tc->in_payload = m->size > 0;
     tc->pay_type = MSG_GET_DATA;
     tc->payload_left = m->size;
     tc->big_puts = m->size >= DIRECT_MIN;
     tc->payload_dst = NULL;
     tc->dev_payload = 0;
-    if (m->size == 0 && m->value != 0) {
+    if (refusal) {
         /* the peer logged why */
         if (ch && gpuport_tl_chan_fail(ch, (gpuport_status_t)(int64_t)m->value))
             log_error("channel %u: rank %d refused a get (%s); the channel is failed", ch->id,
@@ -216,6 +219,13 @@ void tcp_get_data_done(tcp_conn_t *tc)
 }
 
 /* ---- the peer's ADD and ACC ---- */
+
+/* The element size of an ACC's op (its value field, 64 bits on the wire);
+ * 0 for anything but an accumulate's op. */
+static uint32_t acc_elem(uint64_t op)
+{
+    return op <= UINT32_MAX ? gpuport_acc_elem_size((uint32_t)op) : 0;
+}
 
 /* Where an add of size bytes of elem-byte elements at offset a goes, or NULL
  * (logged, the channel failed) where it may not: outside the destination,
@@ -272,8 +282,7 @@ static void on_add(tcp_conn_t *tc, const tcp_msg_t *m)
  * come (tcp_acc_take); the ACC counts as applied at its end. */
 static void on_acc(tcp_conn_t *tc, const tcp_msg_t *m)
 {
-    char *dst = add_dst(tc, tcp_rx_channel(tc, m->channel), m, m->size,
-                        gpuport_acc_elem_size((uint32_t)m->value));
+    char *dst = add_dst(tc, tcp_rx_channel(tc, m->channel), m, m->size, acc_elem(m->value));
 
     tc->in_payload = m->size > 0;
     tc->pay_type = MSG_ACC;
@@ -297,7 +306,7 @@ static void on_acc(tcp_conn_t *tc, const tcp_msg_t *m)
 
 void tcp_acc_take(tcp_conn_t *tc, uint64_t n)
 {
-    uint32_t elem = gpuport_acc_elem_size((uint32_t)tc->cur.value);
+    uint32_t elem = acc_elem(tc->cur.value);
     uint64_t whole;
 
     if (!tc->payload_dst)

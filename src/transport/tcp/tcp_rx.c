@@ -135,6 +135,7 @@ static void on_signal(tcp_conn_t *tc, const tcp_msg_t *m)
     gpuport_work_t w;
 
     tc->signal_unacked = 1; /* its ACK may wait for an answer (tcp_queue_ack) */
+    tc->ack_now |= tc->ops_acked != tc->ops_sent;
 
     if (m->a == 0) {
         tcp_protocol_error(tc, "a signal message for channel %llu carried no signal (count "

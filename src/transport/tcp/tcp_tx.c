@@ -13,6 +13,8 @@
 
 /* ---- proxy thread: operations ---- */
 
+static void ack_ahead(tcp_conn_t *tc);
+
 /* room for nops more operations in flight, in nitems entries of the send
  * ring (lock held) */
 static int room_locked(const tcp_conn_t *tc, uint32_t nops, uint32_t nitems)
@@ -84,6 +86,15 @@ static int queue_locked(gpuport_tl_chan_t *ch, uint32_t type, uint64_t off, uint
                   ch->id, tc->peer);
         return GPUPORT_ERR_SHUTDOWN;
     }
+    if (type == MSG_GET && !tc->get_want &&
+        !(tc->get_want = calloc(tc->q, sizeof(*tc->get_want)))) {
+        log_error("channel %u: no memory for the records of gets to rank %d; not sent", ch->id,
+                  tc->peer);
+        return GPUPORT_ERR_NO_MEMORY;
+    }
+    if (type == MSG_GET)
+        tc->get_want[tc->gets_sent % tc->q] = (tcp_get_want_t){ch->id, value, size};
+    ack_ahead(tc);
     it = tcp_tx_push(tc, type, ch->peer_id, off, size, device ? NULL : payload);
     it->hdr.value = value;
     it->dev_src = device ? payload : NULL;
@@ -267,7 +278,7 @@ int tcp_host_send(gpuport_tl_chan_t *ch, uint32_t op, uint64_t dst_off, uint64_t
     if (h.m[0].type == MSG_ACK) {
         tc->acked_sent = h.m[0].a;
         tc->ack_owed_ns = 0;
-        tc->signal_unacked = 0;
+        tc->signal_unacked = tc->ack_now = 0;
     }
     /* one completion per call, at its last operation */
     for (int i = 0; i < h.nops; i++) {
@@ -437,21 +448,33 @@ int tcp_send_some(tcp_conn_t *tc)
     return progressed;
 }
 
-/* May the ACK owed wait? Only one for operations that include a signal,
- * only while nothing else is queued to ride with (an ACK queued behind a
- * message goes in the same sendmsg), only up to ack_delay_ns, and only
- * while the peer has room to keep sending (a quarter of its window). */
+/* May the ACK owed wait? Only one for operations that include a signal
+ * and came while this side awaited no ACK itself (ack_now), only while
+ * nothing else is queued to ride with (an operation queued goes behind
+ * it: ack_ahead), only up to ack_delay_ns, and only while the peer has
+ * room to keep sending (a quarter of its window). */
 static int ack_may_wait(tcp_conn_t *tc)
 {
     uint64_t now;
 
-    if (!tc->signal_unacked || tc->ack_delay_ns == 0 || tc->tx_head != tc->tx_tail ||
-        tc->applied - tc->acked_sent >= tc->q / 4)
+    if (!tc->signal_unacked || tc->ack_now || tc->ack_delay_ns == 0 ||
+        tc->tx_head != tc->tx_tail || tc->applied - tc->acked_sent >= tc->q / 4)
         return 0;
     now = gpuport_now_ns();
     if (tc->ack_owed_ns == 0)
         tc->ack_owed_ns = now;
     return now - tc->ack_owed_ns < tc->ack_delay_ns;
+}
+
+/* The ACK owed, queued now. */
+static void ack_push(tcp_conn_t *tc)
+{
+    tc->ack_owed_ns = 0;
+    tc->signal_unacked = tc->ack_now = 0;
+    tc->ack_slot = tc->tx_tail % tc->tx_cap;
+    tcp_tx_push(tc, MSG_ACK, NO_CHANNEL, tc->applied, 0, NULL);
+    tc->ack_queued = 1;
+    tc->acked_sent = tc->applied;
 }
 
 /* One ACK at a time in the queue, updated in place until it starts going. */
@@ -465,9 +488,9 @@ void tcp_queue_ack(tcp_conn_t *tc)
         gpuport_tl_keep_awake(tc->conn->comm, tc->ack_owed_ns + tc->ack_delay_ns);
         return;
     }
-    tc->ack_owed_ns = 0;
-    tc->signal_unacked = 0;
     if (tc->ack_queued) {
+        tc->ack_owed_ns = 0;
+        tc->signal_unacked = tc->ack_now = 0;
         tx_item_t *it = &tc->tx[tc->ack_slot];
         if (it->sent == 0) {
             it->hdr.a = tc->applied;
@@ -475,10 +498,16 @@ void tcp_queue_ack(tcp_conn_t *tc)
         }
         return;
     }
-    if (!tcp_tx_room(tc, 1))
-        return;
-    tc->ack_slot = tc->tx_tail % tc->tx_cap;
-    tcp_tx_push(tc, MSG_ACK, NO_CHANNEL, tc->applied, 0, NULL);
-    tc->ack_queued = 1;
-    tc->acked_sent = tc->applied;
+    if (tcp_tx_room(tc, 1))
+        ack_push(tc);
+}
+
+/* An operation about to be queued: an ACK owed goes ahead of it, in the
+ * same sendmsg, so that the peer has its operations acknowledged before it
+ * sees the signal this one may carry (it then holds its own ACK for an
+ * answer: a ping-pong's ACKs ride with the answers both ways). */
+static void ack_ahead(tcp_conn_t *tc)
+{
+    if (!tc->ack_queued && tc->applied != tc->acked_sent && !tc->broken && tcp_tx_room(tc, 2))
+        ack_push(tc);
 }
