@@ -286,12 +286,9 @@ static int ar_open(ar_t *a, uint64_t max_bytes, enum algo algo)
         at(a, a->off_in)[i] = value(a->rank, i);
     if (!ok(gpuport_mem_register(a->comm, a->win, a->win_bytes, &a->mem), "gpuport_mem_register"))
         return 0;
-    for (int p = 0; p < a->n; p++)
-        if (p != a->rank &&
-            !ok(gpuport_channel_create(a->comm, p, a->mem, a->mem, &a->ch[p]),
-                "gpuport_channel_create"))
-            return 0;
-    return 1;
+    /* a channel to every other rank (collective; none is left waiting) */
+    return ok(gpuport_channel_create_all(a->comm, a->mem, a->mem, 0, a->ch),
+              "gpuport_channel_create_all");
 }
 
 /* Everything in reverse order; once every rank is done with every channel. */

@@ -389,12 +389,9 @@ int main(int argc, char **argv)
                x.pos, x.crows, x.ref, &x.msg_type, &x.row_type);
 
     /* A port channel to every rank, this one included, the region its
-     * source and destination. Pairwise: every rank meets the ranks in
-     * increasing order, which pairs them all without a cycle of waits, and
-     * meets every one even after a failure, so that none is left waiting. */
-    for (int p = 0; p < m.ranks; p++)
-        good &=
-            ok(gpuport_channel_create(comm, p, mem, mem, &x.ch[p]), "gpuport_channel_create", p);
+     * source and destination (collective; none is left waiting) */
+    good &= ok(gpuport_channel_create_all(comm, mem, mem, 1, x.ch), "gpuport_channel_create_all",
+               m.me);
     if (wl_agree(good)) {
         wl_header("alltoall",
                   "MoE dispatch and combine, gpuport port channels beside MPI_Alltoallv",

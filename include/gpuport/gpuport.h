@@ -254,6 +254,7 @@ GPUPORT_API int gpuport_comm_size(gpuport_comm_t comm);
  * (cuda_ipc, shm) carry port channels. Two ranks share a host when their
  * host identities are equal (derived from the host name and boot id, or
  * GPUPORT_HOST_ID). Local; any thread.
+ * @param comm a live communicator
  * @param peer a rank of the communicator (this rank's own: 1)
  * @return 1 on this host, 0 on another, -1 for a handle that is not a live
  *         communicator or a peer outside 0 .. size - 1
@@ -548,6 +549,35 @@ static inline gpuport_status_t gpuport_mem_info(gpuport_mem_t mem, gpuport_mem_i
 GPUPORT_API gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer,
                                                     gpuport_mem_t src, gpuport_mem_t dst,
                                                     gpuport_channel_t *channel_p);
+
+/**
+ * Creates a channel from this rank to every rank of the communicator (to
+ * itself too where with_self is 1), all over the same local regions:
+ * gpuport_channel_create with each rank in increasing order, which pairs
+ * every two ranks without a cycle of waits. Collective: every rank calls it,
+ * with the same with_self, as its one set-up call at the time.
+ *
+ * All or nothing on this rank: after a failure with one peer, each later
+ * peer is still met and told (its side fails with GPUPORT_ERR_PEER), so no
+ * rank is left waiting, and the channels already made are destroyed (their
+ * peers see them closed: GPUPORT_ERR_CLOSED). A rank whose call returns
+ * GPUPORT_OK may so hold channels that a failed rank closed; where that
+ * matters, agree on the outcome (e.g. an MPI_Allreduce of the statuses) and
+ * destroy on failure anywhere.
+ *
+ * @param comm a live communicator
+ * @param src local source region, or NULL
+ * @param dst local destination region, or NULL
+ * @param with_self 1: channels[rank] is a channel to this rank itself; 0: NULL
+ * @param[out] channels an array of gpuport_comm_size() channels, by peer rank
+ * @retval GPUPORT_OK every channel made, on this rank
+ * @retval GPUPORT_ERR_INVALID_ARG not a live communicator, channels NULL, with_self
+ *         not 0 or 1, src or dst not a live registration (nothing made, no peer met)
+ * @retval other the first of gpuport_channel_create's failures (every entry NULL)
+ */
+GPUPORT_API gpuport_status_t gpuport_channel_create_all(gpuport_comm_t comm, gpuport_mem_t src,
+                                                        gpuport_mem_t dst, int with_self,
+                                                        gpuport_channel_t *channels);
 
 /**
  * Destroys a channel, from either side, at any time.

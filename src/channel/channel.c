@@ -405,3 +405,43 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
     return chan_create("gpuport_channel_create", "channel_p", comm, peer, src, dst, 0, GPUPORT_OK,
                        channel_p, channel_p, NULL);
 }
+
+/* Increasing rank order pairs every two ranks without a cycle of waits: a
+ * rank waits only for ranks that have met every lower rank they share with
+ * it. After a failure each later peer is still met, with the failure told
+ * (chan_create's prior), so none is left waiting, and the channels already
+ * made are destroyed: their peers see them closed. */
+gpuport_status_t gpuport_channel_create_all(gpuport_comm_t comm, gpuport_mem_t src,
+                                            gpuport_mem_t dst, int with_self,
+                                            gpuport_channel_t *channels)
+{
+    const char *call = "gpuport_channel_create_all";
+    gpuport_status_t status, st;
+
+    status = check_args(call, "channels", comm, gpuport_comm_live(comm) ? comm->rank : 0, src,
+                        dst, channels);
+    if (status)
+        return status;
+    if (with_self != 0 && with_self != 1) {
+        log_error("%s: with_self is %d, not 0 or 1", call, with_self);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    for (int p = 0; p < comm->size; p++)
+        channels[p] = NULL;
+    for (int p = 0; p < comm->size; p++) {
+        if (p == comm->rank && !with_self)
+            continue;
+        st = chan_create(call, "channels", comm, p, src, dst, 0, status, channels, &channels[p],
+                         NULL);
+        if (st && !status)
+            status = st;
+    }
+    if (status == GPUPORT_OK)
+        return GPUPORT_OK;
+    for (int p = comm->size - 1; p >= 0; p--) {
+        if (channels[p])
+            gpuport_channel_destroy(channels[p]);
+        channels[p] = NULL;
+    }
+    return status;
+}

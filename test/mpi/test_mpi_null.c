@@ -10,7 +10,8 @@
  * fails on every rank, and every later call of the fragment, handed the
  * NULL, is refused instead of crashing. Last, a live communicator's
  * queries: rank, size, and which ranks share a host (all of them; then,
- * under two GPUPORT_HOST_IDs, even and odd ranks apart).
+ * under two GPUPORT_HOST_IDs, even and odd ranks apart); and
+ * gpuport_channel_create_all (create_all, below).
  * test/unit/test_null_args.c checks the rest of the API.
  */
 #include <stdio.h>
@@ -32,6 +33,80 @@
                   gpuport_status_string(st_), (int)(want));                                     \
         CHECK_MSG(strstr(log_, text), "%s: the log lacks \"%s\": %s", #expr, text, log_);       \
     } while (0)
+
+/* gpuport_channel_create_all: a channel to every rank over one region (a
+ * word per rank, then this rank's source word), each rank's word put to
+ * every rank and checked; without the channel to itself; refused
+ * arguments; then, at 3 ranks and more, rank 0 with room for 2 channels
+ * only: every rank's call fails (rank 0's for want of channel ids, the
+ * others' because a peer failed), none is left waiting, nothing is kept. */
+static void create_all(int rank, int size)
+{
+    gpuport_channel_t *all = calloc((size_t)size, sizeof(*all));
+    gpuport_comm_t comm;
+    gpuport_mem_t m;
+    uint64_t *win;
+    gpuport_status_t st;
+
+    CHECK(all != NULL);
+    CHECK_OK(gpuport_comm_init_mpi(MPI_COMM_WORLD, &comm));
+    CHECK_OK(gpuport_mem_alloc(comm, 8 * ((size_t)size + 1), (void **)&win));
+    memset(win, 0, 8 * (size_t)size);
+    win[size] = 1000 + (uint64_t)rank;
+    CHECK_OK(gpuport_mem_register(comm, win, 8 * ((size_t)size + 1), &m));
+    EXPECT(gpuport_channel_create_all(comm, m, m, 2, all), GPUPORT_ERR_INVALID_ARG, "with_self");
+    EXPECT(gpuport_channel_create_all(comm, m, m, 1, NULL), GPUPORT_ERR_INVALID_ARG, "channels");
+    EXPECT(gpuport_channel_create_all(NULL, m, m, 1, all), GPUPORT_ERR_INVALID_ARG, "comm");
+    for (int self = 1; self >= 0; self--) {
+        CHECK_OK(gpuport_channel_create_all(comm, m, m, self, all));
+        for (int p = 0; p < size; p++) {
+            CHECK_MSG((all[p] != NULL) == (p != rank || self), "rank %d: channel to %d is %p",
+                      rank, p, (void *)all[p]);
+            if (all[p])
+                CHECK_OK(gpuport_channel_put_with_signal(all[p], 8 * (uint64_t)rank,
+                                                         8 * (uint64_t)size, 8));
+        }
+        if (!self)
+            all[rank] = all[(rank + 1) % size]; /* wait_all takes no NULL: a peer's twice */
+        for (int p = 0; p < size; p++)
+            if (p != rank || self)
+                CHECK_OK(gpuport_channel_wait(all[p]));
+        for (int p = 0; p < size; p++)
+            if (p != rank || self)
+                CHECK_MSG(win[p] == 1000 + (uint64_t)p, "rank %d: word of rank %d is %llu", rank,
+                          p, (unsigned long long)win[p]);
+        if (!self)
+            all[rank] = NULL;
+        for (int p = 0; p < size; p++)
+            if (all[p])
+                CHECK_OK(gpuport_channel_flush(all[p]));
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (int p = 0; p < size; p++)
+            if (all[p])
+                CHECK_OK(gpuport_channel_destroy(all[p]));
+        memset(win, 0, 8 * (size_t)size);
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    CHECK_OK(gpuport_mem_deregister(m));
+    CHECK_OK(gpuport_mem_free(comm, win));
+    CHECK_OK(gpuport_comm_destroy(comm));
+    if (size < 3) {
+        free(all);
+        return;
+    }
+
+    if (rank == 0)
+        CHECK(setenv("GPUPORT_MAX_CHANNELS", "2", 1) == 0);
+    CHECK_OK(gpuport_comm_init_mpi(MPI_COMM_WORLD, &comm));
+    CHECK(unsetenv("GPUPORT_MAX_CHANNELS") == 0);
+    st = gpuport_channel_create_all(comm, NULL, NULL, 1, all);
+    CHECK_MSG(st == (rank == 0 ? GPUPORT_ERR_NO_RESOURCE : GPUPORT_ERR_PEER),
+              "rank %d: gpuport_channel_create_all returned %s", rank, gpuport_status_string(st));
+    for (int p = 0; p < size; p++)
+        CHECK_MSG(all[p] == NULL, "rank %d: the channel to %d was kept", rank, p);
+    CHECK_OK(gpuport_comm_destroy(comm));
+    free(all);
+}
 
 int main(int argc, char **argv)
 {
@@ -125,6 +200,8 @@ int main(int argc, char **argv)
               gpuport_comm_local_size(comm));
     CHECK_OK(gpuport_comm_destroy(comm));
     CHECK(unsetenv("GPUPORT_HOST_ID") == 0);
+
+    create_all(rank, size);
     printf("rank %d: the MPI bootstrap refused NULL arguments; the failed fragment was refused "
            "call by call\n",
            rank);

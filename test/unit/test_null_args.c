@@ -158,6 +158,8 @@ static void null_handles(void)
     REFUSED(gpuport_mem_deregister(NULL), "gpuport_mem_deregister", "");
     REFUSED(gpuport_mem_info(NULL, &info), "gpuport_mem_info", "mem");
     REFUSED(gpuport_channel_create(NULL, 0, NULL, NULL, &ch), "gpuport_channel_create", "comm");
+    REFUSED(gpuport_channel_create_all(NULL, NULL, NULL, 0, &ch), "gpuport_channel_create_all",
+            "comm");
     REFUSED(gpuport_channel_destroy(NULL), "gpuport_channel_destroy", "");
     REFUSED(gpuport_channel_put(NULL, 0, 0, 8), "gpuport_channel_put", "");
     REFUSED(gpuport_channel_signal(NULL), "gpuport_channel_put/signal", "");
