@@ -534,10 +534,10 @@ int gpuport_comm_same_host(gpuport_comm_t comm, int peer)
     return comm->procs[peer].host_id == comm->procs[comm->rank].host_id;
 }
 
-/* The ranks before this one (below = 1) or all of them (below = 0) on this host. */
-static int ranks_on_host(gpuport_comm_t comm, int below)
+/* The ranks below `end` on this rank's host. */
+static int ranks_on_host(gpuport_comm_t comm, int end)
 {
-    int n = 0, end = below ? comm->rank : comm->size;
+    int n = 0;
 
     for (int r = 0; r < end; r++)
         n += comm->procs[r].host_id == comm->procs[comm->rank].host_id;
@@ -546,10 +546,10 @@ static int ranks_on_host(gpuport_comm_t comm, int below)
 
 int gpuport_comm_local_rank(gpuport_comm_t comm)
 {
-    return gpuport_comm_live(comm) ? ranks_on_host(comm, 1) : -1;
+    return gpuport_comm_live(comm) ? ranks_on_host(comm, comm->rank) : -1;
 }
 
 int gpuport_comm_local_size(gpuport_comm_t comm)
 {
-    return gpuport_comm_live(comm) ? ranks_on_host(comm, 0) : -1;
+    return gpuport_comm_live(comm) ? ranks_on_host(comm, comm->size) : -1;
 }

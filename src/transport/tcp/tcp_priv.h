@@ -150,6 +150,12 @@ typedef struct posted {
     uint64_t marker; /* rx: operations applied once this completes */
 } posted_t;
 
+/* A GET sent: the local channel and the source bytes its answer fills. */
+typedef struct tcp_get_want {
+    uint32_t channel;
+    uint64_t off, size;
+} tcp_get_want_t;
+
 /* A connection's state belongs to whoever holds its lock: the proxy thread
  * in every call into the connection (tcp.c, tcp_tx.c), or an application
  * thread in tcp_host_send, which only tries it. It is held for work that
@@ -158,12 +164,6 @@ typedef struct posted {
  * application thread that lost its core. The proxy takes it again inside
  * (a completion that fails a channel tells the peer: tcp_report_fail), so
  * it counts its owner's takes. */
-/* A GET sent: the local channel and the source bytes its answer fills. */
-typedef struct tcp_get_want {
-    uint32_t channel;
-    uint64_t off, size;
-} tcp_get_want_t;
-
 typedef struct tcp_conn {
     _Atomic(const void *) lock_owner; /* NULL: free */
     uint32_t lock_depth;              /* the owner's takes beyond the first */

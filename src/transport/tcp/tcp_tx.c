@@ -86,14 +86,14 @@ static int queue_locked(gpuport_tl_chan_t *ch, uint32_t type, uint64_t off, uint
                   ch->id, tc->peer);
         return GPUPORT_ERR_SHUTDOWN;
     }
-    if (type == MSG_GET && !tc->get_want &&
-        !(tc->get_want = calloc(tc->q, sizeof(*tc->get_want)))) {
-        log_error("channel %u: no memory for the records of gets to rank %d; not sent", ch->id,
-                  tc->peer);
-        return GPUPORT_ERR_NO_MEMORY;
-    }
-    if (type == MSG_GET)
+    if (type == MSG_GET) {
+        if (!tc->get_want && !(tc->get_want = calloc(tc->q, sizeof(*tc->get_want)))) {
+            log_error("channel %u: no memory for the records of gets to rank %d; not sent",
+                      ch->id, tc->peer);
+            return GPUPORT_ERR_NO_MEMORY;
+        }
         tc->get_want[tc->gets_sent % tc->q] = (tcp_get_want_t){ch->id, value, size};
+    }
     ack_ahead(tc);
     it = tcp_tx_push(tc, type, ch->peer_id, off, size, device ? NULL : payload);
     it->hdr.value = value;
@@ -489,9 +489,9 @@ void tcp_queue_ack(tcp_conn_t *tc)
         return;
     }
     if (tc->ack_queued) {
+        tx_item_t *it = &tc->tx[tc->ack_slot];
         tc->ack_owed_ns = 0;
         tc->signal_unacked = tc->ack_now = 0;
-        tx_item_t *it = &tc->tx[tc->ack_slot];
         if (it->sent == 0) {
             it->hdr.a = tc->applied;
             tc->acked_sent = tc->applied;
