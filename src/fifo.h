@@ -4,14 +4,16 @@
  * only consumer. Layout and validity rules are in gpuport_trigger.h: a slot
  * is valid when its lap-parity bit matches the lap of the position the
  * consumer expects, so slots written are never cleared and the consumer
- * publishes its progress with one release store of `tail`. (A slot given up
- * is restamped by the consumer: gpuport_fifo_void_clear.)
+ * publishes its progress with one release store of `tail`.
  *
- * Host producers reserve slots with a compare-and-swap only when the ring has
- * room, so a producer that gives up (timeout) never leaves a reserved slot
- * unwritten, which would stall the consumer forever. Kernels reserve with
- * an atomic add and wait for room after it; one that gives up marks its
- * slots void (voids, gpuport_fifo_void_at) and the consumer skips them.
+ * Every producer reserves slots only when the ring has room behind them
+ * (host threads with a compare-and-swap here; kernels with the promise
+ * counter of gpuport_fifo_grant.h), so a reserved slot is always written
+ * at once and a producer that gives up (timeout) holds none: the consumer
+ * never waits at a slot nobody will write, whatever the number of
+ * give-ups. A kernel that gives up says so in its channel's give-up word
+ * and the FIFO's (gave_up_any); the proxy fails that channel before it
+ * takes another trigger (gpuport_fifo_gave_up).
  */
 #ifndef GPUPORT_FIFO_H
 #define GPUPORT_FIFO_H
@@ -32,9 +34,9 @@ typedef struct gpuport_fifo {
     uint32_t size;
     uint32_t log2_size;
     uint64_t pos;            /* consumer's next position; only the proxy touches it */
-    /* the device FIFO's void marks (GPUPORT_FIFO_VOIDS); NULL for the host
-     * FIFO, whose pushers reserve only with room and never give a slot up */
-    gpuport_trigger_t *voids;
+    /* the device FIFO's word "a kernel's push gave up" (pinned host memory,
+     * set by kernels, cleared by the proxy); NULL for the host FIFO */
+    _Atomic uint32_t *gave_up_any;
     void *own_mem;           /* allocation owned by this FIFO, or NULL */
 } gpuport_fifo_t;
 
@@ -65,40 +67,20 @@ static inline int gpuport_fifo_peek(const gpuport_fifo_t *f, uint32_t k, gpuport
     return 1;
 }
 
-/* Consumer: 1 if the slot at pos + k, not written, was given up by its
- * pusher (its void mark holds that position); *channel_p is the pusher's
- * channel. */
-static inline int gpuport_fifo_void_at(const gpuport_fifo_t *f, uint32_t k, uint32_t *channel_p)
+/* Consumer: 1 once a kernel's push gave up since the last call that
+ * returned 1 (the word is cleared here); the caller then looks for the
+ * channels (their give-up words). A pusher sets the word, with a
+ * system-scope fence, before any later store of its own, so a trigger it
+ * pushed after giving up is seen only after the word: a consumer that
+ * asks before it takes each trigger never carries out such a trigger
+ * before it failed the channel. */
+static inline int gpuport_fifo_gave_up(gpuport_fifo_t *f)
 {
-    uint64_t p = f->pos + k;
-    gpuport_trigger_t *v;
-
-    if (!f->voids)
+    if (!f->gave_up_any || !atomic_load_explicit(f->gave_up_any, memory_order_relaxed))
         return 0;
-    v = &f->voids[p & (f->size - 1)];
-    if (atomic_load_explicit((_Atomic uint64_t *)&v->w[0], memory_order_acquire) != p + 1)
-        return 0;
-    *channel_p = (uint32_t)v->w[1];
-    return 1;
-}
-
-/* Consumer: forget the given-up slot at pos + k (gpuport_fifo_void_at).
- * Nobody wrote it in this lap, so it still holds the trigger of the lap
- * before, whose parity bit is also the next lap's: left so, that old
- * trigger would read as valid when the consumer comes round again and be
- * carried out a second time. Stamped with this lap's parity and no op, the
- * slot reads as not yet written until a pusher of the next lap writes it;
- * those pushers wait for the tail to pass this position, which
- * gpuport_fifo_advance publishes after this store (release), so none
- * writes the slot before it. */
-static inline void gpuport_fifo_void_clear(gpuport_fifo_t *f, uint32_t k)
-{
-    uint64_t p = f->pos + k;
-    gpuport_trigger_t *slot = &f->slots[p & (f->size - 1)];
-
-    atomic_store_explicit((_Atomic uint64_t *)&slot->w[0],
-                          gpuport_trigger_parity(p, f->log2_size) << GPUPORT_TRG_PARITY_SHIFT,
-                          memory_order_relaxed);
+    /* an exchange, not a store: a pusher's word set since the load is
+     * read (and acquired) here, never overwritten unseen */
+    return atomic_exchange_explicit(f->gave_up_any, 0, memory_order_acquire) != 0;
 }
 
 /* Consumer: the next n slots are done; frees them for producers. */

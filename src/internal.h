@@ -40,6 +40,9 @@ typedef struct gpuport_chan_state {
     /* per FIFO: all ops at positions < flushed[f] are complete */
     _Alignas(64) _Atomic uint64_t flushed[GPUPORT_NFIFOS];
     _Atomic int32_t status; /* GPUPORT_OK or the channel's error */
+    /* set by a kernel whose push gave up (the device FIFO stayed full);
+     * the proxy fails the channel and clears it (proxy_take.c) */
+    _Atomic int32_t gave_up;
 } gpuport_chan_state_t;
 
 #define GPUPORT_PENDING_FLUSHES 8

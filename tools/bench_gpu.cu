@@ -127,8 +127,14 @@ __global__ void k_push_sync(gpuport_port_channel_dev_t ch, int iters, uint64_t *
 __device__ static int flush_serial(const gpuport_port_channel_dev_t *ch)
 {
     const gpuport_fifo_dev_t *f = &ch->fifo;
-    uint64_t pos = atomicAdd(f->head, 1ull), cached, fl;
+    uint64_t pos, cached, fl;
     gpuport_trigger_t t;
+
+    /* promised as the library's pushers count (gpuport_fifo_grant.h), so
+     * that they still find room after this run: nothing else pushes
+     * meanwhile */
+    atomicAdd(f->granted, 1ull);
+    pos = atomicAdd(f->head, 1ull);
 
     while (pos + 1 - (cached = *(volatile unsigned long long *)f->tail_cache) > f->size) {
         uint64_t tail = gpuport_dev_load_sys(f->tail);

@@ -48,6 +48,9 @@ typedef struct gpuport_fifo_dev {
     unsigned long long *head;       /**< device memory: next position to reserve */
     const volatile uint64_t *tail;  /**< pinned host memory: written by the proxy */
     unsigned long long *tail_cache; /**< device memory: last tail seen by any pusher */
+    unsigned long long *granted;    /**< device memory: slots promised to pushers */
+    unsigned int *poller;           /**< device memory: 1 while a waiter reads the tail */
+    uint32_t *gave_up_any;          /**< pinned host memory: a pusher gave up (any channel) */
     uint32_t size;                  /**< slots, a power of two */
     uint32_t log2_size;             /**< log2(size) */
 } gpuport_fifo_dev_t;
@@ -77,14 +80,17 @@ typedef struct gpuport_port_channel_dev {
     const volatile int32_t *peer_status; /**< control segment (host): the peer's side failed
                                           *   (its status) or closed (GPUPORT_ERR_CLOSED) */
     unsigned long long *consumed;        /**< device memory: signals taken by wait/poll */
+    int32_t *gave_up;                    /**< pinned host memory: a push of this channel
+                                          *   gave up (the FIFO stayed full) */
     uint64_t timeout_ns;                 /**< 0: wait forever */
     uint32_t spin;                       /**< GPUPORT_DEV_SPIN: polls before pausing */
     uint32_t backoff_ns;                 /**< GPUPORT_DEV_BACKOFF_NS: longest pause, 0 none */
 } gpuport_port_channel_dev_t;
 
 /** This header's gpuport_port_channel_dev_t layout version (2: the back-off
- *  settings; 3: the rma ops carried and the peer's address alignment). */
-#define GPUPORT_CHANNEL_DEV_VERSION 3
+ *  settings; 3: the rma ops carried and the peer's address alignment; 4:
+ *  reservations with room, give-ups said by word). */
+#define GPUPORT_CHANNEL_DEV_VERSION 4
 /** This header's gpuport_port_channel_dev_t layout, as gpuport_channel_device
  *  passes it and the device calls expect it. */
 #define GPUPORT_CHANNEL_DEV_LAYOUT                                                              \

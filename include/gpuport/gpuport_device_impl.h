@@ -13,6 +13,15 @@
 #error "include gpuport/gpuport_device.h, not gpuport/gpuport_device_impl.h"
 #endif
 
+/* the device FIFO's reservation, with CUDA's atomics */
+#define GPUPORT_GRANT_FN static __device__ __forceinline__
+#define gpuport_grant_add(p, v) atomicAdd((p), (v))
+#define gpuport_grant_load(p) (*(volatile unsigned long long *)(p))
+#include "gpuport/gpuport_fifo_grant.h"
+#undef gpuport_grant_load
+#undef gpuport_grant_add
+#undef GPUPORT_GRANT_FN
+
 /** A waiting call's back-off: after `spin` polls that found nothing, each
  *  further poll is preceded by a pause that doubles from 32 ns up to `cap`
  *  (__nanosleep sleeps between 0 and twice its argument, at most 1 ms: PTX
@@ -166,13 +175,15 @@ GPUPORT_DEV int gpuport_dev_layout(const gpuport_port_channel_dev_t *ch)
 /** Appends n (1 or 2) encoded triggers of this channel as one contiguous run;
  *  *pos_p gets the position of the last. Refuses (GPUPORT_ERR_INVALID_ARG),
  *  before it reserves a slot, any run that gpuport_trigger_pushable refuses:
- *  another channel's, CLOSE, a stray EXT, an unknown op. A pusher that
- *  times out (the FIFO stayed full for the time limit: the proxy stopped
- *  consuming, or every slot was taken all that time) gives its reserved
- *  slots up with void marks (GPUPORT_FIFO_VOIDS): the proxy skips them,
- *  reports the channel and fails it with GPUPORT_ERR_TIMEOUT, and carries
- *  out every trigger behind them, so the communicator's other kernels and
- *  channels go on. Nothing of the call is carried out.
+ *  another channel's, CLOSE, a stray EXT, an unknown op. Slots are reserved
+ *  only with room behind them (gpuport_fifo_grant.h), so a pusher never
+ *  holds a slot it cannot write. One that times out (the FIFO stayed full
+ *  for the time limit: the proxy stopped consuming, or every slot was taken
+ *  all that time) has reserved nothing: it says so in the channel's
+ *  give-up word, and the proxy fails the channel with GPUPORT_ERR_TIMEOUT
+ *  before it carries out any trigger pushed after (a later put or signal
+ *  of the channel never passes for one whose data was not sent). Other
+ *  channels and kernels go on, whatever the number of give-ups.
  *  @retval GPUPORT_OK pushed
  *  @retval GPUPORT_ERR_VERSION a handle of another layout
  *  @retval GPUPORT_ERR_INVALID_ARG a run this channel's user may not push
@@ -181,7 +192,8 @@ GPUPORT_DEV int gpuport_dev_fifo_push(const gpuport_port_channel_dev_t *ch,
                                       const gpuport_trigger_t *t, uint32_t n, uint64_t *pos_p)
 {
     const gpuport_fifo_dev_t *f = &ch->fifo;
-    uint64_t cached, pos, start = 0;
+    unsigned long long pos;
+    uint64_t start = 0;
     int st = gpuport_dev_layout(ch);
 
     if (st)
@@ -194,50 +206,31 @@ GPUPORT_DEV int gpuport_dev_fifo_push(const gpuport_port_channel_dev_t *ch,
                (int)blockIdx.x, (int)threadIdx.x);
         return GPUPORT_ERR_INVALID_ARG;
     }
-    /* The tail's device copy is read before the reservation, so that the
-     * two accesses to device memory are in flight together instead of one
-     * after the other: the copy only grows, and an older value can only
-     * make the check below more cautious (it then reads again). */
-    gpuport_dev_backoff_t b = {0, 0};
-    uint32_t sleeps = 0;
-
-    cached = *(volatile unsigned long long *)f->tail_cache;
-    pos = atomicAdd(f->head, (unsigned long long)n);
-
-    /* Wait for room. Only the first waiter reads the host's tail across
-     * PCIe; the rest watch the copy in device memory, so that thousands of
-     * waiting threads do not flood the bus the triggers travel on. The
-     * others read it too once in 1,024 naps (about 100 us): when the
-     * waiters in front gave up (their limit ran out, their slots void),
-     * nobody is first any more, and the copy would stay behind the tail
-     * (seen on one H100: 4,096 pushes behind 64 quitters all timed out). */
-    while (pos + n - cached > f->size) {
-        if (pos + n - cached <= f->size + n || (++sleeps & 1023) == 0) {
-            uint64_t tail;
-            if (pos + n - cached <= f->size + n)
-                gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
-            tail = gpuport_dev_load_sys(f->tail);
-            if (tail > cached)
-                atomicMax(f->tail_cache, (unsigned long long)tail);
-        } else {
-            __nanosleep(100);
-        }
-        if (gpuport_dev_expired(ch, &start)) {
-            /* the reserved slots are given up: their void marks say so,
-             * and the proxy skips them (GPUPORT_FIFO_VOIDS) */
-            gpuport_trigger_t *voids = GPUPORT_FIFO_VOIDS(f->slots, f->size);
-            for (uint32_t i = 0; i < n; i++) {
-                gpuport_trigger_t *v = &voids[(pos + i) & (f->size - 1)];
-                asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(&v->w[1]),
-                             "l"((uint64_t)ch->id)
-                             : "memory");
-                asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(&v->w[0]),
-                             "l"(pos + i + 1)
-                             : "memory");
+    if (!gpuport_fifo_grant(f->granted, f->head, f->tail_cache, f->size, n, 1, &pos)) {
+        gpuport_dev_backoff_t b = {0, 0};
+        /* Wait for room, holding nothing. One waiter at a time reads the
+         * host's tail across PCIe (the one that takes the poller word),
+         * so that thousands of waiting threads do not flood the bus the
+         * triggers travel on; the others watch its device copy. */
+        do {
+            gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
+            if (atomicExch(f->poller, 1u) == 0u) {
+                atomicMax(f->tail_cache, (unsigned long long)gpuport_dev_load_sys(f->tail));
+                atomicExch(f->poller, 0u);
             }
-            return gpuport_dev_stuck(ch, "push into a full FIFO (nothing was queued)");
-        }
-        cached = *(volatile unsigned long long *)f->tail_cache;
+            if (gpuport_dev_expired(ch, &start)) {
+                /* nothing reserved; the proxy is told which channel gave
+                 * up before any later trigger of this thread can reach it
+                 * (the fence orders both words before this thread's later
+                 * stores) */
+                asm volatile("st.relaxed.sys.global.s32 [%0], %1;" ::"l"(ch->gave_up), "r"(1)
+                             : "memory");
+                asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(f->gave_up_any), "r"(1u)
+                             : "memory");
+                __threadfence_system();
+                return gpuport_dev_stuck(ch, "push into a full FIFO (nothing was queued)");
+            }
+        } while (!gpuport_fifo_grant(f->granted, f->head, f->tail_cache, f->size, n, 0, &pos));
     }
     for (uint32_t i = 0; i < n; i++) {
         uint64_t p = pos + i;

@@ -93,18 +93,6 @@ typedef struct __attribute__((aligned(16))) gpuport_trigger {
     uint64_t w[2]; /**< w[0] the tag, w[1] the payload */
 } gpuport_trigger_t;
 
-/**
- * A device FIFO's void marks: right after its `size` slots, `size` more
- * 16-byte entries. A kernel that reserved a slot at position p and gave up
- * (its time limit ran out while the ring stayed full) never writes the slot;
- * it writes the slot's mark instead: w[1] = its channel id, then w[0] = p + 1
- * with release. The proxy, finding the slot at its position p not written,
- * takes a mark whose w[0] is p + 1 as a slot given up: it skips it, reports
- * the channel, and carries on with the triggers behind it (positions are
- * never reused, so an old mark never matches).
- */
-#define GPUPORT_FIFO_VOIDS(slots, size) ((slots) + (size))
-
 /** What the proxy works with after decoding one trigger (or an EXT pair). */
 typedef struct gpuport_op_desc {
     uint32_t op;      /**< gpuport_trigger_op_t */

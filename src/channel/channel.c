@@ -249,6 +249,7 @@ static gpuport_status_t port_setup(void *arg, const gpuport_channel_rec_t *their
     for (int f = 0; f < GPUPORT_NFIFOS; f++)
         atomic_store(&pc->state->flushed[f], 0);
     atomic_store(&pc->state->status, GPUPORT_OK);
+    atomic_store(&pc->state->gave_up, 0);
     atomic_store(&comm->ctrl[id].value, 0);
     atomic_store(&comm->ctrl[id].peer_status, GPUPORT_OK);
     atomic_store(&comm->ctrl[id].peer_closed, 0);

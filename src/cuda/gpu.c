@@ -99,8 +99,8 @@ gpuport_status_t gpuport_gpu_open(gpuport_comm_t comm)
     st = pick_device(comm, g);
     if (st)
         goto err;
-    /* the slots, then their void marks (GPUPORT_FIFO_VOIDS) */
-    g->fifo_host_len = GPUPORT_DFIFO_HDR + 2 * nslots * sizeof(gpuport_trigger_t);
+    /* [tail line][gave_up_any line] then the slots */
+    g->fifo_host_len = GPUPORT_DFIFO_HDR + nslots * sizeof(gpuport_trigger_t);
     st = CU_CALL(cuMemHostAlloc, (&g->fifo_host, g->fifo_host_len,
                                   CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
     if (st)
@@ -108,9 +108,9 @@ gpuport_status_t gpuport_gpu_open(gpuport_comm_t comm)
     memset(g->fifo_host, 0, g->fifo_host_len);
     st = CU_CALL(cuMemHostGetDevicePointer, (&g->fifo_host_d, g->fifo_host, 0));
     if (!st)
-        st = CU_CALL(cuMemAlloc, (&g->fifo_dmem, 128));
+        st = CU_CALL(cuMemAlloc, (&g->fifo_dmem, GPUPORT_DFIFO_DMEM));
     if (!st)
-        st = CU_CALL(cuMemsetD8, (g->fifo_dmem, 0, 128));
+        st = CU_CALL(cuMemsetD8, (g->fifo_dmem, 0, GPUPORT_DFIFO_DMEM));
     if (!st)
         st = CU_CALL(cuMemAlloc, (&g->words, comm->config.max_channels * GPUPORT_GPU_WORDS *
                                                  sizeof(uint64_t)));
@@ -128,7 +128,7 @@ gpuport_status_t gpuport_gpu_open(gpuport_comm_t comm)
     comm->dfifo.tail = (_Atomic uint64_t *)g->fifo_host;
     comm->dfifo.slots = (gpuport_trigger_t *)((char *)g->fifo_host + GPUPORT_DFIFO_HDR);
     comm->dfifo.size = (uint32_t)nslots;
-    comm->dfifo.voids = GPUPORT_FIFO_VOIDS(comm->dfifo.slots, nslots);
+    comm->dfifo.gave_up_any = (_Atomic uint32_t *)((char *)g->fifo_host + 64);
     comm->dfifo.log2_size = (uint32_t)__builtin_ctz((uint32_t)nslots);
     comm->gpu = g;
     comm->gpu_device = (int)g->dev;
@@ -229,6 +229,9 @@ gpuport_status_t gpuport_channel_device_v(uint32_t layout, gpuport_channel_t ch,
     d.fifo.head = (unsigned long long *)(uintptr_t)g->fifo_dmem;
     d.fifo.tail = (const volatile uint64_t *)(uintptr_t)g->fifo_host_d;
     d.fifo.tail_cache = (unsigned long long *)(uintptr_t)(g->fifo_dmem + 64);
+    d.fifo.poller = (unsigned int *)(uintptr_t)(g->fifo_dmem + 72);
+    d.fifo.granted = (unsigned long long *)(uintptr_t)(g->fifo_dmem + 128);
+    d.fifo.gave_up_any = (uint32_t *)(uintptr_t)(g->fifo_host_d + 64);
     d.fifo.size = comm->dfifo.size;
     d.fifo.log2_size = comm->dfifo.log2_size;
     d.id = ch->id;
@@ -244,6 +247,7 @@ gpuport_status_t gpuport_channel_device_v(uint32_t layout, gpuport_channel_t ch,
     d.inbound = (const volatile uint64_t *)(uintptr_t)GPUPORT_GPU_SLOT_D(g, ch->id, value);
     d.peer_status = (const volatile int32_t *)(uintptr_t)GPUPORT_GPU_SLOT_D(g, ch->id, peer_status);
     d.consumed = (unsigned long long *)(uintptr_t)GPUPORT_GPU_CONSUMED_D(g, ch->id);
+    d.gave_up = (int32_t *)(uintptr_t)GPUPORT_GPU_STATE_D(g, ch->id, gave_up);
     d.timeout_ns = comm->timeout_ns;
     d.spin = comm->config.dev_spin;
     d.backoff_ns = comm->config.dev_backoff_ns;

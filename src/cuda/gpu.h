@@ -19,7 +19,7 @@ struct gpuport_gpu {
     void *fifo_host;       /* [tail][pad][slots][void marks] */
     CUdeviceptr fifo_host_d;
     size_t fifo_host_len;
-    CUdeviceptr fifo_dmem; /* [head line][tail_cache line] */
+    CUdeviceptr fifo_dmem; /* [head][tail_cache, poller][granted]: a line each */
     /* per channel, GPUPORT_GPU_WORDS 64-bit words, zeroed together when an
      * id is taken: [0] signals taken by device waiters, [1] and [2] a memory
      * channel's signals begun and published (gpuport_memory_signal) */
@@ -30,7 +30,10 @@ struct gpuport_gpu {
     int ctrl_registered;
 };
 
+/* The device FIFO's pinned host memory: the tail's line, the gave_up_any
+ * line, then the slots; and its device memory (fifo_dmem). */
 #define GPUPORT_DFIFO_HDR 128
+#define GPUPORT_DFIFO_DMEM 192
 
 /* The device addresses kernels read a channel's words at, for both
  * handles (gpu.c, gpu_memchan.c): a field of its state (pinned host

@@ -4,9 +4,9 @@
  * (proxy_park.c) when its transport has no room, and so is every later
  * trigger of that channel until its park is empty, so that one stuck
  * channel holds no other. A trigger that finds the flusher full (which
- * every channel shares) stays in the FIFO for a later pass. A device-FIFO
- * slot that its kernel gave up (a void mark, fifo.h) is skipped and its
- * channel failed, named.
+ * every channel shares) stays in the FIFO for a later pass. A channel
+ * whose kernel's push gave up (the device FIFO stayed full for its time
+ * limit; fifo.h) is failed, named, before any later trigger is taken.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_PROXY
 #include "proxy_int.h"
@@ -43,20 +43,28 @@ static int take(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint6
     return proxy_park(comm, ch, d, fifo, pos, used);
 }
 
-/* The slot at the consumer's position + k was given up by a kernel that
- * reserved it and timed out (gpuport_fifo_void_at): said, its channel
- * failed, the slot skipped; what is behind it is carried out. */
-static void skip_void(gpuport_comm_t comm, gpuport_fifo_t *f, uint32_t k, uint32_t channel)
+/* A kernel's push gave up (gpuport_fifo_gave_up): each channel whose
+ * give-up word is set is failed with GPUPORT_ERR_TIMEOUT, said once per
+ * finding; nothing of the push was queued. A word of a channel no longer
+ * active is cleared and said too. */
+static void take_give_ups(gpuport_comm_t comm)
 {
-    gpuport_pchan_t *ch = live_channel(comm, channel);
+    for (uint32_t id = 0; id < comm->config.max_channels; id++) {
+        gpuport_chan_state_t *state = &comm->states[id];
+        gpuport_pchan_t *ch;
 
-    log_error("device FIFO position %llu: a kernel's push on channel %u%s gave up its slot (the "
-              "FIFO stayed full for its time limit); skipped, and the channel is failed with "
-              "'timed out'",
-              (unsigned long long)(f->pos + k), channel, ch ? "" : " (no such channel now)");
-    GPUPORT_STAT_INC(comm->proxy.rejected);
-    if (ch)
-        gpuport_pchan_fail(ch, GPUPORT_ERR_TIMEOUT);
+        if (!atomic_load_explicit(&state->gave_up, memory_order_relaxed) ||
+            !atomic_exchange_explicit(&state->gave_up, 0, memory_order_acquire))
+            continue;
+        ch = live_channel(comm, id);
+        log_error("channel %u%s: a kernel's push gave up (the device FIFO stayed full for its "
+                  "time limit; nothing of it was queued); the channel is failed with 'timed "
+                  "out'",
+                  id, ch ? "" : " (no such channel now)");
+        GPUPORT_STAT_INC(comm->proxy.rejected);
+        if (ch)
+            gpuport_pchan_fail(ch, GPUPORT_ERR_TIMEOUT);
+    }
 }
 
 int proxy_consume_fifo(gpuport_comm_t comm, gpuport_fifo_t *f, int fifo)
@@ -64,25 +72,23 @@ int proxy_consume_fifo(gpuport_comm_t comm, gpuport_fifo_t *f, int fifo)
     uint32_t consumed = 0;
     int n;
 
+    /* give-ups are said even when no trigger follows them */
+    if (gpuport_fifo_gave_up(f))
+        take_give_ups(comm);
     for (n = 0; n < BATCH; n++) {
         gpuport_trigger_t t[2];
         gpuport_op_desc_t d;
         uint32_t used = 1;
 
-        uint32_t channel;
-
-        if (!gpuport_fifo_peek(f, consumed, &t[0])) {
-            if (!gpuport_fifo_void_at(f, consumed, &channel))
-                break;
-            skip_void(comm, f, consumed, channel);
-            gpuport_fifo_void_clear(f, consumed);
-            consumed++;
-            continue;
-        }
+        if (!gpuport_fifo_peek(f, consumed, &t[0]))
+            break;
+        /* after the peek: a trigger pushed after a give-up is seen only
+         * with its give-up word (fifo.h) */
+        if (gpuport_fifo_gave_up(f))
+            take_give_ups(comm);
         if (gpuport_trigger_op(t[0].w[0]) == GPUPORT_OP_EXT) {
             if (!gpuport_fifo_peek(f, consumed + 1, &t[1]))
-                break; /* its partner is still being written (a pusher gives
-                        * up both slots of a run or neither) */
+                break; /* its partner is still being written */
             gpuport_trigger_decode(&t[1], &t[0], &d);
             used = 2;
         } else {
