@@ -151,10 +151,17 @@ typedef struct gpuport_bootstrap {
     /** called once by gpuport_comm_destroy (or on a failed create); may be
      *  NULL when the caller keeps the bootstrap for later communicators */
     void (*destroy)(void *ctx);
+    /** recv that gives up: GPUPORT_ERR_TIMEOUT, without logging and with
+     *  nothing received, when no message from `peer` with `tag` has come
+     *  within timeout_ms (0: only one already there). The pairwise waits
+     *  of channel creation use it to end at GPUPORT_TIMEOUT_MS; NULL: they
+     *  use recv and wait without limit */
+    gpuport_status_t (*recv_timed)(void *ctx, int peer, int tag, void *buf, size_t bytes,
+                                   int timeout_ms);
 } gpuport_bootstrap_t;
 
 /** This header's gpuport_bootstrap_t layout version. */
-#define GPUPORT_BOOTSTRAP_VERSION 1
+#define GPUPORT_BOOTSTRAP_VERSION 2
 /** This header's gpuport_bootstrap_t layout, as gpuport_comm_create passes it. */
 #define GPUPORT_BOOTSTRAP_LAYOUT GPUPORT_LAYOUT(GPUPORT_BOOTSTRAP_VERSION, gpuport_bootstrap_t)
 

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bootstrap.h"
 #include "chan_handshake.h"
 #include "chan_int.h"
 
@@ -360,39 +361,64 @@ static void unprepare(port_new_t *c)
     pthread_mutex_unlock(&c->comm->lock);
 }
 
+/* chan_create's steps once the two sides have met (c zeroed). */
+static gpuport_status_t create_met(port_new_t *c, const char *call, gpuport_comm_t comm, int peer,
+                                   gpuport_mem_t src, gpuport_mem_t dst, int memory,
+                                   gpuport_status_t prior)
+{
+    gpuport_status_t status;
+
+    c->call = call;
+    c->memory = memory;
+    c->comm = comm;
+    c->peer = peer;
+    c->src = src;
+    c->dst = dst;
+    chan_shake_begin(&c->hs, comm, peer);
+    c->hs.dst = dst;
+    c->hs.kind = &port_kind;
+    c->hs.arg = c;
+    status = prepare(c);
+    if (!status && prior) {
+        status = prior; /* the caller's failure, told to the peer */
+        snprintf(c->hs.mine.why, sizeof(c->hs.mine.why),
+                 "%s failed on this side (its log says why)", call);
+    }
+    status = chan_handshake(&c->hs, status);
+    if (status) {
+        unprepare(c);
+        return status;
+    }
+    publish(c);
+    return GPUPORT_OK;
+}
+
 gpuport_status_t chan_create(const char *call, const char *out_name, gpuport_comm_t comm,
                              int peer, gpuport_mem_t src, gpuport_mem_t dst, int memory,
                              gpuport_status_t prior, const void *out_p,
                              gpuport_channel_t *channel_p, chan_kernel_view_t *view_p)
 {
     port_new_t c;
+    gpuport_bs_session_t session;
+    char awaited[160];
     gpuport_status_t status = check_args(call, out_name, comm, peer, src, dst, out_p);
 
     if (status)
         return status;
-    memset(&c, 0, sizeof(c));
-    c.call = call;
-    c.memory = memory;
-    c.comm = comm;
-    c.peer = peer;
-    c.src = src;
-    c.dst = dst;
-    chan_shake_begin(&c.hs, comm, peer);
-    c.hs.dst = dst;
-    c.hs.kind = &port_kind;
-    c.hs.arg = &c;
-    status = prepare(&c);
-    if (!status && prior) {
-        status = prior; /* the caller's failure, told to the peer */
-        snprintf(c.hs.mine.why, sizeof(c.hs.mine.why), "%s failed on this side (its log says why)",
-                 call);
-    }
-    status = chan_handshake(&c.hs, status);
-    if (status) {
-        unprepare(&c);
+    snprintf(awaited, sizeof(awaited), "rank %d to create its side of this channel (%s naming "
+             "rank %d)", peer, memory ? "gpuport_memory_channel_create" :
+             "gpuport_channel_create or gpuport_channel_create_all", comm->rank);
+    /* first, since the transports' selection may exchange with the peer */
+    status = gpuport_bs_meet(&session, &comm->bs, peer, call, comm->config.timeout_ms,
+                             &comm->bs_attempts[peer], awaited);
+    if (status)
         return status;
-    }
-    publish(&c);
+    comm->session = &session;
+    memset(&c, 0, sizeof(c));
+    status = create_met(&c, call, comm, peer, src, dst, memory, prior);
+    comm->session = NULL;
+    if (status)
+        return status;
     *channel_p = c.ch;
     if (memory)
         *view_p = c.view;

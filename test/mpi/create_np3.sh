@@ -1,0 +1,5 @@
+#!/bin/sh
+# test_mpi_create at 3 ranks: a channel's creation that its peer does not
+# answer ends at GPUPORT_TIMEOUT_MS, and what it left behind is passed over
+# (test/mpi/test_mpi_create.c says how).
+exec "${top_builddir:-.}/test/mpi/mpirun.sh" 3 "${top_builddir:-.}/test/mpi/test_mpi_create"
