@@ -123,6 +123,35 @@ static gpuport_status_t mpi_recv(void *ctx, int peer, int tag, void *buf, size_t
     return GPUPORT_OK;
 }
 
+/* MPI's receives cannot be given a limit: the message is probed for until
+ * it is there, sleeping from 50 us doubling to 1 ms between looks, so a
+ * channel's creation waits for a late peer at that rate. */
+static gpuport_status_t mpi_recv_timed(void *ctx, int peer, int tag, void *buf, size_t bytes,
+                                       int timeout_ms)
+{
+    mpi_ctx_t *c = ctx;
+    struct timespec start, now, nap = {0, 50000};
+    int there = 0;
+    gpuport_status_t status;
+
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        status = mpi_status(c->rank, MPI_Iprobe(peer, tag, c->comm, &there, MPI_STATUS_IGNORE),
+                            "MPI_Iprobe");
+        if (status)
+            return status;
+        if (there)
+            return mpi_recv(ctx, peer, tag, buf, bytes);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >=
+            timeout_ms)
+            return GPUPORT_ERR_TIMEOUT;
+        nanosleep(&nap, NULL);
+        if (nap.tv_nsec < 1000000)
+            nap.tv_nsec *= 2;
+    }
+}
+
 static void mpi_destroy(void *ctx)
 {
     mpi_ctx_t *c = ctx;
@@ -193,6 +222,7 @@ gpuport_status_t gpuport_bootstrap_mpi_v(uint32_t layout, MPI_Comm comm, gpuport
     bs.barrier = mpi_barrier;
     bs.send = mpi_send;
     bs.recv = mpi_recv;
+    bs.recv_timed = mpi_recv_timed;
     bs.destroy = mpi_destroy;
     *bs_p = bs;
     return GPUPORT_OK;

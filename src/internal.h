@@ -263,6 +263,10 @@ struct gpuport_comm {
                                     * application threads */
     unsigned char *id_used;
     gpuport_conn_t **conns;        /* by peer, opened on first channel */
+    uint32_t *bs_attempts;         /* by peer: this rank's pairwise conversations begun
+                                    * (bootstrap.h) */
+    struct gpuport_bs_session *session; /* the set-up call's conversation in progress, for
+                                         * the transports' exchanges; NULL: none */
     gpuport_conn_t **pconns;       /* connections with progress(), in opening order */
     _Atomic int npconns;           /* published to the proxy with release */
     gpuport_tl_comm_t tls[GPUPORT_TL_MAX_KINDS]; /* by kind; ops NULL: not built */

@@ -151,10 +151,17 @@ typedef struct gpuport_bootstrap {
     /** called once by gpuport_comm_destroy (or on a failed create); may be
      *  NULL when the caller keeps the bootstrap for later communicators */
     void (*destroy)(void *ctx);
+    /** recv that gives up: GPUPORT_ERR_TIMEOUT, without logging and with
+     *  nothing received, when no message from `peer` with `tag` has come
+     *  within timeout_ms (0: only one already there). The pairwise waits
+     *  of channel creation use it to end at GPUPORT_TIMEOUT_MS; NULL: they
+     *  use recv and wait without limit */
+    gpuport_status_t (*recv_timed)(void *ctx, int peer, int tag, void *buf, size_t bytes,
+                                   int timeout_ms);
 } gpuport_bootstrap_t;
 
 /** This header's gpuport_bootstrap_t layout version. */
-#define GPUPORT_BOOTSTRAP_VERSION 1
+#define GPUPORT_BOOTSTRAP_VERSION 2
 /** This header's gpuport_bootstrap_t layout, as gpuport_comm_create passes it. */
 #define GPUPORT_BOOTSTRAP_LAYOUT GPUPORT_LAYOUT(GPUPORT_BOOTSTRAP_VERSION, gpuport_bootstrap_t)
 
@@ -525,6 +532,11 @@ static inline gpuport_status_t gpuport_mem_info(gpuport_mem_t mem, gpuport_mem_i
  * Pairwise: `peer` calls it with this rank as its peer, and two ranks
  * create their channels to each other in the same order. A channel to
  * oneself (peer == this rank) is one call. One set-up call at a time.
+ * Every wait for the peer ends at GPUPORT_TIMEOUT_MS (with a bootstrap
+ * that has recv_timed, as the MPI bootstrap does): a peer that names
+ * another rank, or does not call, fails the call with GPUPORT_ERR_TIMEOUT
+ * and an error naming it and what was awaited; nothing is kept, and the
+ * two may create their channel afterwards.
  *
  * @param comm a live communicator
  * @param peer a rank of the communicator
@@ -541,9 +553,11 @@ static inline gpuport_status_t gpuport_mem_info(gpuport_mem_t mem, gpuport_mem_i
  *         (GPUPORT_TRANSPORT differs between them)
  * @retval GPUPORT_ERR_VERSION the peer's record is of another version
  * @retval GPUPORT_ERR_PEER the peer could not create its side (its log says why)
- * @retval GPUPORT_ERR_NO_MEMORY, GPUPORT_ERR_TRANSPORT, GPUPORT_ERR_TIMEOUT the
- *         transport could not connect (memory, a socket, the CUDA driver, verbs,
- *         passing descriptors)
+ * @retval GPUPORT_ERR_TIMEOUT the peer did not answer within GPUPORT_TIMEOUT_MS
+ *         (it has not called, or named another rank), or the transport could not
+ *         connect in time
+ * @retval GPUPORT_ERR_NO_MEMORY, GPUPORT_ERR_TRANSPORT the transport could not
+ *         connect (memory, a socket, the CUDA driver, verbs, passing descriptors)
  * @retval other the bootstrap operation's own error
  */
 GPUPORT_API gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer,
@@ -557,23 +571,30 @@ GPUPORT_API gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int pee
  * every two ranks without a cycle of waits. Collective: every rank calls it,
  * with the same with_self, as its one set-up call at the time.
  *
- * All or nothing on this rank: after a failure with one peer, each later
- * peer is still met and told (its side fails with GPUPORT_ERR_PEER), so no
- * rank is left waiting, and the channels already made are destroyed (their
- * peers see them closed: GPUPORT_ERR_CLOSED). A rank whose call returns
- * GPUPORT_OK may so hold channels that a failed rank closed; where that
- * matters, agree on the outcome (e.g. an MPI_Allreduce of the statuses) and
- * destroy on failure anywhere.
+ * One outcome on every rank: all ranks return GPUPORT_OK with every
+ * channel, or all return the same failure and keep no channel. After a
+ * failure with one peer (this rank's arguments included), each later peer
+ * is still met and told, so no rank is left waiting; then every rank tells
+ * every rank its result, and all return the failure of the lowest rank
+ * that had one of its own (GPUPORT_ERR_PEER only where none had). A rank
+ * that never answers is not waited for twice: the ranks that waited for it
+ * return GPUPORT_ERR_TIMEOUT. Each wait ends at GPUPORT_TIMEOUT_MS, as in
+ * gpuport_channel_create.
  *
  * @param comm a live communicator
  * @param src local source region, or NULL
  * @param dst local destination region, or NULL
  * @param with_self 1: channels[rank] is a channel to this rank itself; 0: NULL
  * @param[out] channels an array of gpuport_comm_size() channels, by peer rank
- * @retval GPUPORT_OK every channel made, on this rank
- * @retval GPUPORT_ERR_INVALID_ARG not a live communicator, channels NULL, with_self
- *         not 0 or 1, src or dst not a live registration (nothing made, no peer met)
- * @retval other the first of gpuport_channel_create's failures (every entry NULL)
+ * @retval GPUPORT_OK every channel made, on every rank
+ * @retval GPUPORT_ERR_INVALID_ARG not a live communicator (this rank only, no peer
+ *         met); channels NULL, with_self not 0 or 1, src or dst not a live
+ *         registration, on this rank or another (every rank returns it)
+ * @retval GPUPORT_ERR_TIMEOUT a rank did not answer within GPUPORT_TIMEOUT_MS
+ * @retval other a rank's failure of gpuport_channel_create, the same on every rank:
+ *         every entry is NULL, except a channel whose destroy timed out
+ *         (gpuport_channel_destroy), which stays in its entry for the caller to
+ *         destroy again
  */
 GPUPORT_API gpuport_status_t gpuport_channel_create_all(gpuport_comm_t comm, gpuport_mem_t src,
                                                         gpuport_mem_t dst, int with_self,

@@ -42,8 +42,8 @@ static gpuport_status_t records(gpuport_chan_shake_t *hs, gpuport_status_t statu
     int peer = hs->peer;
     gpuport_status_t peer_status;
 
-    peer_status = gpuport_bootstrap_exchange(&comm->bs, peer, TAG_CHANNEL, &hs->mine, &hs->theirs,
-                                             sizeof(hs->theirs));
+    peer_status = gpuport_bs_exchange(comm->session, TAG_CHANNEL, &hs->mine, &hs->theirs,
+                                      sizeof(hs->theirs), "its channel record");
     if (!peer_status)
         peer_status =
             gpuport_record_check(&hs->theirs.hdr, GPUPORT_REC_CHANNEL, sizeof(hs->theirs), peer);
@@ -125,8 +125,8 @@ static gpuport_status_t connect_both(gpuport_chan_shake_t *hs)
     /* what connect needed it has mapped */
     gpuport_fdpieces_free(pieces, npieces);
     ack = status;
-    peer_status = gpuport_bootstrap_exchange(&hs->comm->bs, hs->peer, TAG_CHANNEL_ACK, &ack,
-                                             &peer_ack, sizeof(ack));
+    peer_status = gpuport_bs_exchange(hs->comm->session, TAG_CHANNEL_ACK, &ack, &peer_ack,
+                                      sizeof(ack), "its result of connecting its side");
     if (!status && !peer_status && peer_ack) {
         log_error("rank %d could not connect its side of the channel (%s)", hs->peer,
                   gpuport_status_string((gpuport_status_t)peer_ack));

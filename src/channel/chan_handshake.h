@@ -20,7 +20,8 @@
  * into the application's context; undo: unmap it), takes its id and gives
  * it back through chan_alloc.c, and keeps the handshake, the descriptor
  * passing and the agreement on failure as they are here. Application
- * threads; blocking, bounded by the bootstrap and GPUPORT_TIMEOUT_MS.
+ * threads, once the two sides have met (comm->session, bootstrap.h);
+ * blocking, each wait bounded by GPUPORT_TIMEOUT_MS.
  */
 #ifndef GPUPORT_CHAN_HANDSHAKE_H
 #define GPUPORT_CHAN_HANDSHAKE_H

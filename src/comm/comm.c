@@ -335,6 +335,7 @@ static void comm_free(gpuport_comm_t comm)
     free(comm->chans);
     transports_close(comm);
     free(comm->conns);
+    free(comm->bs_attempts);
     free(comm->pconns);
     free(comm->id_used);
     free(comm->states);
@@ -381,11 +382,12 @@ static gpuport_status_t setup_local(gpuport_comm_t comm, gpuport_proc_rec_t *me)
     comm->states = aligned_alloc((size_t)sysconf(_SC_PAGESIZE), comm->states_size);
     comm->id_used = calloc(config->max_channels, 1);
     comm->conns = calloc((size_t)comm->size, sizeof(*comm->conns));
+    comm->bs_attempts = calloc((size_t)comm->size, sizeof(*comm->bs_attempts));
     comm->pconns = calloc((size_t)comm->size, sizeof(*comm->pconns));
     comm->chans = calloc(config->max_channels, sizeof(*comm->chans));
     comm->mchans = calloc(config->max_channels, sizeof(*comm->mchans));
     if (!comm->pchans || !comm->states || !comm->id_used || !comm->conns || !comm->pconns ||
-        !comm->chans || !comm->mchans) {
+        !comm->bs_attempts || !comm->chans || !comm->mchans) {
         log_error("cannot allocate tables for %u channels and %d ranks", config->max_channels,
                   comm->size);
         return GPUPORT_ERR_NO_MEMORY;

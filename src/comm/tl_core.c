@@ -115,7 +115,17 @@ const void *gpuport_tl_blob(const gpuport_tl_comm_t *tc, int rank)
 gpuport_status_t gpuport_tl_exchange(gpuport_comm_t comm, int peer, int tag, const void *mine,
                                      void *theirs, size_t bytes)
 {
-    return gpuport_bootstrap_exchange(&comm->bs, peer, tag, mine, theirs, bytes);
+    char what[64];
+
+    /* transports exchange only inside a channel's creation, with its peer */
+    if (!comm->session || comm->session->peer != peer) {
+        log_error("a transport exchanged with rank %d outside a channel's creation with it "
+                  "(tag 0x%x)",
+                  peer, tag);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    snprintf(what, sizeof(what), "its transport's set-up message (tag 0x%x)", tag);
+    return gpuport_bs_exchange(comm->session, tag, mine, theirs, bytes, what);
 }
 
 gpuport_conn_t *gpuport_tl_conn_find(const gpuport_tl_comm_t *tc, int peer, int *other_p)

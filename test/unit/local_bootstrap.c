@@ -1,9 +1,11 @@
 /* In-process bootstrap for tests; see local_bootstrap.h. */
 #include "local_bootstrap.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_RANKS 80
 
@@ -82,12 +84,24 @@ static gpuport_status_t l_send(void *ctx, int peer, int tag, const void *buf, si
     return GPUPORT_OK;
 }
 
-static gpuport_status_t l_recv(void *ctx, int peer, int tag, void *buf, size_t bytes)
+/* timeout_ms < 0: no limit */
+static gpuport_status_t l_recv_within(void *ctx, int peer, int tag, void *buf, size_t bytes,
+                                      int timeout_ms)
 {
     local_ctx_t *c = ctx;
     local_world_t *w = c->w;
     gpuport_status_t status = GPUPORT_OK;
+    struct timespec until;
 
+    clock_gettime(CLOCK_REALTIME, &until);
+    if (timeout_ms > 0) {
+        until.tv_sec += timeout_ms / 1000;
+        until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+    }
     pthread_mutex_lock(&w->lock);
     for (;;) {
         for (msg_t **pp = &w->msgs; *pp; pp = &(*pp)->next) {
@@ -103,8 +117,18 @@ static gpuport_status_t l_recv(void *ctx, int peer, int tag, void *buf, size_t b
                 return status;
             }
         }
-        pthread_cond_wait(&w->cond, &w->lock);
+        if (timeout_ms < 0)
+            pthread_cond_wait(&w->cond, &w->lock);
+        else if (pthread_cond_timedwait(&w->cond, &w->lock, &until) == ETIMEDOUT) {
+            pthread_mutex_unlock(&w->lock);
+            return GPUPORT_ERR_TIMEOUT;
+        }
     }
+}
+
+static gpuport_status_t l_recv(void *ctx, int peer, int tag, void *buf, size_t bytes)
+{
+    return l_recv_within(ctx, peer, tag, buf, bytes, -1);
 }
 
 static void l_destroy(void *ctx)
@@ -135,6 +159,7 @@ static void *thread_main(void *p)
     bs.barrier = l_barrier;
     bs.send = l_send;
     bs.recv = l_recv;
+    bs.recv_timed = l_recv_within;
     bs.destroy = l_destroy;
     t->rc = t->w->fn(t->rank, t->w->size, &bs, t->w->arg);
     return NULL;
