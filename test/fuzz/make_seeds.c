@@ -443,6 +443,17 @@ static void frames(void)
     add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
     save("fuzz_tcp_frame", "values", &b);
 
+    /* FAILs whose status is no gpuport error: protocol errors, the
+     * failure never read as GPUPORT_OK (1 << 32 as an int) */
+    frame_start(&b, 1, 0, 0);
+    add_msg(&b, MSG_FAIL, 1, 1ull << 32, 0);
+    add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
+    save("fuzz_tcp_frame", "fail-status-not-an-error", &b);
+    frame_start(&b, 1, 0, 0);
+    add_msg(&b, MSG_FAIL, 0, GPUPORT_OK, 0);
+    add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
+    save("fuzz_tcp_frame", "fail-status-ok", &b);
+
     frame_start(&b, 0, 1, 3);
     add_msg(&b, MSG_ACK, 0, 1, 0);
     add_msg(&b, MSG_ACK, 0, 4, 0); /* more than was sent: protocol error */
@@ -493,6 +504,21 @@ static void frames(void)
                 (uint64_t)(int64_t)GPUPORT_ERR_OUT_OF_RANGE);
     add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
     save("fuzz_tcp_frame", "get-data", &b);
+
+    /* a get acknowledged, then refused with a status that is no gpuport
+     * error: a protocol error that fails the get, never GPUPORT_OK (1 << 32
+     * read as an int: the get complete with no bytes) nor a positive
+     * channel state */
+    frame_start(&b, 0, 0, 1);
+    b.b[0] |= 1 << 5;
+    add_msg(&b, MSG_ACK, 0, 1, 0);
+    add_rma_msg(&b, MSG_GET_DATA, NO_CHANNEL, 0, 0, 1ull << 32);
+    save("fuzz_tcp_frame", "get-data-status-not-an-error", &b);
+    frame_start(&b, 0, 0, 1);
+    b.b[0] |= 1 << 5;
+    add_msg(&b, MSG_ACK, 0, 1, 0);
+    add_rma_msg(&b, MSG_GET_DATA, 0, 0, 0, 7);
+    save("fuzz_tcp_frame", "get-data-status-positive", &b);
 
     frame_start(&b, 0, 0, 1);
     b.b[0] |= 1 << 5;
