@@ -331,6 +331,31 @@ static void records(void)
         add(&b, p, sizeof(p));
         save("fuzz_records", "blob-other-version", &b);
     }
+    {
+        /* same-host mappings over a memfd of 1 page (byte 1: 2, even) or 2
+         * (5, odd): a control segment of 64 slots in 4096 bytes; one whose
+         * 65 slots do not fit; one of 4 slots whose ctrl_size runs past the
+         * file; a piece inside, and one past the file's end */
+        static const struct {
+            const char *name;
+            uint8_t mode;
+            uint64_t a, b;
+        } maps[] = {
+            {"sm-ctrl", 2, 64, 4096},
+            {"sm-ctrl-slots-past-size", 2, 65, 4096},
+            {"sm-ctrl-size-past-file", 2, 4, 8192},
+            {"sm-piece", 5, 4096, 4096},
+            {"sm-piece-past-file", 5, 4097, 4096},
+        };
+        for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
+            b.n = 0;
+            add_u8(&b, 6);
+            add_u8(&b, maps[i].mode);
+            add_u64(&b, maps[i].a); /* max_channels, or the piece's offset */
+            add_u64(&b, maps[i].b); /* ctrl_size, or the piece's size */
+            save("fuzz_records", maps[i].name, &b);
+        }
+    }
 }
 
 /* ---- tcp frames ---- */
