@@ -16,7 +16,10 @@
  *      sm_ctrl_map on a rank record's max_channels and ctrl_size (byte 1
  *      even), or sm_map_piece on a passed piece's offset and size (odd);
  *      what is accepted is stored into, slot by slot or its first and last
- *      byte, so that a mapping past the file's end raises SIGBUS.
+ *      byte, so that a mapping past the file's end raises SIGBUS;
+ *   7  sm_region_fits (sm.c), cuda_ipc's check of a VMM destination record
+ *      against the bytes it imported (first import and reuse), against
+ *      128-bit arithmetic.
  * 1-3 exist where the ib transport is built (GPUPORT_HAVE_IBVERBS).
  * Invariants: each accepts exactly what an independent check of the
  * record's rules accepts, writes its output only on success, and writes
@@ -289,11 +292,27 @@ static void same_host_map(fuzz_in_t *in)
     close(fd);
 }
 
+static void region_fits(fuzz_in_t *in)
+{
+    gpuport_region_rec_t r;
+    uint64_t total;
+    int ok;
+
+    memset(&r, 0, sizeof(r));
+    r.fd_offset = fuzz_u64(in);
+    r.size = fuzz_u64(in);
+    total = fuzz_u64(in);
+    ok = sm_region_fits(&r, total, PEER);
+    FUZZ_CHECK(ok == ((unsigned __int128)r.fd_offset + r.size <= total),
+               "%llu bytes at %llu of %llu imported: %d", (unsigned long long)r.size,
+               (unsigned long long)r.fd_offset, (unsigned long long)total, ok);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
     fuzz_in_t in = {data, len};
 
-    switch (fuzz_u8(&in) % 7) {
+    switch (fuzz_u8(&in) % 8) {
     case 0: record_check(&in); break;
 #if GPUPORT_HAVE_IBVERBS
     case 1: qp_rec(&in); break;
@@ -303,6 +322,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
     case 4: tcp_rec(&in); break;
     case 5: blob(&in); break;
     case 6: same_host_map(&in); break;
+    case 7: region_fits(&in); break;
     default: break;
     }
     return 0;

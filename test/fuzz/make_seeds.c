@@ -356,6 +356,26 @@ static void records(void)
             save("fuzz_records", maps[i].name, &b);
         }
     }
+    {
+        /* a VMM destination record against the bytes imported: to the end;
+         * one byte past; an offset whose sum with the size wraps */
+        static const struct {
+            const char *name;
+            uint64_t off, size, total;
+        } regions[] = {
+            {"region-to-the-end", 4096, 4096, 8192},
+            {"region-past-import", 4096, 4097, 8192},
+            {"region-offset-wraps", UINT64_MAX - 7, 16, 8192},
+        };
+        for (size_t i = 0; i < sizeof(regions) / sizeof(regions[0]); i++) {
+            b.n = 0;
+            add_u8(&b, 7);
+            add_u64(&b, regions[i].off);
+            add_u64(&b, regions[i].size);
+            add_u64(&b, regions[i].total);
+            save("fuzz_records", regions[i].name, &b);
+        }
+    }
 }
 
 /* ---- tcp frames ---- */

@@ -81,6 +81,17 @@ gpuport_status_t sm_map_piece(const gpuport_fdpiece_t *piece, int peer, void **a
     return map_fd(piece->fd, what, piece->offset, piece->size, addr_p, map_p, map_len_p);
 }
 
+int sm_region_fits(const gpuport_region_rec_t *r, uint64_t total, int peer)
+{
+    if (r->fd_offset <= total && r->size <= total - r->fd_offset)
+        return 1;
+    log_error("rank %d's region record names %llu bytes (size) at offset %llu (fd_offset) of "
+              "the %llu bytes of its memory imported here; refused",
+              peer, (unsigned long long)r->size, (unsigned long long)r->fd_offset,
+              (unsigned long long)total);
+    return 0;
+}
+
 int sm_reachable(gpuport_comm_t comm, int peer, char *why, size_t len)
 {
     const gpuport_proc_rec_t *me = gpuport_tl_proc(comm, gpuport_tl_rank(comm));

@@ -26,6 +26,12 @@ gpuport_status_t sm_map_remote_fd(int peer, int pid, int fd, uint64_t offset, ui
 gpuport_status_t sm_map_piece(const gpuport_fdpiece_t *piece, int peer, void **addr_p,
                               void **map_p, size_t *map_len_p);
 
+/* 1 if the peer's region (record r: size bytes at fd_offset) lies in the
+ * total bytes of its memory that this rank imported; else 0, logged naming
+ * the peer and the fields (a cuda_ipc destination past them would send
+ * copies into whatever this process has mapped beyond). Pure. */
+int sm_region_fits(const gpuport_region_rec_t *r, uint64_t total, int peer);
+
 /* 1 if peer is on this host and runs as this rank's user; else 0 with why. */
 int sm_reachable(gpuport_comm_t comm, int peer, char *why, size_t len);
 
