@@ -1,7 +1,11 @@
-/* Status codes to text. */
-#include "gpuport/gpuport.h"
+/* Status codes to text, and which codes exist. */
+#include <stdint.h>
 
-const char *gpuport_status_string(gpuport_status_t status)
+#include "gpuport/gpuport.h"
+#include "util.h"
+
+/* The one list of gpuport_status_t's codes: NULL for a value not among them. */
+static const char *status_text(gpuport_status_t status)
 {
     switch (status) {
     case GPUPORT_OK: return "success";
@@ -23,5 +27,17 @@ const char *gpuport_status_string(gpuport_status_t status)
     case GPUPORT_ERR_SHUTDOWN: return "communicator is shutting down";
     case GPUPORT_ERR_INTERNAL: return "internal error";
     }
-    return "unknown status";
+    return NULL;
+}
+
+const char *gpuport_status_string(gpuport_status_t status)
+{
+    const char *text = status_text(status);
+
+    return text ? text : "unknown status";
+}
+
+int gpuport_status_is_error(int64_t word)
+{
+    return word < 0 && word >= INT32_MIN && status_text((gpuport_status_t)word) != NULL;
 }

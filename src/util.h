@@ -1,7 +1,8 @@
 /*
  * Small helpers every part of gpuport may use, core and transports alike:
- * the clock, deadlines, the back-off of waiting loops and whether a process
- * on this host still exists. They depend on nothing else in gpuport, so the
+ * the clock, deadlines, the back-off of waiting loops, whether a process
+ * on this host still exists, and whether a word a peer sent is a status.
+ * They depend on nothing else in gpuport, so the
  * link graph stays free of cycles (test/tools/link_graph.sh).
  */
 #ifndef GPUPORT_UTIL_H
@@ -30,5 +31,11 @@ int gpuport_wait_backoff(uint32_t *iter);
 
 /* 0 if the process is gone (same host only; a zombie counts as gone) */
 int gpuport_pid_alive(int pid);
+
+/* 1 if word is one of gpuport_status_t's errors (status.c holds the list):
+ * the only statuses a peer may report. GPUPORT_OK, a positive word or one
+ * the enum lacks is not, and must not be cast to gpuport_status_t (1 << 32
+ * would become GPUPORT_OK). */
+int gpuport_status_is_error(int64_t word);
 
 #endif

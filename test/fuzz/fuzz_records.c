@@ -10,7 +10,16 @@
  *   4  tcp's rank record (tcp_rec_t) through tcp_sockaddr_of and
  *      tcp_addr_text (src/transport/tcp/tcp_addr.c), as connect_to uses it;
  *   5  gpuport_tl_blob (src/comm/tl_core.c): a transport's part of a rank record
- *      checked against this rank's.
+ *      checked against this rank's;
+ *   6  the same-host transports' mappings of a peer's memory
+ *      (src/transport/sm/sm.c), over a memfd of this process of 0-3 pages:
+ *      sm_ctrl_map on a rank record's max_channels and ctrl_size (byte 1
+ *      even), or sm_map_piece on a passed piece's offset and size (odd);
+ *      what is accepted is stored into, slot by slot or its first and last
+ *      byte, so that a mapping past the file's end raises SIGBUS;
+ *   7  sm_region_fits (sm.c), cuda_ipc's check of a VMM destination record
+ *      against the bytes it imported (first import and reuse), against
+ *      128-bit arithmetic.
  * 1-3 exist where the ib transport is built (GPUPORT_HAVE_IBVERBS).
  * Invariants: each accepts exactly what an independent check of the
  * record's rules accepts, writes its output only on success, and writes
@@ -18,11 +27,15 @@
  * sanitizer borders them).
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "build_config.h"
 #include "fuzz.h"
 #include "internal.h"
+#include "transport/sm/sm.h"
 #include "transport/tcp/tcp_priv.h"
 #if GPUPORT_HAVE_IBVERBS
 #include "transport/ib/ib.h"
@@ -220,11 +233,86 @@ static void blob(fuzz_in_t *in)
     free(procs);
 }
 
+static void same_host_map(fuzz_in_t *in)
+{
+    uint8_t mode = fuzz_u8(in);
+    uint64_t file = (uint64_t)(mode >> 1) % 4 * (uint64_t)sysconf(_SC_PAGESIZE);
+    int fd = memfd_create("fuzz-records", MFD_CLOEXEC);
+    gpuport_status_t st;
+    int want;
+
+    FUZZ_CHECK(fd >= 0 && ftruncate(fd, (off_t)file) == 0, "memfd: %s", strerror(errno));
+    if (mode & 1) {
+        gpuport_fdpiece_t piece = {.fd = fd};
+        void *addr = NULL, *map = NULL;
+        size_t map_len = 0;
+        piece.offset = fuzz_u64(in);
+        piece.size = fuzz_u64(in);
+        st = sm_map_piece(&piece, PEER, &addr, &map, &map_len);
+        want = piece.size <= file && piece.offset <= file - piece.size;
+        FUZZ_CHECK((st == GPUPORT_OK) == want && (st == GPUPORT_OK || st == GPUPORT_ERR_PEER),
+                   "piece of %llu bytes at %llu of a %llu-byte file: status %d",
+                   (unsigned long long)piece.size, (unsigned long long)piece.offset,
+                   (unsigned long long)file, st);
+        if (st == GPUPORT_OK && piece.size > 0) {
+            ((volatile char *)addr)[0] = 1;
+            ((volatile char *)addr)[piece.size - 1] = 1;
+        }
+        if (st == GPUPORT_OK)
+            munmap(map, map_len);
+    } else {
+        struct gpuport_comm comm;
+        gpuport_proc_rec_t procs[2];
+        sm_ctrl_t c;
+        memset(&comm, 0, sizeof(comm));
+        memset(procs, 0, sizeof(procs));
+        procs[PEER % 2].pid = getpid();
+        procs[PEER % 2].ctrl_fd = fd;
+        procs[PEER % 2].max_channels = (uint32_t)fuzz_u64(in);
+        procs[PEER % 2].ctrl_size = fuzz_u64(in);
+        comm.procs = procs;
+        comm.size = 2;
+        st = sm_ctrl_map(&comm, PEER % 2, &c);
+        want = (uint64_t)procs[PEER % 2].max_channels * sizeof(gpuport_sem_slot_t) <=
+                   procs[PEER % 2].ctrl_size &&
+               procs[PEER % 2].ctrl_size <= file;
+        FUZZ_CHECK((st == GPUPORT_OK) == want && (st == GPUPORT_OK || st == GPUPORT_ERR_PEER),
+                   "control segment of %u channels in %llu bytes of a %llu-byte file: status %d",
+                   procs[PEER % 2].max_channels,
+                   (unsigned long long)procs[PEER % 2].ctrl_size, (unsigned long long)file, st);
+        if (st == GPUPORT_OK) {
+            FUZZ_CHECK(c.nslots == procs[PEER % 2].max_channels &&
+                           sm_ctrl_slot(&c, PEER, c.nslots) == NULL,
+                       "%u slots of %u", c.nslots, procs[PEER % 2].max_channels);
+            for (uint32_t i = 0; i < c.nslots; i++)
+                atomic_fetch_add(&sm_ctrl_slot(&c, PEER, i)->value, 1);
+            sm_ctrl_unmap(&c);
+        }
+    }
+    close(fd);
+}
+
+static void region_fits(fuzz_in_t *in)
+{
+    gpuport_region_rec_t r;
+    uint64_t total;
+    int ok;
+
+    memset(&r, 0, sizeof(r));
+    r.fd_offset = fuzz_u64(in);
+    r.size = fuzz_u64(in);
+    total = fuzz_u64(in);
+    ok = sm_region_fits(&r, total, PEER);
+    FUZZ_CHECK(ok == ((unsigned __int128)r.fd_offset + r.size <= total),
+               "%llu bytes at %llu of %llu imported: %d", (unsigned long long)r.size,
+               (unsigned long long)r.fd_offset, (unsigned long long)total, ok);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
     fuzz_in_t in = {data, len};
 
-    switch (fuzz_u8(&in) % 6) {
+    switch (fuzz_u8(&in) % 8) {
     case 0: record_check(&in); break;
 #if GPUPORT_HAVE_IBVERBS
     case 1: qp_rec(&in); break;
@@ -233,6 +321,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 #endif
     case 4: tcp_rec(&in); break;
     case 5: blob(&in); break;
+    case 6: same_host_map(&in); break;
+    case 7: region_fits(&in); break;
     default: break;
     }
     return 0;

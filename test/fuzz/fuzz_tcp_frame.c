@@ -52,10 +52,12 @@
  *     that get asked (its channel, offset and size, no status) land there,
  *     unless that source cannot take them (outside it, or a GPU source:
  *     the channel fails); no bytes and a status (naming the get's channel
- *     or none) fail that channel with the status; anything else (another
- *     channel, offset or size, bytes with no channel, no get in flight) is
- *     a protocol error and writes nothing;
- *   - a protocol error (unknown type, an ACK count outside what was sent),
+ *     or none) fail that channel with the status, which must be one of
+ *     gpuport's errors; anything else (another channel, offset or size,
+ *     bytes with no channel, a status that is no error, no get in flight)
+ *     is a protocol error and writes nothing;
+ *   - a protocol error (unknown type, an ACK count outside what was sent,
+ *     a FAIL whose status is no gpuport error),
  *     or a close without goodbye, breaks the connection and fails its
  *     channels; a close after goodbye ends it quietly, unless operations
  *     of this side are still unacknowledged; nothing is read past a
@@ -433,15 +435,36 @@ static int model_add_refused(uint32_t id, uint64_t a, uint64_t size, uint32_t el
     return 1;
 }
 
+/* gpuport_status_t's errors, written out again: the only statuses a peer
+ * may report (a GET_DATA's refusal, a FAIL) */
+static int model_status_error(uint64_t word)
+{
+    static const int32_t errors[] = {
+        GPUPORT_ERR_INVALID_ARG, GPUPORT_ERR_INVALID_CONFIG, GPUPORT_ERR_OUT_OF_RANGE,
+        GPUPORT_ERR_NOT_SUPPORTED, GPUPORT_ERR_NO_MEMORY, GPUPORT_ERR_NO_RESOURCE,
+        GPUPORT_ERR_AGAIN, GPUPORT_ERR_BUSY, GPUPORT_ERR_TRANSPORT, GPUPORT_ERR_PEER,
+        GPUPORT_ERR_CLOSED, GPUPORT_ERR_TIMEOUT, GPUPORT_ERR_VERSION, GPUPORT_ERR_SHUTDOWN,
+        GPUPORT_ERR_INTERNAL,
+    };
+
+    for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
+        if (word == (uint64_t)(int64_t)errors[i])
+            return 1;
+    return 0;
+}
+
 /* on_get_data, for an answer to the get that asked w: 1 if it is one (a
- * refusal's status fails the get's channel; bytes land where it asked,
- * unless that source cannot take them), 0 for a protocol error */
+ * refusal's status, one of gpuport's errors, fails the get's channel;
+ * bytes land where it asked, unless that source cannot take them), 0 for
+ * a protocol error */
 static int model_get_data(const tcp_msg_t *m, const uint8_t *bytes, size_t avail,
                           const tcp_get_want_t *w)
 {
     uint32_t id = w->channel;
 
     if (m->size == 0 && m->value != 0) {
+        if (!model_status_error(m->value))
+            return 0;
         if (m->channel != NO_CHANNEL && m->channel != id)
             return 0;
         if (id < NCH && defs[id].active && defs[id].on_conn)
@@ -600,6 +623,10 @@ static int model(const uint8_t *s, size_t len, int eof, uint64_t sent, uint64_t 
             break;
         }
         case MSG_FAIL:
+            if (!model_status_error(m.a)) {
+                end = BROKEN;
+                break;
+            }
             if (model_rx_channel(id))
                 cas(&g_m[id].peer_status, (int32_t)(int64_t)m.a);
             break;

@@ -331,6 +331,51 @@ static void records(void)
         add(&b, p, sizeof(p));
         save("fuzz_records", "blob-other-version", &b);
     }
+    {
+        /* same-host mappings over a memfd of 1 page (byte 1: 2, even) or 2
+         * (5, odd): a control segment of 64 slots in 4096 bytes; one whose
+         * 65 slots do not fit; one of 4 slots whose ctrl_size runs past the
+         * file; a piece inside, and one past the file's end */
+        static const struct {
+            const char *name;
+            uint8_t mode;
+            uint64_t a, b;
+        } maps[] = {
+            {"sm-ctrl", 2, 64, 4096},
+            {"sm-ctrl-slots-past-size", 2, 65, 4096},
+            {"sm-ctrl-size-past-file", 2, 4, 8192},
+            {"sm-piece", 5, 4096, 4096},
+            {"sm-piece-past-file", 5, 4097, 4096},
+        };
+        for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
+            b.n = 0;
+            add_u8(&b, 6);
+            add_u8(&b, maps[i].mode);
+            add_u64(&b, maps[i].a); /* max_channels, or the piece's offset */
+            add_u64(&b, maps[i].b); /* ctrl_size, or the piece's size */
+            save("fuzz_records", maps[i].name, &b);
+        }
+    }
+    {
+        /* a VMM destination record against the bytes imported: to the end;
+         * one byte past; an offset whose sum with the size wraps */
+        static const struct {
+            const char *name;
+            uint64_t off, size, total;
+        } regions[] = {
+            {"region-to-the-end", 4096, 4096, 8192},
+            {"region-past-import", 4096, 4097, 8192},
+            {"region-offset-wraps", UINT64_MAX - 7, 16, 8192},
+        };
+        for (size_t i = 0; i < sizeof(regions) / sizeof(regions[0]); i++) {
+            b.n = 0;
+            add_u8(&b, 7);
+            add_u64(&b, regions[i].off);
+            add_u64(&b, regions[i].size);
+            add_u64(&b, regions[i].total);
+            save("fuzz_records", regions[i].name, &b);
+        }
+    }
 }
 
 /* ---- tcp frames ---- */
@@ -443,6 +488,17 @@ static void frames(void)
     add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
     save("fuzz_tcp_frame", "values", &b);
 
+    /* FAILs whose status is no gpuport error: protocol errors, the
+     * failure never read as GPUPORT_OK (1 << 32 as an int) */
+    frame_start(&b, 1, 0, 0);
+    add_msg(&b, MSG_FAIL, 1, 1ull << 32, 0);
+    add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
+    save("fuzz_tcp_frame", "fail-status-not-an-error", &b);
+    frame_start(&b, 1, 0, 0);
+    add_msg(&b, MSG_FAIL, 0, GPUPORT_OK, 0);
+    add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
+    save("fuzz_tcp_frame", "fail-status-ok", &b);
+
     frame_start(&b, 0, 1, 3);
     add_msg(&b, MSG_ACK, 0, 1, 0);
     add_msg(&b, MSG_ACK, 0, 4, 0); /* more than was sent: protocol error */
@@ -493,6 +549,21 @@ static void frames(void)
                 (uint64_t)(int64_t)GPUPORT_ERR_OUT_OF_RANGE);
     add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
     save("fuzz_tcp_frame", "get-data", &b);
+
+    /* a get acknowledged, then refused with a status that is no gpuport
+     * error: a protocol error that fails the get, never GPUPORT_OK (1 << 32
+     * read as an int: the get complete with no bytes) nor a positive
+     * channel state */
+    frame_start(&b, 0, 0, 1);
+    b.b[0] |= 1 << 5;
+    add_msg(&b, MSG_ACK, 0, 1, 0);
+    add_rma_msg(&b, MSG_GET_DATA, NO_CHANNEL, 0, 0, 1ull << 32);
+    save("fuzz_tcp_frame", "get-data-status-not-an-error", &b);
+    frame_start(&b, 0, 0, 1);
+    b.b[0] |= 1 << 5;
+    add_msg(&b, MSG_ACK, 0, 1, 0);
+    add_rma_msg(&b, MSG_GET_DATA, 0, 0, 0, 7);
+    save("fuzz_tcp_frame", "get-data-status-positive", &b);
 
     frame_start(&b, 0, 0, 1);
     b.b[0] |= 1 << 5;

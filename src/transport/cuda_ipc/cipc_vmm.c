@@ -101,6 +101,9 @@ gpuport_status_t cipc_vmm_import(gpuport_tl_chan_t *ch, cipc_import_t **imp_p)
 
     for (imp = cc->imports; imp; imp = imp->next) {
         if (imp->serial == r->serial) {
+            /* the same memory again: the region must lie in what was imported */
+            if (!sm_region_fits(r, imp->len, ch->peer))
+                return GPUPORT_ERR_PEER;
             imp->refs++;
             ch->dst.base = (void *)(uintptr_t)(imp->va + r->fd_offset);
             *imp_p = imp;
@@ -117,13 +120,8 @@ gpuport_status_t cipc_vmm_import(gpuport_tl_chan_t *ch, cipc_import_t **imp_p)
         }
         total += ch->dst_pieces[i].size;
     }
-    if (ch->dst_npieces == 0 || r->fd_offset > total || r->size > total - r->fd_offset) {
-        log_error("rank %d's VMM destination (%llu bytes at offset %llu) does not fit in the %u "
-                  "allocations (%llu bytes) it passed",
-                  ch->peer, (unsigned long long)r->size, (unsigned long long)r->fd_offset,
-                  ch->dst_npieces, (unsigned long long)total);
+    if (ch->dst_npieces == 0 || !sm_region_fits(r, total, ch->peer))
         return GPUPORT_ERR_PEER;
-    }
     imp = calloc(1, sizeof(*imp));
     if (!imp || !(imp->sizes = calloc(ch->dst_npieces, sizeof(*imp->sizes)))) {
         free(imp);

@@ -3,21 +3,43 @@
 #include "transport/sm/sm.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+/* The range a peer named must lie inside its file: a mapping past the end
+ * of a memfd maps, and the first store there is a SIGBUS. */
 static gpuport_status_t map_fd(int fd, const char *what, uint64_t offset, uint64_t len,
                                void **addr_p, void **map_p, size_t *map_len_p)
 {
     long page = sysconf(_SC_PAGESIZE);
     uint64_t start = offset & ~(uint64_t)(page - 1);
-    size_t map_len = (size_t)(offset - start + len);
-    void *map = mmap(NULL, map_len ? map_len : 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                     (off_t)start);
+    size_t map_len;
+    struct stat st;
+    void *map;
 
+    if (fstat(fd, &st) != 0) {
+        log_error("fstat(%s) failed: %s", what, strerror(errno));
+        return GPUPORT_ERR_TRANSPORT;
+    }
+    if (S_ISREG(st.st_mode) &&
+        (len > (uint64_t)st.st_size || offset > (uint64_t)st.st_size - len)) {
+        log_error("%s: %llu bytes at offset %llu named, beyond its %llu bytes; not mapped",
+                  what, (unsigned long long)len, (unsigned long long)offset,
+                  (unsigned long long)st.st_size);
+        return GPUPORT_ERR_PEER;
+    }
+    if (len > SIZE_MAX - page) {
+        log_error("%s: %llu bytes named, more than this process can map", what,
+                  (unsigned long long)len);
+        return GPUPORT_ERR_PEER;
+    }
+    map_len = (size_t)(offset - start + len);
+    map = mmap(NULL, map_len ? map_len : 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)start);
     if (map == MAP_FAILED) {
         log_error("mmap(%s, %zu bytes at offset %llu) failed: %s", what, map_len,
                   (unsigned long long)start, strerror(errno));
@@ -29,10 +51,10 @@ static gpuport_status_t map_fd(int fd, const char *what, uint64_t offset, uint64
     return GPUPORT_OK;
 }
 
-gpuport_status_t sm_map_remote_fd(int pid, int fd, uint64_t offset, uint64_t len, void **addr_p,
-                                  void **map_p, size_t *map_len_p)
+gpuport_status_t sm_map_remote_fd(int peer, int pid, int fd, uint64_t offset, uint64_t len,
+                                  void **addr_p, void **map_p, size_t *map_len_p)
 {
-    char path[64];
+    char path[64], what[112];
     gpuport_status_t st;
     int local;
 
@@ -44,7 +66,8 @@ gpuport_status_t sm_map_remote_fd(int pid, int fd, uint64_t offset, uint64_t len
                   path, strerror(errno));
         return errno == ENOENT ? GPUPORT_ERR_PEER : GPUPORT_ERR_TRANSPORT;
     }
-    st = map_fd(local, path, offset, len, addr_p, map_p, map_len_p);
+    snprintf(what, sizeof(what), "rank %d's %s", peer, path);
+    st = map_fd(local, what, offset, len, addr_p, map_p, map_len_p);
     close(local);
     return st;
 }
@@ -56,6 +79,17 @@ gpuport_status_t sm_map_piece(const gpuport_fdpiece_t *piece, int peer, void **a
 
     snprintf(what, sizeof(what), "rank %d's shared memory", peer);
     return map_fd(piece->fd, what, piece->offset, piece->size, addr_p, map_p, map_len_p);
+}
+
+int sm_region_fits(const gpuport_region_rec_t *r, uint64_t total, int peer)
+{
+    if (r->fd_offset <= total && r->size <= total - r->fd_offset)
+        return 1;
+    log_error("rank %d's region record names %llu bytes (size) at offset %llu (fd_offset) of "
+              "the %llu bytes of its memory imported here; refused",
+              peer, (unsigned long long)r->size, (unsigned long long)r->fd_offset,
+              (unsigned long long)total);
+    return 0;
 }
 
 int sm_reachable(gpuport_comm_t comm, int peer, char *why, size_t len)
@@ -83,7 +117,17 @@ gpuport_status_t sm_ctrl_map(gpuport_comm_t comm, int peer, sm_ctrl_t *c)
     gpuport_status_t st;
 
     memset(c, 0, sizeof(*c));
-    st = sm_map_remote_fd(p->pid, p->ctrl_fd, 0, p->ctrl_size, &addr, &c->map, &c->map_len);
+    /* its slots must lie in the segment (sm_ctrl_slot trusts max_channels) */
+    if ((uint64_t)p->max_channels * sizeof(gpuport_sem_slot_t) > p->ctrl_size) {
+        log_error("rank %d's rank record names %u channels (max_channels), whose semaphore "
+                  "slots need %llu bytes, and a control segment of %llu bytes (ctrl_size); "
+                  "not mapped",
+                  peer, p->max_channels,
+                  (unsigned long long)p->max_channels * sizeof(gpuport_sem_slot_t),
+                  (unsigned long long)p->ctrl_size);
+        return GPUPORT_ERR_PEER;
+    }
+    st = sm_map_remote_fd(peer, p->pid, p->ctrl_fd, 0, p->ctrl_size, &addr, &c->map, &c->map_len);
     if (st)
         return st;
     c->slots = addr;

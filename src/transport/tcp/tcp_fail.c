@@ -13,8 +13,10 @@
 _Thread_local char tcp_lock_self;
 
 /* Fails every channel on the connection here and completes what was in
- * flight with the error, so flushes and waits return. */
-void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, int err)
+ * flight with the error, so flushes and waits return. Logged where that
+ * loses something, or always (a peer that broke the protocol). */
+static void conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, int err,
+                       int always)
 {
     gpuport_comm_t comm = tc->comm;
     int failed;
@@ -26,7 +28,7 @@ void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, i
     __atomic_store_n(&tc->fail_status, status, __ATOMIC_RELAXED);
     tc->next_rescan_ns = gpuport_now_ns() + RESCAN_NS;
     failed = gpuport_tl_conn_fail(tc->conn, status);
-    if (failed || tc->ops_sent > tc->ops_acked)
+    if (always || failed || tc->ops_sent > tc->ops_acked)
         log_error("connection to rank %d (%s) %s%s%s; %d channel(s) failed, %llu "
                   "operation(s) lost in flight",
                   tc->peer, gpuport_tl_proc(comm, tc->peer)->hostname, what, err ? ": " : "",
@@ -45,12 +47,22 @@ void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, i
     tc->ack_queued = 0;
 }
 
+void tcp_conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what, int err)
+{
+    conn_break(tc, status, what, err, 0);
+}
+
+void tcp_protocol_break(tcp_conn_t *tc, const char *what)
+{
+    conn_break(tc, GPUPORT_ERR_PEER, what, 0, 1);
+}
+
 void tcp_protocol_error(tcp_conn_t *tc, const char *fmt, uint64_t a, uint64_t b)
 {
     char msg[160];
 
     snprintf(msg, sizeof(msg), fmt, (unsigned long long)a, (unsigned long long)b);
-    tcp_conn_break(tc, GPUPORT_ERR_PEER, msg, 0);
+    tcp_protocol_break(tc, msg);
 }
 
 /* A goodbye followed by the end of the stream is how a peer's destroy

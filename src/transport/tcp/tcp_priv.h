@@ -490,7 +490,10 @@ void tcp_conn_end(tcp_conn_t *tc, gpuport_status_t status, const char *what, int
 void tcp_complete(tcp_conn_t *tc, uint32_t id, gpuport_status_t status);
 /* the peer's ACK of count operations */
 void tcp_apply_acks(tcp_conn_t *tc, uint64_t count);
-/* the peer broke the protocol: the connection breaks (fmt: two %llu) */
+/* The peer broke the protocol: the connection breaks, logged whatever it
+ * loses, with what (it names the field and its value; the log line adds
+ * the peer). tcp_protocol_error formats what (fmt: two %llu). */
+void tcp_protocol_break(tcp_conn_t *tc, const char *what);
 void tcp_protocol_error(tcp_conn_t *tc, const char *fmt, uint64_t a, uint64_t b);
 
 #endif

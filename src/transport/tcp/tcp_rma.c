@@ -153,13 +153,16 @@ void tcp_rma_guard(tcp_conn_t *tc, const tcp_msg_t *m)
  * out); not an operation, so nothing is counted or acknowledged for it.
  * GET_DATA answers this side's GETs in order, so it must be the answer to
  * the oldest one: its bytes where that GET asked, or none and the status
- * that refused it. Anything else is a broken peer: the connection ends
- * before a byte of it is written. */
+ * that refused it, one of gpuport's errors (any other word, cast, could
+ * read as GPUPORT_OK: a get answered with nothing whose flush succeeds).
+ * Anything else is a broken peer: the connection ends before a byte of it
+ * is written. */
 static void on_get_data(tcp_conn_t *tc, const tcp_msg_t *m)
 {
     const tcp_get_want_t *w;
     gpuport_tl_chan_t *ch;
     int refusal = m->size == 0 && m->value != 0;
+    char msg[200];
 
     if (tc->gets_got >= tc->gets_sent) {
         tcp_protocol_error(tc, "answered a get (%llu bytes) that was not asked for (%llu asked)",
@@ -167,16 +170,22 @@ static void on_get_data(tcp_conn_t *tc, const tcp_msg_t *m)
         return;
     }
     w = &tc->get_want[tc->gets_got % tc->q];
+    if (refusal && !gpuport_status_is_error((int64_t)m->value)) {
+        snprintf(msg, sizeof(msg), "refused the get of %llu bytes on channel %u with status "
+                 "%lld (GET_DATA's status field), which is no gpuport error",
+                 (unsigned long long)w->size, w->channel, (long long)m->value);
+        tcp_protocol_break(tc, msg);
+        return;
+    }
     if (refusal ? m->channel != NO_CHANNEL && m->channel != w->channel
                 : m->channel != w->channel || m->a != w->off || m->size != w->size ||
                       m->value != 0) {
-        char msg[200];
         snprintf(msg, sizeof(msg), "answered the get of %llu bytes at offset %llu of channel %u "
                  "with %llu bytes at offset %llu of channel %u (status %lld)",
                  (unsigned long long)w->size, (unsigned long long)w->off, w->channel,
                  (unsigned long long)m->size, (unsigned long long)m->a, m->channel,
                  (long long)m->value);
-        tcp_conn_break(tc, GPUPORT_ERR_PEER, msg, 0);
+        tcp_protocol_break(tc, msg);
         return;
     }
     ch = refusal ? gpuport_tl_chan_find(tc->conn, w->channel) : tcp_rx_channel(tc, m->channel);

@@ -163,9 +163,19 @@ static void on_signal(tcp_conn_t *tc, const tcp_msg_t *m)
 }
 
 /* A FAIL: only of a channel open on this connection; any other id is
- * another peer's channel, or one closed (and its id reused) since. */
+ * another peer's channel, or one closed (and its id reused) since. Its
+ * status must be one of gpuport's errors: any other word, cast, could read
+ * as GPUPORT_OK (1 << 32), and the failure would be lost. */
 static void on_fail(tcp_conn_t *tc, const tcp_msg_t *m)
 {
+    if (!gpuport_status_is_error((int64_t)m->a)) {
+        char msg[160];
+        snprintf(msg, sizeof(msg), "reported a failure of channel %u with status %lld (FAIL's "
+                 "status field), which is no gpuport error",
+                 m->channel, (long long)m->a);
+        tcp_protocol_break(tc, msg);
+        return;
+    }
     if (tcp_rx_channel(tc, m->channel))
         gpuport_tl_sem_fail(tc->comm, m->channel, (gpuport_status_t)(int64_t)m->a);
     else
