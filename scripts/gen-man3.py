@@ -32,15 +32,19 @@ import os
 import re
 import sys
 
-HEADERS = ["gpuport.h", "gpuport_device.h", "gpuport_mpi.h", "gpuport_trigger.h"]
+HEADERS = ["gpuport.h", "gpuport_device.h", "gpuport_peer.h", "gpuport_mpi.h",
+           "gpuport_trigger.h"]
+# headers that another includes, and a program includes that one for them
+INCLUDED_BY = {"gpuport_peer.h": "gpuport_device.h"}
 # what a program links for the exported functions of each header
 LIBRARY = {
     "gpuport.h": ("libgpuport", "-lgpuport"),
     "gpuport_device.h": ("libgpuport", "-lgpuport"),
+    "gpuport_peer.h": ("libgpuport", "-lgpuport"),
     "gpuport_trigger.h": ("libgpuport", "-lgpuport"),
     "gpuport_mpi.h": ("libgpuport_mpi, over libgpuport", "-lgpuport_mpi -lgpuport"),
 }
-INTERNAL = re.compile(r"^gpuport_m?dev_")
+INTERNAL = re.compile(r"^gpuport_[mp]?dev_")
 # the forms that share the page of the call they end in
 ALIAS_SUFFIXES = ("_v", "_tagged")
 # SEE ALSO: the call that makes each handle a call takes ...
@@ -49,6 +53,7 @@ MAKER = {
     "gpuport_mem_t": "gpuport_mem_register",
     "gpuport_channel_t": "gpuport_channel_create",
     "gpuport_memory_channel_t": "gpuport_memory_channel_create",
+    "gpuport_peer_channel_t": "gpuport_peer_channel_create",
     "gpuport_port_channel_dev_t": "gpuport_channel_device",
     "gpuport_memory_channel_dev_t": "gpuport_memory_channel_device",
 }
@@ -466,7 +471,7 @@ def page(name, forms, pages, owner, date, version):
 
     out.append(".SH SYNOPSIS")
     out.append(".nf")
-    out.append(".B #include <gpuport/%s>" % header)
+    out.append(".B #include <gpuport/%s>" % INCLUDED_BY.get(header, header))
     for f in forms:
         out.append(".PP")
         out += prototype(f)

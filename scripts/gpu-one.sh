@@ -66,6 +66,14 @@ step memchan-pool-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_MEM=pool \
     "$build/test/gpu/test_gpu_memchan"
 step memchan-store-mps 300 bash scripts/with-mps.sh env GPUPORT_MEMORY_SIGNAL=store \
     "$build/test/gpu/test_gpu_memchan"
+# peer channels: small operations by stores, large by the proxy, one signal
+# over both (VMM memory); every operation by the proxy (cudaMalloc memory,
+# and GPUPORT_PEER_PATH=proxy)
+step peer-mps 300 bash scripts/with-mps.sh "$build/test/gpu/test_gpu_peer"
+step peer-cudamalloc-mps 300 bash scripts/with-mps.sh env GPUPORT_TEST_MEM=cudamalloc \
+    "$build/test/gpu/test_gpu_peer"
+step peer-proxy-mps 300 bash scripts/with-mps.sh env GPUPORT_PEER_PATH=proxy \
+    "$build/test/gpu/test_gpu_peer"
 step memchan-cudamalloc 120 env GPUPORT_TEST_MEM=cudamalloc "$build/test/gpu/test_gpu_memchan"
 step memchan 300 "$build/test/gpu/test_gpu_memchan"
 # get, atomic_add and accumulate from kernels: port channels' gets (1 B ..

@@ -21,6 +21,7 @@ static const char *const log_words[] = {"none", "error", "warn", "info", "debug"
 static const char *const gpu_words[] = {"auto", "off", "on", NULL};
 static const char *const bind_words[] = {"0", "1", NULL};
 static const char *const memory_signal_words[] = {"auto", "store", NULL};
+static const char *const peer_path_words[] = {"auto", "stores", "proxy", NULL};
 
 #define FIELD(f) GPUPORT_CFG_FIELD(gpuport_config_t, f)
 
@@ -85,6 +86,16 @@ static const gpuport_config_var_t core_vars[] = {
      "how memory channels' kernels signal: auto adds atomically in the peer's GPU memory where "
      "both GPUs can (the same GPU, peers with native atomics), else stores counts into its "
      "host control segment; store always stores (either side's store decides for both)", NULL},
+    {"GPUPORT_PEER_PATH", "auto", GPUPORT_CFG_ENUM, FIELD(peer_path), 0, 0, peer_path_words,
+     "how peer channels carry a kernel's operations to a peer whose memory this GPU maps: "
+     "auto by the calling threads' stores up to GPUPORT_PEER_STORE_MAX, by the proxy above; "
+     "stores always by stores; proxy always by the proxy (either side's proxy decides for "
+     "both); peers off the host always go by the proxy", NULL},
+    {"GPUPORT_PEER_STORE_MAX", "1024", GPUPORT_CFG_UINT, FIELD(peer_store_max), 0,
+     1ull << 40, NULL,
+     "largest put, per calling thread, that a peer channel carries by stores under "
+     "GPUPORT_PEER_PATH=auto (a block of 256 threads: 256 times this); larger ones go by the "
+     "copy engine through the proxy, using no SMs", NULL},
     {"GPUPORT_HOST_ID", "0", GPUPORT_CFG_HEX64, FIELD(host_id), 0, 0, NULL,
      "host identity in hex; ranks with equal ids share a host; 0 derives it from the host", NULL},
     {"GPUPORT_GPU", "auto", GPUPORT_CFG_ENUM, FIELD(gpu), 0, 0, gpu_words,

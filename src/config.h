@@ -46,6 +46,8 @@ typedef struct gpuport_config {
     uint32_t dev_spin;          /* GPUPORT_DEV_SPIN: device polls before pausing */
     uint32_t dev_backoff_ns;    /* GPUPORT_DEV_BACKOFF_NS: longest device pause, 0 = none */
     int memory_signal;          /* GPUPORT_MEMORY_SIGNAL: 0 auto, 1 store */
+    int peer_path;              /* GPUPORT_PEER_PATH: 0 auto, 1 stores, 2 proxy */
+    uint64_t peer_store_max;    /* GPUPORT_PEER_STORE_MAX: bytes per calling thread */
     uint64_t host_id;           /* GPUPORT_HOST_ID, 0 = derived from the host */
     int gpu;                    /* GPUPORT_GPU, gpuport_gpu_mode_t */
     int bind;                   /* GPUPORT_BIND */

@@ -89,6 +89,23 @@ gpuport_status_t gpuport_memory_channel_device_v(uint32_t layout, gpuport_memory
     return GPUPORT_ERR_NOT_SUPPORTED;
 }
 
+/* A peer channel here is a port channel, whose handle needs CUDA. */
+gpuport_status_t gpuport_peer_channel_device_v(uint32_t layout, gpuport_peer_channel_t pc,
+                                               gpuport_peer_channel_dev_t *dev_p)
+{
+    if (!pc || pc->magic != GPUPORT_PCHAN_PEER_MAGIC || !dev_p) {
+        log_error("gpuport_peer_channel_device: channel %p (a live peer channel) and dev_p %p "
+                  "must be set",
+                  (void *)pc, (void *)dev_p);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    if (gpuport_layout_check("gpuport_peer_channel_device", "gpuport_peer_channel_dev_t", layout,
+                             GPUPORT_PEER_CHANNEL_DEV_LAYOUT))
+        return GPUPORT_ERR_VERSION;
+    log_error("gpuport_peer_channel_device: this gpuport was built without CUDA");
+    return GPUPORT_ERR_NOT_SUPPORTED;
+}
+
 gpuport_status_t gpuport_fcuda_start(gpuport_flusher_t *fl)
 {
     (void)fl;

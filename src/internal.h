@@ -111,6 +111,7 @@ static inline gpuport_pchan_t *gpuport_pchan_of(gpuport_tl_chan_t *tl)
 #define GPUPORT_MEM_MAGIC 0x4d454d47u  /* "GMEM" */
 #define GPUPORT_CHAN_MAGIC 0x4e414843u /* "CHAN" */
 #define GPUPORT_MCHAN_MAGIC 0x4e41484du /* "MHAN" */
+#define GPUPORT_PCHAN_PEER_MAGIC 0x52454550u /* "PEER" */
 
 struct gpuport_mem {
     gpuport_dead_link_t dead; /* first: on the dead list once deregistered */
@@ -173,6 +174,16 @@ struct gpuport_memory_channel {
                           * the control segment's */
     int atomics;         /* signals are atomic adds in the peer's GPU memory */
     uint32_t id;         /* ch's id: the memory channel's (comm->mchans) */
+};
+
+/* A peer channel (peerchan.c): a memory channel where both sides can
+ * store, else a port channel. */
+struct gpuport_peer_channel {
+    gpuport_dead_link_t dead; /* first: on the dead list once destroyed */
+    uint32_t magic;
+    uint32_t id;                   /* ch's id (comm->peerchans) */
+    struct gpuport_channel *ch;    /* the proxy's path (mc->ch where mc) */
+    struct gpuport_memory_channel *mc; /* the store path, or NULL */
 };
 
 /* the dead lists free a handle through its link (handles.h) */
@@ -276,6 +287,8 @@ struct gpuport_comm {
     gpuport_dead_list_t dead_chans; /* destroyed channels */
     gpuport_dead_list_t dead_mchans; /* destroyed memory channels */
     struct gpuport_memory_channel **mchans; /* by id, freed at destroy if left open */
+    gpuport_dead_list_t dead_peerchans; /* destroyed peer channels */
+    struct gpuport_peer_channel **peerchans; /* by id, freed at destroy if left open */
     /* memory channels' semaphores in this rank's GPU memory, one 64-bit count
      * per channel id, which peers' kernels add to (memchan.c); NULL until the
      * first memory channel */

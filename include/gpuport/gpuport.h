@@ -170,6 +170,10 @@ typedef struct gpuport_mem *gpuport_mem_t;         /**< a registered region */
 typedef struct gpuport_channel *gpuport_channel_t; /**< a port channel */
 /** a memory channel: kernels store into a same-host peer's memory themselves */
 typedef struct gpuport_memory_channel *gpuport_memory_channel_t;
+/** A peer channel (gpuport_peer_channel_create): one channel to a peer for
+ *  kernels, which carries each operation by the fastest path the peer
+ *  allows. */
+typedef struct gpuport_peer_channel *gpuport_peer_channel_t;
 
 /** The entry point of gpuport_comm_create; `layout` is GPUPORT_BOOTSTRAP_LAYOUT. */
 GPUPORT_API gpuport_status_t gpuport_comm_create_v(uint32_t layout,
@@ -686,6 +690,58 @@ GPUPORT_API gpuport_status_t gpuport_memory_channel_create(gpuport_comm_t comm, 
  * @retval GPUPORT_ERR_INVALID_ARG not a live memory channel (NULL, or destroyed already)
  */
 GPUPORT_API gpuport_status_t gpuport_memory_channel_destroy(gpuport_memory_channel_t channel);
+
+/**
+ * Creates a peer channel to `peer`: one channel for kernels
+ * (gpuport_peer_* in gpuport_device.h) that carries each operation by the
+ * fastest path the peer allows. Where this GPU maps the peer's destination
+ * (a rank of this host on the same GPU or a GPU with peer access and
+ * native atomics, a destination of VMM or exportable pool memory on both
+ * sides, a source in GPU memory or none, GPUPORT_PEER_PATH not proxy on
+ * either side), it is a memory channel and a port channel over the same
+ * regions: puts up to GPUPORT_PEER_STORE_MAX bytes per calling thread go by
+ * the calling threads' own stores, larger ones by the copy engine through
+ * the proxy (no SMs used), signals and values by stores. Elsewhere (peers
+ * on other hosts, cudaMalloc or host memory) it is a port channel, and
+ * every operation goes through the proxy's transport. Both sides decide
+ * alike. Order holds across the paths: a signal makes every earlier put of
+ * the channel visible, by either path, and a flush covers both.
+ *
+ * Pairwise, as gpuport_channel_create (the same arguments' rules, the same
+ * time limit); the peer calls gpuport_peer_channel_create too.
+ *
+ * @param comm a live communicator
+ * @param peer a rank of the communicator
+ * @param src local source region, or NULL
+ * @param dst local destination region, or NULL
+ * @param[out] channel_p the channel
+ * @retval GPUPORT_OK created
+ * @retval GPUPORT_ERR_INVALID_ARG a bad argument (logged)
+ * @retval GPUPORT_ERR_TIMEOUT the peer did not answer within GPUPORT_TIMEOUT_MS
+ * @retval other gpuport_channel_create's or gpuport_memory_channel_create's failure
+ */
+GPUPORT_API gpuport_status_t gpuport_peer_channel_create(gpuport_comm_t comm, int peer,
+                                                         gpuport_mem_t src, gpuport_mem_t dst,
+                                                         gpuport_peer_channel_t *channel_p);
+
+/**
+ * Destroys a peer channel, as gpuport_memory_channel_destroy (where it
+ * has the store path) or gpuport_channel_destroy (where not): bounded by
+ * GPUPORT_TIMEOUT_MS; a destroy that timed out may be called again.
+ *
+ * @retval GPUPORT_OK destroyed
+ * @retval GPUPORT_ERR_INVALID_ARG not a live peer channel
+ * @retval other the underlying destroy's failure (the channel is kept)
+ */
+GPUPORT_API gpuport_status_t gpuport_peer_channel_destroy(gpuport_peer_channel_t channel);
+
+/**
+ * Whether a peer channel has the store path (1: kernels store into the
+ * peer's memory for small operations; 0: every operation goes through the
+ * proxy). Local; any thread.
+ * @return 1, 0, or -1 for a handle that is not a live peer channel
+ */
+GPUPORT_API int gpuport_peer_channel_stores(gpuport_peer_channel_t channel);
 
 /**
  * @name Operations

@@ -884,4 +884,6 @@ GPUPORT_DEV unsigned char *gpuport_memory_peer_ptr(const gpuport_memory_channel_
 
 #endif /* __CUDACC__ */
 
+#include "gpuport/gpuport_peer.h"
+
 #endif

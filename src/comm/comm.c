@@ -327,6 +327,12 @@ static void comm_free(gpuport_comm_t comm)
     }
     free(comm->mchans);
     gpuport_dead_free_all(&comm->dead_mchans);
+    if (comm->peerchans) {
+        for (uint32_t i = 0; i < comm->config.max_channels; i++)
+            free(comm->peerchans[i]);
+    }
+    free(comm->peerchans);
+    gpuport_dead_free_all(&comm->dead_peerchans);
     gpuport_mem_free_all(comm);
     gpuport_fdsock_close(&comm->fdsock);
     /* the flusher's context outlives its thread until peer handles are closed */
@@ -386,8 +392,9 @@ static gpuport_status_t setup_local(gpuport_comm_t comm, gpuport_proc_rec_t *me)
     comm->pconns = calloc((size_t)comm->size, sizeof(*comm->pconns));
     comm->chans = calloc(config->max_channels, sizeof(*comm->chans));
     comm->mchans = calloc(config->max_channels, sizeof(*comm->mchans));
+    comm->peerchans = calloc(config->max_channels, sizeof(*comm->peerchans));
     if (!comm->pchans || !comm->states || !comm->id_used || !comm->conns || !comm->pconns ||
-        !comm->bs_attempts || !comm->chans || !comm->mchans) {
+        !comm->bs_attempts || !comm->chans || !comm->mchans || !comm->peerchans) {
         log_error("cannot allocate tables for %u channels and %d ranks", config->max_channels,
                   comm->size);
         return GPUPORT_ERR_NO_MEMORY;

@@ -22,7 +22,8 @@ struct gpuport_gpu {
     CUdeviceptr fifo_dmem; /* [head][tail_cache, poller][granted]: a line each */
     /* per channel, GPUPORT_GPU_WORDS 64-bit words, zeroed together when an
      * id is taken: [0] signals taken by device waiters, [1] and [2] a memory
-     * channel's signals begun and published (gpuport_memory_signal) */
+     * channel's signals begun and published (gpuport_memory_signal), [4]
+     * and [5] a peer channel's proxy operations pushed and flushed */
     CUdeviceptr words;
     CUdeviceptr states_d;
     CUdeviceptr ctrl_d;
@@ -43,10 +44,13 @@ struct gpuport_gpu {
     ((g)->states_d + (id) * sizeof(gpuport_chan_state_t) + offsetof(gpuport_chan_state_t, field))
 #define GPUPORT_GPU_SLOT_D(g, id, field)                                                        \
     ((g)->ctrl_d + (id) * sizeof(gpuport_sem_slot_t) + offsetof(gpuport_sem_slot_t, field))
-#define GPUPORT_GPU_WORDS 4
+#define GPUPORT_GPU_WORDS 8
 #define GPUPORT_GPU_WORD_D(g, id, w) ((g)->words + ((id) * GPUPORT_GPU_WORDS + (w)) * sizeof(uint64_t))
 #define GPUPORT_GPU_CONSUMED_D(g, id) GPUPORT_GPU_WORD_D(g, id, 0)
 /* three words: signals begun, published, and the publisher's hold */
 #define GPUPORT_GPU_TICKETS_D(g, id) GPUPORT_GPU_WORD_D(g, id, 1)
+/* a peer channel's proxy operations pushed, and the count flushes covered */
+#define GPUPORT_GPU_PORT_OPS_D(g, id) GPUPORT_GPU_WORD_D(g, id, 4)
+#define GPUPORT_GPU_PORT_DONE_D(g, id) GPUPORT_GPU_WORD_D(g, id, 5)
 
 #endif

@@ -60,6 +60,23 @@ __global__ void memory_calls(gpuport_memory_channel_dev_t ch, unsigned char *buf
         p[threadIdx.x] = (unsigned char)pb;
 }
 
+/* Peer channels: every call, one thread. */
+__global__ void peer_calls(gpuport_peer_channel_dev_t ch, int *out)
+{
+    int i = 0;
+
+    out[i++] = gpuport_peer_put(&ch, 0, 0, 64);
+    out[i++] = gpuport_peer_put_with_signal(&ch, 0, 0, 1 << 20);
+    out[i++] = gpuport_peer_put_value(&ch, 64, 7);
+    out[i++] = gpuport_peer_get(&ch, 0, 128, 64);
+    out[i++] = gpuport_peer_atomic_add(&ch, 256, 3);
+    out[i++] = gpuport_peer_signal(&ch);
+    out[i++] = gpuport_peer_flush(&ch);
+    out[i++] = gpuport_peer_poll(&ch);
+    out[i++] = gpuport_peer_wait(&ch);
+    out[i++] = gpuport_peer_wait_until(&ch, gpuport_peer_received(&ch) + 1);
+}
+
 /* The host part: the handles are filled by host code of the same file. */
 gpuport_status_t fill_handles(gpuport_channel_t ch, gpuport_memory_channel_t mch,
                               gpuport_port_channel_dev_t *dev, gpuport_memory_channel_dev_t *mdev,

@@ -21,6 +21,7 @@ build=${top_builddir:-.}
 here=$(dirname "$0")
 test -f "$here/device_header.cu" || here=$src/test/tools
 header=$src/include/gpuport/gpuport_device.h
+peer_header=$src/include/gpuport/gpuport_peer.h # included by the other
 cu=$here/device_header.cu
 hostc=$here/device_header.c
 
@@ -63,8 +64,8 @@ awk '/^[ \t]*#/ { next }
         n = split(decl, w, /[^A-Za-z0-9_]+/)
         print w[n]
         decl = ""
-    }' "$header" | LC_ALL=C sort -u >"$tmp.calls"
-grep -v '^gpuport_m\{0,1\}dev_' "$tmp.calls" >"$tmp.api"
+    }' "$header" "$peer_header" | LC_ALL=C sort -u >"$tmp.calls"
+grep -v '^gpuport_[mp]\{0,1\}dev_' "$tmp.calls" >"$tmp.api"
 if grep -v '^gpuport_' "$tmp.api" >"$tmp.odd"; then
     echo "FAIL: $header defines device functions not named gpuport_*: $(tr '\n' ' ' <"$tmp.odd")"
     fail=1

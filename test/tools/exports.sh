@@ -107,7 +107,7 @@ declared() {
         code = code " " out
     }
     function emit(stmt, name) {
-        if (stmt ~ /typedef|static|GPUPORT_HD|GPUPORT_DEV|\(\*/)
+        if (stmt ~ /typedef|static|GPUPORT_HD|GPUPORT_DEV|GPUPORT_GRANT_FN|\(\*/)
             return
         if (match(stmt, /gpuport_[A-Za-z0-9_]+[ \t]*\(/)) {
             name = substr(stmt, RSTART, RLENGTH)

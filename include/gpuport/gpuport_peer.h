@@ -1,0 +1,351 @@
+/*
+ * gpuport_peer.h: peer channels for kernels (gpuport_peer_channel_create):
+ * the plain-data handle and the device calls. Included by
+ * gpuport_device.h; include that.
+ *
+ * A peer channel carries each operation by the fastest path its peer
+ * allows. With the store path (gpuport_peer_channel_stores: a peer whose
+ * destination this GPU maps), a put of up to store_max bytes per calling
+ * thread is the calling threads' own stores, a larger one one trigger for
+ * the proxy, whose copy engine moves it (no SMs); values, gets and adds go
+ * by stores and loads; signals by a system-scope atomic add in the peer's
+ * GPU memory. Without it, every operation is the port channel's.
+ *
+ * Order across the paths: a put by stores is made visible before any
+ * trigger that follows it in the calling thread (a system-scope fence
+ * before the push), so a signal that goes by the proxy covers it; a signal
+ * that goes by stores covers the proxy's puts only once they are complete,
+ * so a signal goes by the proxy whenever the channel's proxy operations
+ * may still be in flight (port_ops, counted after each push, ahead of
+ * port_done, raised by flushes to the count read before their push), and
+ * by stores otherwise. The receiver counts both: its signals are the port
+ * channel's inbound count plus the memory channel's, and wait, poll and
+ * wait_until take from their sum, with one consumed count.
+ */
+#ifndef GPUPORT_GPUPORT_PEER_H
+#define GPUPORT_GPUPORT_PEER_H
+
+#if !defined(GPUPORT_GPUPORT_DEVICE_H)
+#error "include gpuport/gpuport_device.h, not gpuport/gpuport_peer.h"
+#endif
+
+/** The plain-data handle of a peer channel for kernels, filled by
+ *  gpuport_peer_channel_device; passed and copied like the others. */
+typedef struct gpuport_peer_channel_dev {
+    uint32_t layout;    /**< GPUPORT_PEER_CHANNEL_DEV_LAYOUT of the library that filled it */
+    uint32_t stores;    /**< 1: the store path (mem) exists */
+    uint64_t store_max; /**< bytes per calling thread a put carries by stores (0: none) */
+    unsigned long long *port_ops;  /**< device memory: operations pushed for the proxy */
+    unsigned long long *port_done; /**< device memory: of those, the count flushes covered */
+    gpuport_port_channel_dev_t port;  /**< the proxy's path (always) */
+    gpuport_memory_channel_dev_t mem; /**< the store path (stores == 1) */
+} gpuport_peer_channel_dev_t;
+
+/** This header's gpuport_peer_channel_dev_t layout version. */
+#define GPUPORT_PEER_CHANNEL_DEV_VERSION 1
+/** This header's gpuport_peer_channel_dev_t layout. */
+#define GPUPORT_PEER_CHANNEL_DEV_LAYOUT                                                         \
+    GPUPORT_LAYOUT(GPUPORT_PEER_CHANNEL_DEV_VERSION, gpuport_peer_channel_dev_t)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The entry point of gpuport_peer_channel_device; `layout` is
+ *  GPUPORT_PEER_CHANNEL_DEV_LAYOUT. */
+GPUPORT_API gpuport_status_t gpuport_peer_channel_device_v(uint32_t layout,
+                                                           gpuport_peer_channel_t ch,
+                                                           gpuport_peer_channel_dev_t *dev_p);
+
+#ifdef __cplusplus
+}
+#endif
+
+/**
+ * Fills the plain-data handle of a peer channel for kernels; valid until
+ * the channel is destroyed. Local. One set-up call at a time.
+ *
+ * @param ch a live peer channel
+ * @param[out] dev_p the handle
+ * @retval GPUPORT_OK *dev_p is filled
+ * @retval GPUPORT_ERR_INVALID_ARG not a live peer channel, or dev_p NULL
+ * @retval GPUPORT_ERR_NOT_SUPPORTED a communicator without GPU mode
+ * @retval GPUPORT_ERR_VERSION a program built with another handle layout: nothing is
+ *         written
+ */
+static inline gpuport_status_t gpuport_peer_channel_device(gpuport_peer_channel_t ch,
+                                                           gpuport_peer_channel_dev_t *dev_p)
+{
+    return gpuport_peer_channel_device_v(GPUPORT_PEER_CHANNEL_DEV_LAYOUT, ch, dev_p);
+}
+
+#if defined(__CUDACC__)
+
+/** @name Peer channels (gpuport_peer_channel_create)
+ * Per-thread calls: each calling thread is one caller, as for port
+ * channels; a put by stores is copied by the calling thread alone. The
+ * statuses are the port channel's calls' (gpuport_put, gpuport_wait, ...)
+ * or the memory channel's, whichever path carried the call.
+ * @{ */
+
+/** 0, or GPUPORT_ERR_VERSION for a handle of another layout. */
+GPUPORT_DEV int gpuport_pdev_layout(const gpuport_peer_channel_dev_t *ch)
+{
+    if (ch->layout == GPUPORT_PEER_CHANNEL_DEV_LAYOUT)
+        return GPUPORT_OK;
+    printf("gpuport: a peer channel handle of layout %#x reached device code compiled for "
+           "layout %#x (block %d, thread %d); failing with GPUPORT_ERR_VERSION\n",
+           ch->layout, (unsigned)GPUPORT_PEER_CHANNEL_DEV_LAYOUT, (int)blockIdx.x,
+           (int)threadIdx.x);
+    return GPUPORT_ERR_VERSION;
+}
+
+/** 1 while proxy operations of the channel may be in flight: a signal by
+ *  stores would not cover them. */
+GPUPORT_DEV int gpuport_pdev_pending(const gpuport_peer_channel_dev_t *ch)
+{
+    return *(volatile unsigned long long *)ch->port_ops >
+           *(volatile unsigned long long *)ch->port_done;
+}
+
+/** A proxy operation's status, counted once pushed (see the header). */
+GPUPORT_DEV int gpuport_pdev_pushed(const gpuport_peer_channel_dev_t *ch, int st)
+{
+    if (st == GPUPORT_OK)
+        atomicAdd(ch->port_ops, 1ull);
+    return st;
+}
+
+/** The proxy's path after stores of the calling thread: the stores are
+ *  made visible at system scope before the trigger is pushed. */
+GPUPORT_DEV void gpuport_pdev_fence(const gpuport_peer_channel_dev_t *ch)
+{
+    if (ch->stores)
+        __threadfence_system();
+}
+
+/** Copies `size` bytes from the source at src_off to the peer's destination
+ *  at dst_off: by this thread's stores up to store_max bytes (visible after
+ *  a signal or flush of the channel), else by the proxy (queued).
+ *  @return as gpuport_memory_put or gpuport_put */
+GPUPORT_DEV int gpuport_peer_put(const gpuport_peer_channel_dev_t *ch, uint64_t dst_off,
+                                 uint64_t src_off, uint64_t size)
+{
+    int st = gpuport_pdev_layout(ch);
+
+    if (st)
+        return st;
+    if (ch->stores && size <= ch->store_max)
+        return gpuport_memory_put(&ch->mem, dst_off, src_off, size, 0, 1);
+    gpuport_pdev_fence(ch);
+    return gpuport_pdev_pushed(ch, gpuport_put(&ch->port, dst_off, src_off, size));
+}
+
+/** Raises the peer's signal count by one once every earlier put of this
+ *  thread (by either path) and every proxy operation pushed before it is
+ *  visible at the peer: by a store where no proxy operation may be in
+ *  flight, else through the proxy.
+ *  @return as gpuport_memory_signal or gpuport_signal */
+GPUPORT_DEV int gpuport_peer_signal(const gpuport_peer_channel_dev_t *ch)
+{
+    int st = gpuport_pdev_layout(ch);
+
+    if (st)
+        return st;
+    if (ch->stores && !gpuport_pdev_pending(ch))
+        return gpuport_memory_signal(&ch->mem);
+    gpuport_pdev_fence(ch);
+    return gpuport_pdev_pushed(ch, gpuport_signal(&ch->port));
+}
+
+/** gpuport_peer_put, then gpuport_peer_signal; one trigger where both go
+ *  through the proxy.
+ *  @return as gpuport_peer_put */
+GPUPORT_DEV int gpuport_peer_put_with_signal(const gpuport_peer_channel_dev_t *ch,
+                                             uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    int st = gpuport_pdev_layout(ch);
+
+    if (st)
+        return st;
+    if (ch->stores && size <= ch->store_max) {
+        st = gpuport_memory_put(&ch->mem, dst_off, src_off, size, 0, 1);
+        return st ? st : gpuport_peer_signal(ch);
+    }
+    gpuport_pdev_fence(ch);
+    return gpuport_pdev_pushed(ch,
+                                    gpuport_put_with_signal(&ch->port, dst_off, src_off, size));
+}
+
+/** An 8-byte value at dst_off of the peer's destination: a store, or one
+ *  trigger.
+ *  @return as gpuport_memory_put_value or gpuport_put_value */
+GPUPORT_DEV int gpuport_peer_put_value(const gpuport_peer_channel_dev_t *ch, uint64_t dst_off,
+                                       uint64_t value)
+{
+    int st = gpuport_pdev_layout(ch);
+
+    if (st)
+        return st;
+    if (ch->stores)
+        return gpuport_memory_put_value(&ch->mem, dst_off, value);
+    return gpuport_pdev_pushed(ch, gpuport_put_value(&ch->port, dst_off, value));
+}
+
+/** Every earlier operation of the channel complete: the proxy's (a flush
+ *  through it, where any may be in flight) and this thread's stores (a
+ *  system-scope fence).
+ *  @return as gpuport_flush or gpuport_memory_flush */
+GPUPORT_DEV int gpuport_peer_flush(const gpuport_peer_channel_dev_t *ch)
+{
+    int st = gpuport_pdev_layout(ch);
+
+    if (st)
+        return st;
+    if (!ch->stores)
+        return gpuport_flush(&ch->port);
+    if (gpuport_pdev_pending(ch)) {
+        unsigned long long ops = *(volatile unsigned long long *)ch->port_ops;
+        st = gpuport_flush(&ch->port);
+        if (st)
+            return st;
+        atomicMax(ch->port_done, ops);
+    }
+    return gpuport_memory_flush(&ch->mem);
+}
+
+/** The signals received so far on the channel, by both paths.
+ *  @return the count since the channel's creation */
+GPUPORT_DEV uint64_t gpuport_peer_received(const gpuport_peer_channel_dev_t *ch)
+{
+    uint64_t n = gpuport_dev_load_sys(ch->port.inbound);
+    if (ch->stores)
+        n += gpuport_dev_load_sys(ch->mem.inbound);
+    return n;
+}
+
+/** Takes one arrived signal (either path's): 1 taken, 0 none. */
+GPUPORT_DEV int gpuport_pdev_take(const gpuport_peer_channel_dev_t *ch)
+{
+    unsigned long long c = *(volatile unsigned long long *)ch->port.consumed;
+    while (gpuport_peer_received(ch) > c) {
+        unsigned long long seen = atomicCAS(ch->port.consumed, c, c + 1);
+        if (seen == c)
+            return 1;
+        c = seen;
+    }
+    return 0;
+}
+
+/** Takes one signal if one has arrived, without waiting.
+ *  @return 1 taken; 0 none; below 0 as gpuport_poll */
+GPUPORT_DEV int gpuport_peer_poll(const gpuport_peer_channel_dev_t *ch)
+{
+    int st = gpuport_pdev_layout(ch);
+
+    if (st)
+        return st;
+    if (gpuport_pdev_take(ch))
+        return 1;
+    st = gpuport_dev_failed(&ch->port);
+    if (st && gpuport_pdev_take(ch))
+        return 1;
+    return st;
+}
+
+/** Takes one signal, waiting up to the time limit; the peer's puts before
+ *  it (by either path) are then in this rank's destination.
+ *  @return as gpuport_wait */
+GPUPORT_DEV int gpuport_peer_wait(const gpuport_peer_channel_dev_t *ch)
+{
+    uint64_t start = 0;
+    gpuport_dev_backoff_t b = {0, 0};
+
+    if (gpuport_pdev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    for (uint32_t i = 1;; i++) {
+        if (gpuport_pdev_take(ch))
+            return GPUPORT_OK;
+        gpuport_dev_pause(&b, ch->port.spin, ch->port.backoff_ns);
+        if ((i & 63) == 0) {
+            int st = gpuport_dev_failed(&ch->port);
+            if (st && gpuport_pdev_take(ch))
+                return GPUPORT_OK;
+            if (st)
+                return st;
+            if (gpuport_dev_expired(&ch->port, &start))
+                return gpuport_dev_stuck(&ch->port, "wait for the peer's signal (peer channel)");
+        }
+    }
+}
+
+/** Waits until the channel has received `count` signals in all (by either
+ *  path, since its creation), and takes them: the consumed count is raised
+ *  to `count` if below (signals already taken count), so that wait, poll
+ *  and wait_until mix on one channel. The peer's puts before its
+ *  count-th signal are then in this rank's destination.
+ *  @return as gpuport_peer_wait */
+GPUPORT_DEV int gpuport_peer_wait_until(const gpuport_peer_channel_dev_t *ch, uint64_t count)
+{
+    uint64_t start = 0;
+    gpuport_dev_backoff_t b = {0, 0};
+
+    if (gpuport_pdev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    for (uint32_t i = 1;; i++) {
+        if (gpuport_peer_received(ch) >= count) {
+            atomicMax(ch->port.consumed, (unsigned long long)count);
+            return GPUPORT_OK;
+        }
+        gpuport_dev_pause(&b, ch->port.spin, ch->port.backoff_ns);
+        if ((i & 63) == 0) {
+            int st = gpuport_dev_failed(&ch->port);
+            if (st && gpuport_peer_received(ch) >= count)
+                continue;
+            if (st)
+                return st;
+            if (gpuport_dev_expired(&ch->port, &start))
+                return gpuport_dev_stuck(&ch->port, "wait for the peer's signal count (peer "
+                                                    "channel)");
+        }
+    }
+}
+
+/** Reads `size` bytes of the peer's destination at peer_off into this
+ *  rank's source at local_off (the order of gpuport_get's offsets): by this
+ *  thread's loads up to store_max bytes where the store path exists, else
+ *  by the proxy (here once a later flush returns).
+ *  @return as gpuport_memory_get or gpuport_get */
+GPUPORT_DEV int gpuport_peer_get(const gpuport_peer_channel_dev_t *ch, uint64_t peer_off,
+                                 uint64_t local_off, uint64_t size)
+{
+    int st = gpuport_pdev_layout(ch);
+
+    if (st)
+        return st;
+    if (ch->stores && size <= ch->store_max)
+        return gpuport_memory_get(&ch->mem, peer_off, local_off, size, 0, 1);
+    gpuport_pdev_fence(ch);
+    return gpuport_pdev_pushed(ch, gpuport_get(&ch->port, peer_off, local_off, size));
+}
+
+/** Adds value to the 64-bit word at dst_off of the peer's destination: a
+ *  system-scope atomic, or one trigger.
+ *  @return as gpuport_memory_atomic_add or gpuport_atomic_add */
+GPUPORT_DEV int gpuport_peer_atomic_add(const gpuport_peer_channel_dev_t *ch, uint64_t dst_off,
+                                        int64_t value)
+{
+    int st = gpuport_pdev_layout(ch);
+
+    if (st)
+        return st;
+    if (ch->stores)
+        return gpuport_memory_atomic_add(&ch->mem, dst_off, value);
+    return gpuport_pdev_pushed(ch, gpuport_atomic_add(&ch->port, dst_off, value));
+}
+
+/** @} */
+
+#endif /* __CUDACC__ */
+
+#endif
