@@ -582,8 +582,9 @@ GPUPORT_API gpuport_status_t gpuport_channel_create_all(gpuport_comm_t comm, gpu
 /**
  * Destroys a channel, from either side, at any time.
  *
- * Tells the peer (after this side's earlier operations), waits for them to
- * complete, and returns once the peer can write nothing more into this
+ * Tells the peer (after this side's earlier operations, however many wait
+ * at the proxy for room at the transport: the close never waits for room
+ * to be queued behind them), waits for them to complete, and returns once the peer can write nothing more into this
  * side's regions: on one host the peer's proxy has stopped the channel and
  * drained it; over a network the peer has answered that its side is
  * stopped, and this side's receiver drops what still arrives. From then on the peer's operations on
@@ -687,8 +688,9 @@ GPUPORT_API gpuport_status_t gpuport_memory_channel_destroy(gpuport_memory_chann
  * - GPUPORT_ERR_TIMEOUT: the FIFO stayed full for GPUPORT_TIMEOUT_MS (the
  *   proxy is stuck), or this channel's transport had no room for that long:
  *   its operations wait at the proxy apart from the other channels', and
- *   once 2,048 wait, its calls wait for room; the channel then fails alone
- *   with this status, and the communicator's other channels go on.
+ *   once 2,048 wait, its calls wait for room (a flush does not: it waits
+ *   behind them); the channel then fails alone with this status, and the
+ *   communicator's other channels go on.
  * @{
  */
 

@@ -48,8 +48,9 @@ static void fifo_full(gpuport_channel_t ch)
 }
 
 /* A channel whose transport has had no room holds many triggers parked at
- * the proxy (proxy_park.c): its host pushes wait for the channel's own
- * room, bounded, instead of filling the FIFO that every channel shares. */
+ * the proxy (proxy_park.c): its host operations wait for the channel's own
+ * room, bounded, instead of filling the FIFO that every channel shares.
+ * Closes and flushes do not (gpuport_channel_push). */
 static gpuport_status_t park_room(gpuport_channel_t ch)
 {
     gpuport_pchan_t *pc = ch->pchan;
@@ -86,9 +87,16 @@ gpuport_status_t gpuport_channel_push(gpuport_channel_t ch, uint32_t op, uint64_
 
     if (atomic_load_explicit(&comm->proxy.stop, memory_order_acquire))
         return GPUPORT_ERR_SHUTDOWN;
-    status = park_room(ch);
-    if (status)
-        return status;
+    /* A close or a flush moves no data and joins the park behind the
+     * channel's triggers at the cost of one entry: it never waits for room.
+     * Destroy's drain starts with them; one that waited here could end in
+     * the channel's error, and destroy would release the channel without
+     * its flush, the peer's answer or the end of the work it posted. */
+    if (op != GPUPORT_OP_CLOSE && op != GPUPORT_OP_FLUSH) {
+        status = park_room(ch);
+        if (status)
+            return status;
+    }
     if (gpuport_trigger_needs_ext(src_off, dst_off, size))
         gpuport_trigger_encode_ext(&t[n++], ch->id, src_off, dst_off, size);
     gpuport_trigger_encode(&t[n++], op, ch->id, src_off, dst_off, size);
