@@ -862,7 +862,8 @@ GPUPORT_API const char *gpuport_channel_transport(gpuport_channel_t ch);
  * pushed after an accumulate sees the sum.
  *
  * Floating-point sums: each add rounds once, to nearest even, in the element's
- * type (float32 or bfloat16; no denormal flushing on the host); adds from
+ * type (float32 or bfloat16; no denormal flushing on the host, whatever
+ * flush-to-zero mode the application's threads set); adds from
  * several ranks land in any order, so a sum of k terms differs from the sum
  * in a fixed order by at most (k - 1) * u * (sum of |terms|), u = 2^-24 for
  * float32 and 2^-8 for bfloat16.
