@@ -672,7 +672,8 @@ GPUPORT_API gpuport_status_t gpuport_memory_channel_destroy(gpuport_memory_chann
  * put, signal and their combinations return once the trigger is queued; the
  * proxy carries out a channel's operations in the order each producer
  * queued them. Offsets are relative to the start of the registered regions.
- * They first check the channel: a channel in error returns its error (see
+ * They check their arguments first (a bad one is reported whatever the
+ * channel's state), then the channel: a channel in error returns its error (see
  * gpuport_channel_status), and one whose peer has closed its side returns
  * GPUPORT_ERR_CLOSED, one whose peer failed its side GPUPORT_ERR_PEER,
  * nothing queued, and the channel keeps that status. All of them, flush,

@@ -3,9 +3,9 @@
  * _signal, _put_with_signal, _put_value and _put_value_with_signal, and the
  * pushes into the host FIFO that they, flush and destroy make
  * (gpuport_channel_push, _push_value: internal.h). What every operation
- * checks first is here too: a live handle (chan_int.h), a healthy channel,
- * a peer that has not closed its side, and the offsets by the one range
- * rule of gpuport_trigger.h; a refused operation queues nothing.
+ * checks first is here too, in this order: a live handle (chan_int.h), the
+ * offsets by the one range rule of gpuport_trigger.h, a healthy channel, a
+ * peer that has not closed its side; a refused operation queues nothing.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
 #include <unistd.h>
@@ -343,18 +343,23 @@ static gpuport_status_t push_rest(gpuport_channel_t ch, int done, uint32_t op, u
                                                                &pos);
 }
 
+/* The arguments first, then the channel (chan_usable): a call with a bad
+ * argument says so whatever state the channel or its peer is in. */
 static gpuport_status_t push_op(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
                                 uint64_t src_off, uint64_t size)
 {
-    gpuport_status_t status = chan_usable(ch);
+    gpuport_status_t status;
 
-    if (status)
-        return status;
+    if (!chan_ok(ch))
+        return chan_stale("gpuport_channel_put/signal", ch);
     if (op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_SIGNAL) {
         status = check_put(ch, dst_off, src_off, size);
         if (status)
             return status;
     }
+    status = chan_usable(ch);
+    if (status)
+        return status;
     return push_rest(ch, try_inline(ch, op, dst_off, src_off, size, 0), op, dst_off, src_off,
                      size, 0);
 }
@@ -379,10 +384,13 @@ gpuport_status_t gpuport_channel_put_with_signal(gpuport_channel_t ch, uint64_t 
 static gpuport_status_t push_value(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
                                    uint64_t value)
 {
-    gpuport_status_t status = chan_usable(ch);
+    gpuport_status_t status;
 
+    if (!chan_ok(ch))
+        return chan_stale("gpuport_channel_put_value", ch);
+    status = check_value(ch, dst_off);
     if (!status)
-        status = check_value(ch, dst_off);
+        status = chan_usable(ch);
     if (status)
         return status;
     return push_rest(ch, try_inline(ch, op, dst_off, 0, 8, value), op, dst_off, 0, 8, value);
