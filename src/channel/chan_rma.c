@@ -4,8 +4,7 @@
  * what the channel's transport can carry), before the channel's state (a bad
  * argument is reported as such on a closed or failed channel too), refused
  * with a message and nothing queued, else pushed into the host FIFO like a
- * put. The proxy hands
- * them to the transport in the channel's order.
+ * put. The proxy hands them to the transport in the channel's order.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
 #include "accumulate.h"
