@@ -3,7 +3,54 @@
 
 #include <string.h>
 
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
 #include "gpuport/gpuport_trigger.h"
+
+/* The float adds keep subnormals whatever mode the calling thread is in:
+ * an application's thread that runs an operation inline, or the proxy and
+ * flusher threads, which inherit the mode of the thread that created the
+ * communicator. A flush-to-zero mode is turned off for the adds and put
+ * back after them (x86: MXCSR's FTZ, bit 15, and DAZ, bit 6; arm64: FPCR's
+ * FZ, bit 24). */
+#if defined(__SSE__)
+#define FP_FLUSH_BITS 0x8040u
+typedef unsigned int fp_mode_t;
+static fp_mode_t fp_mode_get(void)
+{
+    return _mm_getcsr();
+}
+static void fp_mode_set(fp_mode_t m)
+{
+    _mm_setcsr(m);
+}
+#elif defined(__aarch64__)
+#define FP_FLUSH_BITS (1ull << 24)
+typedef unsigned long long fp_mode_t;
+static fp_mode_t fp_mode_get(void)
+{
+    fp_mode_t m;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(m));
+    return m;
+}
+static void fp_mode_set(fp_mode_t m)
+{
+    __asm__ volatile("msr fpcr, %0" ::"r"(m));
+}
+#else
+#define FP_FLUSH_BITS 0u
+typedef unsigned int fp_mode_t;
+static fp_mode_t fp_mode_get(void)
+{
+    return 0;
+}
+static void fp_mode_set(fp_mode_t m)
+{
+    (void)m;
+}
+#endif
 
 uint32_t gpuport_acc_op_of(int type)
 {
@@ -80,18 +127,14 @@ static void add_bf16(uint16_t *p, float x)
     while (!__atomic_compare_exchange_n(p, &old, next, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
 }
 
-void gpuport_acc_apply(void *dst, const void *src, uint64_t size, uint32_t op)
+/* The float loops, in a call of their own so that their arithmetic stays
+ * between the mode switches around it. */
+__attribute__((noinline)) static void acc_floats(void *dst, const void *src, uint64_t size,
+                                                 uint32_t op)
 {
     const unsigned char *s = src;
 
     switch (op) {
-    case GPUPORT_OP_ACC_INT64:
-        for (uint64_t i = 0; i + 8 <= size; i += 8) {
-            uint64_t v;
-            memcpy(&v, s + i, 8);
-            __atomic_fetch_add((uint64_t *)((char *)dst + i), v, __ATOMIC_RELEASE);
-        }
-        return;
     case GPUPORT_OP_ACC_FLOAT32:
         for (uint64_t i = 0; i + 4 <= size; i += 4) {
             float v;
@@ -107,4 +150,25 @@ void gpuport_acc_apply(void *dst, const void *src, uint64_t size, uint32_t op)
         }
         return;
     }
+}
+
+void gpuport_acc_apply(void *dst, const void *src, uint64_t size, uint32_t op)
+{
+    const unsigned char *s = src;
+    fp_mode_t mode;
+
+    if (op == GPUPORT_OP_ACC_INT64) {
+        for (uint64_t i = 0; i + 8 <= size; i += 8) {
+            uint64_t v;
+            memcpy(&v, s + i, 8);
+            __atomic_fetch_add((uint64_t *)((char *)dst + i), v, __ATOMIC_RELEASE);
+        }
+        return;
+    }
+    mode = fp_mode_get();
+    if (mode & FP_FLUSH_BITS)
+        fp_mode_set(mode & ~(fp_mode_t)FP_FLUSH_BITS);
+    acc_floats(dst, src, size, op);
+    if (mode & FP_FLUSH_BITS) /* the flags the adds raised stay, as without the mode */
+        fp_mode_set(fp_mode_get() | (mode & FP_FLUSH_BITS));
 }

@@ -3,7 +3,9 @@
  * each element one atomic read-modify-write, so that adds from the proxy,
  * the flusher, a tcp receiver and the peer's kernels (red.add through a
  * mapping of the same memory) never lose one another's. Floats round to
- * nearest even in their own type, as the GPU's red.add does.
+ * nearest even in their own type, as the GPU's red.add does, and keep
+ * subnormals whatever floating-point mode (flush to zero, denormals are
+ * zero) the calling thread is in.
  */
 #ifndef GPUPORT_ACCUMULATE_H
 #define GPUPORT_ACCUMULATE_H

@@ -51,7 +51,8 @@ typedef struct gpuport_chan_state {
  * its transport had no room) at most; past it the FIFO waits. Host pushes
  * wait for the channel's own room once half of it is used (chan_push.c), so
  * a host thread that keeps pushing into a stuck channel waits, and times
- * out, on its own. */
+ * out, on its own; closes and flushes never wait (the half left is their
+ * room), so a destroy always drains. */
 #define GPUPORT_PARK_MAX 4096u
 #define GPUPORT_PARK_HOST_MAX (GPUPORT_PARK_MAX / 2)
 

@@ -607,8 +607,9 @@ GPUPORT_API gpuport_status_t gpuport_channel_create_all(gpuport_comm_t comm, gpu
 /**
  * Destroys a channel, from either side, at any time.
  *
- * Tells the peer (after this side's earlier operations), waits for them to
- * complete, and returns once the peer can write nothing more into this
+ * Tells the peer (after this side's earlier operations, however many wait
+ * at the proxy for room at the transport: the close never waits for room
+ * to be queued behind them), waits for them to complete, and returns once the peer can write nothing more into this
  * side's regions: on one host the peer's proxy has stopped the channel and
  * drained it; over a network the peer has answered that its side is
  * stopped, and this side's receiver drops what still arrives. From then on the peer's operations on
@@ -748,7 +749,8 @@ GPUPORT_API int gpuport_peer_channel_stores(gpuport_peer_channel_t channel);
  * put, signal and their combinations return once the trigger is queued; the
  * proxy carries out a channel's operations in the order each producer
  * queued them. Offsets are relative to the start of the registered regions.
- * They first check the channel: a channel in error returns its error (see
+ * They check their arguments first (a bad one is reported whatever the
+ * channel's state), then the channel: a channel in error returns its error (see
  * gpuport_channel_status), and one whose peer has closed its side returns
  * GPUPORT_ERR_CLOSED, one whose peer failed its side GPUPORT_ERR_PEER,
  * nothing queued, and the channel keeps that status. All of them, flush,
@@ -764,8 +766,9 @@ GPUPORT_API int gpuport_peer_channel_stores(gpuport_peer_channel_t channel);
  * - GPUPORT_ERR_TIMEOUT: the FIFO stayed full for GPUPORT_TIMEOUT_MS (the
  *   proxy is stuck), or this channel's transport had no room for that long:
  *   its operations wait at the proxy apart from the other channels', and
- *   once 2,048 wait, its calls wait for room; the channel then fails alone
- *   with this status, and the communicator's other channels go on.
+ *   once 2,048 wait, its calls wait for room (a flush does not: it waits
+ *   behind them); the channel then fails alone with this status, and the
+ *   communicator's other channels go on.
  * @{
  */
 
@@ -937,7 +940,8 @@ GPUPORT_API const char *gpuport_channel_transport(gpuport_channel_t ch);
  * pushed after an accumulate sees the sum.
  *
  * Floating-point sums: each add rounds once, to nearest even, in the element's
- * type (float32 or bfloat16; no denormal flushing on the host); adds from
+ * type (float32 or bfloat16; no denormal flushing on the host, whatever
+ * flush-to-zero mode the application's threads set); adds from
  * several ranks land in any order, so a sum of k terms differs from the sum
  * in a fixed order by at most (k - 1) * u * (sum of |terms|), u = 2^-24 for
  * float32 and 2^-8 for bfloat16.

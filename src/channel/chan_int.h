@@ -89,9 +89,10 @@ static inline int chan_host_settled(gpuport_channel_t ch)
     return (done & ~GPUPORT_FLUSHED_FAILED) >= last;
 }
 
-/* chan_push.c: what every host operation checks first: a live handle, a
- * healthy channel, a peer that has not closed or failed its side (the
- * channel then takes that status); GPUPORT_OK or the refusal, logged. */
+/* chan_push.c: what every host operation checks once its arguments are
+ * found good (a bad argument is reported first): a live handle, a healthy
+ * channel, a peer that has not closed or failed its side (the channel then
+ * takes that status); GPUPORT_OK or the refusal, logged. */
 gpuport_status_t chan_usable(gpuport_channel_t ch);
 /* chan_push.c: a get, atomic_add or accumulate carried out by the calling
  * thread (GPUPORT_HOST_INLINE, where the transport allows it and the

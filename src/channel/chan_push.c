@@ -3,9 +3,9 @@
  * _signal, _put_with_signal, _put_value and _put_value_with_signal, and the
  * pushes into the host FIFO that they, flush and destroy make
  * (gpuport_channel_push, _push_value: internal.h). What every operation
- * checks first is here too: a live handle (chan_int.h), a healthy channel,
- * a peer that has not closed its side, and the offsets by the one range
- * rule of gpuport_trigger.h; a refused operation queues nothing.
+ * checks first is here too, in this order: a live handle (chan_int.h), the
+ * offsets by the one range rule of gpuport_trigger.h, a healthy channel, a
+ * peer that has not closed its side; a refused operation queues nothing.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
 #include <unistd.h>
@@ -48,8 +48,9 @@ static void fifo_full(gpuport_channel_t ch)
 }
 
 /* A channel whose transport has had no room holds many triggers parked at
- * the proxy (proxy_park.c): its host pushes wait for the channel's own
- * room, bounded, instead of filling the FIFO that every channel shares. */
+ * the proxy (proxy_park.c): its host operations wait for the channel's own
+ * room, bounded, instead of filling the FIFO that every channel shares.
+ * Closes and flushes do not (gpuport_channel_push). */
 static gpuport_status_t park_room(gpuport_channel_t ch)
 {
     gpuport_pchan_t *pc = ch->pchan;
@@ -86,9 +87,16 @@ gpuport_status_t gpuport_channel_push(gpuport_channel_t ch, uint32_t op, uint64_
 
     if (atomic_load_explicit(&comm->proxy.stop, memory_order_acquire))
         return GPUPORT_ERR_SHUTDOWN;
-    status = park_room(ch);
-    if (status)
-        return status;
+    /* A close or a flush moves no data and joins the park behind the
+     * channel's triggers at the cost of one entry: it never waits for room.
+     * Destroy's drain starts with them; one that waited here could end in
+     * the channel's error, and destroy would release the channel without
+     * its flush, the peer's answer or the end of the work it posted. */
+    if (op != GPUPORT_OP_CLOSE && op != GPUPORT_OP_FLUSH) {
+        status = park_room(ch);
+        if (status)
+            return status;
+    }
     if (gpuport_trigger_needs_ext(src_off, dst_off, size))
         gpuport_trigger_encode_ext(&t[n++], ch->id, src_off, dst_off, size);
     gpuport_trigger_encode(&t[n++], op, ch->id, src_off, dst_off, size);
@@ -335,18 +343,23 @@ static gpuport_status_t push_rest(gpuport_channel_t ch, int done, uint32_t op, u
                                                                &pos);
 }
 
+/* The arguments first, then the channel (chan_usable): a call with a bad
+ * argument says so whatever state the channel or its peer is in. */
 static gpuport_status_t push_op(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
                                 uint64_t src_off, uint64_t size)
 {
-    gpuport_status_t status = chan_usable(ch);
+    gpuport_status_t status;
 
-    if (status)
-        return status;
+    if (!chan_ok(ch))
+        return chan_stale("gpuport_channel_put/signal", ch);
     if (op == GPUPORT_OP_PUT || op == GPUPORT_OP_PUT_SIGNAL) {
         status = check_put(ch, dst_off, src_off, size);
         if (status)
             return status;
     }
+    status = chan_usable(ch);
+    if (status)
+        return status;
     return push_rest(ch, try_inline(ch, op, dst_off, src_off, size, 0), op, dst_off, src_off,
                      size, 0);
 }
@@ -371,10 +384,13 @@ gpuport_status_t gpuport_channel_put_with_signal(gpuport_channel_t ch, uint64_t 
 static gpuport_status_t push_value(gpuport_channel_t ch, uint32_t op, uint64_t dst_off,
                                    uint64_t value)
 {
-    gpuport_status_t status = chan_usable(ch);
+    gpuport_status_t status;
 
+    if (!chan_ok(ch))
+        return chan_stale("gpuport_channel_put_value", ch);
+    status = check_value(ch, dst_off);
     if (!status)
-        status = check_value(ch, dst_off);
+        status = chan_usable(ch);
     if (status)
         return status;
     return push_rest(ch, try_inline(ch, op, dst_off, 0, 8, value), op, dst_off, 0, 8, value);

@@ -1,27 +1,31 @@
 /*
  * gpuport_channel_get, _atomic_add and _accumulate: checked here by the rules
  * the proxy applies too (gpuport_rma_check: ranges, alignment, element type,
- * what the channel's transport can carry), refused with a message and
- * nothing queued, else pushed into the host FIFO like a put. The proxy hands
- * them to the transport in the channel's order.
+ * what the channel's transport can carry), before the channel's state (a bad
+ * argument is reported as such on a closed or failed channel too), refused
+ * with a message and nothing queued, else pushed into the host FIFO like a
+ * put. The proxy hands them to the transport in the channel's order.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
 #include "accumulate.h"
 #include "chan_int.h"
 
+/* As the other operations (chan_push.c): a live handle, the arguments, then
+ * the channel's and its peer's state. */
 static gpuport_status_t push_rma(gpuport_channel_t ch, const gpuport_op_desc_t *d)
 {
-    gpuport_status_t status = chan_usable(ch);
+    gpuport_status_t status;
     char msg[400];
     uint64_t pos;
 
-    if (status)
-        return status;
     status = gpuport_rma_check(&ch->pchan->tl, ch->pchan->ops, d, msg, sizeof(msg));
     if (status) {
         log_error("channel %u (to rank %d): %s; nothing was queued", ch->id, ch->peer, msg);
         return status;
     }
+    status = chan_usable(ch);
+    if (status)
+        return status;
     if (d->size > 0 && chan_try_inline_rma(ch, d))
         return GPUPORT_OK;
     if (gpuport_trigger_is_value(d->op))
@@ -34,6 +38,8 @@ gpuport_status_t gpuport_channel_get(gpuport_channel_t ch, uint64_t dst_off, uin
 {
     gpuport_op_desc_t d = {GPUPORT_OP_GET, 0, src_off, dst_off, size, 0};
 
+    if (!chan_ok(ch))
+        return chan_stale("gpuport_channel_get", ch);
     return push_rma(ch, &d);
 }
 
@@ -41,6 +47,8 @@ gpuport_status_t gpuport_channel_atomic_add(gpuport_channel_t ch, uint64_t dst_o
 {
     gpuport_op_desc_t d = {GPUPORT_OP_ATOMIC_ADD, 0, 0, dst_off, 8, (uint64_t)value};
 
+    if (!chan_ok(ch))
+        return chan_stale("gpuport_channel_atomic_add", ch);
     return push_rma(ch, &d);
 }
 
@@ -51,12 +59,10 @@ gpuport_status_t gpuport_channel_accumulate(gpuport_channel_t ch, uint64_t dst_o
     uint32_t op = gpuport_acc_op_of((int)type);
     uint32_t elem = gpuport_acc_elem_size(op);
     gpuport_op_desc_t d = {op, 0, src_off, dst_off, 0, 0};
-    gpuport_status_t status;
 
+    if (!chan_ok(ch))
+        return chan_stale("gpuport_channel_accumulate", ch);
     if (!op) {
-        status = chan_usable(ch);
-        if (status)
-            return status;
         log_error("channel %u (to rank %d): accumulate of element type %d, which is not a "
                   "gpuport_dtype_t (GPUPORT_INT64, _UINT64, _FLOAT32, _BFLOAT16); nothing was "
                   "queued",
@@ -64,9 +70,6 @@ gpuport_status_t gpuport_channel_accumulate(gpuport_channel_t ch, uint64_t dst_o
         return GPUPORT_ERR_INVALID_ARG;
     }
     if (count > GPUPORT_TRIGGER_SIZE_MAX / elem) {
-        status = chan_usable(ch);
-        if (status)
-            return status;
         log_error("channel %u (to rank %d): accumulate of %llu elements, more than a trigger "
                   "carries; nothing was queued",
                   ch->id, ch->peer, (unsigned long long)count);

@@ -19,7 +19,7 @@
  *              (k - 1) * u * sum |x| of the sum in rank order
  *   refused    bad offsets, sizes, counts, types and alignments: each refused
  *              with its status, nothing queued, the channel healthy, the
- *              peer's memory untouched (read back by get)
+ *              peer's whole region untouched (read back by get)
  *   private    a destination of malloc'd memory: get works on every
  *              transport; adds work where the transport can add into it
  *              (tcp's receiver) and are refused, named, over shm (cross-
@@ -51,6 +51,8 @@
 #define A_UINT64 (A_INT64 + AREA)
 #define A_F32 (A_UINT64 + AREA)
 #define A_BF16 (A_F32 + AREA)
+/* where some refused calls aim (refused_on) */
+#define REFUSED_DEEP (48 * MIB)
 
 static gpuport_comm_t g_comm;
 static unsigned char *g_src, *g_dst;
@@ -346,9 +348,15 @@ static int refused_on(gpuport_channel_t ch, int peer)
                    GPUPORT_ERR_INVALID_ARG);
     REQUIRE_STATUS(gpuport_channel_accumulate(ch, 0, 1, 1, GPUPORT_BFLOAT16),
                    GPUPORT_ERR_INVALID_ARG);
+    /* deep in the region, where a refusal that still wrote would show only
+     * in the whole region's read-back below */
+    REQUIRE_STATUS(gpuport_channel_atomic_add(ch, REFUSED_DEEP + 4, 1), GPUPORT_ERR_INVALID_ARG);
+    REQUIRE_STATUS(gpuport_channel_accumulate(ch, REFUSED_DEEP + 2, 64, 1, GPUPORT_FLOAT32),
+                   GPUPORT_ERR_INVALID_ARG);
     memset(g_src, 0, 64); /* zeros: the peer's bytes stay as they are */
+    memset(g_src + 64, 0x5a, 64); /* what the refused adds below would add */
     REQUIRE_STATUS(gpuport_channel_accumulate(ch, 8, 0, 3, GPUPORT_INT64), GPUPORT_OK);
-    REQUIRE_STATUS(gpuport_channel_accumulate(ch, REGION - 8, 0, 2, GPUPORT_INT64),
+    REQUIRE_STATUS(gpuport_channel_accumulate(ch, REGION - 8, 64, 2, GPUPORT_INT64),
                    GPUPORT_ERR_OUT_OF_RANGE);
     REQUIRE_STATUS(gpuport_channel_accumulate(ch, 0, 0, UINT64_MAX / 2, GPUPORT_FLOAT32),
                    GPUPORT_ERR_OUT_OF_RANGE);
@@ -360,10 +368,10 @@ static int refused_on(gpuport_channel_t ch, int peer)
     REQUIRE_STATUS(gpuport_channel_wait_all(&ch, -1), GPUPORT_ERR_INVALID_ARG);
     REQUIRE_STATUS(gpuport_channel_flush_all(NULL, 2), GPUPORT_ERR_INVALID_ARG);
     REQUIRE_OK(gpuport_channel_wait_all(&ch, 0));
-    /* the peer's region: its pattern everywhere but the three int64s at 8,
-     * which the one good accumulate above added zeros to (the source's
-     * first 24 bytes are zero) */
-    TRY(get_one(ch, peer, 0, 0, 1 * MIB));
+    /* the peer's whole region: its pattern everywhere, the three int64s at
+     * 8 included, which the one good accumulate above added zeros to (the
+     * source's first 24 bytes are zero) */
+    TRY(get_one(ch, peer, 0, 0, REGION));
     return 0;
 }
 
@@ -479,7 +487,7 @@ static const scenario_t scenarios[] = {
     {"get", run_get, "get 1 B .. --max-get at odd offsets, every byte compared"},
     {"atomic", run_atomic, "every rank adds to two counters at once: exact totals"},
     {"accumulate", run_accumulate, "int64, uint64, float32, bfloat16 vectors summed, signal"},
-    {"refused", run_refused, "bad input refused with its status, peer memory untouched"},
+    {"refused", run_refused, "bad input refused with its status, the peer's whole region untouched"},
     {"private", run_private, "get from malloc'd memory; adds where the transport can"},
 };
 

@@ -6,8 +6,9 @@
  *   - registrations of memory that is not there (a range that wraps, runs
  *     past a gpuport_mem_alloc block, or is not mapped), and of nothing;
  *   - a peer that destroyed its side and deregistered: this side's later
- *     operations fail (GPUPORT_ERR_CLOSED) and nothing lands in the
- *     released memory; memory in
+ *     operations fail (GPUPORT_ERR_CLOSED), those with a bad argument
+ *     report the argument first, and nothing lands in the released
+ *     memory; memory in
  *     use by a live channel cannot be deregistered or freed;
  *   - handles used after destroy (twice destroyed, deregistered, ...), and
  *     how many dead handles are kept;
@@ -191,9 +192,31 @@ static int registrations(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
 
 /* ---- a peer that released its memory ---- */
 
+/* Calls with a bad argument on a channel whose peer has closed its side:
+ * each reports its argument, not the close (nothing is queued either way). */
+static void bad_args_first(gpuport_channel_t ch, uint64_t region)
+{
+    CHECK_STATUS(gpuport_channel_put(ch, region, 0, 8), GPUPORT_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(gpuport_channel_put_with_signal(ch, 0, region - 4, 8), GPUPORT_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(gpuport_channel_put_value(ch, 4, 1), GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_channel_put_value_with_signal(ch, region, 1), GPUPORT_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(gpuport_channel_get(ch, region - 4, 0, 8), GPUPORT_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(gpuport_channel_atomic_add(ch, 4, 1), GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_channel_accumulate(ch, 0, 0, 0, GPUPORT_INT64), GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_channel_accumulate(ch, 0, 0, 1, (gpuport_dtype_t)99),
+                 GPUPORT_ERR_INVALID_ARG);
+    CHECK_STATUS(gpuport_channel_accumulate(ch, 0, 0, UINT64_MAX / 2, GPUPORT_FLOAT32),
+                 GPUPORT_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(gpuport_channel_accumulate(ch, region - 8, 0, 2, GPUPORT_INT64),
+                 GPUPORT_ERR_OUT_OF_RANGE);
+    CHECK_STATUS(gpuport_channel_poll(ch, NULL), GPUPORT_ERR_INVALID_ARG);
+}
+
 /* Rank 1 destroys its side and deregisters its destination; rank 0's
  * later put_with_signal and flush fail, its wait ends, and not one byte
- * lands in rank 1's released destination (kept allocated here to look). */
+ * lands in rank 1's released destination (kept allocated here to look).
+ * Rank 0's calls with a bad argument report the argument, before and after
+ * the channel has taken the close. */
 static int peer_released(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
 {
     gpuport_comm_t comm;
@@ -225,6 +248,10 @@ static int peer_released(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
     }
     CHECK_OK(bs->barrier(bs->ctx));
     if (rank == 0) {
+        /* the peer's word is here (its destroy waited for this side's
+         * answer to it) */
+        CHECK_STATUS(gpuport_channel_status(ch), GPUPORT_ERR_CLOSED);
+        bad_args_first(ch, 64 * KIB);
         /* refused now, or by the proxy: the flush says so either way, and
          * every call says the peer closed its side (it did not fail) */
         st = gpuport_channel_put_with_signal(ch, 0, 0, 4096);
@@ -234,6 +261,9 @@ static int peer_released(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
         CHECK_STATUS(gpuport_channel_status(ch), GPUPORT_ERR_CLOSED);
         CHECK_STATUS(gpuport_channel_wait(ch), GPUPORT_ERR_CLOSED);
         CHECK_STATUS(gpuport_channel_put(ch, 0, 0, 8), GPUPORT_ERR_CLOSED);
+        CHECK_STATUS(gpuport_channel_get(ch, 0, 0, 8), GPUPORT_ERR_CLOSED);
+        CHECK_STATUS(gpuport_channel_accumulate(ch, 0, 0, 1, GPUPORT_INT64), GPUPORT_ERR_CLOSED);
+        bad_args_first(ch, 64 * KIB);
         CHECK_OK(gpuport_channel_destroy(ch));
     }
     CHECK_OK(bs->barrier(bs->ctx));

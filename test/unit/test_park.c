@@ -12,7 +12,22 @@
  * its peer sees the failure, and B goes on.
  * Without parking the pushes into A time out on the full FIFO and B's
  * ping-pong stops.
+ *
+ * Destroy with GPUPORT_PARK_HOST_MAX (2,048) triggers parked, two ranks:
+ *  - drains: rank 0's destroy of A, blocked, must not wait for room (host
+ *    operations do past that count): its close and flush join the park at
+ *    once (2,050 parked) and destroy waits for them; once A has room, all
+ *    2,048 puts are carried out, destroy returns GPUPORT_OK, and rank 1
+ *    finds the last put's bytes, then the close;
+ *  - the peer closes meanwhile: rank 1 destroys its side of A while rank
+ *    0's destroy waits behind the parked puts; A fails (closed), its puts
+ *    are not carried out, and rank 0's destroy still drains (the failed
+ *    channel's flush, the peer's answer) and returns GPUPORT_OK.
+ * When the close waited for room instead, it was never seen parked; and
+ * where the channel failed while it waited, destroy returned the channel's
+ * error, releasing the channel without its drain.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,9 +130,9 @@ static double ping_pong(side_t *b, int initiator, int rounds)
 
 /* src of rank 0's channel A: 8 bytes at 8 * i hold i, so each put of
  * 8 * i to destination 0 leaves its own number there */
-static void number_source(unsigned char *src)
+static void number_source(unsigned char *src, uint64_t n)
 {
-    for (uint64_t i = 0; i < NPUT; i++)
+    for (uint64_t i = 0; i < n; i++)
         for (int k = 0; k < 8; k++)
             src[8 * i + (uint64_t)k] = (unsigned char)(i >> (8 * k));
 }
@@ -136,7 +151,7 @@ static int parked_then_delivered(int rank, int size, gpuport_bootstrap_t *bs, vo
         side_open(comm, 0, 1, &a);
         side_open(comm, 0, 1, &a2);
         side_open(comm, 0, 2, &b);
-        number_source(a.src);
+        number_source(a.src, NPUT);
         open_rate = ping_pong(&b, 1, ROUNDS);
         loop_block(0, a.ch->id);
         for (uint64_t i = 0; i < NPUT; i++)
@@ -237,6 +252,141 @@ static int stuck_times_out(int rank, int size, gpuport_bootstrap_t *bs, void *ar
     return 0;
 }
 
+/* Rank 0's channel A blocked, GPUPORT_PARK_HOST_MAX puts (put i leaves
+ * number i at destination 0) pushed and parked. */
+static void fill_park(side_t *a)
+{
+    double t0;
+
+    CHECK(GPUPORT_PARK_HOST_MAX * 8 <= REGION);
+    number_source(a->src, GPUPORT_PARK_HOST_MAX);
+    loop_block(0, a->ch->id);
+    for (uint64_t i = 0; i < GPUPORT_PARK_HOST_MAX; i++)
+        CHECK_OK(gpuport_channel_put(a->ch, 0, 8 * i, 8));
+    t0 = now_s();
+    while (atomic_load(&a->ch->pchan->parked) < GPUPORT_PARK_HOST_MAX && now_s() - t0 < 30)
+        usleep(1000);
+    CHECK_MSG(atomic_load(&a->ch->pchan->parked) == GPUPORT_PARK_HOST_MAX, "%u parked",
+              atomic_load(&a->ch->pchan->parked));
+}
+
+typedef struct destroyer {
+    side_t *side;
+    gpuport_status_t status;
+    _Atomic int done;
+} destroyer_t;
+
+static void *destroy_main(void *arg)
+{
+    destroyer_t *d = arg;
+
+    d->status = gpuport_channel_destroy(d->side->ch);
+    atomic_store(&d->done, 1);
+    return NULL;
+}
+
+static void side_free(side_t *s)
+{
+    CHECK_OK(gpuport_mem_deregister(s->msrc));
+    CHECK_OK(gpuport_mem_deregister(s->mdst));
+    free(s->src);
+    free(s->dst);
+}
+
+static _Atomic uint64_t drained_puts; /* rank 0's count, for rank 1 */
+
+static int destroy_drains(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
+{
+    gpuport_comm_t comm;
+    side_t a;
+
+    (void)size;
+    (void)arg;
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    if (rank == 0) {
+        uint64_t puts0 = atomic_load(&loop_stats.puts);
+        destroyer_t d = {&a, GPUPORT_ERR_INTERNAL, 0};
+        pthread_t t;
+        double t0;
+        side_open(comm, 0, 1, &a);
+        fill_park(&a);
+        atomic_store(&drained_puts, GPUPORT_PARK_HOST_MAX);
+        CHECK(pthread_create(&t, NULL, destroy_main, &d) == 0);
+        /* its close and flush join the park, room or not */
+        t0 = now_s();
+        while (atomic_load(&a.ch->pchan->parked) < GPUPORT_PARK_HOST_MAX + 2 && now_s() - t0 < 20)
+            usleep(1000);
+        CHECK_MSG(atomic_load(&a.ch->pchan->parked) == GPUPORT_PARK_HOST_MAX + 2,
+                  "destroy's close and flush were not parked behind A's %u puts within 20 s "
+                  "(%u parked)",
+                  GPUPORT_PARK_HOST_MAX, atomic_load(&a.ch->pchan->parked));
+        /* nothing of A is carried out, and destroy waits for it */
+        CHECK(atomic_load(&loop_stats.puts) == puts0);
+        CHECK(atomic_load(&d.done) == 0);
+        loop_block(-1, 0);
+        CHECK(pthread_join(t, NULL) == 0);
+        CHECK_OK(d.status);
+        CHECK_MSG(atomic_load(&loop_stats.puts) - puts0 == GPUPORT_PARK_HOST_MAX,
+                  "%llu puts carried out",
+                  (unsigned long long)(atomic_load(&loop_stats.puts) - puts0));
+        CHECK_OK(bs->barrier(bs->ctx)); /* 1: rank 0's destroy returned */
+        side_free(&a);
+    } else {
+        side_open(comm, 1, 0, &a);
+        /* no signal: the close comes after every put */
+        CHECK_STATUS(gpuport_channel_wait(a.ch), GPUPORT_ERR_CLOSED);
+        CHECK_OK(bs->barrier(bs->ctx)); /* 1 */
+        CHECK_MSG(word_at(a.dst) == atomic_load(&drained_puts) - 1, "A's destination holds %llu",
+                  (unsigned long long)word_at(a.dst));
+        side_close(&a, GPUPORT_OK);
+    }
+    CHECK_OK(gpuport_comm_destroy(comm));
+    return 0;
+}
+
+/* Rank 1 closes its side of A while rank 0's destroy of A waits behind
+ * the 2,048 parked puts: the channel fails (closed by the peer), the puts
+ * are not carried out, and the destroy still drains (the failed channel's
+ * flush, the peer's answer) and returns GPUPORT_OK. */
+static int destroy_peer_closes(int rank, int size, gpuport_bootstrap_t *bs, void *arg)
+{
+    gpuport_comm_t comm;
+    side_t a;
+
+    (void)size;
+    (void)arg;
+    CHECK_OK(gpuport_comm_create(bs, &comm));
+    if (rank == 0) {
+        uint64_t puts0 = atomic_load(&loop_stats.puts);
+        destroyer_t d = {&a, GPUPORT_ERR_INTERNAL, 0};
+        pthread_t t;
+        double t0;
+        side_open(comm, 0, 1, &a);
+        fill_park(&a);
+        CHECK(pthread_create(&t, NULL, destroy_main, &d) == 0);
+        t0 = now_s();
+        while (atomic_load(&a.ch->pchan->parked) < GPUPORT_PARK_HOST_MAX + 2 && now_s() - t0 < 20)
+            usleep(1000);
+        CHECK_MSG(atomic_load(&a.ch->pchan->parked) == GPUPORT_PARK_HOST_MAX + 2, "%u parked",
+                  atomic_load(&a.ch->pchan->parked));
+        CHECK(atomic_load(&d.done) == 0);
+        CHECK_OK(bs->barrier(bs->ctx)); /* 1: rank 1 may close its side */
+        CHECK(pthread_join(t, NULL) == 0);
+        CHECK_OK(d.status);
+        CHECK(atomic_load(&loop_stats.puts) == puts0); /* refused after the close */
+        loop_block(-1, 0);
+        side_free(&a);
+    } else {
+        side_open(comm, 1, 0, &a);
+        CHECK_OK(bs->barrier(bs->ctx)); /* 1 */
+        CHECK_OK(gpuport_channel_destroy(a.ch));
+        CHECK(word_at(a.dst) == 0xeeeeeeeeeeeeeeeeull);
+        side_free(&a);
+    }
+    CHECK_OK(gpuport_comm_destroy(comm));
+    return 0;
+}
+
 static int capturing;
 
 static void show_capture(void)
@@ -268,5 +418,12 @@ int main(void)
                   strstr(log, "(to rank 1)"),
               "log: %s", log);
     printf("a channel without room fails on its own: ok\n");
+
+    unsetenv("GPUPORT_TIMEOUT_MS");
+    CHECK(local_run(2, destroy_drains, NULL) == 0);
+    printf("destroy with %u triggers parked drains them: ok\n", GPUPORT_PARK_HOST_MAX);
+
+    CHECK(local_run(2, destroy_peer_closes, NULL) == 0);
+    printf("a channel whose peer closes while its destroy drains is released: ok\n");
     return 0;
 }
