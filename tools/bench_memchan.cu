@@ -9,7 +9,9 @@
  *  - 8 B ping-pong round trip: by signal (put_with_signal + wait), by
  *    packet (put_packets + read_packets, a flag per round), the floor (a
  *    release store of the round into the peer's flag, an acquire poll on
- *    its own), and the port channel's put_with_signal + wait;
+ *    its own), the port channel's put_with_signal + wait, and a peer
+ *    channel's (gpuport_peer_put_with_signal + gpuport_peer_wait over the
+ *    same regions: its store path);
  *  - 64 B put + signal rate at 1, 8 and 64 warps (each warp puts 64 B at
  *    its own place, then one lane signals), the floor (the same stores, a
  *    system fence and an atomic add on a counter in the peer's memory), and
@@ -99,6 +101,21 @@ static __global__ void k_mc_pingpong(gpuport_memory_channel_dev_t ch, int mode, 
             }
         }
     }
+    *ns = gpuport_dev_now_ns() - t0;
+    *rc = st;
+}
+
+/* The 8 B ping-pong over a peer channel (its store path here). */
+static __global__ void k_peer_pingpong(gpuport_peer_channel_dev_t ch, int first, int iters,
+                                       uint64_t *ns, int *rc)
+{
+    uint64_t t0 = gpuport_dev_now_ns();
+    int st = 0;
+
+    for (int i = 1; i <= iters && !st; i++)
+        for (int turn = 0; turn < 2 && !st; turn++)
+            st = (turn == 0) == (first != 0) ? gpuport_peer_put_with_signal(&ch, 64, 64, 8)
+                                             : gpuport_peer_wait(&ch);
     *ns = gpuport_dev_now_ns() - t0;
     *rc = st;
 }
@@ -229,6 +246,22 @@ static double pingpong(state_t *st, mc_t *m, int mode, int iters, int *bad_p)
     return ns / 1e3 / iters;
 }
 
+static double peer_pingpong(state_t *st, const gpuport_peer_channel_dev_t *dev, int iters,
+                            int *bad_p)
+{
+    const bench_gpu_env_t *env = st->env;
+    uint64_t ns = 0;
+    int rc = 0;
+
+    env->barrier(env->ctx);
+    k_peer_pingpong<<<1, 1, 0, st->s>>>(*dev, env->rank < env->peer, iters, st->d_ns, st->d_rc);
+    if (bench_wait(st->s, st->d_ns, &ns, st->d_rc, &rc))
+        return -1;
+    env->barrier(env->ctx);
+    *bad_p |= rc != 0;
+    return ns / 1e3 / iters;
+}
+
 static double port_pingpong(state_t *st, int iters, int *bad_p)
 {
     const bench_gpu_env_t *env = st->env;
@@ -341,17 +374,29 @@ int bench_memchan(state_t *st)
 
     {
         int n = st->shared && !mps ? scaled(env, 50) : iters;
+        gpuport_peer_channel_t pc;
+        gpuport_peer_channel_dev_t pdev;
+        GK(gpuport_peer_channel_create(env->comm, env->peer, m.msrc, m.mdst, &pc));
+        GK(gpuport_peer_channel_device(pc, &pdev));
         double sig = pingpong(st, &m, PP_SIGNAL, n, &bad);
         double pkt = pingpong(st, &m, PP_PACKET, n, &bad);
         double raw = pingpong(st, &m, PP_RAW, n, &bad);
         double port = port_pingpong(st, n, &bad);
-        if (sig < 0 || pkt < 0 || raw < 0 || port < 0)
+        double peer = peer_pingpong(st, &pdev, n, &bad);
+        env->barrier(env->ctx);
+        GK(gpuport_peer_channel_destroy(pc));
+        if (sig < 0 || pkt < 0 || raw < 0 || port < 0 || peer < 0)
             return -1;
         if (env->report) {
-            printf("  8 B ping-pong round trip (%d, mean)      %10s %10s %10s %10s\n", n,
-                   "signal", "packet", "floor", "port ch.");
-            printf("  %-41s %7.2f us %7.2f us %7.2f us %7.2f us   packet %.2fx the floor%s\n",
-                   "", sig, pkt, raw, port, raw > 0 ? pkt / raw : 0.0, bad ? "  ERROR" : "");
+            printf("  8 B ping-pong round trip (%d, mean)      %10s %10s %10s %10s %10s\n", n,
+                   "signal", "packet", "floor", "port ch.", "peer ch.");
+            printf("  %-41s %7.2f us %7.2f us %7.2f us %7.2f us %7.2f us   packet %.2fx the "
+                   "floor%s\n",
+                   "", sig, pkt, raw, port, peer, raw > 0 ? pkt / raw : 0.0,
+                   bad ? "  ERROR" : "");
+            bench_out_value("peer_pingpong", 8, "latency", "us", "mean", peer, n,
+                            "raw release-store ping-pong through the same mapping", raw,
+                            bad ? 0 : -1);
             bench_out_value("memchan_pingpong_signal", 8, "latency", "us", "mean", sig, n,
                             "raw release-store ping-pong through the same mapping", raw,
                             bad ? 0 : -1);
