@@ -6,8 +6,9 @@
  * as plain data; pass it to kernels by value or in device memory. The calls
  * are gpuport_put, gpuport_signal, gpuport_put_with_signal,
  * gpuport_put_value, gpuport_put_value_with_signal, gpuport_get,
- * gpuport_atomic_add, gpuport_accumulate, gpuport_flush, gpuport_wait and
- * gpuport_poll (and the gpuport_memory_* calls of memory channels, below);
+ * gpuport_atomic_add, gpuport_accumulate, gpuport_flush, gpuport_wait,
+ * gpuport_poll, gpuport_wait_until and gpuport_signal_count (and the
+ * gpuport_memory_* calls of memory channels, below);
  * the gpuport_dev_* and gpuport_mdev_* functions, in gpuport_device_impl.h,
  * are their implementation, not API (they may change in any release). Each
  * call returns an int: GPUPORT_OK (0) or a negative gpuport_status_t value;
@@ -502,6 +503,50 @@ GPUPORT_DEV int gpuport_wait(const gpuport_port_channel_dev_t *ch)
     }
 }
 
+/** Waits until the channel's signal count reaches `value`, up to the time
+ *  limit: gpuport_channel_wait_until for kernels (the same counts and
+ *  rules), what a sequence-numbered exchange waits on. The signal count is
+ *  the signals this side received on the channel since its creation; it
+ *  only grows. Device waits share one consumed count per channel (device
+ *  memory, apart from the host's): gpuport_wait and gpuport_poll raise it
+ *  by one signal each; this call raises it to `value` where it was lower
+ *  (never down), so a later gpuport_wait takes signal value + 1 first. Any
+ *  number of threads of a grid may call it at once, with the same value or
+ *  others: each returns once the count has reached its own value (every
+ *  thread of a grid that waits for round k returns at round k, none takes a
+ *  signal from another). The peer's puts before its value-th signal are
+ *  then in this rank's destination, for the calling thread. value 0
+ *  returns at once.
+ *  @retval GPUPORT_OK the count is value or more; the consumed count is at least value
+ *  @retval GPUPORT_ERR_CLOSED the peer closed its side in order, the count below value
+ *  @retval GPUPORT_ERR_PEER the peer failed or exited, the count below value
+ *  @retval GPUPORT_ERR_TIMEOUT the count stayed below value past the time limit
+ *          (printed with the channel, the value and the count; nothing consumed)
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout
+ *  @retval other the channel's own error */
+GPUPORT_DEV int gpuport_wait_until(const gpuport_port_channel_dev_t *ch, uint64_t value)
+{
+    if (gpuport_dev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    return gpuport_dev_wait_until(ch, value, "channel");
+}
+
+/** Reads the channel's signal count (the signals this side received since
+ *  the channel's creation, those already taken included) without waiting
+ *  and without taking any, as gpuport_channel_signal_count does on the
+ *  host; whatever the peer's state (then the count is final).
+ *  @param ch the channel's handle
+ *  @param[out] count_p the count
+ *  @retval GPUPORT_OK *count_p is the count
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout (nothing written) */
+GPUPORT_DEV int gpuport_signal_count(const gpuport_port_channel_dev_t *ch, uint64_t *count_p)
+{
+    if (gpuport_dev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    *count_p = gpuport_dev_load_sys(ch->inbound);
+    return GPUPORT_OK;
+}
+
 /** @name Memory channels (gpuport_memory_channel_create)
  * The calling threads store into the peer's destination themselves. put,
  * put_value and put_packets are plain stores: once they return, nothing is
@@ -769,6 +814,32 @@ GPUPORT_DEV int gpuport_memory_wait(const gpuport_memory_channel_dev_t *ch)
                 return gpuport_mdev_stuck(ch, "wait for the peer's signal");
         }
     }
+}
+
+/** Waits until the channel's signal count reaches `value`, up to the time
+ *  limit, as gpuport_wait_until (the same counts, rules and statuses); the
+ *  peer's stores before its value-th signal are then visible to the
+ *  calling thread (to its group after a barrier).
+ *  @return as gpuport_wait_until */
+GPUPORT_DEV int gpuport_memory_wait_until(const gpuport_memory_channel_dev_t *ch, uint64_t value)
+{
+    if (gpuport_mdev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    return gpuport_dev_wait_until(ch, value, "memory channel");
+}
+
+/** Reads the channel's signal count without waiting and without taking
+ *  any, as gpuport_signal_count.
+ *  @param ch the channel's handle
+ *  @param[out] count_p the count
+ *  @return as gpuport_signal_count */
+GPUPORT_DEV int gpuport_memory_signal_count(const gpuport_memory_channel_dev_t *ch,
+                                            uint64_t *count_p)
+{
+    if (gpuport_mdev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    *count_p = gpuport_dev_load_sys(ch->inbound);
+    return GPUPORT_OK;
 }
 
 /** Bytes of destination that `size` bytes of data take as packets: 16 per
