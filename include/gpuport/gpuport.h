@@ -951,13 +951,19 @@ typedef enum {
 } gpuport_dtype_t;
 
 /**
- * Copies `size` bytes from the peer's destination region at dst_off into
- * this side's source region at src_off: the put's two regions, read the other
- * way. Complete (the bytes here) once a later gpuport_channel_flush returns
+ * Copies `size` bytes from the peer's destination region at peer_off into
+ * this side's source region at local_off: the put's two regions, read the
+ * other way. Complete (the bytes here) once a later gpuport_channel_flush returns
  * GPUPORT_OK; reads what the channel's earlier puts wrote there. Not ordered
  * with the peer's own stores to those bytes (synchronize with signals, as for
  * puts), nor with this side's use of its source bytes before that flush (a
  * put that sends them may read them before the get lands).
+ * @param ch a live channel
+ * @param peer_off where to read: an offset of the peer's destination region (a
+ *        put's dst_off)
+ * @param local_off where to write: an offset of this side's source region (a
+ *        put's src_off)
+ * @param size bytes
  * @retval GPUPORT_OK queued
  * @retval GPUPORT_ERR_OUT_OF_RANGE as for gpuport_channel_put (either range outside
  *         its region)
@@ -965,8 +971,8 @@ typedef enum {
  *         these regions (the message says why)
  * @retval other see the common statuses above
  */
-GPUPORT_API gpuport_status_t gpuport_channel_get(gpuport_channel_t ch, uint64_t dst_off,
-                                                 uint64_t src_off, uint64_t size);
+GPUPORT_API gpuport_status_t gpuport_channel_get(gpuport_channel_t ch, uint64_t peer_off,
+                                                 uint64_t local_off, uint64_t size);
 
 /**
  * Adds the 64-bit value (two's complement: a negative value subtracts) to the

@@ -323,10 +323,14 @@ GPUPORT_DEV int gpuport_put_value_with_signal(const gpuport_port_channel_dev_t *
 }
 
 /** Queues a copy of `size` bytes from the peer's destination region at
- *  dst_off into this side's source region at src_off, as
+ *  peer_off into this side's source region at local_off, as
  *  gpuport_channel_get: the put's two regions, read the other way. The
  *  bytes are here once a later gpuport_flush returns GPUPORT_OK; the get
  *  reads what the channel's earlier puts wrote there.
+ *  @param ch the channel's handle
+ *  @param peer_off where to read: an offset of the peer's destination region
+ *  @param local_off where to write: an offset of this side's source region
+ *  @param size bytes
  *  @retval GPUPORT_OK queued
  *  @retval GPUPORT_ERR_OUT_OF_RANGE either range outside its region (nothing queued)
  *  @retval GPUPORT_ERR_NOT_SUPPORTED the channel's transport does not carry gets
@@ -336,19 +340,19 @@ GPUPORT_DEV int gpuport_put_value_with_signal(const gpuport_port_channel_dev_t *
  *  @retval GPUPORT_ERR_CLOSED the peer had closed its side (the operation is not carried out)
  *  @retval GPUPORT_ERR_PEER the peer had failed or died (not carried out)
  *  @retval other the channel's own error (gpuport_channel_status; not carried out) */
-GPUPORT_DEV int gpuport_get(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
-                            uint64_t src_off, uint64_t size)
+GPUPORT_DEV int gpuport_get(const gpuport_port_channel_dev_t *ch, uint64_t peer_off,
+                            uint64_t local_off, uint64_t size)
 {
     uint64_t pos;
     if (gpuport_dev_layout(ch))
         return GPUPORT_ERR_VERSION; /* before the sizes of a handle it cannot read */
-    if (!gpuport_dev_put_fits(ch, dst_off, src_off, size))
+    if (!gpuport_dev_put_fits(ch, peer_off, local_off, size))
         return GPUPORT_ERR_OUT_OF_RANGE;
     if (!gpuport_dev_rma_carried(ch, GPUPORT_OP_GET))
         return GPUPORT_ERR_NOT_SUPPORTED;
     int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
-    return gpuport_dev_pushed(gpuport_dev_push_op(ch, GPUPORT_OP_GET, dst_off, src_off, size, &pos),
-                              own, peer);
+    return gpuport_dev_pushed(
+        gpuport_dev_push_op(ch, GPUPORT_OP_GET, peer_off, local_off, size, &pos), own, peer);
 }
 
 /** Queues an atomic add of value (two's complement: a negative value
@@ -620,28 +624,34 @@ GPUPORT_DEV int gpuport_memory_put_value(const gpuport_memory_channel_dev_t *ch,
     return GPUPORT_OK;
 }
 
-/** Copies `size` bytes from the peer's destination at dst_off into this
- *  rank's source region at src_off, by the calling group (thread of
+/** Copies `size` bytes from the peer's destination at peer_off into this
+ *  rank's source region at local_off, by the calling group (thread of
  *  nthreads, as gpuport_memory_put): loads from the peer's memory, stores
  *  into this rank's. The bytes are this thread's to use at once, its
  *  group's after a barrier; what the peer stored before a signal is read
  *  only after that signal was taken (see above).
+ *  @param ch the channel's handle
+ *  @param peer_off where to read: an offset of the peer's destination
+ *  @param local_off where to write: an offset of this rank's source region
+ *  @param size bytes
+ *  @param thread this thread's index in the group
+ *  @param nthreads the group's threads
  *  @retval GPUPORT_OK this thread's share is copied
  *  @retval GPUPORT_ERR_OUT_OF_RANGE the copy does not fit both regions (nothing stored)
  *  @retval GPUPORT_ERR_INVALID_ARG thread not below nthreads (nothing stored)
  *  @retval GPUPORT_ERR_VERSION a handle of another layout */
-GPUPORT_DEV int gpuport_memory_get(const gpuport_memory_channel_dev_t *ch, uint64_t dst_off,
-                                   uint64_t src_off, uint64_t size, uint32_t thread,
+GPUPORT_DEV int gpuport_memory_get(const gpuport_memory_channel_dev_t *ch, uint64_t peer_off,
+                                   uint64_t local_off, uint64_t size, uint32_t thread,
                                    uint32_t nthreads)
 {
     if (gpuport_mdev_layout(ch))
         return GPUPORT_ERR_VERSION;
-    if (!gpuport_range_fits(src_off, size, ch->src_size) ||
-        !gpuport_range_fits(dst_off, size, ch->dst_size))
+    if (!gpuport_range_fits(local_off, size, ch->src_size) ||
+        !gpuport_range_fits(peer_off, size, ch->dst_size))
         return GPUPORT_ERR_OUT_OF_RANGE;
     if (thread >= nthreads)
         return GPUPORT_ERR_INVALID_ARG;
-    gpuport_mdev_copy((unsigned char *)ch->src + src_off, ch->dst + dst_off, size, thread,
+    gpuport_mdev_copy((unsigned char *)ch->src + local_off, ch->dst + peer_off, size, thread,
                       nthreads);
     return GPUPORT_OK;
 }
