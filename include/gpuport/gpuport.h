@@ -44,7 +44,7 @@ extern "C" {
  * library's).
  * @{ */
 #define GPUPORT_VERSION_MAJOR 0 /**< major version */
-#define GPUPORT_VERSION_MINOR 1 /**< minor version */
+#define GPUPORT_VERSION_MINOR 2 /**< minor version */
 #define GPUPORT_VERSION_PATCH 0 /**< patch level */
 /** @} */
 
@@ -95,7 +95,7 @@ typedef enum {
 GPUPORT_API const char *gpuport_status_string(gpuport_status_t status);
 
 /**
- * The version this library was built as ("0.1.0"). Local; any thread.
+ * The version this library was built as ("0.2.0"). Local; any thread.
  * @return a static string
  */
 GPUPORT_API const char *gpuport_version_string(void);
