@@ -44,7 +44,7 @@ extern "C" {
  * library's).
  * @{ */
 #define GPUPORT_VERSION_MAJOR 0 /**< major version */
-#define GPUPORT_VERSION_MINOR 1 /**< minor version */
+#define GPUPORT_VERSION_MINOR 2 /**< minor version */
 #define GPUPORT_VERSION_PATCH 0 /**< patch level */
 /** @} */
 
@@ -95,7 +95,7 @@ typedef enum {
 GPUPORT_API const char *gpuport_status_string(gpuport_status_t status);
 
 /**
- * The version this library was built as ("0.1.0"). Local; any thread.
+ * The version this library was built as ("0.2.0"). Local; any thread.
  * @return a static string
  */
 GPUPORT_API const char *gpuport_version_string(void);
@@ -877,6 +877,60 @@ GPUPORT_API gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch);
 GPUPORT_API gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p);
 
 /**
+ * Waits until the channel's signal count reaches `value`: what a
+ * sequence-numbered exchange waits on (round k waits until k), in one call
+ * however many signals that is.
+ *
+ * The signal count is the number of signals this side has received on the
+ * channel since it was created (gpuport_channel_signal_count): it only
+ * grows. The consumed count is the number that host waits have taken:
+ * gpuport_channel_wait and _poll take one signal at a time, raising it by
+ * one; this call raises it to `value` where it was lower (to at least
+ * `value`, never down), so signals 1 .. value count as taken and a later
+ * wait or poll takes signal value + 1 first, whichever of the calls a
+ * program mixes on one channel. It returns at once where the count is
+ * already there (value 0, or a value a poll or wait already passed). Any
+ * number of threads may wait at once, for the same value or different ones.
+ * Host and device waits keep separate consumed counts, as for
+ * gpuport_channel_wait: consume a channel's signals on one side only.
+ * The peer's puts before its value-th signal are in this rank's
+ * destination once this returns GPUPORT_OK.
+ *
+ * @param ch a live channel
+ * @param value the signal count to wait for (signals since creation)
+ * @retval GPUPORT_OK the count is value or more; the consumed count is at least value
+ * @retval GPUPORT_ERR_CLOSED the peer closed its side in order with the count below
+ *         value (no more signals will come; reported when seen, not after the
+ *         timeout; the consumed count is unchanged)
+ * @retval GPUPORT_ERR_PEER the peer failed or exited, or its connection broke, with
+ *         the count below value (reported when seen)
+ * @retval GPUPORT_ERR_TIMEOUT the count stayed below value for GPUPORT_TIMEOUT_MS (the
+ *         message names the channel, the value and the count; nothing consumed)
+ * @retval GPUPORT_ERR_INVALID_ARG not a live channel
+ */
+GPUPORT_API gpuport_status_t gpuport_channel_wait_until(gpuport_channel_t ch, uint64_t value);
+
+/**
+ * Reads the channel's signal count without waiting and without consuming:
+ * the signals this side has received on the channel since it was created
+ * (see gpuport_channel_wait_until), those that host or device waits took
+ * included. Where the transport lets the calling thread receive
+ * (GPUPORT_HOST_INLINE), it first takes in what has arrived, as
+ * gpuport_channel_poll does.
+ *
+ * The count stays readable after the peer's close or failure, and is then
+ * final: it says how many of the peer's signals came before its end, which
+ * the waits' GPUPORT_ERR_CLOSED does not; gpuport_channel_status tells
+ * the channel's state.
+ * @param ch a live channel
+ * @param[out] count_p the signal count
+ * @retval GPUPORT_OK *count_p is the count
+ * @retval GPUPORT_ERR_INVALID_ARG not a live channel, or count_p NULL
+ */
+GPUPORT_API gpuport_status_t gpuport_channel_signal_count(gpuport_channel_t ch,
+                                                          uint64_t *count_p);
+
+/**
  * Consumes one signal from each of the n channels, taking them as they
  * arrive, in any order, within one GPUPORT_TIMEOUT_MS: what a rank does
  * after its neighbours' or peers' puts (a halo exchange, an all-to-all).
@@ -957,13 +1011,19 @@ typedef enum {
 } gpuport_dtype_t;
 
 /**
- * Copies `size` bytes from the peer's destination region at dst_off into
- * this side's source region at src_off: the put's two regions, read the other
- * way. Complete (the bytes here) once a later gpuport_channel_flush returns
+ * Copies `size` bytes from the peer's destination region at peer_off into
+ * this side's source region at local_off: the put's two regions, read the
+ * other way. Complete (the bytes here) once a later gpuport_channel_flush returns
  * GPUPORT_OK; reads what the channel's earlier puts wrote there. Not ordered
  * with the peer's own stores to those bytes (synchronize with signals, as for
  * puts), nor with this side's use of its source bytes before that flush (a
  * put that sends them may read them before the get lands).
+ * @param ch a live channel
+ * @param peer_off where to read: an offset of the peer's destination region (a
+ *        put's dst_off)
+ * @param local_off where to write: an offset of this side's source region (a
+ *        put's src_off)
+ * @param size bytes
  * @retval GPUPORT_OK queued
  * @retval GPUPORT_ERR_OUT_OF_RANGE as for gpuport_channel_put (either range outside
  *         its region)
@@ -971,8 +1031,8 @@ typedef enum {
  *         these regions (the message says why)
  * @retval other see the common statuses above
  */
-GPUPORT_API gpuport_status_t gpuport_channel_get(gpuport_channel_t ch, uint64_t dst_off,
-                                                 uint64_t src_off, uint64_t size);
+GPUPORT_API gpuport_status_t gpuport_channel_get(gpuport_channel_t ch, uint64_t peer_off,
+                                                 uint64_t local_off, uint64_t size);
 
 /**
  * Adds the 64-bit value (two's complement: a negative value subtracts) to the

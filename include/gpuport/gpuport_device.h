@@ -6,8 +6,9 @@
  * as plain data; pass it to kernels by value or in device memory. The calls
  * are gpuport_put, gpuport_signal, gpuport_put_with_signal,
  * gpuport_put_value, gpuport_put_value_with_signal, gpuport_get,
- * gpuport_atomic_add, gpuport_accumulate, gpuport_flush, gpuport_wait and
- * gpuport_poll (and the gpuport_memory_* calls of memory channels, below);
+ * gpuport_atomic_add, gpuport_accumulate, gpuport_flush, gpuport_wait,
+ * gpuport_poll, gpuport_wait_until and gpuport_signal_count (and the
+ * gpuport_memory_* calls of memory channels, below);
  * the gpuport_dev_* and gpuport_mdev_* functions, in gpuport_device_impl.h,
  * are their implementation, not API (they may change in any release). Each
  * call returns an int: GPUPORT_OK (0) or a negative gpuport_status_t value;
@@ -322,10 +323,14 @@ GPUPORT_DEV int gpuport_put_value_with_signal(const gpuport_port_channel_dev_t *
 }
 
 /** Queues a copy of `size` bytes from the peer's destination region at
- *  dst_off into this side's source region at src_off, as
+ *  peer_off into this side's source region at local_off, as
  *  gpuport_channel_get: the put's two regions, read the other way. The
  *  bytes are here once a later gpuport_flush returns GPUPORT_OK; the get
  *  reads what the channel's earlier puts wrote there.
+ *  @param ch the channel's handle
+ *  @param peer_off where to read: an offset of the peer's destination region
+ *  @param local_off where to write: an offset of this side's source region
+ *  @param size bytes
  *  @retval GPUPORT_OK queued
  *  @retval GPUPORT_ERR_OUT_OF_RANGE either range outside its region (nothing queued)
  *  @retval GPUPORT_ERR_NOT_SUPPORTED the channel's transport does not carry gets
@@ -335,19 +340,19 @@ GPUPORT_DEV int gpuport_put_value_with_signal(const gpuport_port_channel_dev_t *
  *  @retval GPUPORT_ERR_CLOSED the peer had closed its side (the operation is not carried out)
  *  @retval GPUPORT_ERR_PEER the peer had failed or died (not carried out)
  *  @retval other the channel's own error (gpuport_channel_status; not carried out) */
-GPUPORT_DEV int gpuport_get(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
-                            uint64_t src_off, uint64_t size)
+GPUPORT_DEV int gpuport_get(const gpuport_port_channel_dev_t *ch, uint64_t peer_off,
+                            uint64_t local_off, uint64_t size)
 {
     uint64_t pos;
     if (gpuport_dev_layout(ch))
         return GPUPORT_ERR_VERSION; /* before the sizes of a handle it cannot read */
-    if (!gpuport_dev_put_fits(ch, dst_off, src_off, size))
+    if (!gpuport_dev_put_fits(ch, peer_off, local_off, size))
         return GPUPORT_ERR_OUT_OF_RANGE;
     if (!gpuport_dev_rma_carried(ch, GPUPORT_OP_GET))
         return GPUPORT_ERR_NOT_SUPPORTED;
     int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
-    return gpuport_dev_pushed(gpuport_dev_push_op(ch, GPUPORT_OP_GET, dst_off, src_off, size, &pos),
-                              own, peer);
+    return gpuport_dev_pushed(
+        gpuport_dev_push_op(ch, GPUPORT_OP_GET, peer_off, local_off, size, &pos), own, peer);
 }
 
 /** Queues an atomic add of value (two's complement: a negative value
@@ -502,6 +507,50 @@ GPUPORT_DEV int gpuport_wait(const gpuport_port_channel_dev_t *ch)
     }
 }
 
+/** Waits until the channel's signal count reaches `value`, up to the time
+ *  limit: gpuport_channel_wait_until for kernels (the same counts and
+ *  rules), what a sequence-numbered exchange waits on. The signal count is
+ *  the signals this side received on the channel since its creation; it
+ *  only grows. Device waits share one consumed count per channel (device
+ *  memory, apart from the host's): gpuport_wait and gpuport_poll raise it
+ *  by one signal each; this call raises it to `value` where it was lower
+ *  (never down), so a later gpuport_wait takes signal value + 1 first. Any
+ *  number of threads of a grid may call it at once, with the same value or
+ *  others: each returns once the count has reached its own value (every
+ *  thread of a grid that waits for round k returns at round k, none takes a
+ *  signal from another). The peer's puts before its value-th signal are
+ *  then in this rank's destination, for the calling thread. value 0
+ *  returns at once.
+ *  @retval GPUPORT_OK the count is value or more; the consumed count is at least value
+ *  @retval GPUPORT_ERR_CLOSED the peer closed its side in order, the count below value
+ *  @retval GPUPORT_ERR_PEER the peer failed or exited, the count below value
+ *  @retval GPUPORT_ERR_TIMEOUT the count stayed below value past the time limit
+ *          (printed with the channel, the value and the count; nothing consumed)
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout
+ *  @retval other the channel's own error */
+GPUPORT_DEV int gpuport_wait_until(const gpuport_port_channel_dev_t *ch, uint64_t value)
+{
+    if (gpuport_dev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    return gpuport_dev_wait_until(ch, value, "channel");
+}
+
+/** Reads the channel's signal count (the signals this side received since
+ *  the channel's creation, those already taken included) without waiting
+ *  and without taking any, as gpuport_channel_signal_count does on the
+ *  host; whatever the peer's state (then the count is final).
+ *  @param ch the channel's handle
+ *  @param[out] count_p the count
+ *  @retval GPUPORT_OK *count_p is the count
+ *  @retval GPUPORT_ERR_VERSION a handle of another layout (nothing written) */
+GPUPORT_DEV int gpuport_signal_count(const gpuport_port_channel_dev_t *ch, uint64_t *count_p)
+{
+    if (gpuport_dev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    *count_p = gpuport_dev_load_sys(ch->inbound);
+    return GPUPORT_OK;
+}
+
 /** @name Memory channels (gpuport_memory_channel_create)
  * The calling threads store into the peer's destination themselves. put,
  * put_value and put_packets are plain stores: once they return, nothing is
@@ -575,28 +624,34 @@ GPUPORT_DEV int gpuport_memory_put_value(const gpuport_memory_channel_dev_t *ch,
     return GPUPORT_OK;
 }
 
-/** Copies `size` bytes from the peer's destination at dst_off into this
- *  rank's source region at src_off, by the calling group (thread of
+/** Copies `size` bytes from the peer's destination at peer_off into this
+ *  rank's source region at local_off, by the calling group (thread of
  *  nthreads, as gpuport_memory_put): loads from the peer's memory, stores
  *  into this rank's. The bytes are this thread's to use at once, its
  *  group's after a barrier; what the peer stored before a signal is read
  *  only after that signal was taken (see above).
+ *  @param ch the channel's handle
+ *  @param peer_off where to read: an offset of the peer's destination
+ *  @param local_off where to write: an offset of this rank's source region
+ *  @param size bytes
+ *  @param thread this thread's index in the group
+ *  @param nthreads the group's threads
  *  @retval GPUPORT_OK this thread's share is copied
  *  @retval GPUPORT_ERR_OUT_OF_RANGE the copy does not fit both regions (nothing stored)
  *  @retval GPUPORT_ERR_INVALID_ARG thread not below nthreads (nothing stored)
  *  @retval GPUPORT_ERR_VERSION a handle of another layout */
-GPUPORT_DEV int gpuport_memory_get(const gpuport_memory_channel_dev_t *ch, uint64_t dst_off,
-                                   uint64_t src_off, uint64_t size, uint32_t thread,
+GPUPORT_DEV int gpuport_memory_get(const gpuport_memory_channel_dev_t *ch, uint64_t peer_off,
+                                   uint64_t local_off, uint64_t size, uint32_t thread,
                                    uint32_t nthreads)
 {
     if (gpuport_mdev_layout(ch))
         return GPUPORT_ERR_VERSION;
-    if (!gpuport_range_fits(src_off, size, ch->src_size) ||
-        !gpuport_range_fits(dst_off, size, ch->dst_size))
+    if (!gpuport_range_fits(local_off, size, ch->src_size) ||
+        !gpuport_range_fits(peer_off, size, ch->dst_size))
         return GPUPORT_ERR_OUT_OF_RANGE;
     if (thread >= nthreads)
         return GPUPORT_ERR_INVALID_ARG;
-    gpuport_mdev_copy((unsigned char *)ch->src + src_off, ch->dst + dst_off, size, thread,
+    gpuport_mdev_copy((unsigned char *)ch->src + local_off, ch->dst + peer_off, size, thread,
                       nthreads);
     return GPUPORT_OK;
 }
@@ -769,6 +824,32 @@ GPUPORT_DEV int gpuport_memory_wait(const gpuport_memory_channel_dev_t *ch)
                 return gpuport_mdev_stuck(ch, "wait for the peer's signal");
         }
     }
+}
+
+/** Waits until the channel's signal count reaches `value`, up to the time
+ *  limit, as gpuport_wait_until (the same counts, rules and statuses); the
+ *  peer's stores before its value-th signal are then visible to the
+ *  calling thread (to its group after a barrier).
+ *  @return as gpuport_wait_until */
+GPUPORT_DEV int gpuport_memory_wait_until(const gpuport_memory_channel_dev_t *ch, uint64_t value)
+{
+    if (gpuport_mdev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    return gpuport_dev_wait_until(ch, value, "memory channel");
+}
+
+/** Reads the channel's signal count without waiting and without taking
+ *  any, as gpuport_signal_count.
+ *  @param ch the channel's handle
+ *  @param[out] count_p the count
+ *  @return as gpuport_signal_count */
+GPUPORT_DEV int gpuport_memory_signal_count(const gpuport_memory_channel_dev_t *ch,
+                                            uint64_t *count_p)
+{
+    if (gpuport_mdev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    *count_p = gpuport_dev_load_sys(ch->inbound);
+    return GPUPORT_OK;
 }
 
 /** Bytes of destination that `size` bytes of data take as packets: 16 per

@@ -535,4 +535,59 @@ GPUPORT_DEV uint64_t gpuport_mdev_packet_data(const unsigned char *s, uint64_t s
     return v;
 }
 
+/** Raises a channel's consumed count (device memory) to `value` once its
+ *  signal count (inbound) has reached it: 1 reached, the consumed count
+ *  now at least value; 0 not yet. Each caller loads the count itself, with
+ *  acquire semantics, so what the peer wrote before its value-th signal is
+ *  visible to it; consumed only rises (atomicMax), and never past a count
+ *  that arrived, so takes one at a time (gpuport_dev_take_from) and raises
+ *  from any number of threads at once keep it below the count. */
+GPUPORT_DEV int gpuport_dev_reach_from(const volatile uint64_t *inbound,
+                                       unsigned long long *consumed, uint64_t value)
+{
+    if (gpuport_dev_load_sys(inbound) < value)
+        return 0;
+    if (*(volatile unsigned long long *)consumed < value)
+        atomicMax(consumed, (unsigned long long)value);
+    return 1;
+}
+
+/** The body of gpuport_wait_until and gpuport_memory_wait_until, for a
+ *  handle of either kind (Ch: gpuport_port_channel_dev_t or
+ *  gpuport_memory_channel_dev_t, whose members of the same names it reads;
+ *  kind: "channel" or "memory channel", for the report). Waits, with the
+ *  handle's back-off, until the count reaches value; looks for the
+ *  channel's or the peer's end every 64th pass (a count that reached value
+ *  before the end was written still answers GPUPORT_OK); past the time
+ *  limit, prints the channel, the value and the count. */
+template <class Ch>
+GPUPORT_DEV int gpuport_dev_wait_until(const Ch *ch, uint64_t value, const char *kind)
+{
+    uint64_t start = 0;
+    gpuport_dev_backoff_t b = {0, 0};
+
+    for (uint32_t i = 1;; i++) {
+        if (gpuport_dev_reach_from(ch->inbound, ch->consumed, value))
+            return GPUPORT_OK;
+        gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
+        if ((i & 63) == 0) {
+            int st = gpuport_dev_failed_from(ch->status, ch->peer_status);
+            if (st && gpuport_dev_reach_from(ch->inbound, ch->consumed, value))
+                return GPUPORT_OK;
+            if (st)
+                return st;
+            if (gpuport_dev_deadline(ch->timeout_ns, &start)) {
+                printf("gpuport: rank %d, %s %u (to rank %d): wait until the signal count "
+                       "reaches %llu stuck for more than %llu ms (the count is %llu) (block %d, "
+                       "thread %d); failing with GPUPORT_ERR_TIMEOUT\n",
+                       ch->rank, kind, ch->id, ch->peer, (unsigned long long)value,
+                       (unsigned long long)(ch->timeout_ns / 1000000),
+                       (unsigned long long)gpuport_dev_load_sys(ch->inbound), (int)blockIdx.x,
+                       (int)threadIdx.x);
+                return GPUPORT_ERR_TIMEOUT;
+            }
+        }
+    }
+}
+
 #endif

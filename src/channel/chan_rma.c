@@ -33,10 +33,11 @@ static gpuport_status_t push_rma(gpuport_channel_t ch, const gpuport_op_desc_t *
     return gpuport_channel_push(ch, d->op, d->dst_off, d->src_off, d->size, &pos);
 }
 
-gpuport_status_t gpuport_channel_get(gpuport_channel_t ch, uint64_t dst_off, uint64_t src_off,
-                                     uint64_t size)
+gpuport_status_t gpuport_channel_get(gpuport_channel_t ch, uint64_t peer_off,
+                                     uint64_t local_off, uint64_t size)
 {
-    gpuport_op_desc_t d = {GPUPORT_OP_GET, 0, src_off, dst_off, size, 0};
+    /* the trigger's fields are the put's: dst the peer's region, src this side's */
+    gpuport_op_desc_t d = {GPUPORT_OP_GET, 0, local_off, peer_off, size, 0};
 
     if (!chan_ok(ch))
         return chan_stale("gpuport_channel_get", ch);

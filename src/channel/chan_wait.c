@@ -1,13 +1,14 @@
 /*
  * A port channel's waits on what the proxy and the peer publish, from host
  * threads: gpuport_channel_flush (the proxy's flush progress),
- * gpuport_channel_wait and _poll (the peer's signals in this rank's
- * semaphore slot), and the channel's state (gpuport_channel_status,
+ * gpuport_channel_wait, _poll, _wait_until and _signal_count (the peer's
+ * signals in this rank's semaphore slot), and the channel's state (gpuport_channel_status,
  * _transport). Every wait is bounded by GPUPORT_TIMEOUT_MS and stops early
  * when the peer closed its side (GPUPORT_ERR_CLOSED), failed it or, on this
  * host, its process exited (GPUPORT_ERR_PEER).
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "chan_int.h"
@@ -107,11 +108,26 @@ static void host_recv(gpuport_channel_t ch)
     gpuport_waker_poke(&px->waker);
 }
 
-/* Takes one signal if one is there: 1 taken, 0 none. */
-static int take_one(gpuport_channel_t ch)
+/* Takes signals: with until 0, one if one is there; else every signal up
+ * to number `until`, once the count has reached it (the consumed count
+ * rises to until, never down). 1 taken (or already taken), 0 not yet.
+ * consumed never passes the count: both takes raise it only to a count
+ * they saw arrive. */
+static int take_one(gpuport_channel_t ch, uint64_t until)
 {
     uint64_t consumed = atomic_load_explicit(&ch->consumed, memory_order_relaxed);
 
+    if (until) {
+        if (consumed >= until)
+            return 1;
+        if (atomic_load_explicit(&ch->inbound->value, memory_order_acquire) < until)
+            return 0;
+        while (consumed < until &&
+               !atomic_compare_exchange_weak_explicit(&ch->consumed, &consumed, until,
+                                                      memory_order_acq_rel, memory_order_relaxed))
+            ;
+        return 1;
+    }
     while (atomic_load_explicit(&ch->inbound->value, memory_order_acquire) > consumed) {
         if (atomic_compare_exchange_weak_explicit(&ch->consumed, &consumed, consumed + 1,
                                                   memory_order_acq_rel, memory_order_relaxed))
@@ -136,18 +152,19 @@ static int32_t peer_end(gpuport_channel_t ch)
     return own == GPUPORT_ERR_PEER || own == GPUPORT_ERR_CLOSED ? own : GPUPORT_OK;
 }
 
-/* Takes one signal: 1 taken, 0 none yet, or below 0 the peer's close
- * (GPUPORT_ERR_CLOSED) or failure (GPUPORT_ERR_PEER) with none left. */
-static int take_signal(gpuport_channel_t ch)
+/* take_one, then what it answers once the peer is gone: 1 taken, 0 none
+ * yet, or below 0 the peer's close (GPUPORT_ERR_CLOSED) or failure
+ * (GPUPORT_ERR_PEER) with what was asked for not there. */
+static int take_signal(gpuport_channel_t ch, uint64_t until)
 {
     int32_t word;
 
-    if (take_one(ch))
+    if (take_one(ch, until))
         return 1;
     word = peer_end(ch);
     /* the peer's word comes after its last signal: one that arrived since
      * the look above is still this wait's */
-    if (word && take_one(ch))
+    if (word && take_one(ch, until))
         return 1;
     if (!word)
         return 0;
@@ -174,10 +191,10 @@ gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p)
         log_error("gpuport_channel_poll: ready_p is NULL");
         return GPUPORT_ERR_INVALID_ARG;
     }
-    rc = take_signal(ch);
+    rc = take_signal(ch, 0);
     if (rc == 0) {
         host_recv(ch);
-        rc = take_signal(ch);
+        rc = take_signal(ch, 0);
     }
     if (rc < 0)
         return (gpuport_status_t)rc;
@@ -185,27 +202,42 @@ gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p)
     return GPUPORT_OK;
 }
 
-gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
+/* The timeout of a wait for one signal (until 0) or for the count to
+ * reach until: the message names the value and the count. */
+static gpuport_status_t wait_timed_out(gpuport_channel_t ch, uint64_t until)
+{
+    char what[128];
+
+    if (!until)
+        return timed_out(ch, "wait for the peer's signal");
+    snprintf(what, sizeof(what), "wait until the signal count reaches %llu (it is %llu)",
+             (unsigned long long)until,
+             (unsigned long long)atomic_load_explicit(&ch->inbound->value, memory_order_acquire));
+    return timed_out(ch, what);
+}
+
+/* gpuport_channel_wait (until 0) and _wait_until (until > 0): take_signal
+ * until it answers, within GPUPORT_TIMEOUT_MS, looking every
+ * PEER_CHECK_NS for a same-host peer that exited. */
+static gpuport_status_t wait_for(gpuport_channel_t ch, uint64_t until)
 {
     uint64_t next_check, deadline;
     uint32_t iter = 0, polls = 0;
     int rc;
 
-    if (!chan_ok(ch))
-        return chan_stale("gpuport_channel_wait", ch);
-    rc = take_signal(ch);
+    rc = take_signal(ch, until);
     if (rc)
         return rc > 0 ? GPUPORT_OK : (gpuport_status_t)rc;
     deadline = gpuport_deadline(ch->comm->timeout_ns);
     next_check = gpuport_now_ns() + PEER_CHECK_NS;
     for (;;) {
-        rc = take_signal(ch);
+        rc = take_signal(ch, until);
         if (rc)
             return rc > 0 ? GPUPORT_OK : (gpuport_status_t)rc;
         if (iter > GPUPORT_SPIN_POLLS || (++polls & 1023) == 0) {
             uint64_t now = gpuport_now_ns();
             if (deadline != UINT64_MAX && now > deadline)
-                return timed_out(ch, "wait for the peer's signal");
+                return wait_timed_out(ch, until);
             if (now > next_check) {
                 next_check = now + PEER_CHECK_NS;
                 int pid = ch->comm->procs[ch->peer].pid;
@@ -213,7 +245,7 @@ gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
                     int32_t ok = GPUPORT_OK;
                     /* its close (or a last signal) may have come just
                      * before it exited: then it closed, it did not fail */
-                    rc = take_signal(ch);
+                    rc = take_signal(ch, until);
                     if (rc)
                         return rc > 0 ? GPUPORT_OK : (gpuport_status_t)rc;
                     log_error("channel %u: rank %d (pid %d) exited while this rank waited for "
@@ -233,6 +265,36 @@ gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
             host_recv(ch);
         gpuport_wait_backoff(&iter);
     }
+}
+
+gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
+{
+    if (!chan_ok(ch))
+        return chan_stale("gpuport_channel_wait", ch);
+    return wait_for(ch, 0);
+}
+
+gpuport_status_t gpuport_channel_wait_until(gpuport_channel_t ch, uint64_t value)
+{
+    if (!chan_ok(ch))
+        return chan_stale("gpuport_channel_wait_until", ch);
+    /* nothing to wait for: not even the peer's end is news to this call */
+    if (value == 0)
+        return GPUPORT_OK;
+    return wait_for(ch, value);
+}
+
+gpuport_status_t gpuport_channel_signal_count(gpuport_channel_t ch, uint64_t *count_p)
+{
+    if (!chan_ok(ch))
+        return chan_stale("gpuport_channel_signal_count", ch);
+    if (!count_p) {
+        log_error("gpuport_channel_signal_count: count_p is NULL");
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    host_recv(ch);
+    *count_p = atomic_load_explicit(&ch->inbound->value, memory_order_acquire);
+    return GPUPORT_OK;
 }
 
 gpuport_status_t gpuport_channel_wait_all(const gpuport_channel_t *chs, int n)
@@ -257,10 +319,10 @@ gpuport_status_t gpuport_channel_wait_all(const gpuport_channel_t *chs, int n)
         for (int i = 0; i < n && status == GPUPORT_OK; i++) {
             if (mask[i / 64] >> (i % 64) & 1)
                 continue;
-            rc = take_signal(chs[i]);
+            rc = take_signal(chs[i], 0);
             if (rc == 0 && iter < HOST_RECV_POLLS) {
                 host_recv(chs[i]);
-                rc = take_signal(chs[i]);
+                rc = take_signal(chs[i], 0);
             }
             if (rc < 0)
                 status = (gpuport_status_t)rc;

@@ -24,8 +24,13 @@
  *    channel then still carries data both ways, the proxy rejected nothing;
  *  - merged puts: runs of puts that continue one another (one copy at the
  *    flusher) between puts that jump, every run whole, gaps untouched;
+ *  - sequence numbers: a ping-pong of put_value_with_signal where every
+ *    thread of a grid waits until the round's count (gpuport_wait_until) and
+ *    then finds the round's value; no thread takes a signal from another,
+ *    so the count and the consumed count end equal (a poll finds nothing);
  *  - the peer's close: once the peer destroyed its side in order, a kernel
- *    takes the signal sent before the close, then its poll and wait return
+ *    takes the signal sent before the close, then its poll, wait and
+ *    wait_until past the count return
  *    GPUPORT_ERR_CLOSED (not a failure's GPUPORT_ERR_PEER), its put is
  *    refused by the proxy and its flush says GPUPORT_ERR_CLOSED, and so do
  *    the host's calls;
@@ -605,15 +610,84 @@ static void merged_puts(gpuport_bootstrap_t *bs)
                MERGE_ROUNDS, MERGE_MAX_RUNS, MERGE_MAX_PUTS);
 }
 
+/* Round k of SEQ_ROUNDS: rank 0's first thread puts k at offset 0 with a
+ * signal; every thread of rank 1's grid waits until its count is k, finds
+ * at least k there (a later round's value may already have come), and its
+ * first thread answers 1000 + k at offset 8 with a signal, which every
+ * thread of rank 0's grid waits for likewise. */
+#define SEQ_ROUNDS 500
+__global__ void sequenced(gpuport_port_channel_dev_t ch, const unsigned char *dst, int rank,
+                          int *rc)
+{
+    const volatile uint64_t *got = (const volatile uint64_t *)(dst + (rank == 0 ? 8 : 0));
+    const uint64_t add = rank == 0 ? 1000 : 0;
+    int first = blockIdx.x == 0 && threadIdx.x == 0, st = 0;
+
+    for (uint64_t k = 1; k <= SEQ_ROUNDS && !st; k++) {
+        if (rank == 0 && first)
+            st = gpuport_put_value_with_signal(&ch, 0, k);
+        if (!st)
+            st = gpuport_wait_until(&ch, k);
+        if (!st && *got < add + k)
+            atomicAdd(&rc[1], 1);
+        if (!st && rank == 1 && first)
+            st = gpuport_put_value_with_signal(&ch, 8, 1000 + k);
+    }
+    if (st)
+        atomicCAS(&rc[0], 0, st);
+    if (first && !st) {
+        uint64_t count = 0;
+        st = gpuport_signal_count(&ch, &count);
+        rc[2] = st ? st : (int)count;
+        rc[3] = gpuport_wait_until(&ch, SEQ_ROUNDS / 2); /* passed: at once */
+    }
+}
+
+__global__ void seq_left(gpuport_port_channel_dev_t ch, int *rc)
+{
+    rc[4] = gpuport_poll(&ch); /* every signal taken by the waits that compared */
+}
+
+static void sequence_numbers(gpuport_bootstrap_t *bs)
+{
+    side_t s;
+    int h[5];
+
+    side_open(&s, bs, 1u << 20);
+    CUDA_CHECK(cudaMemset(s.rc, 0, 64 * sizeof(int)));
+    CHECK_OK(bs->barrier(bs->ctx));
+    sequenced<<<8, 128>>>(s.dev, s.dst, s.rank, s.rc);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    seq_left<<<1, 1>>>(s.dev, s.rc);
+    CUDA_CHECK(cudaMemcpy(h, s.rc, sizeof(h), cudaMemcpyDeviceToHost));
+    CHECK_MSG(h[0] == 0, "sequenced: status %d", h[0]);
+    CHECK_MSG(h[1] == 0, "sequenced: %d threads found an earlier round's value at their count",
+              h[1]);
+    CHECK_MSG(h[2] == SEQ_ROUNDS && h[3] == GPUPORT_OK && h[4] == 0,
+              "sequenced: count %d (expected %d), wait_until of a passed count %d, poll %d",
+              h[2], SEQ_ROUNDS, h[3], h[4]);
+    CHECK_OK(bs->barrier(bs->ctx));
+    side_close(&s);
+    if (s.rank == 0)
+        printf("PASS sequence numbers: %d rounds, 1024 threads a side waiting until each "
+               "round's count\n", SEQ_ROUNDS);
+}
+
 /* After the peer's close: the signal from before it, then the close. */
 __global__ void after_close(gpuport_port_channel_dev_t ch, int *rc)
 {
+    uint64_t count = 0;
+
     rc[0] = gpuport_poll(&ch); /* 1: the signal sent before the close */
     rc[1] = gpuport_poll(&ch);
     rc[2] = gpuport_wait(&ch);
     rc[3] = gpuport_put(&ch, 0, 0, 64); /* says the close; the proxy refuses it */
     rc[4] = gpuport_flush(&ch);
     rc[5] = gpuport_wait(&ch);
+    rc[6] = gpuport_wait_until(&ch, 2); /* the count is 1, and final */
+    rc[7] = gpuport_wait_until(&ch, 1);
+    rc[8] = gpuport_signal_count(&ch, &count);
+    rc[9] = (int)count;
 }
 
 static void peer_close(gpuport_bootstrap_t *bs)
@@ -621,7 +695,7 @@ static void peer_close(gpuport_bootstrap_t *bs)
     const uint64_t region = 2u << 20;
     side_t s;
     gpuport_status_t st = GPUPORT_OK;
-    int h[6];
+    int h[10];
 
     side_open(&s, bs, region);
     /* signals are taken on the device only (host and device waiters count
@@ -653,6 +727,11 @@ static void peer_close(gpuport_bootstrap_t *bs)
     CHECK_MSG(h[3] == GPUPORT_ERR_CLOSED && h[4] == GPUPORT_ERR_CLOSED &&
                   h[5] == GPUPORT_ERR_CLOSED,
               "device put %d, flush %d, wait %d after the close", h[3], h[4], h[5]);
+    CHECK_MSG(h[6] == GPUPORT_ERR_CLOSED && h[7] == GPUPORT_OK && h[8] == GPUPORT_OK &&
+                  h[9] == 1,
+              "device wait_until(2) %d, wait_until(1) %d, signal_count %d (count %d) after the "
+              "close",
+              h[6], h[7], h[8], h[9]);
     CHECK_STATUS(gpuport_channel_status(s.ch), GPUPORT_ERR_CLOSED);
     CHECK_STATUS(gpuport_channel_put(s.ch, 0, 0, 64), GPUPORT_ERR_CLOSED);
     CHECK_STATUS(gpuport_channel_flush(s.ch), GPUPORT_ERR_CLOSED);
@@ -739,6 +818,7 @@ int main(void)
     bs.destroy = NULL; /* one socketpair serves every scenario's communicator */
     integrity(&bs);
     ordering(&bs);
+    sequence_numbers(&bs);
     many_pushers(&bs);
     values(&bs);
     merged_puts(&bs);

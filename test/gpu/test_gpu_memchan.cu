@@ -20,6 +20,10 @@
  *    stays untouched; peer_ptr past the end is NULL;
  *  - beside a port channel: one kernel puts by both channels over the same
  *    regions, both signals taken, both ranges checked;
+ *  - sequence numbers: a ping-pong of put_value + signal where every thread
+ *    of a grid waits until the round's count (gpuport_memory_wait_until)
+ *    and finds the round's value; the counts end exact, nothing left to
+ *    poll;
  *  - close: rank 0 destroys; rank 1's waiting kernel returns
  *    GPUPORT_ERR_CLOSED, then rank 1 destroys and both return;
  *  - signals stored by count (store mode only): a signaller that took its
@@ -178,6 +182,63 @@ static __global__ void k_pingpong(gpuport_memory_channel_dev_t ch, int first, in
         }
     }
     *rc = st;
+}
+
+/* Round k of SEQ_ROUNDS (counts from base, the signals before the case):
+ * rank 0's first thread stores k at SEQ_OFF of the peer's destination and
+ * signals; every thread of rank 1's grid waits until base + k, finds at
+ * least k there, and its first thread answers 1000 + k at SEQ_OFF + 8,
+ * which every thread of rank 0's grid waits for likewise. */
+#define SEQ_ROUNDS 500
+#define SEQ_OFF (PKT_OFF - 64)
+static __global__ void k_sequenced(gpuport_memory_channel_dev_t ch, const unsigned char *dst,
+                                   int rank, uint64_t base, int *rc, unsigned long long *count)
+{
+    const volatile uint64_t *got =
+        (const volatile uint64_t *)(dst + SEQ_OFF + (rank == 0 ? 8 : 0));
+    const uint64_t add = rank == 0 ? 1000 : 0;
+    int first = blockIdx.x == 0 && threadIdx.x == 0, st = 0;
+
+    for (uint64_t k = 1; k <= SEQ_ROUNDS && !st; k++) {
+        if (rank == 0 && first) {
+            st = gpuport_memory_put_value(&ch, SEQ_OFF, k);
+            if (!st)
+                st = gpuport_memory_signal(&ch);
+        }
+        if (!st)
+            st = gpuport_memory_wait_until(&ch, base + k);
+        if (!st && *got < add + k)
+            st = -1000; /* the round's value not there at its count */
+        if (!st && rank == 1 && first) {
+            st = gpuport_memory_put_value(&ch, SEQ_OFF + 8, 1000 + k);
+            if (!st)
+                st = gpuport_memory_signal(&ch);
+        }
+    }
+    if (st)
+        atomicCAS(rc, 0, st);
+    if (first && !st) {
+        uint64_t c = 0;
+        st = gpuport_memory_signal_count(&ch, &c);
+        *count = c;
+        if (!st)
+            st = gpuport_memory_wait_until(&ch, base + 1); /* passed: at once */
+        if (st)
+            atomicCAS(rc, 0, st);
+    }
+}
+
+static __global__ void k_count(gpuport_memory_channel_dev_t ch, unsigned long long *count,
+                               int *rc)
+{
+    uint64_t c = 0;
+    *rc = gpuport_memory_signal_count(&ch, &c);
+    *count = c;
+}
+
+static __global__ void k_poll(gpuport_memory_channel_dev_t ch, int *rc)
+{
+    *rc = gpuport_memory_poll(&ch);
 }
 
 /* Each refusal's status; nothing may be stored. */
@@ -420,6 +481,31 @@ static void both_case(side_t *s)
            s->rank);
 }
 
+static void sequence_case(side_t *s)
+{
+    unsigned long long base = 0, count = 0;
+
+    barrier(s); /* the earlier cases' signals all sent */
+    k_count<<<1, 1>>>(s->dev, s->d_count, s->d_rc);
+    CHECK_MSG(rc_of(s) == 0, "sequence: signal_count refused");
+    CUDA_CHECK(cudaMemcpy(&base, s->d_count, sizeof(base), cudaMemcpyDeviceToHost));
+    barrier(s);
+    k_sequenced<<<8, 128>>>(s->dev, s->dst, s->rank, base, s->d_rc, s->d_count);
+    int rc = rc_of(s);
+    CHECK_MSG(rc == 0, "sequence: %d%s", rc,
+              rc == -1000 ? " (a thread found an earlier round's value at its count)" : "");
+    CUDA_CHECK(cudaMemcpy(&count, s->d_count, sizeof(count), cudaMemcpyDeviceToHost));
+    CHECK_MSG(count == base + SEQ_ROUNDS, "sequence: count %llu, expected %llu + %d", count,
+              base, SEQ_ROUNDS);
+    k_poll<<<1, 1>>>(s->dev, s->d_rc);
+    rc = rc_of(s);
+    CHECK_MSG(rc == 0, "sequence: a poll after the rounds returned %d (nothing was left)", rc);
+    barrier(s);
+    printf("PASS sequence numbers (rank %d): %d rounds, 1024 threads waiting until each round's "
+           "count\n",
+           s->rank, SEQ_ROUNDS);
+}
+
 static void close_case(side_t *s)
 {
     if (s->rank == 1) {
@@ -550,6 +636,7 @@ int main(void)
     bad_case(&s);
     both_case(&s);
     abandon_case(&s);
+    sequence_case(&s);
     close_case(&s);
     CHECK_OK(gpuport_comm_destroy(s.comm));
     barrier(&s);

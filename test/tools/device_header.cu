@@ -23,6 +23,12 @@ __global__ void port_calls(gpuport_port_channel_dev_t ch, int *out)
     out[i++] = gpuport_flush(&ch);
     out[i++] = gpuport_wait(&ch);
     out[i++] = gpuport_poll(&ch);
+    out[i++] = gpuport_wait_until(&ch, 3);
+    {
+        uint64_t count = 0;
+        out[i++] = gpuport_signal_count(&ch, &count);
+        out[i++] = (int)count;
+    }
 }
 
 /* ... and in device memory. */
@@ -52,6 +58,12 @@ __global__ void memory_calls(gpuport_memory_channel_dev_t ch, unsigned char *buf
         out[i++] = gpuport_memory_put_with_signal(&ch, 0, 0, 64);
         out[i++] = gpuport_memory_wait(&ch);
         out[i++] = gpuport_memory_poll(&ch);
+    }
+    out[i++] = gpuport_memory_wait_until(&ch, 2); /* every thread of the block */
+    {
+        uint64_t count = 0;
+        out[i++] = gpuport_memory_signal_count(&ch, &count);
+        out[i++] = (int)count;
     }
     out[i++] = gpuport_memory_put_packets(&ch, 8192, 0, 100, 1, threadIdx.x, blockDim.x);
     out[i++] = gpuport_memory_read_packets(&ch, 8192, buf, 100, 1, threadIdx.x, blockDim.x);
