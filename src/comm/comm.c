@@ -423,9 +423,20 @@ gpuport_status_t gpuport_comm_create_v(uint32_t layout, const gpuport_bootstrap_
     gpuport_comm_t comm = NULL;
     gpuport_proc_rec_t me;
     gpuport_status_t status;
+    gpuport_bootstrap_t v1;
 
     if (comm_p)
         *comm_p = NULL;
+    /* A program built against 0.1's header passes layout 1, which ends
+     * before recv_timed: taken as it is, its creations wait without limit
+     * (gpuport.h says so of a NULL recv_timed). */
+    if (bs && layout == (((uint32_t)1 << 16) | (uint32_t)offsetof(gpuport_bootstrap_t,
+                                                                   recv_timed))) {
+        memset(&v1, 0, sizeof(v1));
+        memcpy(&v1, bs, offsetof(gpuport_bootstrap_t, recv_timed));
+        bs = &v1;
+        layout = GPUPORT_BOOTSTRAP_LAYOUT;
+    }
     status = gpuport_layout_check("gpuport_comm_create", "gpuport_bootstrap_t", layout,
                                   GPUPORT_BOOTSTRAP_LAYOUT);
     if (status)

@@ -19,6 +19,7 @@
 #include "capture.h"
 #include "check.h"
 #include "gpuport/gpuport_device.h"
+#include "internal.h"
 #include "local_bootstrap.h"
 
 #define CANARY 0xa5
@@ -32,6 +33,13 @@ typedef struct old_bootstrap {
     gpuport_status_t (*send)(void *, int, int, const void *, size_t);
     gpuport_status_t (*recv)(void *, int, int, void *, size_t);
 } old_bootstrap_t;
+
+/* gpuport_bootstrap_t of layout version 1 (0.1), before recv_timed: still
+ * accepted, its creations waiting without limit */
+typedef struct v1_bootstrap {
+    old_bootstrap_t old;
+    void (*destroy)(void *);
+} v1_bootstrap_t;
 
 /* gpuport_comm_stats_t with its first three counters only */
 typedef struct old_stats {
@@ -154,6 +162,36 @@ static void bootstrap_layouts(void)
                   bootstrap_calls);
         CHECK_MSG(all_canary(old.after, sizeof(old.after)), "bytes after the bootstrap changed");
     }
+}
+
+/* 0.1's bootstrap (layout version 1, no recv_timed), followed by bytes it
+ * does not own: accepted, none of those bytes read as recv_timed (they
+ * would be called: the canary is no function). */
+static void bootstrap_v1(void)
+{
+    struct {
+        v1_bootstrap_t bs;
+        unsigned char after[64];
+    } v1;
+    gpuport_comm_t comm = NULL;
+
+    memset(&v1, CANARY, sizeof(v1));
+    v1.bs.old.ctx = NULL;
+    v1.bs.old.rank = 0;
+    v1.bs.old.size = 1;
+    v1.bs.old.local_rank = 0;
+    v1.bs.old.local_size = 1;
+    v1.bs.old.allgather = one_allgather;
+    v1.bs.old.barrier = one_barrier;
+    v1.bs.old.send = one_send;
+    v1.bs.old.recv = one_recv;
+    v1.bs.destroy = NULL;
+    CHECK_OK(gpuport_comm_create_v(GPUPORT_LAYOUT(1, v1_bootstrap_t),
+                                   (const gpuport_bootstrap_t *)&v1.bs, &comm));
+    CHECK(comm != NULL);
+    CHECK(comm->bs.recv_timed == NULL);
+    CHECK_OK(gpuport_comm_destroy(comm));
+    CHECK_MSG(all_canary(v1.after, sizeof(v1.after)), "bytes after the bootstrap changed");
 }
 
 /* An older program's stats (version 0, or version 1 cut short), a newer
@@ -311,6 +349,7 @@ int main(void)
     /* the stats count the proxy's triggers: the host calls go through it */
     CHECK(setenv("GPUPORT_HOST_INLINE", "0", 1) == 0);
     bootstrap_layouts();
+    bootstrap_v1();
     CHECK(local_run(1, one_rank, NULL) == 0);
     printf("older, newer and cut-short layouts of gpuport_bootstrap_t, gpuport_comm_stats_t, "
            "gpuport_port_channel_dev_t and gpuport_mem_info_t refused, nothing read or written; this header's "
