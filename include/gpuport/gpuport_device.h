@@ -208,6 +208,26 @@ static inline gpuport_status_t gpuport_memory_channel_device(gpuport_memory_chan
     return gpuport_memory_channel_device_v(GPUPORT_MEMORY_CHANNEL_DEV_LAYOUT, ch, dev_p);
 }
 
+/**
+ * Which threads call a device call together. A per-thread call (gpuport_put,
+ * gpuport_memory_signal, ...) is the calling thread's alone; its _warp and
+ * _block forms are called by every thread of the warp or of the block, each
+ * with the same arguments, and give every one of them the same status.
+ * The data of memory channels is copied by all of them, each its share; a
+ * proxy operation is one trigger, pushed by one of them once all have
+ * reached the call; a wait is one of them waiting, then a barrier of the
+ * scope, after which every thread sees what the signal covered. A warp is
+ * the block's threads 32k .. 32k + 31 in linear order (fewer in the last
+ * warp of a block whose size is not a multiple of 32): all of them must
+ * call, as all of a block's must call a _block form (these calls contain
+ * __syncwarp and __syncthreads).
+ */
+typedef enum {
+    GPUPORT_SCOPE_THREAD = 0, /**< the calling thread alone */
+    GPUPORT_SCOPE_WARP = 1,   /**< every thread of the calling warp */
+    GPUPORT_SCOPE_BLOCK = 2   /**< every thread of the calling block */
+} gpuport_scope_t;
+
 #if defined(__CUDACC__)
 
 #include <stdio.h> /* device printf, for the stuck-operation report */
@@ -231,14 +251,7 @@ static inline gpuport_status_t gpuport_memory_channel_device(gpuport_memory_chan
 GPUPORT_DEV int gpuport_put(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                             uint64_t src_off, uint64_t size)
 {
-    uint64_t pos;
-    if (gpuport_dev_layout(ch))
-        return GPUPORT_ERR_VERSION; /* before the sizes of a handle it cannot read */
-    if (!gpuport_dev_put_fits(ch, dst_off, src_off, size))
-        return GPUPORT_ERR_OUT_OF_RANGE;
-    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
-    return gpuport_dev_pushed(gpuport_dev_push_op(ch, GPUPORT_OP_PUT, dst_off, src_off, size, &pos),
-                              own, peer);
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT, dst_off, src_off, size, GPUPORT_SCOPE_THREAD);
 }
 
 /** Queues a signal: the peer's semaphore goes up once the channel's puts
@@ -253,11 +266,7 @@ GPUPORT_DEV int gpuport_put(const gpuport_port_channel_dev_t *ch, uint64_t dst_o
  *  @retval other the channel's own error (gpuport_channel_status; not carried out) */
 GPUPORT_DEV int gpuport_signal(const gpuport_port_channel_dev_t *ch)
 {
-    uint64_t pos;
-    if (gpuport_dev_layout(ch))
-        return GPUPORT_ERR_VERSION;
-    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
-    return gpuport_dev_pushed(gpuport_dev_push_op(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, &pos), own, peer);
+    return gpuport_dev_op_s(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, GPUPORT_SCOPE_THREAD);
 }
 
 /** gpuport_put, then gpuport_signal, in one trigger.
@@ -265,14 +274,8 @@ GPUPORT_DEV int gpuport_signal(const gpuport_port_channel_dev_t *ch)
 GPUPORT_DEV int gpuport_put_with_signal(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                                         uint64_t src_off, uint64_t size)
 {
-    uint64_t pos;
-    if (gpuport_dev_layout(ch))
-        return GPUPORT_ERR_VERSION; /* before the sizes of a handle it cannot read */
-    if (!gpuport_dev_put_fits(ch, dst_off, src_off, size))
-        return GPUPORT_ERR_OUT_OF_RANGE;
-    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
-    return gpuport_dev_pushed(
-        gpuport_dev_push_op(ch, GPUPORT_OP_PUT_SIGNAL, dst_off, src_off, size, &pos), own, peer);
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT_SIGNAL, dst_off, src_off, size,
+                            GPUPORT_SCOPE_THREAD);
 }
 
 /** Queues an 8-byte store of value at dst_off of the peer's destination, as
@@ -288,18 +291,7 @@ GPUPORT_DEV int gpuport_put_with_signal(const gpuport_port_channel_dev_t *ch, ui
 GPUPORT_DEV int gpuport_put_value(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                                   uint64_t value)
 {
-    uint64_t pos;
-    int st = gpuport_dev_layout(ch);
-
-    if (st)
-        return st;
-    st = gpuport_dev_value_check(ch, dst_off);
-
-    if (st)
-        return st;
-    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
-    return gpuport_dev_pushed(gpuport_dev_push_value(ch, GPUPORT_OP_PUT_VALUE, dst_off, value, &pos),
-                              own, peer);
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT_VALUE, dst_off, 0, value, GPUPORT_SCOPE_THREAD);
 }
 
 /** gpuport_put_value, then a signal, in one trigger.
@@ -307,18 +299,8 @@ GPUPORT_DEV int gpuport_put_value(const gpuport_port_channel_dev_t *ch, uint64_t
 GPUPORT_DEV int gpuport_put_value_with_signal(const gpuport_port_channel_dev_t *ch,
                                               uint64_t dst_off, uint64_t value)
 {
-    uint64_t pos;
-    int st = gpuport_dev_layout(ch);
-
-    if (st)
-        return st;
-    st = gpuport_dev_value_check(ch, dst_off);
-
-    if (st)
-        return st;
-    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
-    return gpuport_dev_pushed(
-        gpuport_dev_push_value(ch, GPUPORT_OP_PUT_VALUE_SIGNAL, dst_off, value, &pos), own, peer);
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT_VALUE_SIGNAL, dst_off, 0, value,
+                            GPUPORT_SCOPE_THREAD);
 }
 
 /** Queues a copy of `size` bytes from the peer's destination region at
@@ -338,16 +320,7 @@ GPUPORT_DEV int gpuport_put_value_with_signal(const gpuport_port_channel_dev_t *
 GPUPORT_DEV int gpuport_get(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                             uint64_t src_off, uint64_t size)
 {
-    uint64_t pos;
-    if (gpuport_dev_layout(ch))
-        return GPUPORT_ERR_VERSION; /* before the sizes of a handle it cannot read */
-    if (!gpuport_dev_put_fits(ch, dst_off, src_off, size))
-        return GPUPORT_ERR_OUT_OF_RANGE;
-    if (!gpuport_dev_rma_carried(ch, GPUPORT_OP_GET))
-        return GPUPORT_ERR_NOT_SUPPORTED;
-    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
-    return gpuport_dev_pushed(gpuport_dev_push_op(ch, GPUPORT_OP_GET, dst_off, src_off, size, &pos),
-                              own, peer);
+    return gpuport_dev_op_s(ch, GPUPORT_OP_GET, dst_off, src_off, size, GPUPORT_SCOPE_THREAD);
 }
 
 /** Queues an atomic add of value (two's complement: a negative value
@@ -366,22 +339,8 @@ GPUPORT_DEV int gpuport_get(const gpuport_port_channel_dev_t *ch, uint64_t dst_o
 GPUPORT_DEV int gpuport_atomic_add(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                                    int64_t value)
 {
-    uint64_t pos;
-    int st = gpuport_dev_layout(ch);
-
-    if (st)
-        return st;
-    st = gpuport_dev_value_check(ch, dst_off);
-    if (st)
-        return st;
-    if (!gpuport_dev_peer_aligned(ch, dst_off, 8))
-        return GPUPORT_ERR_INVALID_ARG;
-    if (!gpuport_dev_rma_carried(ch, GPUPORT_OP_ATOMIC_ADD))
-        return GPUPORT_ERR_NOT_SUPPORTED;
-    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
-    return gpuport_dev_pushed(
-        gpuport_dev_push_value(ch, GPUPORT_OP_ATOMIC_ADD, dst_off, (uint64_t)value, &pos), own,
-        peer);
+    return gpuport_dev_op_s(ch, GPUPORT_OP_ATOMIC_ADD, dst_off, 0, (uint64_t)value,
+                            GPUPORT_SCOPE_THREAD);
 }
 
 /** Queues the add of `count` elements of `type` from this side's source
@@ -402,7 +361,6 @@ GPUPORT_DEV int gpuport_atomic_add(const gpuport_port_channel_dev_t *ch, uint64_
 GPUPORT_DEV int gpuport_accumulate(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                                    uint64_t src_off, uint64_t count, gpuport_dtype_t type)
 {
-    uint64_t pos;
     uint32_t op = gpuport_dev_acc_op((int)type), elem = gpuport_acc_elem_size(op);
     int st = gpuport_dev_layout(ch);
 
@@ -412,12 +370,7 @@ GPUPORT_DEV int gpuport_accumulate(const gpuport_port_channel_dev_t *ch, uint64_
         return GPUPORT_ERR_INVALID_ARG;
     if (count > GPUPORT_TRIGGER_SIZE_MAX / elem)
         return GPUPORT_ERR_OUT_OF_RANGE;
-    st = gpuport_dev_acc_check(ch, op, dst_off, src_off, count * elem);
-    if (st)
-        return st;
-    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
-    return gpuport_dev_pushed(
-        gpuport_dev_push_op(ch, op, dst_off, src_off, count * elem, &pos), own, peer);
+    return gpuport_dev_op_s(ch, op, dst_off, src_off, count * elem, GPUPORT_SCOPE_THREAD);
 }
 
 /** Returns when the channel's operations that kernels pushed before it (any
@@ -431,21 +384,7 @@ GPUPORT_DEV int gpuport_accumulate(const gpuport_port_channel_dev_t *ch, uint64_
  *  @retval other the channel's error (gpuport_channel_status), when it failed */
 GPUPORT_DEV int gpuport_flush(const gpuport_port_channel_dev_t *ch)
 {
-    uint64_t pos, start = 0, f;
-    gpuport_dev_backoff_t b = {0, 0};
-    int st = gpuport_dev_push_op(ch, GPUPORT_OP_FLUSH, 0, 0, 0, &pos);
-
-    if (st)
-        return st;
-    /* the proxy completes flushes of failed channels too, marked */
-    while (((f = gpuport_dev_load_sys(ch->flushed)) & ~GPUPORT_FLUSHED_FAILED) <= pos) {
-        if (gpuport_dev_expired(ch, &start))
-            return gpuport_dev_stuck(ch, "flush");
-        gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
-    }
-    /* the channel's state is read across PCIe only when the proxy said
-     * it had failed by the time the flush completed */
-    return f & GPUPORT_FLUSHED_FAILED ? gpuport_dev_check(ch) : GPUPORT_OK;
+    return gpuport_dev_flush_s(ch, GPUPORT_SCOPE_THREAD);
 }
 
 /** Takes one signal if one has arrived, without waiting.
@@ -480,26 +419,7 @@ GPUPORT_DEV int gpuport_poll(const gpuport_port_channel_dev_t *ch)
  *  @retval other the channel's own error */
 GPUPORT_DEV int gpuport_wait(const gpuport_port_channel_dev_t *ch)
 {
-    uint64_t start = 0;
-    gpuport_dev_backoff_t b = {0, 0};
-
-    if (gpuport_dev_layout(ch))
-        return GPUPORT_ERR_VERSION;
-    for (uint32_t i = 1;; i++) {
-        if (gpuport_dev_take(ch))
-            return GPUPORT_OK;
-        gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
-        /* failures are rare: look for them every 64th pass, not on each */
-        if ((i & 63) == 0) {
-            int st = gpuport_dev_failed(ch);
-            if (st && gpuport_dev_take(ch))
-                return GPUPORT_OK; /* arrived just before the word, as above */
-            if (st)
-                return st;
-            if (gpuport_dev_expired(ch, &start))
-                return gpuport_dev_stuck(ch, "wait for the peer's signal");
-        }
-    }
+    return gpuport_dev_wait_s(ch, GPUPORT_SCOPE_THREAD);
 }
 
 /** @name Memory channels (gpuport_memory_channel_create)
@@ -544,15 +464,8 @@ GPUPORT_DEV int gpuport_memory_put(const gpuport_memory_channel_dev_t *ch, uint6
                                    uint64_t src_off, uint64_t size, uint32_t thread,
                                    uint32_t nthreads)
 {
-    if (gpuport_mdev_layout(ch))
-        return GPUPORT_ERR_VERSION;
-    if (!gpuport_range_fits(src_off, size, ch->src_size) ||
-        !gpuport_range_fits(dst_off, size, ch->dst_size))
-        return GPUPORT_ERR_OUT_OF_RANGE;
-    if (thread >= nthreads)
-        return GPUPORT_ERR_INVALID_ARG;
-    gpuport_mdev_copy(ch->dst + dst_off, ch->src + src_off, size, thread, nthreads);
-    return GPUPORT_OK;
+    return gpuport_mdev_copy_s(ch, 0, dst_off, src_off, size, thread, nthreads,
+                               GPUPORT_SCOPE_THREAD);
 }
 
 /** One 8-byte store of value at dst_off of the peer's destination.
@@ -563,16 +476,7 @@ GPUPORT_DEV int gpuport_memory_put(const gpuport_memory_channel_dev_t *ch, uint6
 GPUPORT_DEV int gpuport_memory_put_value(const gpuport_memory_channel_dev_t *ch,
                                          uint64_t dst_off, uint64_t value)
 {
-    if (gpuport_mdev_layout(ch))
-        return GPUPORT_ERR_VERSION;
-    if (!gpuport_value_aligned(dst_off))
-        return GPUPORT_ERR_INVALID_ARG;
-    if (!gpuport_range_fits(dst_off, 8, ch->dst_size))
-        return GPUPORT_ERR_OUT_OF_RANGE;
-    if ((uintptr_t)(ch->dst + dst_off) & 7)
-        return GPUPORT_ERR_INVALID_ARG; /* the peer's region starts unaligned */
-    *(volatile unsigned long long *)(ch->dst + dst_off) = value;
-    return GPUPORT_OK;
+    return gpuport_mdev_put_value_s(ch, dst_off, value, GPUPORT_SCOPE_THREAD);
 }
 
 /** Copies `size` bytes from the peer's destination at dst_off into this
@@ -589,16 +493,8 @@ GPUPORT_DEV int gpuport_memory_get(const gpuport_memory_channel_dev_t *ch, uint6
                                    uint64_t src_off, uint64_t size, uint32_t thread,
                                    uint32_t nthreads)
 {
-    if (gpuport_mdev_layout(ch))
-        return GPUPORT_ERR_VERSION;
-    if (!gpuport_range_fits(src_off, size, ch->src_size) ||
-        !gpuport_range_fits(dst_off, size, ch->dst_size))
-        return GPUPORT_ERR_OUT_OF_RANGE;
-    if (thread >= nthreads)
-        return GPUPORT_ERR_INVALID_ARG;
-    gpuport_mdev_copy((unsigned char *)ch->src + src_off, ch->dst + dst_off, size, thread,
-                      nthreads);
-    return GPUPORT_OK;
+    return gpuport_mdev_copy_s(ch, 1, dst_off, src_off, size, thread, nthreads,
+                               GPUPORT_SCOPE_THREAD);
 }
 
 /** Adds value (two's complement: a negative value subtracts) to the 8 bytes
@@ -611,14 +507,12 @@ GPUPORT_DEV int gpuport_memory_get(const gpuport_memory_channel_dev_t *ch, uint6
 GPUPORT_DEV int gpuport_memory_atomic_add(const gpuport_memory_channel_dev_t *ch,
                                           uint64_t dst_off, int64_t value)
 {
-    if (gpuport_mdev_layout(ch))
-        return GPUPORT_ERR_VERSION;
-    if (!gpuport_value_aligned(dst_off))
-        return GPUPORT_ERR_INVALID_ARG;
-    if (!gpuport_range_fits(dst_off, 8, ch->dst_size))
-        return GPUPORT_ERR_OUT_OF_RANGE;
-    if ((uintptr_t)(ch->dst + dst_off) & 7)
-        return GPUPORT_ERR_INVALID_ARG; /* the peer's region starts unaligned */
+    int st = gpuport_mdev_layout(ch);
+
+    if (!st)
+        st = gpuport_mdev_value_check(ch, dst_off);
+    if (st)
+        return st;
     atomicAdd_system((unsigned long long *)(ch->dst + dst_off), (unsigned long long)value);
     return GPUPORT_OK;
 }
@@ -663,9 +557,7 @@ GPUPORT_DEV int gpuport_memory_accumulate(const gpuport_memory_channel_dev_t *ch
  *  @return GPUPORT_OK; errors show in signal, wait and poll */
 GPUPORT_DEV int gpuport_memory_flush(const gpuport_memory_channel_dev_t *ch)
 {
-    (void)ch;
-    __threadfence_system();
-    return GPUPORT_OK;
+    return gpuport_mdev_flush_s(ch, GPUPORT_SCOPE_THREAD);
 }
 
 /** Raises the peer's semaphore by one after the calling thread's earlier
@@ -682,41 +574,7 @@ GPUPORT_DEV int gpuport_memory_flush(const gpuport_memory_channel_dev_t *ch)
  *  @retval GPUPORT_ERR_VERSION a handle of another layout */
 GPUPORT_DEV int gpuport_memory_signal(const gpuport_memory_channel_dev_t *ch)
 {
-    unsigned long long t, seen;
-    uint64_t start = 0;
-    gpuport_dev_backoff_t b = {0, 0};
-
-    if (gpuport_mdev_layout(ch))
-        return GPUPORT_ERR_VERSION;
-    if (ch->sem_atomic) {
-        asm volatile("red.release.sys.global.add.u64 [%0], 1;" ::"l"(ch->peer_sem) : "memory");
-        return GPUPORT_OK;
-    }
-    /* this thread's stores (its group's, through a barrier) visible before
-     * its ticket: any count up to the tickets taken may then be stored */
-    __threadfence_system();
-    t = atomicAdd(&ch->tickets[0], 1ull) + 1;
-    for (;;) {
-        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(&ch->tickets[1])
-                     : "memory");
-        if (seen >= t)
-            return GPUPORT_OK; /* a later signaller stored it with its own */
-        if (atomicCAS(&ch->tickets[2], 0ull, 1ull) == 0ull) {
-            unsigned long long n;
-            __threadfence(); /* after the previous holder's stores */
-            n = *(volatile unsigned long long *)&ch->tickets[0];
-            asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(ch->peer_sem), "l"(n)
-                         : "memory");
-            asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(&ch->tickets[1]), "l"(n)
-                         : "memory");
-            __threadfence();
-            atomicExch(&ch->tickets[2], 0ull);
-            return GPUPORT_OK;
-        }
-        if (gpuport_mdev_expired(ch, &start))
-            return gpuport_mdev_stuck(ch, "signal (another signaller's store of the count)");
-        gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
-    }
+    return gpuport_mdev_signal_s(ch, GPUPORT_SCOPE_THREAD);
 }
 
 /** gpuport_memory_put by the calling thread alone, then its signal.
@@ -725,8 +583,7 @@ GPUPORT_DEV int gpuport_memory_put_with_signal(const gpuport_memory_channel_dev_
                                                uint64_t dst_off, uint64_t src_off,
                                                uint64_t size)
 {
-    int st = gpuport_memory_put(ch, dst_off, src_off, size, 0, 1);
-    return st ? st : gpuport_memory_signal(ch);
+    return gpuport_mdev_put_with_signal_s(ch, dst_off, src_off, size, GPUPORT_SCOPE_THREAD);
 }
 
 /** Takes one signal if one has arrived, without waiting.
@@ -750,25 +607,7 @@ GPUPORT_DEV int gpuport_memory_poll(const gpuport_memory_channel_dev_t *ch)
  *  @return as gpuport_wait */
 GPUPORT_DEV int gpuport_memory_wait(const gpuport_memory_channel_dev_t *ch)
 {
-    uint64_t start = 0;
-    gpuport_dev_backoff_t b = {0, 0};
-
-    if (gpuport_mdev_layout(ch))
-        return GPUPORT_ERR_VERSION;
-    for (uint32_t i = 1;; i++) {
-        if (gpuport_mdev_take(ch))
-            return GPUPORT_OK;
-        gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
-        if ((i & 63) == 0) {
-            int st = gpuport_mdev_failed(ch);
-            if (st && gpuport_mdev_take(ch))
-                return GPUPORT_OK;
-            if (st)
-                return st;
-            if (gpuport_mdev_expired(ch, &start))
-                return gpuport_mdev_stuck(ch, "wait for the peer's signal");
-        }
-    }
+    return gpuport_mdev_wait_s(ch, GPUPORT_SCOPE_THREAD);
 }
 
 /** Bytes of destination that `size` bytes of data take as packets: 16 per
