@@ -721,6 +721,259 @@ GPUPORT_DEV unsigned char *gpuport_memory_peer_ptr(const gpuport_memory_channel_
 
 /** @} */
 
+/** @name Warp- and block-scoped calls
+ * The _warp and _block forms of the calls above (gpuport_scope_t): every
+ * thread of the warp or block calls with the same arguments and gets the
+ * same status, and none writes a barrier, a shared status or a branch for
+ * one thread around them. A port channel's operation is one trigger, pushed
+ * once every thread of the scope has reached the call, so what the threads
+ * stored into the source before it is in what the copy reads (the
+ * barrier's ordering, then the pushing thread's system-scope release). A
+ * memory channel's put and get are copied by all of the threads, each its
+ * share; its put_with_signal is the threads' copy, a barrier, then one
+ * signal, which covers every thread's stores (the barrier orders them
+ * before the signal's system-scope release, and a release covers what its
+ * thread has seen: cumulativity in the PTX memory model). A wait is one
+ * thread's, then a barrier: on return every thread of the scope reads what
+ * the peer's signal covered, and after a get every thread reads all of its
+ * bytes. An argument that a call refuses is refused in every thread, with
+ * nothing pushed or stored.
+ * @{ */
+/** gpuport_put by every thread of the warp: one copy, queued once all have called.
+ *  @return as gpuport_put, in every thread */
+GPUPORT_DEV int gpuport_put_warp(const gpuport_port_channel_dev_t *ch,
+                                 uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT, dst_off, src_off, size, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_put by every thread of the block: one copy, queued once all have called.
+ *  @return as gpuport_put, in every thread */
+GPUPORT_DEV int gpuport_put_block(const gpuport_port_channel_dev_t *ch,
+                                  uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT, dst_off, src_off, size, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_put_with_signal by every thread of the warp: one trigger.
+ *  @return as gpuport_put, in every thread */
+GPUPORT_DEV int gpuport_put_with_signal_warp(const gpuport_port_channel_dev_t *ch,
+                                             uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT_SIGNAL, dst_off, src_off, size, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_put_with_signal by every thread of the block: one trigger.
+ *  @return as gpuport_put, in every thread */
+GPUPORT_DEV int gpuport_put_with_signal_block(const gpuport_port_channel_dev_t *ch,
+                                              uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT_SIGNAL, dst_off, src_off, size,
+                            GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_put_value by every thread of the warp: one value, one trigger.
+ *  @return as gpuport_put_value, in every thread */
+GPUPORT_DEV int gpuport_put_value_warp(const gpuport_port_channel_dev_t *ch,
+                                       uint64_t dst_off, uint64_t value)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT_VALUE, dst_off, 0, value, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_put_value by every thread of the block: one value, one trigger.
+ *  @return as gpuport_put_value, in every thread */
+GPUPORT_DEV int gpuport_put_value_block(const gpuport_port_channel_dev_t *ch,
+                                        uint64_t dst_off, uint64_t value)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT_VALUE, dst_off, 0, value, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_signal by every thread of the warp: one signal, after every put the threads pushed
+ *  before the call.
+ *  @return as gpuport_signal, in every thread */
+GPUPORT_DEV int gpuport_signal_warp(const gpuport_port_channel_dev_t *ch)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_signal by every thread of the block: one signal, after every put the threads pushed
+ *  before the call.
+ *  @return as gpuport_signal, in every thread */
+GPUPORT_DEV int gpuport_signal_block(const gpuport_port_channel_dev_t *ch)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_get by every thread of the warp: one copy from the peer.
+ *  @return as gpuport_get, in every thread */
+GPUPORT_DEV int gpuport_get_warp(const gpuport_port_channel_dev_t *ch,
+                                 uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_GET, dst_off, src_off, size, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_get by every thread of the block: one copy from the peer.
+ *  @return as gpuport_get, in every thread */
+GPUPORT_DEV int gpuport_get_block(const gpuport_port_channel_dev_t *ch,
+                                  uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_GET, dst_off, src_off, size, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_flush by every thread of the warp: covers the operations every thread pushed before the
+ *  call.
+ *  @return as gpuport_flush, in every thread */
+GPUPORT_DEV int gpuport_flush_warp(const gpuport_port_channel_dev_t *ch)
+{
+    return gpuport_dev_flush_s(ch, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_flush by every thread of the block: covers the operations every thread pushed before
+ *  the call.
+ *  @return as gpuport_flush, in every thread */
+GPUPORT_DEV int gpuport_flush_block(const gpuport_port_channel_dev_t *ch)
+{
+    return gpuport_dev_flush_s(ch, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_wait by every thread of the warp: takes one signal; the peer's puts before it are then
+ *  in this rank's destination for every thread.
+ *  @return as gpuport_wait, in every thread */
+GPUPORT_DEV int gpuport_wait_warp(const gpuport_port_channel_dev_t *ch)
+{
+    return gpuport_dev_wait_s(ch, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_wait by every thread of the block: takes one signal; the peer's puts before it are then
+ *  in this rank's destination for every thread.
+ *  @return as gpuport_wait, in every thread */
+GPUPORT_DEV int gpuport_wait_block(const gpuport_port_channel_dev_t *ch)
+{
+    return gpuport_dev_wait_s(ch, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_memory_put by every thread of the warp, each storing its share (not yet visible: a
+ *  signal or flush of the scope follows).
+ *  @return as gpuport_memory_put, in every thread */
+GPUPORT_DEV int gpuport_memory_put_warp(const gpuport_memory_channel_dev_t *ch,
+                                        uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_mdev_copy_in(ch, 0, dst_off, src_off, size, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_memory_put by every thread of the block, each storing its share (not yet visible: a
+ *  signal or flush of the scope follows).
+ *  @return as gpuport_memory_put, in every thread */
+GPUPORT_DEV int gpuport_memory_put_block(const gpuport_memory_channel_dev_t *ch,
+                                         uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_mdev_copy_in(ch, 0, dst_off, src_off, size, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_memory_put by every thread of the warp, then one signal that covers every thread's
+ *  stores.
+ *  @return as gpuport_memory_put, then as gpuport_memory_signal, in every thread */
+GPUPORT_DEV int gpuport_memory_put_with_signal_warp(const gpuport_memory_channel_dev_t *ch,
+                                                    uint64_t dst_off, uint64_t src_off,
+                                                    uint64_t size)
+{
+    return gpuport_mdev_put_with_signal_s(ch, dst_off, src_off, size, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_memory_put by every thread of the block, then one signal that covers every thread's
+ *  stores.
+ *  @return as gpuport_memory_put, then as gpuport_memory_signal, in every thread */
+GPUPORT_DEV int gpuport_memory_put_with_signal_block(const gpuport_memory_channel_dev_t *ch,
+                                                     uint64_t dst_off, uint64_t src_off,
+                                                     uint64_t size)
+{
+    return gpuport_mdev_put_with_signal_s(ch, dst_off, src_off, size, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_memory_put_value by every thread of the warp: one store, by one of them.
+ *  @return as gpuport_memory_put_value, in every thread */
+GPUPORT_DEV int gpuport_memory_put_value_warp(const gpuport_memory_channel_dev_t *ch,
+                                              uint64_t dst_off, uint64_t value)
+{
+    return gpuport_mdev_put_value_s(ch, dst_off, value, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_memory_put_value by every thread of the block: one store, by one of them.
+ *  @return as gpuport_memory_put_value, in every thread */
+GPUPORT_DEV int gpuport_memory_put_value_block(const gpuport_memory_channel_dev_t *ch,
+                                               uint64_t dst_off, uint64_t value)
+{
+    return gpuport_mdev_put_value_s(ch, dst_off, value, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_memory_get by every thread of the warp, each loading its share; on return every thread
+ *  may read all the bytes.
+ *  @return as gpuport_memory_get, in every thread */
+GPUPORT_DEV int gpuport_memory_get_warp(const gpuport_memory_channel_dev_t *ch,
+                                        uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_mdev_copy_in(ch, 1, dst_off, src_off, size, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_memory_get by every thread of the block, each loading its share; on return every thread
+ *  may read all the bytes.
+ *  @return as gpuport_memory_get, in every thread */
+GPUPORT_DEV int gpuport_memory_get_block(const gpuport_memory_channel_dev_t *ch,
+                                         uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_mdev_copy_in(ch, 1, dst_off, src_off, size, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_memory_signal by every thread of the warp: one signal, covering every store the threads
+ *  made before the call.
+ *  @return as gpuport_memory_signal, in every thread */
+GPUPORT_DEV int gpuport_memory_signal_warp(const gpuport_memory_channel_dev_t *ch)
+{
+    return gpuport_mdev_signal_s(ch, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_memory_signal by every thread of the block: one signal, covering every store the
+ *  threads made before the call.
+ *  @return as gpuport_memory_signal, in every thread */
+GPUPORT_DEV int gpuport_memory_signal_block(const gpuport_memory_channel_dev_t *ch)
+{
+    return gpuport_mdev_signal_s(ch, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_memory_flush by every thread of the warp: on return every store the threads made before
+ *  the call is visible to the peer.
+ *  @return GPUPORT_OK, in every thread */
+GPUPORT_DEV int gpuport_memory_flush_warp(const gpuport_memory_channel_dev_t *ch)
+{
+    return gpuport_mdev_flush_s(ch, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_memory_flush by every thread of the block: on return every store the threads made
+ *  before the call is visible to the peer.
+ *  @return GPUPORT_OK, in every thread */
+GPUPORT_DEV int gpuport_memory_flush_block(const gpuport_memory_channel_dev_t *ch)
+{
+    return gpuport_mdev_flush_s(ch, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_memory_wait by every thread of the warp: takes one signal; the peer's stores before it
+ *  are then every thread's to read.
+ *  @return as gpuport_memory_wait, in every thread */
+GPUPORT_DEV int gpuport_memory_wait_warp(const gpuport_memory_channel_dev_t *ch)
+{
+    return gpuport_mdev_wait_s(ch, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_memory_wait by every thread of the block: takes one signal; the peer's stores before it
+ *  are then every thread's to read.
+ *  @return as gpuport_memory_wait, in every thread */
+GPUPORT_DEV int gpuport_memory_wait_block(const gpuport_memory_channel_dev_t *ch)
+{
+    return gpuport_mdev_wait_s(ch, GPUPORT_SCOPE_BLOCK);
+}
+
+/** @} */
+
 #endif /* __CUDACC__ */
 
 #endif
