@@ -974,6 +974,67 @@ GPUPORT_DEV int gpuport_memory_wait_block(const gpuport_memory_channel_dev_t *ch
 
 /** @} */
 
+/** @name Helpers for a grid and a set of peers
+ * @{ */
+
+/** Called by every thread of every block of the grid: 1 in every thread of
+ *  the last block to call, 0 in the others. What the grid's threads stored
+ *  before their call is visible to the last block's threads after it (each
+ *  block's barrier and fence before it counts itself in, the last block's
+ *  fence after): the place for a grid's last step, such as a sum of every
+ *  block's part. `counter` is device memory, zero before the first launch
+ *  (cudaMemset); the last block sets it back to zero, so the same counter
+ *  serves the next launch that is ordered after this one (the same
+ *  stream). A launch in which a block returned without calling leaves it
+ *  counting: zero it again before the next. Kernels running at once need
+ *  counters of their own.
+ *  @return 1 in the last block, 0 in the others, the same in every thread of a block */
+GPUPORT_DEV int gpuport_last_block(unsigned int *counter)
+{
+    unsigned int blocks = gridDim.x * gridDim.y * gridDim.z;
+    int last = 0;
+
+    __syncthreads(); /* the block's stores before it counts itself in */
+    if (gpuport_scope_leader(GPUPORT_SCOPE_BLOCK)) {
+        __threadfence();
+        last = atomicAdd(counter, 1u) == blocks - 1;
+        if (last) {
+            atomicExch(counter, 0u); /* every block has counted: ready for the next launch */
+            __threadfence();
+        }
+    }
+    return gpuport_scope_share(GPUPORT_SCOPE_BLOCK, last);
+}
+
+/** A barrier of this block with the peers of n port channels: called by
+ *  every thread of the block, it signals each channel once and takes one
+ *  signal of each, the channels spread over the threads, every signal sent
+ *  before any wait (so the peers may list their channels in any order).
+ *  The peers call it (or signal and wait) on their channels to this rank.
+ *  On return every thread sees what the peers' puts before their signals
+ *  wrote; the block's puts before the call go before its signals.
+ *  `chs` is readable by every thread (device or shared memory).
+ *  @retval GPUPORT_OK every signal sent and taken
+ *  @retval other the error of the lowest-numbered channel that failed, its signal's
+ *          (as gpuport_signal) else its wait's (as gpuport_wait), in every thread; the
+ *          other channels' signals are still sent and taken */
+GPUPORT_DEV int gpuport_barrier_block(const gpuport_port_channel_dev_t *chs, int n)
+{
+    return gpuport_dev_barrier_s(chs, 0, n, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_barrier_block over n memory channels: on return every thread
+ *  sees every store the peers made before their signals, and the peers see
+ *  every store the block made before the call.
+ *  @return as gpuport_barrier_block (as gpuport_memory_signal and
+ *          gpuport_memory_wait) */
+GPUPORT_DEV int gpuport_memory_barrier_block(const gpuport_memory_channel_dev_t *chs, int n)
+{
+    return gpuport_dev_barrier_s(chs, 1, n, GPUPORT_SCOPE_BLOCK);
+}
+
+/** @} */
+
 #endif /* __CUDACC__ */
 
 #endif

@@ -929,4 +929,66 @@ GPUPORT_DEV int gpuport_mdev_wait_s(const gpuport_memory_channel_dev_t *ch, gpup
     return gpuport_scope_share(s, gpuport_scope_leader(s) ? gpuport_mdev_wait_1(ch) : GPUPORT_OK);
 }
 
+/** The least v of the threads of scope s, in every one of them (a block's
+ *  word between barriers, as gpuport_scope_share's). */
+GPUPORT_DEV unsigned long long gpuport_scope_min64(gpuport_scope_t s, unsigned long long v)
+{
+    if (s == GPUPORT_SCOPE_WARP) {
+        unsigned int mask = gpuport_scope_warp_mask();
+        __syncwarp(mask); /* orders memory, as in gpuport_scope_share */
+        for (int lane = 0; lane < 32; lane++)
+            if (mask >> lane & 1u) {
+                unsigned long long o = __shfl_sync(mask, v, lane);
+                v = o < v ? o : v;
+            }
+    } else if (s == GPUPORT_SCOPE_BLOCK) {
+        __shared__ unsigned long long word;
+        __syncthreads();
+        if (gpuport_scope_leader(s))
+            word = ~0ull;
+        __syncthreads();
+        if (v != ~0ull)
+            atomicMin(&word, v);
+        __syncthreads();
+        v = word;
+    }
+    return v;
+}
+
+/** A barrier over n channels (port channels, or memory channels where
+ *  `memory`) by the threads of scope s, thread r of k taking channels r,
+ *  r + k, ...: after a barrier of the scope (its stores and pushes before
+ *  the signals), each signals every channel it takes, then takes one
+ *  signal of each. Every signal goes out before any wait, so no order of
+ *  the channels on the peers can deadlock, and a failed channel does not
+ *  keep the others' counts out of step (their waits still take their
+ *  signals). Returns, in every thread, the first error of the
+ *  lowest-numbered channel that had one (its signal's, else its wait's),
+ *  else GPUPORT_OK. */
+GPUPORT_DEV int gpuport_dev_barrier_s(const void *chs, int memory, int n, gpuport_scope_t s)
+{
+    const gpuport_port_channel_dev_t *pc = (const gpuport_port_channel_dev_t *)chs;
+    const gpuport_memory_channel_dev_t *mc = (const gpuport_memory_channel_dev_t *)chs;
+    unsigned long long first = ~0ull; /* (channel << 32) | its status, as unsigned */
+    int k = (int)gpuport_scope_size(s);
+
+    gpuport_scope_sync(s);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = (int)gpuport_scope_rank(s); i < n; i += k) {
+            int st;
+            if (pass == 0)
+                st = memory ? gpuport_mdev_signal_s(&mc[i], GPUPORT_SCOPE_THREAD)
+                            : gpuport_dev_op_s(&pc[i], GPUPORT_OP_SIGNAL, 0, 0, 0,
+                                               GPUPORT_SCOPE_THREAD);
+            else
+                st = memory ? gpuport_mdev_wait_s(&mc[i], GPUPORT_SCOPE_THREAD)
+                            : gpuport_dev_wait_s(&pc[i], GPUPORT_SCOPE_THREAD);
+            if (st && (unsigned long long)i < first >> 32)
+                first = (unsigned long long)i << 32 | (uint32_t)st;
+        }
+    }
+    first = gpuport_scope_min64(s, first);
+    return first == ~0ull ? GPUPORT_OK : (int)(uint32_t)first;
+}
+
 #endif

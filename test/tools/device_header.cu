@@ -62,6 +62,8 @@ __global__ void memory_calls(gpuport_memory_channel_dev_t ch, unsigned char *buf
 
 /* The warp- and block-scoped calls, every thread of the scope calling. */
 __global__ void scoped_calls(gpuport_port_channel_dev_t ch, gpuport_memory_channel_dev_t mch,
+                             const gpuport_port_channel_dev_t *chs,
+                             const gpuport_memory_channel_dev_t *mchs, unsigned int *counter,
                              int *out)
 {
     int i = 0;
@@ -94,6 +96,9 @@ __global__ void scoped_calls(gpuport_port_channel_dev_t ch, gpuport_memory_chann
     out[i++] = gpuport_memory_flush_block(&mch);
     out[i++] = gpuport_memory_wait_warp(&mch);
     out[i++] = gpuport_memory_wait_block(&mch);
+    out[i++] = gpuport_barrier_block(chs, 4);
+    out[i++] = gpuport_memory_barrier_block(mchs, 4);
+    out[i++] = gpuport_last_block(counter);
 }
 
 /* The host part: the handles are filled by host code of the same file. */
