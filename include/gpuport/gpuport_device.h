@@ -429,7 +429,8 @@ GPUPORT_DEV int gpuport_wait(const gpuport_port_channel_dev_t *ch)
  * the same thread. A group of threads that put together makes its stores
  * visible with a barrier of the group (__syncwarp, __syncthreads, a grid
  * sync) followed by one thread's signal: the signal's system-scope release
- * covers what the thread saw through the barrier. signal is safe from any
+ * covers what the thread saw through the barrier (the _warp and _block
+ * calls below do this for their scope). signal is safe from any
  * number of threads at once and counted exactly (an atomic add in the
  * peer's GPU memory, or, between GPUs without native atomics, exact counts
  * published in the order the signals began); wait and poll take signals as
