@@ -209,6 +209,26 @@ static inline gpuport_status_t gpuport_memory_channel_device(gpuport_memory_chan
     return gpuport_memory_channel_device_v(GPUPORT_MEMORY_CHANNEL_DEV_LAYOUT, ch, dev_p);
 }
 
+/**
+ * Which threads call a device call together. A per-thread call (gpuport_put,
+ * gpuport_memory_signal, ...) is the calling thread's alone; its _warp and
+ * _block forms are called by every thread of the warp or of the block, each
+ * with the same arguments, and give every one of them the same status.
+ * The data of memory channels is copied by all of them, each its share; a
+ * proxy operation is one trigger, pushed by one of them once all have
+ * reached the call; a wait is one of them waiting, then a barrier of the
+ * scope, after which every thread sees what the signal covered. A warp is
+ * the block's threads 32k .. 32k + 31 in linear order (fewer in the last
+ * warp of a block whose size is not a multiple of 32): all of them must
+ * call, as all of a block's must call a _block form (these calls contain
+ * __syncwarp and __syncthreads).
+ */
+typedef enum {
+    GPUPORT_SCOPE_THREAD = 0, /**< the calling thread alone */
+    GPUPORT_SCOPE_WARP = 1,   /**< every thread of the calling warp */
+    GPUPORT_SCOPE_BLOCK = 2   /**< every thread of the calling block */
+} gpuport_scope_t;
+
 #if defined(__CUDACC__)
 
 #include <stdio.h> /* device printf, for the stuck-operation report */
@@ -232,14 +252,7 @@ static inline gpuport_status_t gpuport_memory_channel_device(gpuport_memory_chan
 GPUPORT_DEV int gpuport_put(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                             uint64_t src_off, uint64_t size)
 {
-    uint64_t pos;
-    if (gpuport_dev_layout(ch))
-        return GPUPORT_ERR_VERSION; /* before the sizes of a handle it cannot read */
-    if (!gpuport_dev_put_fits(ch, dst_off, src_off, size))
-        return GPUPORT_ERR_OUT_OF_RANGE;
-    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
-    return gpuport_dev_pushed(gpuport_dev_push_op(ch, GPUPORT_OP_PUT, dst_off, src_off, size, &pos),
-                              own, peer);
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT, dst_off, src_off, size, GPUPORT_SCOPE_THREAD);
 }
 
 /** Queues a signal: the peer's semaphore goes up once the channel's puts
@@ -254,11 +267,7 @@ GPUPORT_DEV int gpuport_put(const gpuport_port_channel_dev_t *ch, uint64_t dst_o
  *  @retval other the channel's own error (gpuport_channel_status; not carried out) */
 GPUPORT_DEV int gpuport_signal(const gpuport_port_channel_dev_t *ch)
 {
-    uint64_t pos;
-    if (gpuport_dev_layout(ch))
-        return GPUPORT_ERR_VERSION;
-    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
-    return gpuport_dev_pushed(gpuport_dev_push_op(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, &pos), own, peer);
+    return gpuport_dev_op_s(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, GPUPORT_SCOPE_THREAD);
 }
 
 /** gpuport_put, then gpuport_signal, in one trigger.
@@ -266,14 +275,8 @@ GPUPORT_DEV int gpuport_signal(const gpuport_port_channel_dev_t *ch)
 GPUPORT_DEV int gpuport_put_with_signal(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                                         uint64_t src_off, uint64_t size)
 {
-    uint64_t pos;
-    if (gpuport_dev_layout(ch))
-        return GPUPORT_ERR_VERSION; /* before the sizes of a handle it cannot read */
-    if (!gpuport_dev_put_fits(ch, dst_off, src_off, size))
-        return GPUPORT_ERR_OUT_OF_RANGE;
-    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
-    return gpuport_dev_pushed(
-        gpuport_dev_push_op(ch, GPUPORT_OP_PUT_SIGNAL, dst_off, src_off, size, &pos), own, peer);
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT_SIGNAL, dst_off, src_off, size,
+                            GPUPORT_SCOPE_THREAD);
 }
 
 /** Queues an 8-byte store of value at dst_off of the peer's destination, as
@@ -289,18 +292,7 @@ GPUPORT_DEV int gpuport_put_with_signal(const gpuport_port_channel_dev_t *ch, ui
 GPUPORT_DEV int gpuport_put_value(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                                   uint64_t value)
 {
-    uint64_t pos;
-    int st = gpuport_dev_layout(ch);
-
-    if (st)
-        return st;
-    st = gpuport_dev_value_check(ch, dst_off);
-
-    if (st)
-        return st;
-    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
-    return gpuport_dev_pushed(gpuport_dev_push_value(ch, GPUPORT_OP_PUT_VALUE, dst_off, value, &pos),
-                              own, peer);
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT_VALUE, dst_off, 0, value, GPUPORT_SCOPE_THREAD);
 }
 
 /** gpuport_put_value, then a signal, in one trigger.
@@ -308,18 +300,8 @@ GPUPORT_DEV int gpuport_put_value(const gpuport_port_channel_dev_t *ch, uint64_t
 GPUPORT_DEV int gpuport_put_value_with_signal(const gpuport_port_channel_dev_t *ch,
                                               uint64_t dst_off, uint64_t value)
 {
-    uint64_t pos;
-    int st = gpuport_dev_layout(ch);
-
-    if (st)
-        return st;
-    st = gpuport_dev_value_check(ch, dst_off);
-
-    if (st)
-        return st;
-    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
-    return gpuport_dev_pushed(
-        gpuport_dev_push_value(ch, GPUPORT_OP_PUT_VALUE_SIGNAL, dst_off, value, &pos), own, peer);
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT_VALUE_SIGNAL, dst_off, 0, value,
+                            GPUPORT_SCOPE_THREAD);
 }
 
 /** Queues a copy of `size` bytes from the peer's destination region at
@@ -343,16 +325,7 @@ GPUPORT_DEV int gpuport_put_value_with_signal(const gpuport_port_channel_dev_t *
 GPUPORT_DEV int gpuport_get(const gpuport_port_channel_dev_t *ch, uint64_t peer_off,
                             uint64_t local_off, uint64_t size)
 {
-    uint64_t pos;
-    if (gpuport_dev_layout(ch))
-        return GPUPORT_ERR_VERSION; /* before the sizes of a handle it cannot read */
-    if (!gpuport_dev_put_fits(ch, peer_off, local_off, size))
-        return GPUPORT_ERR_OUT_OF_RANGE;
-    if (!gpuport_dev_rma_carried(ch, GPUPORT_OP_GET))
-        return GPUPORT_ERR_NOT_SUPPORTED;
-    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
-    return gpuport_dev_pushed(
-        gpuport_dev_push_op(ch, GPUPORT_OP_GET, peer_off, local_off, size, &pos), own, peer);
+    return gpuport_dev_op_s(ch, GPUPORT_OP_GET, peer_off, local_off, size, GPUPORT_SCOPE_THREAD);
 }
 
 /** Queues an atomic add of value (two's complement: a negative value
@@ -371,22 +344,8 @@ GPUPORT_DEV int gpuport_get(const gpuport_port_channel_dev_t *ch, uint64_t peer_
 GPUPORT_DEV int gpuport_atomic_add(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                                    int64_t value)
 {
-    uint64_t pos;
-    int st = gpuport_dev_layout(ch);
-
-    if (st)
-        return st;
-    st = gpuport_dev_value_check(ch, dst_off);
-    if (st)
-        return st;
-    if (!gpuport_dev_peer_aligned(ch, dst_off, 8))
-        return GPUPORT_ERR_INVALID_ARG;
-    if (!gpuport_dev_rma_carried(ch, GPUPORT_OP_ATOMIC_ADD))
-        return GPUPORT_ERR_NOT_SUPPORTED;
-    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
-    return gpuport_dev_pushed(
-        gpuport_dev_push_value(ch, GPUPORT_OP_ATOMIC_ADD, dst_off, (uint64_t)value, &pos), own,
-        peer);
+    return gpuport_dev_op_s(ch, GPUPORT_OP_ATOMIC_ADD, dst_off, 0, (uint64_t)value,
+                            GPUPORT_SCOPE_THREAD);
 }
 
 /** Queues the add of `count` elements of `type` from this side's source
@@ -407,7 +366,6 @@ GPUPORT_DEV int gpuport_atomic_add(const gpuport_port_channel_dev_t *ch, uint64_
 GPUPORT_DEV int gpuport_accumulate(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                                    uint64_t src_off, uint64_t count, gpuport_dtype_t type)
 {
-    uint64_t pos;
     uint32_t op = gpuport_dev_acc_op((int)type), elem = gpuport_acc_elem_size(op);
     int st = gpuport_dev_layout(ch);
 
@@ -417,12 +375,7 @@ GPUPORT_DEV int gpuport_accumulate(const gpuport_port_channel_dev_t *ch, uint64_
         return GPUPORT_ERR_INVALID_ARG;
     if (count > GPUPORT_TRIGGER_SIZE_MAX / elem)
         return GPUPORT_ERR_OUT_OF_RANGE;
-    st = gpuport_dev_acc_check(ch, op, dst_off, src_off, count * elem);
-    if (st)
-        return st;
-    int32_t own = gpuport_dev_peek_sys32(ch->status), peer = gpuport_dev_peek_sys32(ch->peer_status);
-    return gpuport_dev_pushed(
-        gpuport_dev_push_op(ch, op, dst_off, src_off, count * elem, &pos), own, peer);
+    return gpuport_dev_op_s(ch, op, dst_off, src_off, count * elem, GPUPORT_SCOPE_THREAD);
 }
 
 /** Returns when the channel's operations that kernels pushed before it (any
@@ -436,21 +389,7 @@ GPUPORT_DEV int gpuport_accumulate(const gpuport_port_channel_dev_t *ch, uint64_
  *  @retval other the channel's error (gpuport_channel_status), when it failed */
 GPUPORT_DEV int gpuport_flush(const gpuport_port_channel_dev_t *ch)
 {
-    uint64_t pos, start = 0, f;
-    gpuport_dev_backoff_t b = {0, 0};
-    int st = gpuport_dev_push_op(ch, GPUPORT_OP_FLUSH, 0, 0, 0, &pos);
-
-    if (st)
-        return st;
-    /* the proxy completes flushes of failed channels too, marked */
-    while (((f = gpuport_dev_load_sys(ch->flushed)) & ~GPUPORT_FLUSHED_FAILED) <= pos) {
-        if (gpuport_dev_expired(ch, &start))
-            return gpuport_dev_stuck(ch, "flush");
-        gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
-    }
-    /* the channel's state is read across PCIe only when the proxy said
-     * it had failed by the time the flush completed */
-    return f & GPUPORT_FLUSHED_FAILED ? gpuport_dev_check(ch) : GPUPORT_OK;
+    return gpuport_dev_flush_s(ch, GPUPORT_SCOPE_THREAD);
 }
 
 /** Takes one signal if one has arrived, without waiting.
@@ -485,26 +424,7 @@ GPUPORT_DEV int gpuport_poll(const gpuport_port_channel_dev_t *ch)
  *  @retval other the channel's own error */
 GPUPORT_DEV int gpuport_wait(const gpuport_port_channel_dev_t *ch)
 {
-    uint64_t start = 0;
-    gpuport_dev_backoff_t b = {0, 0};
-
-    if (gpuport_dev_layout(ch))
-        return GPUPORT_ERR_VERSION;
-    for (uint32_t i = 1;; i++) {
-        if (gpuport_dev_take(ch))
-            return GPUPORT_OK;
-        gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
-        /* failures are rare: look for them every 64th pass, not on each */
-        if ((i & 63) == 0) {
-            int st = gpuport_dev_failed(ch);
-            if (st && gpuport_dev_take(ch))
-                return GPUPORT_OK; /* arrived just before the word, as above */
-            if (st)
-                return st;
-            if (gpuport_dev_expired(ch, &start))
-                return gpuport_dev_stuck(ch, "wait for the peer's signal");
-        }
-    }
+    return gpuport_dev_wait_s(ch, GPUPORT_SCOPE_THREAD);
 }
 
 /** Waits until the channel's signal count reaches `value`, up to the time
@@ -558,7 +478,8 @@ GPUPORT_DEV int gpuport_signal_count(const gpuport_port_channel_dev_t *ch, uint6
  * the same thread. A group of threads that put together makes its stores
  * visible with a barrier of the group (__syncwarp, __syncthreads, a grid
  * sync) followed by one thread's signal: the signal's system-scope release
- * covers what the thread saw through the barrier. signal is safe from any
+ * covers what the thread saw through the barrier (the _warp and _block
+ * calls below do this for their scope). signal is safe from any
  * number of threads at once and counted exactly (an atomic add in the
  * peer's GPU memory, or, between GPUs without native atomics, exact counts
  * published in the order the signals began); wait and poll take signals as
@@ -593,15 +514,8 @@ GPUPORT_DEV int gpuport_memory_put(const gpuport_memory_channel_dev_t *ch, uint6
                                    uint64_t src_off, uint64_t size, uint32_t thread,
                                    uint32_t nthreads)
 {
-    if (gpuport_mdev_layout(ch))
-        return GPUPORT_ERR_VERSION;
-    if (!gpuport_range_fits(src_off, size, ch->src_size) ||
-        !gpuport_range_fits(dst_off, size, ch->dst_size))
-        return GPUPORT_ERR_OUT_OF_RANGE;
-    if (thread >= nthreads)
-        return GPUPORT_ERR_INVALID_ARG;
-    gpuport_mdev_copy(ch->dst + dst_off, ch->src + src_off, size, thread, nthreads);
-    return GPUPORT_OK;
+    return gpuport_mdev_copy_s(ch, 0, dst_off, src_off, size, thread, nthreads,
+                               GPUPORT_SCOPE_THREAD);
 }
 
 /** One 8-byte store of value at dst_off of the peer's destination.
@@ -612,16 +526,7 @@ GPUPORT_DEV int gpuport_memory_put(const gpuport_memory_channel_dev_t *ch, uint6
 GPUPORT_DEV int gpuport_memory_put_value(const gpuport_memory_channel_dev_t *ch,
                                          uint64_t dst_off, uint64_t value)
 {
-    if (gpuport_mdev_layout(ch))
-        return GPUPORT_ERR_VERSION;
-    if (!gpuport_value_aligned(dst_off))
-        return GPUPORT_ERR_INVALID_ARG;
-    if (!gpuport_range_fits(dst_off, 8, ch->dst_size))
-        return GPUPORT_ERR_OUT_OF_RANGE;
-    if ((uintptr_t)(ch->dst + dst_off) & 7)
-        return GPUPORT_ERR_INVALID_ARG; /* the peer's region starts unaligned */
-    *(volatile unsigned long long *)(ch->dst + dst_off) = value;
-    return GPUPORT_OK;
+    return gpuport_mdev_put_value_s(ch, dst_off, value, GPUPORT_SCOPE_THREAD);
 }
 
 /** Copies `size` bytes from the peer's destination at peer_off into this
@@ -644,16 +549,8 @@ GPUPORT_DEV int gpuport_memory_get(const gpuport_memory_channel_dev_t *ch, uint6
                                    uint64_t local_off, uint64_t size, uint32_t thread,
                                    uint32_t nthreads)
 {
-    if (gpuport_mdev_layout(ch))
-        return GPUPORT_ERR_VERSION;
-    if (!gpuport_range_fits(local_off, size, ch->src_size) ||
-        !gpuport_range_fits(peer_off, size, ch->dst_size))
-        return GPUPORT_ERR_OUT_OF_RANGE;
-    if (thread >= nthreads)
-        return GPUPORT_ERR_INVALID_ARG;
-    gpuport_mdev_copy((unsigned char *)ch->src + local_off, ch->dst + peer_off, size, thread,
-                      nthreads);
-    return GPUPORT_OK;
+    return gpuport_mdev_copy_s(ch, 1, peer_off, local_off, size, thread, nthreads,
+                               GPUPORT_SCOPE_THREAD);
 }
 
 /** Adds value (two's complement: a negative value subtracts) to the 8 bytes
@@ -666,14 +563,12 @@ GPUPORT_DEV int gpuport_memory_get(const gpuport_memory_channel_dev_t *ch, uint6
 GPUPORT_DEV int gpuport_memory_atomic_add(const gpuport_memory_channel_dev_t *ch,
                                           uint64_t dst_off, int64_t value)
 {
-    if (gpuport_mdev_layout(ch))
-        return GPUPORT_ERR_VERSION;
-    if (!gpuport_value_aligned(dst_off))
-        return GPUPORT_ERR_INVALID_ARG;
-    if (!gpuport_range_fits(dst_off, 8, ch->dst_size))
-        return GPUPORT_ERR_OUT_OF_RANGE;
-    if ((uintptr_t)(ch->dst + dst_off) & 7)
-        return GPUPORT_ERR_INVALID_ARG; /* the peer's region starts unaligned */
+    int st = gpuport_mdev_layout(ch);
+
+    if (!st)
+        st = gpuport_mdev_value_check(ch, dst_off);
+    if (st)
+        return st;
     atomicAdd_system((unsigned long long *)(ch->dst + dst_off), (unsigned long long)value);
     return GPUPORT_OK;
 }
@@ -718,9 +613,7 @@ GPUPORT_DEV int gpuport_memory_accumulate(const gpuport_memory_channel_dev_t *ch
  *  @return GPUPORT_OK; errors show in signal, wait and poll */
 GPUPORT_DEV int gpuport_memory_flush(const gpuport_memory_channel_dev_t *ch)
 {
-    (void)ch;
-    __threadfence_system();
-    return GPUPORT_OK;
+    return gpuport_mdev_flush_s(ch, GPUPORT_SCOPE_THREAD);
 }
 
 /** Raises the peer's semaphore by one after the calling thread's earlier
@@ -737,41 +630,7 @@ GPUPORT_DEV int gpuport_memory_flush(const gpuport_memory_channel_dev_t *ch)
  *  @retval GPUPORT_ERR_VERSION a handle of another layout */
 GPUPORT_DEV int gpuport_memory_signal(const gpuport_memory_channel_dev_t *ch)
 {
-    unsigned long long t, seen;
-    uint64_t start = 0;
-    gpuport_dev_backoff_t b = {0, 0};
-
-    if (gpuport_mdev_layout(ch))
-        return GPUPORT_ERR_VERSION;
-    if (ch->sem_atomic) {
-        asm volatile("red.release.sys.global.add.u64 [%0], 1;" ::"l"(ch->peer_sem) : "memory");
-        return GPUPORT_OK;
-    }
-    /* this thread's stores (its group's, through a barrier) visible before
-     * its ticket: any count up to the tickets taken may then be stored */
-    __threadfence_system();
-    t = atomicAdd(&ch->tickets[0], 1ull) + 1;
-    for (;;) {
-        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(&ch->tickets[1])
-                     : "memory");
-        if (seen >= t)
-            return GPUPORT_OK; /* a later signaller stored it with its own */
-        if (atomicCAS(&ch->tickets[2], 0ull, 1ull) == 0ull) {
-            unsigned long long n;
-            __threadfence(); /* after the previous holder's stores */
-            n = *(volatile unsigned long long *)&ch->tickets[0];
-            asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(ch->peer_sem), "l"(n)
-                         : "memory");
-            asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(&ch->tickets[1]), "l"(n)
-                         : "memory");
-            __threadfence();
-            atomicExch(&ch->tickets[2], 0ull);
-            return GPUPORT_OK;
-        }
-        if (gpuport_mdev_expired(ch, &start))
-            return gpuport_mdev_stuck(ch, "signal (another signaller's store of the count)");
-        gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
-    }
+    return gpuport_mdev_signal_s(ch, GPUPORT_SCOPE_THREAD);
 }
 
 /** gpuport_memory_put by the calling thread alone, then its signal.
@@ -780,8 +639,7 @@ GPUPORT_DEV int gpuport_memory_put_with_signal(const gpuport_memory_channel_dev_
                                                uint64_t dst_off, uint64_t src_off,
                                                uint64_t size)
 {
-    int st = gpuport_memory_put(ch, dst_off, src_off, size, 0, 1);
-    return st ? st : gpuport_memory_signal(ch);
+    return gpuport_mdev_put_with_signal_s(ch, dst_off, src_off, size, GPUPORT_SCOPE_THREAD);
 }
 
 /** Takes one signal if one has arrived, without waiting.
@@ -805,25 +663,7 @@ GPUPORT_DEV int gpuport_memory_poll(const gpuport_memory_channel_dev_t *ch)
  *  @return as gpuport_wait */
 GPUPORT_DEV int gpuport_memory_wait(const gpuport_memory_channel_dev_t *ch)
 {
-    uint64_t start = 0;
-    gpuport_dev_backoff_t b = {0, 0};
-
-    if (gpuport_mdev_layout(ch))
-        return GPUPORT_ERR_VERSION;
-    for (uint32_t i = 1;; i++) {
-        if (gpuport_mdev_take(ch))
-            return GPUPORT_OK;
-        gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
-        if ((i & 63) == 0) {
-            int st = gpuport_mdev_failed(ch);
-            if (st && gpuport_mdev_take(ch))
-                return GPUPORT_OK;
-            if (st)
-                return st;
-            if (gpuport_mdev_expired(ch, &start))
-                return gpuport_mdev_stuck(ch, "wait for the peer's signal");
-        }
-    }
+    return gpuport_mdev_wait_s(ch, GPUPORT_SCOPE_THREAD);
 }
 
 /** Waits until the channel's signal count reaches `value`, up to the time
@@ -959,6 +799,320 @@ GPUPORT_DEV unsigned char *gpuport_memory_peer_ptr(const gpuport_memory_channel_
     if (ch->layout != GPUPORT_MEMORY_CHANNEL_DEV_LAYOUT || !ch->dst || dst_off >= ch->dst_size)
         return NULL;
     return ch->dst + dst_off;
+}
+
+/** @} */
+
+/** @name Warp- and block-scoped calls
+ * The _warp and _block forms of the calls above (gpuport_scope_t): every
+ * thread of the warp or block calls with the same arguments and gets the
+ * same status, and none writes a barrier, a shared status or a branch for
+ * one thread around them. A port channel's operation is one trigger, pushed
+ * once every thread of the scope has reached the call, so what the threads
+ * stored into the source before it is in what the copy reads (the
+ * barrier's ordering, then the pushing thread's system-scope release). A
+ * memory channel's put and get are copied by all of the threads, each its
+ * share; its put_with_signal is the threads' copy, a barrier, then one
+ * signal, which covers every thread's stores (the barrier orders them
+ * before the signal's system-scope release, and a release covers what its
+ * thread has seen: cumulativity in the PTX memory model). A wait is one
+ * thread's, then a barrier: on return every thread of the scope reads what
+ * the peer's signal covered, and after a get every thread reads all of its
+ * bytes. An argument that a call refuses is refused in every thread, with
+ * nothing pushed or stored.
+ * @{ */
+/** gpuport_put by every thread of the warp: one copy, queued once all have called.
+ *  @return as gpuport_put, in every thread */
+GPUPORT_DEV int gpuport_put_warp(const gpuport_port_channel_dev_t *ch,
+                                 uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT, dst_off, src_off, size, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_put by every thread of the block: one copy, queued once all have called.
+ *  @return as gpuport_put, in every thread */
+GPUPORT_DEV int gpuport_put_block(const gpuport_port_channel_dev_t *ch,
+                                  uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT, dst_off, src_off, size, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_put_with_signal by every thread of the warp: one trigger.
+ *  @return as gpuport_put, in every thread */
+GPUPORT_DEV int gpuport_put_with_signal_warp(const gpuport_port_channel_dev_t *ch,
+                                             uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT_SIGNAL, dst_off, src_off, size, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_put_with_signal by every thread of the block: one trigger.
+ *  @return as gpuport_put, in every thread */
+GPUPORT_DEV int gpuport_put_with_signal_block(const gpuport_port_channel_dev_t *ch,
+                                              uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT_SIGNAL, dst_off, src_off, size,
+                            GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_put_value by every thread of the warp: one value, one trigger.
+ *  @return as gpuport_put_value, in every thread */
+GPUPORT_DEV int gpuport_put_value_warp(const gpuport_port_channel_dev_t *ch,
+                                       uint64_t dst_off, uint64_t value)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT_VALUE, dst_off, 0, value, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_put_value by every thread of the block: one value, one trigger.
+ *  @return as gpuport_put_value, in every thread */
+GPUPORT_DEV int gpuport_put_value_block(const gpuport_port_channel_dev_t *ch,
+                                        uint64_t dst_off, uint64_t value)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT_VALUE, dst_off, 0, value, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_signal by every thread of the warp: one signal, after every put the threads pushed
+ *  before the call.
+ *  @return as gpuport_signal, in every thread */
+GPUPORT_DEV int gpuport_signal_warp(const gpuport_port_channel_dev_t *ch)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_signal by every thread of the block: one signal, after every put the threads pushed
+ *  before the call.
+ *  @return as gpuport_signal, in every thread */
+GPUPORT_DEV int gpuport_signal_block(const gpuport_port_channel_dev_t *ch)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_get by every thread of the warp: one copy from the peer.
+ *  @return as gpuport_get, in every thread */
+GPUPORT_DEV int gpuport_get_warp(const gpuport_port_channel_dev_t *ch,
+                                 uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_GET, dst_off, src_off, size, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_get by every thread of the block: one copy from the peer.
+ *  @return as gpuport_get, in every thread */
+GPUPORT_DEV int gpuport_get_block(const gpuport_port_channel_dev_t *ch,
+                                  uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_dev_op_s(ch, GPUPORT_OP_GET, dst_off, src_off, size, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_flush by every thread of the warp: covers the operations every thread pushed before the
+ *  call.
+ *  @return as gpuport_flush, in every thread */
+GPUPORT_DEV int gpuport_flush_warp(const gpuport_port_channel_dev_t *ch)
+{
+    return gpuport_dev_flush_s(ch, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_flush by every thread of the block: covers the operations every thread pushed before
+ *  the call.
+ *  @return as gpuport_flush, in every thread */
+GPUPORT_DEV int gpuport_flush_block(const gpuport_port_channel_dev_t *ch)
+{
+    return gpuport_dev_flush_s(ch, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_wait by every thread of the warp: takes one signal; the peer's puts before it are then
+ *  in this rank's destination for every thread.
+ *  @return as gpuport_wait, in every thread */
+GPUPORT_DEV int gpuport_wait_warp(const gpuport_port_channel_dev_t *ch)
+{
+    return gpuport_dev_wait_s(ch, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_wait by every thread of the block: takes one signal; the peer's puts before it are then
+ *  in this rank's destination for every thread.
+ *  @return as gpuport_wait, in every thread */
+GPUPORT_DEV int gpuport_wait_block(const gpuport_port_channel_dev_t *ch)
+{
+    return gpuport_dev_wait_s(ch, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_memory_put by every thread of the warp, each storing its share (not yet visible: a
+ *  signal or flush of the scope follows).
+ *  @return as gpuport_memory_put, in every thread */
+GPUPORT_DEV int gpuport_memory_put_warp(const gpuport_memory_channel_dev_t *ch,
+                                        uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_mdev_copy_in(ch, 0, dst_off, src_off, size, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_memory_put by every thread of the block, each storing its share (not yet visible: a
+ *  signal or flush of the scope follows).
+ *  @return as gpuport_memory_put, in every thread */
+GPUPORT_DEV int gpuport_memory_put_block(const gpuport_memory_channel_dev_t *ch,
+                                         uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_mdev_copy_in(ch, 0, dst_off, src_off, size, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_memory_put by every thread of the warp, then one signal that covers every thread's
+ *  stores.
+ *  @return as gpuport_memory_put, then as gpuport_memory_signal, in every thread */
+GPUPORT_DEV int gpuport_memory_put_with_signal_warp(const gpuport_memory_channel_dev_t *ch,
+                                                    uint64_t dst_off, uint64_t src_off,
+                                                    uint64_t size)
+{
+    return gpuport_mdev_put_with_signal_s(ch, dst_off, src_off, size, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_memory_put by every thread of the block, then one signal that covers every thread's
+ *  stores.
+ *  @return as gpuport_memory_put, then as gpuport_memory_signal, in every thread */
+GPUPORT_DEV int gpuport_memory_put_with_signal_block(const gpuport_memory_channel_dev_t *ch,
+                                                     uint64_t dst_off, uint64_t src_off,
+                                                     uint64_t size)
+{
+    return gpuport_mdev_put_with_signal_s(ch, dst_off, src_off, size, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_memory_put_value by every thread of the warp: one store, by one of them.
+ *  @return as gpuport_memory_put_value, in every thread */
+GPUPORT_DEV int gpuport_memory_put_value_warp(const gpuport_memory_channel_dev_t *ch,
+                                              uint64_t dst_off, uint64_t value)
+{
+    return gpuport_mdev_put_value_s(ch, dst_off, value, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_memory_put_value by every thread of the block: one store, by one of them.
+ *  @return as gpuport_memory_put_value, in every thread */
+GPUPORT_DEV int gpuport_memory_put_value_block(const gpuport_memory_channel_dev_t *ch,
+                                               uint64_t dst_off, uint64_t value)
+{
+    return gpuport_mdev_put_value_s(ch, dst_off, value, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_memory_get by every thread of the warp, each loading its share; on return every thread
+ *  may read all the bytes.
+ *  @return as gpuport_memory_get, in every thread */
+GPUPORT_DEV int gpuport_memory_get_warp(const gpuport_memory_channel_dev_t *ch,
+                                        uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_mdev_copy_in(ch, 1, dst_off, src_off, size, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_memory_get by every thread of the block, each loading its share; on return every thread
+ *  may read all the bytes.
+ *  @return as gpuport_memory_get, in every thread */
+GPUPORT_DEV int gpuport_memory_get_block(const gpuport_memory_channel_dev_t *ch,
+                                         uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_mdev_copy_in(ch, 1, dst_off, src_off, size, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_memory_signal by every thread of the warp: one signal, covering every store the threads
+ *  made before the call.
+ *  @return as gpuport_memory_signal, in every thread */
+GPUPORT_DEV int gpuport_memory_signal_warp(const gpuport_memory_channel_dev_t *ch)
+{
+    return gpuport_mdev_signal_s(ch, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_memory_signal by every thread of the block: one signal, covering every store the
+ *  threads made before the call.
+ *  @return as gpuport_memory_signal, in every thread */
+GPUPORT_DEV int gpuport_memory_signal_block(const gpuport_memory_channel_dev_t *ch)
+{
+    return gpuport_mdev_signal_s(ch, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_memory_flush by every thread of the warp: on return every store the threads made before
+ *  the call is visible to the peer.
+ *  @return GPUPORT_OK, in every thread */
+GPUPORT_DEV int gpuport_memory_flush_warp(const gpuport_memory_channel_dev_t *ch)
+{
+    return gpuport_mdev_flush_s(ch, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_memory_flush by every thread of the block: on return every store the threads made
+ *  before the call is visible to the peer.
+ *  @return GPUPORT_OK, in every thread */
+GPUPORT_DEV int gpuport_memory_flush_block(const gpuport_memory_channel_dev_t *ch)
+{
+    return gpuport_mdev_flush_s(ch, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_memory_wait by every thread of the warp: takes one signal; the peer's stores before it
+ *  are then every thread's to read.
+ *  @return as gpuport_memory_wait, in every thread */
+GPUPORT_DEV int gpuport_memory_wait_warp(const gpuport_memory_channel_dev_t *ch)
+{
+    return gpuport_mdev_wait_s(ch, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_memory_wait by every thread of the block: takes one signal; the peer's stores before it
+ *  are then every thread's to read.
+ *  @return as gpuport_memory_wait, in every thread */
+GPUPORT_DEV int gpuport_memory_wait_block(const gpuport_memory_channel_dev_t *ch)
+{
+    return gpuport_mdev_wait_s(ch, GPUPORT_SCOPE_BLOCK);
+}
+
+/** @} */
+
+/** @name Helpers for a grid and a set of peers
+ * @{ */
+
+/** Called by every thread of every block of the grid: 1 in every thread of
+ *  the last block to call, 0 in the others. What the grid's threads stored
+ *  before their call is visible to the last block's threads after it (each
+ *  block's barrier and fence before it counts itself in, the last block's
+ *  fence after): the place for a grid's last step, such as a sum of every
+ *  block's part. `counter` is device memory, zero before the first launch
+ *  (cudaMemset); the last block sets it back to zero, so the same counter
+ *  serves the next launch that is ordered after this one (the same
+ *  stream). A launch in which a block returned without calling leaves it
+ *  counting: zero it again before the next. Kernels running at once need
+ *  counters of their own.
+ *  @return 1 in the last block, 0 in the others, the same in every thread of a block */
+GPUPORT_DEV int gpuport_last_block(unsigned int *counter)
+{
+    unsigned int blocks = gridDim.x * gridDim.y * gridDim.z;
+    int last = 0;
+
+    __syncthreads(); /* the block's stores before it counts itself in */
+    if (gpuport_scope_leader(GPUPORT_SCOPE_BLOCK)) {
+        __threadfence();
+        last = atomicAdd(counter, 1u) == blocks - 1;
+        if (last) {
+            atomicExch(counter, 0u); /* every block has counted: ready for the next launch */
+            __threadfence();
+        }
+    }
+    return gpuport_scope_share(GPUPORT_SCOPE_BLOCK, last);
+}
+
+/** A barrier of this block with the peers of n port channels: called by
+ *  every thread of the block, it signals each channel once and takes one
+ *  signal of each, the channels spread over the threads, every signal sent
+ *  before any wait (so the peers may list their channels in any order).
+ *  The peers call it (or signal and wait) on their channels to this rank.
+ *  On return every thread sees what the peers' puts before their signals
+ *  wrote; the block's puts before the call go before its signals.
+ *  `chs` is readable by every thread (device or shared memory).
+ *  @retval GPUPORT_OK every signal sent and taken
+ *  @retval other the error of the lowest-numbered channel that failed, its signal's
+ *          (as gpuport_signal) else its wait's (as gpuport_wait), in every thread; the
+ *          other channels' signals are still sent and taken */
+GPUPORT_DEV int gpuport_barrier_block(const gpuport_port_channel_dev_t *chs, int n)
+{
+    return gpuport_dev_barrier_s(chs, 0, n, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_barrier_block over n memory channels: on return every thread
+ *  sees every store the peers made before their signals, and the peers see
+ *  every store the block made before the call.
+ *  @return as gpuport_barrier_block (as gpuport_memory_signal and
+ *          gpuport_memory_wait) */
+GPUPORT_DEV int gpuport_memory_barrier_block(const gpuport_memory_channel_dev_t *chs, int n)
+{
+    return gpuport_dev_barrier_s(chs, 1, n, GPUPORT_SCOPE_BLOCK);
 }
 
 /** @} */

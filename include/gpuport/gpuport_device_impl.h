@@ -22,6 +22,81 @@
 #undef gpuport_grant_add
 #undef GPUPORT_GRANT_FN
 
+/* The scope of a call (gpuport_scope_t): which threads call it together,
+ * every one with the same arguments. The helpers below are what a scope
+ * changes in an operation's one implementation; with GPUPORT_SCOPE_THREAD,
+ * a constant in every per-thread call, each folds to a constant or to
+ * nothing (no barrier, no shuffle). A warp's threads are the block's linear
+ * thread indices 32k .. 32k + 31, the last warp of a block of other than a
+ * multiple of 32 threads fewer: every one of them must call. */
+
+/** This thread's linear index in its block. */
+GPUPORT_DEV uint32_t gpuport_scope_block_rank(void)
+{
+    return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+
+/** The threads of this thread's warp, as a mask of lanes. */
+GPUPORT_DEV unsigned int gpuport_scope_warp_mask(void)
+{
+    uint32_t left = blockDim.x * blockDim.y * blockDim.z - (gpuport_scope_block_rank() & ~31u);
+    return left >= 32 ? 0xffffffffu : (1u << left) - 1;
+}
+
+/** This thread's rank in scope s: 0 for a thread, its lane, its index in the block. */
+GPUPORT_DEV uint32_t gpuport_scope_rank(gpuport_scope_t s)
+{
+    if (s == GPUPORT_SCOPE_THREAD)
+        return 0;
+    return s == GPUPORT_SCOPE_WARP ? gpuport_scope_block_rank() & 31u : gpuport_scope_block_rank();
+}
+
+/** The threads of scope s. */
+GPUPORT_DEV uint32_t gpuport_scope_size(gpuport_scope_t s)
+{
+    if (s == GPUPORT_SCOPE_THREAD)
+        return 1;
+    return s == GPUPORT_SCOPE_WARP ? (uint32_t)__popc(gpuport_scope_warp_mask())
+                                   : blockDim.x * blockDim.y * blockDim.z;
+}
+
+/** A barrier of scope s, which orders memory too: nothing, __syncwarp, __syncthreads. */
+GPUPORT_DEV void gpuport_scope_sync(gpuport_scope_t s)
+{
+    if (s == GPUPORT_SCOPE_WARP)
+        __syncwarp(gpuport_scope_warp_mask());
+    else if (s == GPUPORT_SCOPE_BLOCK)
+        __syncthreads();
+}
+
+/** 1 in the thread of scope s that acts alone for it (rank 0). */
+GPUPORT_DEV int gpuport_scope_leader(gpuport_scope_t s)
+{
+    return gpuport_scope_rank(s) == 0;
+}
+
+/** The leader's st, in every thread of scope s, after a barrier of the
+ *  scope: what the leader did before it (a wait's acquire, a flush) is then
+ *  every thread's. A block's word is written between two barriers, so a
+ *  share right after another cannot overwrite it before every thread has
+ *  read it. */
+GPUPORT_DEV int gpuport_scope_share(gpuport_scope_t s, int st)
+{
+    if (s == GPUPORT_SCOPE_THREAD)
+        return st;
+    if (s == GPUPORT_SCOPE_WARP) {
+        unsigned int mask = gpuport_scope_warp_mask();
+        __syncwarp(mask); /* orders memory; a shuffle alone does not */
+        return __shfl_sync(mask, st, 0);
+    }
+    __shared__ int word;
+    __syncthreads();
+    if (gpuport_scope_leader(s))
+        word = st;
+    __syncthreads();
+    return word;
+}
+
 /** A waiting call's back-off: after `spin` polls that found nothing, each
  *  further poll is preceded by a pause that doubles from 32 ns up to `cap`
  *  (__nanosleep sleeps between 0 and twice its argument, at most 1 ms: PTX
@@ -588,6 +663,387 @@ GPUPORT_DEV int gpuport_dev_wait_until(const Ch *ch, uint64_t value, const char 
             }
         }
     }
+}
+
+/* Each operation below has one implementation, for every scope: the
+ * per-thread calls pass GPUPORT_SCOPE_THREAD, the _warp and _block calls
+ * their scope. A proxy operation is one trigger, pushed by the scope's
+ * leader after a barrier of the scope (so that what its threads stored
+ * into the source, and pushed, comes before it); a wait is the leader's,
+ * then a barrier; the status is the leader's, shared (gpuport_scope_share).
+ * Where the threads' own stores move the data (memory channels), every
+ * thread copies its share; their checks are pure functions of the
+ * arguments every thread passes alike, so every thread finds the same
+ * status without sharing it. */
+
+/** A port-channel operation's checks after the layout's, in the order of
+ *  the host's: GPUPORT_OK or the refusal (size: a sized op's bytes). */
+GPUPORT_DEV int gpuport_dev_op_check(const gpuport_port_channel_dev_t *ch, uint32_t op,
+                                     uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    int st;
+
+    switch (op) {
+    case GPUPORT_OP_SIGNAL:
+        return GPUPORT_OK;
+    case GPUPORT_OP_PUT:
+    case GPUPORT_OP_PUT_SIGNAL:
+        return gpuport_dev_put_fits(ch, dst_off, src_off, size) ? GPUPORT_OK
+                                                                : GPUPORT_ERR_OUT_OF_RANGE;
+    case GPUPORT_OP_PUT_VALUE:
+    case GPUPORT_OP_PUT_VALUE_SIGNAL:
+        return gpuport_dev_value_check(ch, dst_off);
+    case GPUPORT_OP_ATOMIC_ADD:
+        st = gpuport_dev_value_check(ch, dst_off);
+        if (st)
+            return st;
+        if (!gpuport_dev_peer_aligned(ch, dst_off, 8))
+            return GPUPORT_ERR_INVALID_ARG;
+        break;
+    case GPUPORT_OP_GET:
+        if (!gpuport_dev_put_fits(ch, dst_off, src_off, size))
+            return GPUPORT_ERR_OUT_OF_RANGE;
+        break;
+    default: /* the accumulates */
+        return gpuport_dev_acc_check(ch, op, dst_off, src_off, size);
+    }
+    return gpuport_dev_rma_carried(ch, op) ? GPUPORT_OK : GPUPORT_ERR_NOT_SUPPORTED;
+}
+
+/** Port-channel operation op (any the device API pushes but FLUSH) in scope
+ *  s, as gpuport_put and the others document it: arg is a sized op's size
+ *  (SIGNAL: unused), a value op's value. The channel's two error words are
+ *  loaded before the push and used after it (gpuport_dev_pushed). */
+GPUPORT_DEV int gpuport_dev_op_s(const gpuport_port_channel_dev_t *ch, uint32_t op,
+                                 uint64_t dst_off, uint64_t src_off, uint64_t arg,
+                                 gpuport_scope_t s)
+{
+    uint64_t pos;
+    int st = GPUPORT_OK;
+
+    gpuport_scope_sync(s);
+    if (gpuport_scope_leader(s)) {
+        /* the layout before the sizes of a handle it cannot read */
+        st = gpuport_dev_layout(ch);
+        if (!st)
+            st = gpuport_dev_op_check(ch, op, dst_off, src_off, arg);
+        if (!st) {
+            int32_t own = gpuport_dev_peek_sys32(ch->status);
+            int32_t peer = gpuport_dev_peek_sys32(ch->peer_status);
+            st = gpuport_dev_pushed(gpuport_trigger_is_value(op)
+                                        ? gpuport_dev_push_value(ch, op, dst_off, arg, &pos)
+                                        : gpuport_dev_push_op(ch, op, dst_off, src_off, arg, &pos),
+                                    own, peer);
+        }
+    }
+    return gpuport_scope_share(s, st);
+}
+
+/** One thread's flush (gpuport_flush). */
+GPUPORT_DEV int gpuport_dev_flush_1(const gpuport_port_channel_dev_t *ch)
+{
+    uint64_t pos, start = 0, f;
+    gpuport_dev_backoff_t b = {0, 0};
+    int st = gpuport_dev_push_op(ch, GPUPORT_OP_FLUSH, 0, 0, 0, &pos);
+
+    if (st)
+        return st;
+    /* the proxy completes flushes of failed channels too, marked */
+    while (((f = gpuport_dev_load_sys(ch->flushed)) & ~GPUPORT_FLUSHED_FAILED) <= pos) {
+        if (gpuport_dev_expired(ch, &start))
+            return gpuport_dev_stuck(ch, "flush");
+        gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
+    }
+    /* the channel's state is read across PCIe only when the proxy said
+     * it had failed by the time the flush completed */
+    return f & GPUPORT_FLUSHED_FAILED ? gpuport_dev_check(ch) : GPUPORT_OK;
+}
+
+/** gpuport_flush in scope s: after a barrier (the scope's pushes before
+ *  it), the leader's flush, its status shared. */
+GPUPORT_DEV int gpuport_dev_flush_s(const gpuport_port_channel_dev_t *ch, gpuport_scope_t s)
+{
+    int st = GPUPORT_OK;
+
+    gpuport_scope_sync(s);
+    if (gpuport_scope_leader(s))
+        st = gpuport_dev_flush_1(ch);
+    return gpuport_scope_share(s, st);
+}
+
+/** One thread's wait (gpuport_wait). */
+GPUPORT_DEV int gpuport_dev_wait_1(const gpuport_port_channel_dev_t *ch)
+{
+    uint64_t start = 0;
+    gpuport_dev_backoff_t b = {0, 0};
+
+    if (gpuport_dev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    for (uint32_t i = 1;; i++) {
+        if (gpuport_dev_take(ch))
+            return GPUPORT_OK;
+        gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
+        /* failures are rare: look for them every 64th pass, not on each */
+        if ((i & 63) == 0) {
+            int st = gpuport_dev_failed(ch);
+            if (st && gpuport_dev_take(ch))
+                return GPUPORT_OK; /* arrived just before the word (gpuport_poll) */
+            if (st)
+                return st;
+            if (gpuport_dev_expired(ch, &start))
+                return gpuport_dev_stuck(ch, "wait for the peer's signal");
+        }
+    }
+}
+
+/** gpuport_wait in scope s: the leader takes the one signal; the barrier
+ *  of the share then gives every thread what the leader's acquire saw. */
+GPUPORT_DEV int gpuport_dev_wait_s(const gpuport_port_channel_dev_t *ch, gpuport_scope_t s)
+{
+    return gpuport_scope_share(s, gpuport_scope_leader(s) ? gpuport_dev_wait_1(ch) : GPUPORT_OK);
+}
+
+/** gpuport_mdev_layout said by the leader of scope s only: a scope's
+ *  threads find the same, and one message is enough. */
+GPUPORT_DEV int gpuport_mdev_layout_s(const gpuport_memory_channel_dev_t *ch, gpuport_scope_t s)
+{
+    if (ch->layout == GPUPORT_MEMORY_CHANNEL_DEV_LAYOUT)
+        return GPUPORT_OK;
+    return gpuport_scope_leader(s) ? gpuport_mdev_layout(ch) : GPUPORT_ERR_VERSION;
+}
+
+/** A memory channel's put (get: its get) of `size` bytes by thread t of
+ *  nt, in scope s (which only says who reports a bad handle; a get then
+ *  waits at the scope's barrier, so that every thread may read all the
+ *  bytes): the checks, then this thread's share of the copy. */
+GPUPORT_DEV int gpuport_mdev_copy_s(const gpuport_memory_channel_dev_t *ch, int get,
+                                    uint64_t dst_off, uint64_t src_off, uint64_t size,
+                                    uint32_t t, uint32_t nt, gpuport_scope_t s)
+{
+    int st = gpuport_mdev_layout_s(ch, s);
+
+    if (st)
+        return st;
+    if (!gpuport_range_fits(src_off, size, ch->src_size) ||
+        !gpuport_range_fits(dst_off, size, ch->dst_size))
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    if (t >= nt)
+        return GPUPORT_ERR_INVALID_ARG;
+    if (get) {
+        gpuport_mdev_copy((unsigned char *)ch->src + src_off, ch->dst + dst_off, size, t, nt);
+        gpuport_scope_sync(s);
+    } else {
+        gpuport_mdev_copy(ch->dst + dst_off, ch->src + src_off, size, t, nt);
+    }
+    return GPUPORT_OK;
+}
+
+/** gpuport_mdev_copy_s by the threads of scope s. */
+GPUPORT_DEV int gpuport_mdev_copy_in(const gpuport_memory_channel_dev_t *ch, int get,
+                                     uint64_t dst_off, uint64_t src_off, uint64_t size,
+                                     gpuport_scope_t s)
+{
+    return gpuport_mdev_copy_s(ch, get, dst_off, src_off, size, gpuport_scope_rank(s),
+                               gpuport_scope_size(s), s);
+}
+
+/** The checks of an 8-byte store or add at dst_off of the peer's
+ *  destination: GPUPORT_OK or the refusal. */
+GPUPORT_DEV int gpuport_mdev_value_check(const gpuport_memory_channel_dev_t *ch, uint64_t dst_off)
+{
+    if (!gpuport_value_aligned(dst_off))
+        return GPUPORT_ERR_INVALID_ARG;
+    if (!gpuport_range_fits(dst_off, 8, ch->dst_size))
+        return GPUPORT_ERR_OUT_OF_RANGE;
+    if ((uintptr_t)(ch->dst + dst_off) & 7)
+        return GPUPORT_ERR_INVALID_ARG; /* the peer's region starts unaligned */
+    return GPUPORT_OK;
+}
+
+/** gpuport_memory_put_value in scope s: the checks in every thread, the
+ *  store by the leader. */
+GPUPORT_DEV int gpuport_mdev_put_value_s(const gpuport_memory_channel_dev_t *ch,
+                                         uint64_t dst_off, uint64_t value, gpuport_scope_t s)
+{
+    int st = gpuport_mdev_layout_s(ch, s);
+
+    if (!st)
+        st = gpuport_mdev_value_check(ch, dst_off);
+    if (st)
+        return st;
+    if (gpuport_scope_leader(s))
+        *(volatile unsigned long long *)(ch->dst + dst_off) = value;
+    return GPUPORT_OK;
+}
+
+/** One thread's signal (gpuport_memory_signal), the layout checked. */
+GPUPORT_DEV int gpuport_mdev_signal_1(const gpuport_memory_channel_dev_t *ch)
+{
+    unsigned long long t, seen;
+    uint64_t start = 0;
+    gpuport_dev_backoff_t b = {0, 0};
+
+    if (gpuport_mdev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    if (ch->sem_atomic) {
+        asm volatile("red.release.sys.global.add.u64 [%0], 1;" ::"l"(ch->peer_sem) : "memory");
+        return GPUPORT_OK;
+    }
+    /* this thread's stores (its group's, through a barrier) visible before
+     * its ticket: any count up to the tickets taken may then be stored */
+    __threadfence_system();
+    t = atomicAdd(&ch->tickets[0], 1ull) + 1;
+    for (;;) {
+        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(seen) : "l"(&ch->tickets[1])
+                     : "memory");
+        if (seen >= t)
+            return GPUPORT_OK; /* a later signaller stored it with its own */
+        if (atomicCAS(&ch->tickets[2], 0ull, 1ull) == 0ull) {
+            unsigned long long n;
+            __threadfence(); /* after the previous holder's stores */
+            n = *(volatile unsigned long long *)&ch->tickets[0];
+            asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(ch->peer_sem), "l"(n)
+                         : "memory");
+            asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(&ch->tickets[1]), "l"(n)
+                         : "memory");
+            __threadfence();
+            atomicExch(&ch->tickets[2], 0ull);
+            return GPUPORT_OK;
+        }
+        if (gpuport_mdev_expired(ch, &start))
+            return gpuport_mdev_stuck(ch, "signal (another signaller's store of the count)");
+        gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
+    }
+}
+
+/** gpuport_memory_signal in scope s: a barrier, then the leader's one
+ *  signal, whose system-scope release is cumulative: it covers every store
+ *  that the scope's threads made before the barrier, not only the
+ *  leader's (the PTX memory model's release pattern, with the barrier's
+ *  ordering between the threads). Its status is shared. */
+GPUPORT_DEV int gpuport_mdev_signal_s(const gpuport_memory_channel_dev_t *ch, gpuport_scope_t s)
+{
+    int st = GPUPORT_OK;
+
+    gpuport_scope_sync(s);
+    if (gpuport_scope_leader(s))
+        st = gpuport_mdev_signal_1(ch);
+    return gpuport_scope_share(s, st);
+}
+
+/** gpuport_memory_put_with_signal in scope s: every thread its share of
+ *  the copy, then gpuport_mdev_signal_s (one signal covering every store).
+ *  A refused put stores nothing and signals nothing, in every thread. */
+GPUPORT_DEV int gpuport_mdev_put_with_signal_s(const gpuport_memory_channel_dev_t *ch,
+                                               uint64_t dst_off, uint64_t src_off,
+                                               uint64_t size, gpuport_scope_t s)
+{
+    int st = gpuport_mdev_copy_in(ch, 0, dst_off, src_off, size, s);
+
+    return st ? st : gpuport_mdev_signal_s(ch, s);
+}
+
+/** gpuport_memory_flush in scope s: every thread fences its own stores,
+ *  then the barrier: on return the whole scope's are visible. */
+GPUPORT_DEV int gpuport_mdev_flush_s(const gpuport_memory_channel_dev_t *ch, gpuport_scope_t s)
+{
+    (void)ch;
+    __threadfence_system();
+    gpuport_scope_sync(s);
+    return GPUPORT_OK;
+}
+
+/** One thread's wait (gpuport_memory_wait). */
+GPUPORT_DEV int gpuport_mdev_wait_1(const gpuport_memory_channel_dev_t *ch)
+{
+    uint64_t start = 0;
+    gpuport_dev_backoff_t b = {0, 0};
+
+    if (gpuport_mdev_layout(ch))
+        return GPUPORT_ERR_VERSION;
+    for (uint32_t i = 1;; i++) {
+        if (gpuport_mdev_take(ch))
+            return GPUPORT_OK;
+        gpuport_dev_pause(&b, ch->spin, ch->backoff_ns);
+        if ((i & 63) == 0) {
+            int st = gpuport_mdev_failed(ch);
+            if (st && gpuport_mdev_take(ch))
+                return GPUPORT_OK;
+            if (st)
+                return st;
+            if (gpuport_mdev_expired(ch, &start))
+                return gpuport_mdev_stuck(ch, "wait for the peer's signal");
+        }
+    }
+}
+
+/** gpuport_memory_wait in scope s: the leader's, then the share's barrier
+ *  (the peer's stores before its signal are then every thread's to read). */
+GPUPORT_DEV int gpuport_mdev_wait_s(const gpuport_memory_channel_dev_t *ch, gpuport_scope_t s)
+{
+    return gpuport_scope_share(s, gpuport_scope_leader(s) ? gpuport_mdev_wait_1(ch) : GPUPORT_OK);
+}
+
+/** The least v of the threads of scope s, in every one of them (a block's
+ *  word between barriers, as gpuport_scope_share's). */
+GPUPORT_DEV unsigned long long gpuport_scope_min64(gpuport_scope_t s, unsigned long long v)
+{
+    if (s == GPUPORT_SCOPE_WARP) {
+        unsigned int mask = gpuport_scope_warp_mask();
+        __syncwarp(mask); /* orders memory, as in gpuport_scope_share */
+        for (int lane = 0; lane < 32; lane++)
+            if (mask >> lane & 1u) {
+                unsigned long long o = __shfl_sync(mask, v, lane);
+                v = o < v ? o : v;
+            }
+    } else if (s == GPUPORT_SCOPE_BLOCK) {
+        __shared__ unsigned long long word;
+        __syncthreads();
+        if (gpuport_scope_leader(s))
+            word = ~0ull;
+        __syncthreads();
+        if (v != ~0ull)
+            atomicMin(&word, v);
+        __syncthreads();
+        v = word;
+    }
+    return v;
+}
+
+/** A barrier over n channels (port channels, or memory channels where
+ *  `memory`) by the threads of scope s, thread r of k taking channels r,
+ *  r + k, ...: after a barrier of the scope (its stores and pushes before
+ *  the signals), each signals every channel it takes, then takes one
+ *  signal of each. Every signal goes out before any wait, so no order of
+ *  the channels on the peers can deadlock, and a failed channel does not
+ *  keep the others' counts out of step (their waits still take their
+ *  signals). Returns, in every thread, the first error of the
+ *  lowest-numbered channel that had one (its signal's, else its wait's),
+ *  else GPUPORT_OK. */
+GPUPORT_DEV int gpuport_dev_barrier_s(const void *chs, int memory, int n, gpuport_scope_t s)
+{
+    const gpuport_port_channel_dev_t *pc = (const gpuport_port_channel_dev_t *)chs;
+    const gpuport_memory_channel_dev_t *mc = (const gpuport_memory_channel_dev_t *)chs;
+    unsigned long long first = ~0ull; /* (channel << 32) | its status, as unsigned */
+    int k = (int)gpuport_scope_size(s);
+
+    gpuport_scope_sync(s);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = (int)gpuport_scope_rank(s); i < n; i += k) {
+            int st;
+            if (pass == 0)
+                st = memory ? gpuport_mdev_signal_s(&mc[i], GPUPORT_SCOPE_THREAD)
+                            : gpuport_dev_op_s(&pc[i], GPUPORT_OP_SIGNAL, 0, 0, 0,
+                                               GPUPORT_SCOPE_THREAD);
+            else
+                st = memory ? gpuport_mdev_wait_s(&mc[i], GPUPORT_SCOPE_THREAD)
+                            : gpuport_dev_wait_s(&pc[i], GPUPORT_SCOPE_THREAD);
+            if (st && (unsigned long long)i < first >> 32)
+                first = (unsigned long long)i << 32 | (uint32_t)st;
+        }
+    }
+    first = gpuport_scope_min64(s, first);
+    return first == ~0ull ? GPUPORT_OK : (int)(uint32_t)first;
 }
 
 #endif

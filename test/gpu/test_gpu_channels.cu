@@ -34,7 +34,15 @@
  *    GPUPORT_ERR_CLOSED (not a failure's GPUPORT_ERR_PEER), its put is
  *    refused by the proxy and its flush says GPUPORT_ERR_CLOSED, and so do
  *    the host's calls;
- *  - the host API on the same GPU channels.
+ *  - the host API on the same GPU channels;
+ *  - scoped calls: 200 rounds each way of a block's put_with_signal_block,
+ *    flush_block, then wait_block (and of 8 warps' _warp calls on their
+ *    slices), the source written by the threads with no fence or barrier of
+ *    their own and scribbled over after the flush, every byte checked by
+ *    every thread after the wait, every thread's status the same; a put past
+ *    the end first: GPUPORT_ERR_OUT_OF_RANGE in every thread, and the
+ *    channel carries on; then 200 rounds of gpuport_barrier_block over two
+ *    channels to the peer, each round's value of the peer found after it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -804,6 +812,115 @@ static void host_api(gpuport_bootstrap_t *bs)
         printf("PASS host API on %s channels\n", expected_transport());
 }
 
+/* Rounds alternate direction, as pingpong's, by the block (warp == 0) or by
+ * each warp on its slice of `bytes`. rc[0]: the first failure; rc[1]: bytes
+ * seen wrong; rc[2]: calls whose status differed between the threads. */
+__global__ void scoped_pingpong(gpuport_port_channel_dev_t ch, unsigned char *src,
+                                const unsigned char *dst, int rank, int rounds, uint32_t bytes,
+                                int warp, int *rc)
+{
+    uint32_t t = threadIdx.x, nt = blockDim.x, part = bytes / (nt / 32);
+    uint32_t lo = warp ? t / 32 * part : 0, hi = warp ? lo + part : bytes;
+    uint32_t step = warp ? 32 : nt, mine = warp ? lo + t % 32 : t;
+    int st = warp ? gpuport_put_warp(&ch, ch.dst_size - 8, 0, 16)
+                  : gpuport_put_block(&ch, ch.dst_size - 8, 0, 16);
+    int errors = 0, mixed = st != GPUPORT_ERR_OUT_OF_RANGE;
+
+    for (int r = 0; r < rounds; r++) {
+        if ((r & 1) == rank) {
+            for (uint32_t i = mine; i < hi; i += step)
+                src[i] = (unsigned char)(r * 131 + i);
+            st = warp ? gpuport_put_with_signal_warp(&ch, lo, lo, hi - lo)
+                      : gpuport_put_with_signal_block(&ch, 0, 0, bytes);
+            if (!st)
+                st = warp ? gpuport_flush_warp(&ch) : gpuport_flush_block(&ch);
+            for (uint32_t i = mine; i < hi; i += step)
+                src[i] = 0xff;
+        } else {
+            st = warp ? gpuport_wait_warp(&ch) : gpuport_wait_block(&ch);
+            if (warp)
+                __syncthreads(); /* every warp's signal taken: every slice here */
+            for (uint32_t i = 0; !st && i < bytes; i++)
+                errors += dst[i] != (unsigned char)(r * 131 + i);
+        }
+        int ok = __syncthreads_count(st == 0);
+        mixed += ok != 0 && ok != (int)nt;
+        if (ok != (int)nt)
+            break;
+    }
+    if (st)
+        atomicCAS(&rc[0], 0, st);
+    if (errors)
+        atomicAdd(&rc[1], errors);
+    if (mixed)
+        atomicAdd(&rc[2], mixed);
+}
+
+/* 200 rounds: the block's value for round r into the peer's slot r % 2 by
+ * chs[0], gpuport_barrier_block over both channels, then every thread
+ * reads the peer's value of the round in its slot. */
+__global__ void scoped_barrier(const gpuport_port_channel_dev_t *chs, const unsigned char *dst,
+                               int rank, int *rc)
+{
+    int st = 0, bad = 0;
+    for (int r = 0; r < 200 && !st; r++) {
+        st = gpuport_put_value_block(&chs[0], 8 * (r % 2), 1000ull * rank + r + 1);
+        if (!st)
+            st = gpuport_barrier_block(chs, 2);
+        if (!st && *(const volatile unsigned long long *)(dst + 8 * (r % 2)) !=
+                       1000ull * (1 - rank) + r + 1)
+            bad++;
+    }
+    if (st)
+        atomicCAS(&rc[0], 0, st);
+    if (bad)
+        atomicAdd(&rc[1], bad);
+}
+
+static void scoped(gpuport_bootstrap_t *bs)
+{
+    side_t s;
+    gpuport_channel_t ch2;
+    gpuport_port_channel_dev_t chs[2], *d_chs;
+    const int rounds = 200;
+
+    side_open(&s, bs, 1u << 20);
+    for (int warp = 0; warp < 2; warp++) {
+        CUDA_CHECK(cudaMemset(s.rc, 0, 64 * sizeof(int)));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CHECK_OK(bs->barrier(bs->ctx));
+        scoped_pingpong<<<1, 256>>>(s.dev, s.src, s.dst, s.rank, rounds, 64u << 10, warp, s.rc);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CHECK_MSG(rcs(&s, 0) == 0, "%s: status %d", warp ? "warps" : "block", rcs(&s, 0));
+        CHECK_MSG(rcs(&s, 1) == 0, "%s: %d bytes seen wrong after the wait",
+                  warp ? "warps" : "block", rcs(&s, 1));
+        CHECK_MSG(rcs(&s, 2) == 0, "%s: %d calls whose status differed between threads (or the "
+                  "refused put's was not GPUPORT_ERR_OUT_OF_RANGE)", warp ? "warps" : "block",
+                  rcs(&s, 2));
+    }
+    CHECK_OK(gpuport_channel_create(s.comm, 1 - s.rank, s.msrc, s.mdst, &ch2));
+    chs[0] = s.dev;
+    CHECK_OK(gpuport_channel_device(ch2, &chs[1]));
+    CUDA_CHECK(cudaMalloc(&d_chs, sizeof(chs)));
+    CUDA_CHECK(cudaMemcpy(d_chs, chs, sizeof(chs), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemset(s.dst, 0, 16));
+    CUDA_CHECK(cudaMemset(s.rc, 0, 64 * sizeof(int)));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK_OK(bs->barrier(bs->ctx));
+    scoped_barrier<<<1, 128>>>(d_chs, s.dst, s.rank, s.rc);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK_MSG(rcs(&s, 0) == 0, "barrier: status %d", rcs(&s, 0));
+    CHECK_MSG(rcs(&s, 1) == 0, "barrier: %d reads without the peer's value", rcs(&s, 1));
+    CHECK_OK(gpuport_channel_status(s.ch));
+    CHECK_OK(bs->barrier(bs->ctx));
+    cudaFree(d_chs);
+    side_close(&s);
+    if (s.rank == 0)
+        printf("PASS scoped calls: %d rounds of 64 KiB by a block and by 8 warps, every byte, "
+               "one status per scope, a refused put in every thread; %d rounds of "
+               "gpuport_barrier_block over two channels\n", rounds, 200);
+}
+
 int main(void)
 {
     gpuport_bootstrap_t bs;
@@ -824,6 +941,7 @@ int main(void)
     merged_puts(&bs);
     peer_close(&bs);
     host_api(&bs);
+    scoped(&bs);
     forbidden_pushes(&bs);
     bad_triggers(&bs);
     gpu_pair_join(rank, child, 0);

@@ -26,6 +26,16 @@
  *    poll;
  *  - close: rank 0 destroys; rank 1's waiting kernel returns
  *    GPUPORT_ERR_CLOSED, then rank 1 destroys and both return;
+ *  - scoped calls: a block's and 8 warps' put_with_signal, put_value and
+ *    signal, taken by the peer's block- and warp-scoped waits, every thread
+ *    then checking every byte itself (no barrier of its own) and the whole
+ *    destination compared on the host; every thread's status recorded and
+ *    compared, a put past the region's end first: every thread
+ *    GPUPORT_ERR_OUT_OF_RANGE, nothing stored, no signal sent;
+ *  - block barrier: 200 rounds of a block's put_value then
+ *    gpuport_memory_barrier_block, each side finding the peer's value of the
+ *    round; gpuport_last_block: one block of 64 per launch sums every
+ *    block's part, over three launches of one counter;
  *  - signals stored by count (store mode only): a signaller that took its
  *    ticket and gave up, and one that timed out because the count's store
  *    was held, hold no later signal back: the next signal returns
@@ -307,6 +317,91 @@ static __global__ void k_abandon(gpuport_memory_channel_dev_t ch, int *rc)
         *rc = st;
 }
 
+/* Scoped sends of one block: every thread's status of each call in
+ * st[call * blockDim.x + thread]. The block: a refused put, then
+ * put_with_signal of [0, n) (warps: warp w its slice n / 8 at w * n / 8),
+ * then a value at n + 64 and a signal. */
+static __global__ void k_scoped_send(gpuport_memory_channel_dev_t ch, int warp, uint64_t n,
+                                     int *st)
+{
+    uint32_t t = threadIdx.x, w = t / 32, nt = blockDim.x;
+    uint64_t part = n / (nt / 32);
+
+    if (warp) {
+        st[0 * nt + t] = gpuport_memory_put_with_signal_warp(&ch, ch.dst_size - 8, 0, 16);
+        st[1 * nt + t] = gpuport_memory_put_with_signal_warp(&ch, w * part, w * part, part);
+        st[2 * nt + t] = gpuport_memory_put_value_warp(&ch, n + 64 + w * 8, 0x5eed0000ull + w);
+        st[3 * nt + t] = gpuport_memory_signal_warp(&ch);
+    } else {
+        st[0 * nt + t] = gpuport_memory_put_with_signal_block(&ch, ch.dst_size - 8, 0, 16);
+        st[1 * nt + t] = gpuport_memory_put_with_signal_block(&ch, 0, 0, n);
+        st[2 * nt + t] = gpuport_memory_put_value_block(&ch, n + 64, 0x5eed0000ull);
+        st[3 * nt + t] = gpuport_memory_signal_block(&ch);
+    }
+}
+
+/* The peer's side: a scoped wait for each signal (warps: each warp two), then
+ * every thread checks every byte of [0, n) and the values, counting in
+ * st[2 * nt + t] what it found wrong. */
+static __global__ void k_scoped_recv(gpuport_memory_channel_dev_t ch, int warp, uint64_t n,
+                                     const unsigned char *dst, int peer, int *st)
+{
+    uint32_t t = threadIdx.x, nt = blockDim.x, warps = nt / 32;
+    int bad = 0;
+
+    if (warp) {
+        st[0 * nt + t] = gpuport_memory_wait_warp(&ch);
+        st[1 * nt + t] = gpuport_memory_wait_warp(&ch);
+        __syncthreads(); /* every warp's two: all 16 signals taken */
+    } else {
+        st[0 * nt + t] = gpuport_memory_wait_block(&ch);
+        st[1 * nt + t] = gpuport_memory_wait_block(&ch);
+    }
+    for (uint64_t i = 0; i < n; i++)
+        bad += dst[i] != pat(peer, i);
+    for (uint32_t w = 0; w < (warp ? warps : 1); w++)
+        bad += *(const volatile unsigned long long *)(dst + n + 64 + w * 8) != 0x5eed0000ull + w;
+    st[2 * nt + t] = bad;
+}
+
+/* 200 rounds: the block's value for the round into the peer's slot r % 2,
+ * the barrier, then every thread reads the peer's value there (the peer
+ * cannot store into that slot again before this side's next barrier). */
+static __global__ void k_barrier(const gpuport_memory_channel_dev_t *chs, const unsigned char *dst,
+                                 int rank, int *rc)
+{
+    int bad = 0, st = 0;
+    for (int r = 0; r < 200 && !st; r++) {
+        st = gpuport_memory_put_value_block(&chs[0], 8 * (r % 2), 1000ull * rank + r + 1);
+        if (!st)
+            st = gpuport_memory_barrier_block(chs, 1);
+        if (!st && *(const volatile unsigned long long *)(dst + 8 * (r % 2)) !=
+                       1000ull * (1 - rank) + r + 1)
+            bad++;
+    }
+    if (st)
+        atomicCAS(&rc[0], 0, st);
+    if (bad)
+        atomicAdd(&rc[1], bad);
+}
+
+/* Each block writes its part and arrives; the last sums every part. */
+static __global__ void k_last(unsigned int *counter, unsigned long long *parts, int launch,
+                              unsigned long long *out)
+{
+    if (threadIdx.x == 0)
+        parts[blockIdx.x] = (unsigned long long)launch * 1000 + blockIdx.x;
+    int last = gpuport_last_block(counter);
+    if (threadIdx.x == 0 && last)
+        atomicAdd(&out[0], 1ull); /* blocks that saw 1 */
+    if (last) {
+        unsigned long long sum = 0;
+        for (unsigned b = 0; b < gridDim.x; b++)
+            sum += *(volatile unsigned long long *)&parts[b];
+        atomicAdd(&out[1], sum); /* every thread of the last block */
+    }
+}
+
 static int rc_of(side_t *s)
 {
     int rc = 0;
@@ -526,6 +621,124 @@ static void close_case(side_t *s)
            s->rank);
 }
 
+/* Every thread's status in row `row` of h equal to want. */
+static void check_row(const int *h, unsigned threads, int row, int want, const char *what)
+{
+    for (unsigned t = 0; t < threads; t++)
+        CHECK_MSG(h[row * threads + t] == want, "%s: thread %u returned %d, expected %d", what, t,
+                  h[row * threads + t], want);
+}
+
+static void scoped_case(side_t *s)
+{
+    const unsigned threads = 256;
+    const uint64_t n = 8 * 4099; /* 8 warps' slices of an odd size */
+    int *d_st, h[4 * 256];
+
+    CUDA_CHECK(cudaMalloc(&d_st, sizeof(h)));
+    for (int warp = 0; warp < 2; warp++) {
+        const char *name = warp ? "warp-scoped" : "block-scoped";
+        char what[96];
+        CUDA_CHECK(cudaMemset(s->dst, 0, REGION));
+        CUDA_CHECK(cudaMemset(d_st, 0x7f, sizeof(h)));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        barrier(s);
+        if (s->rank == 0) {
+            k_scoped_send<<<1, threads>>>(s->dev, warp, n, d_st);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            CUDA_CHECK(cudaMemcpy(h, d_st, sizeof(h), cudaMemcpyDeviceToHost));
+            snprintf(what, sizeof(what), "%s put past the end", name);
+            check_row(h, threads, 0, GPUPORT_ERR_OUT_OF_RANGE, what);
+            for (int row = 1; row < 4; row++) {
+                snprintf(what, sizeof(what), "%s send, call %d", name, row);
+                check_row(h, threads, row, GPUPORT_OK, what);
+            }
+        } else {
+            k_scoped_recv<<<1, threads>>>(s->dev, warp, n, s->dst, 0, d_st);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            CUDA_CHECK(cudaMemcpy(h, d_st, sizeof(h), cudaMemcpyDeviceToHost));
+            snprintf(what, sizeof(what), "%s waits", name);
+            check_row(h, threads, 0, GPUPORT_OK, what);
+            check_row(h, threads, 1, GPUPORT_OK, what);
+            snprintf(what, sizeof(what), "%s: wrong bytes seen by a thread after the wait", name);
+            check_row(h, threads, 2, 0, what);
+            /* the whole region: the put, the values, zeros elsewhere (the
+             * refused put stored nothing) */
+            CUDA_CHECK(cudaMemcpy(s->host, s->dst, REGION, cudaMemcpyDeviceToHost));
+            for (uint64_t i = 0; i < REGION; i++) {
+                unsigned char want = i < n ? pat(0, i) : 0;
+                uint64_t v = i >= n + 64 && i < n + 64 + (warp ? 64 : 8) ? i - n - 64 : ~0ull;
+                if (v != ~0ull)
+                    want = (unsigned char)((0x5eed0000ull + v / 8) >> (8 * (v % 8)));
+                CHECK_MSG(s->host[i] == want, "%s: destination byte %llu is 0x%02x, expected "
+                          "0x%02x", name, (unsigned long long)i, s->host[i], want);
+            }
+            k_take<<<1, 1>>>(s->dev, 0, s->d_count, s->d_rc); /* no signal more */
+            CHECK_MSG(rc_of(s) == 0, "%s: polling after the waits failed", name);
+            unsigned long long more = 1;
+            CUDA_CHECK(cudaMemcpy(&more, s->d_count, sizeof(more), cudaMemcpyDeviceToHost));
+            CHECK_MSG(more == 0, "%s: %llu signals more than sent (the refused put's?)", name,
+                      more);
+        }
+        barrier(s);
+    }
+    cudaFree(d_st);
+    printf("PASS scoped calls (rank %d): a block's and 8 warps' put_with_signal, put_value and "
+           "signal; every thread the same status, every byte; a refused put: "
+           "GPUPORT_ERR_OUT_OF_RANGE in every thread, nothing stored or signalled\n",
+           s->rank);
+}
+
+static void helpers_case(side_t *s)
+{
+    gpuport_memory_channel_dev_t *d_chs;
+    unsigned int *counter;
+    unsigned long long *parts, *out, h[2];
+    int rc[2];
+
+    CUDA_CHECK(cudaMalloc(&d_chs, sizeof(*d_chs)));
+    CUDA_CHECK(cudaMemcpy(d_chs, &s->dev, sizeof(*d_chs), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemset(s->dst, 0, REGION));
+    CUDA_CHECK(cudaMemset(s->d_rc, 0, sizeof(int)));
+    int *d_rc2;
+    CUDA_CHECK(cudaMalloc(&d_rc2, 2 * sizeof(int)));
+    CUDA_CHECK(cudaMemset(d_rc2, 0, 2 * sizeof(int)));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    barrier(s);
+    k_barrier<<<1, 128>>>(d_chs, s->dst, s->rank, d_rc2);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(rc, d_rc2, sizeof(rc), cudaMemcpyDeviceToHost));
+    CHECK_MSG(rc[0] == 0, "memory barrier: status %d", rc[0]);
+    CHECK_MSG(rc[1] == 0, "memory barrier: %d rounds without the peer's value", rc[1]);
+    barrier(s);
+
+    CUDA_CHECK(cudaMalloc(&counter, sizeof(*counter)));
+    CUDA_CHECK(cudaMemset(counter, 0, sizeof(*counter)));
+    CUDA_CHECK(cudaMalloc(&parts, 64 * sizeof(*parts)));
+    CUDA_CHECK(cudaMalloc(&out, 2 * sizeof(*out)));
+    for (int launch = 1; launch <= 3; launch++) {
+        unsigned int left = 1;
+        CUDA_CHECK(cudaMemset(out, 0, 2 * sizeof(*out)));
+        k_last<<<64, 96>>>(counter, parts, launch, out);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(h, out, sizeof(h), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(&left, counter, sizeof(left), cudaMemcpyDeviceToHost));
+        CHECK_MSG(h[0] == 1, "last block, launch %d: %llu blocks saw 1", launch, h[0]);
+        CHECK_MSG(h[1] == 96ull * (64ull * launch * 1000 + 63 * 64 / 2),
+                  "last block, launch %d: the threads' sums add to %llu", launch, h[1]);
+        CHECK_MSG(left == 0, "last block, launch %d: the counter is %u after", launch, left);
+    }
+    cudaFree(counter);
+    cudaFree(parts);
+    cudaFree(out);
+    cudaFree(d_rc2);
+    cudaFree(d_chs);
+    printf("PASS helpers (rank %d): 200 rounds of gpuport_memory_barrier_block, each finding the "
+           "peer's value; gpuport_last_block: one block, every part summed, the counter back "
+           "to 0, three launches\n",
+           s->rank);
+}
+
 /* cudaMalloc destinations: refused on both sides, naming VMM memory. */
 static void abandon_case(side_t *s)
 {
@@ -634,6 +847,8 @@ int main(void)
     values_case(&s);
     packets_case(&s);
     bad_case(&s);
+    scoped_case(&s);
+    helpers_case(&s);
     both_case(&s);
     abandon_case(&s);
     sequence_case(&s);

@@ -89,6 +89,47 @@ __global__ void peer_calls(gpuport_peer_channel_dev_t ch, int *out)
     out[i++] = gpuport_peer_wait_until(&ch, gpuport_peer_received(&ch) + 1);
 }
 
+/* The warp- and block-scoped calls, every thread of the scope calling. */
+__global__ void scoped_calls(gpuport_port_channel_dev_t ch, gpuport_memory_channel_dev_t mch,
+                             const gpuport_port_channel_dev_t *chs,
+                             const gpuport_memory_channel_dev_t *mchs, unsigned int *counter,
+                             int *out)
+{
+    int i = 0;
+
+    out[i++] = gpuport_put_warp(&ch, 0, 0, 64);
+    out[i++] = gpuport_put_block(&ch, 0, 0, 64);
+    out[i++] = gpuport_put_with_signal_warp(&ch, 64, 64, 64);
+    out[i++] = gpuport_put_with_signal_block(&ch, 64, 64, 64);
+    out[i++] = gpuport_put_value_warp(&ch, 128, 1);
+    out[i++] = gpuport_put_value_block(&ch, 128, 2);
+    out[i++] = gpuport_signal_warp(&ch);
+    out[i++] = gpuport_signal_block(&ch);
+    out[i++] = gpuport_get_warp(&ch, 192, 256, 64);
+    out[i++] = gpuport_get_block(&ch, 192, 256, 64);
+    out[i++] = gpuport_flush_warp(&ch);
+    out[i++] = gpuport_flush_block(&ch);
+    out[i++] = gpuport_wait_warp(&ch);
+    out[i++] = gpuport_wait_block(&ch);
+    out[i++] = gpuport_memory_put_warp(&mch, 0, 0, 4096);
+    out[i++] = gpuport_memory_put_block(&mch, 0, 0, 4096);
+    out[i++] = gpuport_memory_put_with_signal_warp(&mch, 0, 0, 4096);
+    out[i++] = gpuport_memory_put_with_signal_block(&mch, 0, 0, 4096);
+    out[i++] = gpuport_memory_put_value_warp(&mch, 4096, 3);
+    out[i++] = gpuport_memory_put_value_block(&mch, 4096, 4);
+    out[i++] = gpuport_memory_get_warp(&mch, 0, 4096, 4096);
+    out[i++] = gpuport_memory_get_block(&mch, 0, 4096, 4096);
+    out[i++] = gpuport_memory_signal_warp(&mch);
+    out[i++] = gpuport_memory_signal_block(&mch);
+    out[i++] = gpuport_memory_flush_warp(&mch);
+    out[i++] = gpuport_memory_flush_block(&mch);
+    out[i++] = gpuport_memory_wait_warp(&mch);
+    out[i++] = gpuport_memory_wait_block(&mch);
+    out[i++] = gpuport_barrier_block(chs, 4);
+    out[i++] = gpuport_memory_barrier_block(mchs, 4);
+    out[i++] = gpuport_last_block(counter);
+}
+
 /* The host part: the handles are filled by host code of the same file. */
 gpuport_status_t fill_handles(gpuport_channel_t ch, gpuport_memory_channel_t mch,
                               gpuport_port_channel_dev_t *dev, gpuport_memory_channel_dev_t *mdev,
