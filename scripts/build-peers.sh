@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds the peer-library baselines (workloads/peers/: the halo exchange,
-# allreduce and MoE all-to-all written with NVSHMEM and with NCCL) outside
-# gpuport's build, which never depends on them. Each library comes from
-# NVSHMEM_HOME / NCCL_HOME (include/ and lib/) or else from its Python wheel
-# (pip install nvidia-nvshmem-cu13 nvidia-nccl-cu13); a library not found
-# skips its three programs, said so, and the script still succeeds. MPI's
+# allreduce and MoE all-to-all written with NVSHMEM and with NCCL, and
+# NVSHMEM's ping-pong and put + signal rate) outside gpuport's build, which
+# never depends on them. Each library comes from NVSHMEM_HOME / NCCL_HOME
+# (include/ and lib/) or else from its Python wheel (pip install
+# nvidia-nvshmem-cu13 nvidia-nccl-cu13); a library not found skips its
+# programs, said so, and the script still succeeds. MPI's
 # flags come from mpicc. The programs find the libraries (and NVSHMEM its
 # bootstrap plugins, through dlopen) by an rpath to the library's lib
 # directory, then $ORIGIN/lib, where a copy carried elsewhere may put them.
@@ -125,7 +126,7 @@ build() { # NAME LIB_DIR FLAGS...
         -Xlinker "$dir/lib:\$ORIGIN/lib"
     built+=("$name")
 }
-for w in halo allreduce alltoall; do
+for w in halo allreduce alltoall pingpong; do
     if [ -n "$nvshmem" ]; then
         # DT_RPATH (--disable-new-dtags above): NVSHMEM's dlopen of its
         # plugins searches it; it would not search a DT_RUNPATH
@@ -135,6 +136,7 @@ for w in halo allreduce alltoall; do
     else
         skipped+=("${w}_nvshmem")
     fi
+    if [ "$w" = pingpong ]; then continue; fi # NVSHMEM's only
     if [ -n "$nccl" ]; then
         build "${w}_nccl" "$nccl" -isystem "$nccl/include" -L"$nccl/lib" \
             -l:"$(basename "$nccl_lib")"

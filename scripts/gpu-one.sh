@@ -200,13 +200,14 @@ step bench-records 300 env GPUPORT_TEST_TIMEOUT=280 "$build/test/mpi/mpirun.sh" 
 # as gpuport's pairs do; NCCL inside NVSHMEM is off under MPS anyway, and
 # there is no remote transport to load). NCCL refuses two ranks on one GPU:
 # its programs say SKIP and exit 77, which step() would count as a FAIL, so
-# their steps turn 77 into a pass that logs "SKIP (exit 77)".
+# their steps turn 77 into a pass that logs "SKIP (exit 77)". pingpong_nvshmem
+# is NVSHMEM's side of gpuport_bench's memory-channel rows (bench-memchan-mps):
+# the 8 B ping-pong and 64 B put + signal rate, each beside its floor.
 peers=${3:-${PEERS_DIR:-}}
 wanted=0
-for w in halo allreduce alltoall; do
-    for lib in nvshmem nccl; do
-        if [ -z "${GPU_ONE_ONLY:-}" ] || echo "peer-${w}_$lib" | grep -Eq "$GPU_ONE_ONLY"; then wanted=1; fi
-    done
+for p in halo_nvshmem allreduce_nvshmem alltoall_nvshmem pingpong_nvshmem \
+    halo_nccl allreduce_nccl alltoall_nccl; do
+    if [ -z "${GPU_ONE_ONLY:-}" ] || echo "peer-$p" | grep -Eq "$GPU_ONE_ONLY"; then wanted=1; fi
 done
 if [ -z "$peers" ] && [ $wanted = 1 ]; then
     peers=$(mktemp -d)/peers
@@ -214,7 +215,7 @@ if [ -z "$peers" ] && [ $wanted = 1 ]; then
     grep -E '^(NVSHMEM|NCCL)' "$out/peers-build.log"
 fi
 if [ -n "$peers" ] && [ -d "$peers" ]; then
-    for w in halo allreduce alltoall; do
+    for w in halo allreduce alltoall pingpong; do
         step peer-${w}_nvshmem 300 bash scripts/with-mps.sh env GPUPORT_TEST_TIMEOUT=280 \
             NVSHMEM_IGNORE_CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=1 NVSHMEM_DISABLE_NCCL=1 \
             NVSHMEM_REMOTE_TRANSPORT=none "$build/test/mpi/mpirun.sh" 2 "$peers/${w}_nvshmem"

@@ -1,6 +1,7 @@
 /*
  * The frame of the peer-library baselines (workloads/peers/: the three GPU
- * workloads written with NVSHMEM and with NCCL), which gpuport neither
+ * workloads written with NVSHMEM and with NCCL, and NVSHMEM's ping-pong
+ * and put + signal rate), which gpuport neither
  * builds nor links: scripts/build-peers.sh builds them, and they compile
  * against gpuport's headers only for wl.h's declarations. Included by every
  * peer program; peer.cu defines it.

@@ -1,5 +1,5 @@
 /*
- * NVSHMEM's start for the peer programs (the three _nvshmem.cu of
+ * NVSHMEM's start for the peer programs (the _nvshmem.cu of
  * workloads/peers/): every MPI rank the PE of its number, on the GPU
  * peer_gpu() made current.
  * Two bootstraps, both driven by MPI:
