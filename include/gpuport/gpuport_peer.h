@@ -82,21 +82,29 @@ static inline gpuport_status_t gpuport_peer_channel_device(gpuport_peer_channel_
 #if defined(__CUDACC__)
 
 /** @name Peer channels (gpuport_peer_channel_create)
- * Per-thread calls: each calling thread is one caller, as for port
- * channels; a put by stores is copied by the calling thread alone. The
- * statuses are the port channel's calls' (gpuport_put, gpuport_wait, ...)
- * or the memory channel's, whichever path carried the call.
+ * Each call has a per-thread form, a _warp and a _block form: every thread
+ * of the scope calls with the same arguments and gets the same status. A
+ * put by stores is copied by the scope's threads together (store_max bytes
+ * per calling thread); anything through the proxy is one trigger, pushed
+ * by the scope's first thread after a barrier of the scope and a
+ * system-scope fence, so that the trigger comes after every store the
+ * scope made before the call. Waits are the first thread's, then a
+ * barrier: every thread then sees what the peer put before its signal.
+ * The statuses are the port channel's calls' (gpuport_put, gpuport_wait,
+ * ...) or the memory channel's, whichever path carried the call.
  * @{ */
 
-/** 0, or GPUPORT_ERR_VERSION for a handle of another layout. */
-GPUPORT_DEV int gpuport_pdev_layout(const gpuport_peer_channel_dev_t *ch)
+/** 0, or GPUPORT_ERR_VERSION for a handle of another layout (said once, by
+ *  the scope's first thread). */
+GPUPORT_DEV int gpuport_pdev_layout(const gpuport_peer_channel_dev_t *ch, gpuport_scope_t s)
 {
     if (ch->layout == GPUPORT_PEER_CHANNEL_DEV_LAYOUT)
         return GPUPORT_OK;
-    printf("gpuport: a peer channel handle of layout %#x reached device code compiled for "
-           "layout %#x (block %d, thread %d); failing with GPUPORT_ERR_VERSION\n",
-           ch->layout, (unsigned)GPUPORT_PEER_CHANNEL_DEV_LAYOUT, (int)blockIdx.x,
-           (int)threadIdx.x);
+    if (gpuport_scope_leader(s))
+        printf("gpuport: a peer channel handle of layout %#x reached device code compiled for "
+               "layout %#x (block %d, thread %d); failing with GPUPORT_ERR_VERSION\n",
+               ch->layout, (unsigned)GPUPORT_PEER_CHANNEL_DEV_LAYOUT, (int)blockIdx.x,
+               (int)threadIdx.x);
     return GPUPORT_ERR_VERSION;
 }
 
@@ -108,110 +116,128 @@ GPUPORT_DEV int gpuport_pdev_pending(const gpuport_peer_channel_dev_t *ch)
            *(volatile unsigned long long *)ch->port_done;
 }
 
-/** A proxy operation's status, counted once pushed (see the header). */
-GPUPORT_DEV int gpuport_pdev_pushed(const gpuport_peer_channel_dev_t *ch, int st)
+/** 1 where a put of `size` bytes by scope s goes by stores. */
+GPUPORT_DEV int gpuport_pdev_by_stores(const gpuport_peer_channel_dev_t *ch, uint64_t size,
+                                       gpuport_scope_t s)
 {
-    if (st == GPUPORT_OK)
-        atomicAdd(ch->port_ops, 1ull);
-    return st;
+    return ch->stores && size <= ch->store_max * gpuport_scope_size(s);
 }
 
-/** The proxy's path after stores of the calling thread: the stores are
- *  made visible at system scope before the trigger is pushed. */
-GPUPORT_DEV void gpuport_pdev_fence(const gpuport_peer_channel_dev_t *ch)
+/** The proxy's operation op (PUT, PUT_SIGNAL, SIGNAL, GET, PUT_VALUE,
+ *  ATOMIC_ADD) for scope s: after a barrier of the scope, the first
+ *  thread fences its (and through the barrier, the scope's) stores at
+ *  system scope, pushes, and counts the operation once pushed; the status
+ *  shared. */
+GPUPORT_DEV int gpuport_pdev_port_s(const gpuport_peer_channel_dev_t *ch, uint32_t op,
+                                    uint64_t dst_off, uint64_t src_off, uint64_t arg,
+                                    gpuport_scope_t s)
 {
-    if (ch->stores)
-        __threadfence_system();
-}
+    int st = GPUPORT_OK;
 
-/** Copies `size` bytes from the source at src_off to the peer's destination
- *  at dst_off: by this thread's stores up to store_max bytes (visible after
- *  a signal or flush of the channel), else by the proxy (queued).
- *  @return as gpuport_memory_put or gpuport_put */
-GPUPORT_DEV int gpuport_peer_put(const gpuport_peer_channel_dev_t *ch, uint64_t dst_off,
-                                 uint64_t src_off, uint64_t size)
-{
-    int st = gpuport_pdev_layout(ch);
-
-    if (st)
-        return st;
-    if (ch->stores && size <= ch->store_max)
-        return gpuport_memory_put(&ch->mem, dst_off, src_off, size, 0, 1);
-    gpuport_pdev_fence(ch);
-    return gpuport_pdev_pushed(ch, gpuport_put(&ch->port, dst_off, src_off, size));
-}
-
-/** Raises the peer's signal count by one once every earlier put of this
- *  thread (by either path) and every proxy operation pushed before it is
- *  visible at the peer: by a store where no proxy operation may be in
- *  flight, else through the proxy.
- *  @return as gpuport_memory_signal or gpuport_signal */
-GPUPORT_DEV int gpuport_peer_signal(const gpuport_peer_channel_dev_t *ch)
-{
-    int st = gpuport_pdev_layout(ch);
-
-    if (st)
-        return st;
-    if (ch->stores && !gpuport_pdev_pending(ch))
-        return gpuport_memory_signal(&ch->mem);
-    gpuport_pdev_fence(ch);
-    return gpuport_pdev_pushed(ch, gpuport_signal(&ch->port));
-}
-
-/** gpuport_peer_put, then gpuport_peer_signal; one trigger where both go
- *  through the proxy.
- *  @return as gpuport_peer_put */
-GPUPORT_DEV int gpuport_peer_put_with_signal(const gpuport_peer_channel_dev_t *ch,
-                                             uint64_t dst_off, uint64_t src_off, uint64_t size)
-{
-    int st = gpuport_pdev_layout(ch);
-
-    if (st)
-        return st;
-    if (ch->stores && size <= ch->store_max) {
-        st = gpuport_memory_put(&ch->mem, dst_off, src_off, size, 0, 1);
-        return st ? st : gpuport_peer_signal(ch);
+    gpuport_scope_sync(s);
+    if (gpuport_scope_leader(s)) {
+        if (ch->stores)
+            __threadfence_system();
+        st = gpuport_dev_op_s(&ch->port, op, dst_off, src_off, arg, GPUPORT_SCOPE_THREAD);
+        if (st == GPUPORT_OK)
+            atomicAdd(ch->port_ops, 1ull);
     }
-    gpuport_pdev_fence(ch);
-    return gpuport_pdev_pushed(ch,
-                                    gpuport_put_with_signal(&ch->port, dst_off, src_off, size));
+    return gpuport_scope_share(s, st);
 }
 
-/** An 8-byte value at dst_off of the peer's destination: a store, or one
- *  trigger.
- *  @return as gpuport_memory_put_value or gpuport_put_value */
-GPUPORT_DEV int gpuport_peer_put_value(const gpuport_peer_channel_dev_t *ch, uint64_t dst_off,
-                                       uint64_t value)
+/** One thread's signal: by a store where no proxy operation may be in
+ *  flight, else through the proxy (gpuport_peer_signal). */
+GPUPORT_DEV int gpuport_pdev_signal_1(const gpuport_peer_channel_dev_t *ch)
 {
-    int st = gpuport_pdev_layout(ch);
+    if (ch->stores && !gpuport_pdev_pending(ch))
+        return gpuport_mdev_signal_s(&ch->mem, GPUPORT_SCOPE_THREAD);
+    return gpuport_pdev_port_s(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, GPUPORT_SCOPE_THREAD);
+}
+
+GPUPORT_DEV int gpuport_pdev_put_s(const gpuport_peer_channel_dev_t *ch, uint64_t dst_off,
+                                   uint64_t src_off, uint64_t size, gpuport_scope_t s)
+{
+    int st = gpuport_pdev_layout(ch, s);
 
     if (st)
         return st;
-    if (ch->stores)
-        return gpuport_memory_put_value(&ch->mem, dst_off, value);
-    return gpuport_pdev_pushed(ch, gpuport_put_value(&ch->port, dst_off, value));
+    if (gpuport_pdev_by_stores(ch, size, s))
+        return gpuport_mdev_copy_in(&ch->mem, 0, dst_off, src_off, size, s);
+    return gpuport_pdev_port_s(ch, GPUPORT_OP_PUT, dst_off, src_off, size, s);
 }
 
-/** Every earlier operation of the channel complete: the proxy's (a flush
- *  through it, where any may be in flight) and this thread's stores (a
- *  system-scope fence).
- *  @return as gpuport_flush or gpuport_memory_flush */
-GPUPORT_DEV int gpuport_peer_flush(const gpuport_peer_channel_dev_t *ch)
+GPUPORT_DEV int gpuport_pdev_signal_s(const gpuport_peer_channel_dev_t *ch, gpuport_scope_t s)
 {
-    int st = gpuport_pdev_layout(ch);
+    int st = gpuport_pdev_layout(ch, s);
+
+    if (st)
+        return st;
+    /* the barrier first: the first thread's release (or fence) then covers
+     * every store of the scope */
+    gpuport_scope_sync(s);
+    if (gpuport_scope_leader(s))
+        st = gpuport_pdev_signal_1(ch);
+    return gpuport_scope_share(s, st);
+}
+
+GPUPORT_DEV int gpuport_pdev_put_with_signal_s(const gpuport_peer_channel_dev_t *ch,
+                                               uint64_t dst_off, uint64_t src_off, uint64_t size,
+                                               gpuport_scope_t s)
+{
+    int st = gpuport_pdev_layout(ch, s);
+
+    if (st)
+        return st;
+    if (!gpuport_pdev_by_stores(ch, size, s))
+        return gpuport_pdev_port_s(ch, GPUPORT_OP_PUT_SIGNAL, dst_off, src_off, size, s);
+    st = gpuport_mdev_copy_in(&ch->mem, 0, dst_off, src_off, size, s);
+    return st ? st : gpuport_pdev_signal_s(ch, s);
+}
+
+GPUPORT_DEV int gpuport_pdev_put_value_s(const gpuport_peer_channel_dev_t *ch, uint64_t dst_off,
+                                         uint64_t value, gpuport_scope_t s)
+{
+    int st = gpuport_pdev_layout(ch, s);
 
     if (st)
         return st;
     if (!ch->stores)
-        return gpuport_flush(&ch->port);
-    if (gpuport_pdev_pending(ch)) {
+        return gpuport_pdev_port_s(ch, GPUPORT_OP_PUT_VALUE, dst_off, 0, value, s);
+    gpuport_scope_sync(s);
+    if (gpuport_scope_leader(s))
+        st = gpuport_memory_put_value(&ch->mem, dst_off, value);
+    return gpuport_scope_share(s, st);
+}
+
+GPUPORT_DEV int gpuport_pdev_get_s(const gpuport_peer_channel_dev_t *ch, uint64_t peer_off,
+                                   uint64_t local_off, uint64_t size, gpuport_scope_t s)
+{
+    int st = gpuport_pdev_layout(ch, s);
+
+    if (st)
+        return st;
+    if (gpuport_pdev_by_stores(ch, size, s))
+        return gpuport_mdev_copy_in(&ch->mem, 1, peer_off, local_off, size, s);
+    return gpuport_pdev_port_s(ch, GPUPORT_OP_GET, peer_off, local_off, size, s);
+}
+
+GPUPORT_DEV int gpuport_pdev_flush_s(const gpuport_peer_channel_dev_t *ch, gpuport_scope_t s)
+{
+    int st = gpuport_pdev_layout(ch, s);
+
+    if (st)
+        return st;
+    if (!ch->stores)
+        return gpuport_dev_flush_s(&ch->port, s);
+    __threadfence_system(); /* every thread's own stores */
+    gpuport_scope_sync(s);
+    if (gpuport_scope_leader(s) && gpuport_pdev_pending(ch)) {
         unsigned long long ops = *(volatile unsigned long long *)ch->port_ops;
-        st = gpuport_flush(&ch->port);
-        if (st)
-            return st;
-        atomicMax(ch->port_done, ops);
+        st = gpuport_dev_flush_s(&ch->port, GPUPORT_SCOPE_THREAD);
+        if (st == GPUPORT_OK)
+            atomicMax(ch->port_done, ops);
     }
-    return gpuport_memory_flush(&ch->mem);
+    return gpuport_scope_share(s, st);
 }
 
 /** The signals received so far on the channel, by both paths.
@@ -237,11 +263,178 @@ GPUPORT_DEV int gpuport_pdev_take(const gpuport_peer_channel_dev_t *ch)
     return 0;
 }
 
+/** What a wait waits for: until == 0, one signal, taken; else the count
+ *  reaching `until`, the consumed count then raised to it. 1 done, 0 not
+ *  yet. */
+GPUPORT_DEV int gpuport_pdev_got(const gpuport_peer_channel_dev_t *ch, uint64_t until)
+{
+    if (!until)
+        return gpuport_pdev_take(ch);
+    if (gpuport_peer_received(ch) < until)
+        return 0;
+    if (*(volatile unsigned long long *)ch->port.consumed < until)
+        atomicMax(ch->port.consumed, (unsigned long long)until);
+    return 1;
+}
+
+/** One thread's wait (gpuport_pdev_got's until). */
+GPUPORT_DEV int gpuport_pdev_wait_1(const gpuport_peer_channel_dev_t *ch, uint64_t until)
+{
+    uint64_t start = 0;
+    gpuport_dev_backoff_t b = {0, 0};
+
+    for (uint32_t i = 1;; i++) {
+        if (gpuport_pdev_got(ch, until))
+            return GPUPORT_OK;
+        gpuport_dev_pause(&b, ch->port.spin, ch->port.backoff_ns);
+        if ((i & 63) == 0) {
+            int st = gpuport_dev_failed(&ch->port);
+            if (st && gpuport_pdev_got(ch, until))
+                return GPUPORT_OK; /* arrived just before the word */
+            if (st)
+                return st;
+            if (gpuport_dev_expired(&ch->port, &start))
+                return gpuport_dev_stuck(&ch->port, until ? "wait until the peer channel's "
+                                                            "signal count reaches a value"
+                                                          : "wait for the peer's signal "
+                                                            "(peer channel)");
+        }
+    }
+}
+
+GPUPORT_DEV int gpuport_pdev_wait_s(const gpuport_peer_channel_dev_t *ch, uint64_t until,
+                                    gpuport_scope_t s)
+{
+    int st = gpuport_pdev_layout(ch, s);
+
+    if (st)
+        return st;
+    return gpuport_scope_share(s, gpuport_scope_leader(s) ? gpuport_pdev_wait_1(ch, until)
+                                                          : GPUPORT_OK);
+}
+
+/** Copies `size` bytes from the source at src_off to the peer's destination
+ *  at dst_off: by this thread's stores up to store_max bytes (visible after
+ *  a signal or flush of the channel), else by the proxy (queued).
+ *  @return as gpuport_memory_put or gpuport_put */
+GPUPORT_DEV int gpuport_peer_put(const gpuport_peer_channel_dev_t *ch, uint64_t dst_off,
+                                 uint64_t src_off, uint64_t size)
+{
+    return gpuport_pdev_put_s(ch, dst_off, src_off, size, GPUPORT_SCOPE_THREAD);
+}
+
+/** gpuport_peer_put by every thread of the warp: stores up to 32 x store_max bytes.
+ *  @return as gpuport_peer_put, in every thread */
+GPUPORT_DEV int gpuport_peer_put_warp(const gpuport_peer_channel_dev_t *ch, uint64_t dst_off,
+                                      uint64_t src_off, uint64_t size)
+{
+    return gpuport_pdev_put_s(ch, dst_off, src_off, size, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_peer_put by every thread of the block: stores up to blockDim x store_max bytes.
+ *  @return as gpuport_peer_put, in every thread */
+GPUPORT_DEV int gpuport_peer_put_block(const gpuport_peer_channel_dev_t *ch, uint64_t dst_off,
+                                       uint64_t src_off, uint64_t size)
+{
+    return gpuport_pdev_put_s(ch, dst_off, src_off, size, GPUPORT_SCOPE_BLOCK);
+}
+
+/** Raises the peer's signal count by one once every earlier put of this
+ *  thread (by either path) and every proxy operation pushed before it is
+ *  visible at the peer: by a store where no proxy operation may be in
+ *  flight, else through the proxy.
+ *  @return as gpuport_memory_signal or gpuport_signal */
+GPUPORT_DEV int gpuport_peer_signal(const gpuport_peer_channel_dev_t *ch)
+{
+    return gpuport_pdev_signal_s(ch, GPUPORT_SCOPE_THREAD);
+}
+
+/** gpuport_peer_signal once for the warp, covering every thread's puts.
+ *  @return as gpuport_peer_signal, in every thread */
+GPUPORT_DEV int gpuport_peer_signal_warp(const gpuport_peer_channel_dev_t *ch)
+{
+    return gpuport_pdev_signal_s(ch, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_peer_signal once for the block, covering every thread's puts.
+ *  @return as gpuport_peer_signal, in every thread */
+GPUPORT_DEV int gpuport_peer_signal_block(const gpuport_peer_channel_dev_t *ch)
+{
+    return gpuport_pdev_signal_s(ch, GPUPORT_SCOPE_BLOCK);
+}
+
+/** gpuport_peer_put, then gpuport_peer_signal; one trigger where both go
+ *  through the proxy.
+ *  @return as gpuport_peer_put */
+GPUPORT_DEV int gpuport_peer_put_with_signal(const gpuport_peer_channel_dev_t *ch,
+                                             uint64_t dst_off, uint64_t src_off, uint64_t size)
+{
+    return gpuport_pdev_put_with_signal_s(ch, dst_off, src_off, size, GPUPORT_SCOPE_THREAD);
+}
+
+/** gpuport_peer_put_with_signal by every thread of the warp: one signal.
+ *  @return as gpuport_peer_put_with_signal, in every thread */
+GPUPORT_DEV int gpuport_peer_put_with_signal_warp(const gpuport_peer_channel_dev_t *ch,
+                                                  uint64_t dst_off, uint64_t src_off,
+                                                  uint64_t size)
+{
+    return gpuport_pdev_put_with_signal_s(ch, dst_off, src_off, size, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_peer_put_with_signal by every thread of the block: one signal.
+ *  @return as gpuport_peer_put_with_signal, in every thread */
+GPUPORT_DEV int gpuport_peer_put_with_signal_block(const gpuport_peer_channel_dev_t *ch,
+                                                   uint64_t dst_off, uint64_t src_off,
+                                                   uint64_t size)
+{
+    return gpuport_pdev_put_with_signal_s(ch, dst_off, src_off, size, GPUPORT_SCOPE_BLOCK);
+}
+
+/** An 8-byte value at dst_off of the peer's destination: a store, or one
+ *  trigger.
+ *  @return as gpuport_memory_put_value or gpuport_put_value */
+GPUPORT_DEV int gpuport_peer_put_value(const gpuport_peer_channel_dev_t *ch, uint64_t dst_off,
+                                       uint64_t value)
+{
+    return gpuport_pdev_put_value_s(ch, dst_off, value, GPUPORT_SCOPE_THREAD);
+}
+
+/** gpuport_peer_put_value once for the block.
+ *  @return as gpuport_peer_put_value, in every thread */
+GPUPORT_DEV int gpuport_peer_put_value_block(const gpuport_peer_channel_dev_t *ch,
+                                             uint64_t dst_off, uint64_t value)
+{
+    return gpuport_pdev_put_value_s(ch, dst_off, value, GPUPORT_SCOPE_BLOCK);
+}
+
+/** Every earlier operation of the channel complete: the proxy's (a flush
+ *  through it, where any may be in flight) and this thread's stores (a
+ *  system-scope fence).
+ *  @return as gpuport_flush or gpuport_memory_flush */
+GPUPORT_DEV int gpuport_peer_flush(const gpuport_peer_channel_dev_t *ch)
+{
+    return gpuport_pdev_flush_s(ch, GPUPORT_SCOPE_THREAD);
+}
+
+/** gpuport_peer_flush for the warp (every thread's stores).
+ *  @return as gpuport_peer_flush, in every thread */
+GPUPORT_DEV int gpuport_peer_flush_warp(const gpuport_peer_channel_dev_t *ch)
+{
+    return gpuport_pdev_flush_s(ch, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_peer_flush for the block (every thread's stores).
+ *  @return as gpuport_peer_flush, in every thread */
+GPUPORT_DEV int gpuport_peer_flush_block(const gpuport_peer_channel_dev_t *ch)
+{
+    return gpuport_pdev_flush_s(ch, GPUPORT_SCOPE_BLOCK);
+}
+
 /** Takes one signal if one has arrived, without waiting.
  *  @return 1 taken; 0 none; below 0 as gpuport_poll */
 GPUPORT_DEV int gpuport_peer_poll(const gpuport_peer_channel_dev_t *ch)
 {
-    int st = gpuport_pdev_layout(ch);
+    int st = gpuport_pdev_layout(ch, GPUPORT_SCOPE_THREAD);
 
     if (st)
         return st;
@@ -258,75 +451,65 @@ GPUPORT_DEV int gpuport_peer_poll(const gpuport_peer_channel_dev_t *ch)
  *  @return as gpuport_wait */
 GPUPORT_DEV int gpuport_peer_wait(const gpuport_peer_channel_dev_t *ch)
 {
-    uint64_t start = 0;
-    gpuport_dev_backoff_t b = {0, 0};
+    return gpuport_pdev_wait_s(ch, 0, GPUPORT_SCOPE_THREAD);
+}
 
-    if (gpuport_pdev_layout(ch))
-        return GPUPORT_ERR_VERSION;
-    for (uint32_t i = 1;; i++) {
-        if (gpuport_pdev_take(ch))
-            return GPUPORT_OK;
-        gpuport_dev_pause(&b, ch->port.spin, ch->port.backoff_ns);
-        if ((i & 63) == 0) {
-            int st = gpuport_dev_failed(&ch->port);
-            if (st && gpuport_pdev_take(ch))
-                return GPUPORT_OK;
-            if (st)
-                return st;
-            if (gpuport_dev_expired(&ch->port, &start))
-                return gpuport_dev_stuck(&ch->port, "wait for the peer's signal (peer channel)");
-        }
-    }
+/** gpuport_peer_wait for the warp: one signal taken, every thread then
+ *  sees the peer's puts before it.
+ *  @return as gpuport_peer_wait, in every thread */
+GPUPORT_DEV int gpuport_peer_wait_warp(const gpuport_peer_channel_dev_t *ch)
+{
+    return gpuport_pdev_wait_s(ch, 0, GPUPORT_SCOPE_WARP);
+}
+
+/** gpuport_peer_wait for the block: one signal taken, every thread then
+ *  sees the peer's puts before it.
+ *  @return as gpuport_peer_wait, in every thread */
+GPUPORT_DEV int gpuport_peer_wait_block(const gpuport_peer_channel_dev_t *ch)
+{
+    return gpuport_pdev_wait_s(ch, 0, GPUPORT_SCOPE_BLOCK);
 }
 
 /** Waits until the channel has received `count` signals in all (by either
  *  path, since its creation), and takes them: the consumed count is raised
  *  to `count` if below (signals already taken count), so that wait, poll
  *  and wait_until mix on one channel. The peer's puts before its
- *  count-th signal are then in this rank's destination.
+ *  count-th signal are then in this rank's destination. count 0 returns
+ *  at once.
  *  @return as gpuport_peer_wait */
 GPUPORT_DEV int gpuport_peer_wait_until(const gpuport_peer_channel_dev_t *ch, uint64_t count)
 {
-    uint64_t start = 0;
-    gpuport_dev_backoff_t b = {0, 0};
+    return count ? gpuport_pdev_wait_s(ch, count, GPUPORT_SCOPE_THREAD)
+                 : gpuport_pdev_layout(ch, GPUPORT_SCOPE_THREAD);
+}
 
-    if (gpuport_pdev_layout(ch))
-        return GPUPORT_ERR_VERSION;
-    for (uint32_t i = 1;; i++) {
-        if (gpuport_peer_received(ch) >= count) {
-            atomicMax(ch->port.consumed, (unsigned long long)count);
-            return GPUPORT_OK;
-        }
-        gpuport_dev_pause(&b, ch->port.spin, ch->port.backoff_ns);
-        if ((i & 63) == 0) {
-            int st = gpuport_dev_failed(&ch->port);
-            if (st && gpuport_peer_received(ch) >= count)
-                continue;
-            if (st)
-                return st;
-            if (gpuport_dev_expired(&ch->port, &start))
-                return gpuport_dev_stuck(&ch->port, "wait for the peer's signal count (peer "
-                                                    "channel)");
-        }
-    }
+/** gpuport_peer_wait_until for the block.
+ *  @return as gpuport_peer_wait_until, in every thread */
+GPUPORT_DEV int gpuport_peer_wait_until_block(const gpuport_peer_channel_dev_t *ch,
+                                              uint64_t count)
+{
+    return count ? gpuport_pdev_wait_s(ch, count, GPUPORT_SCOPE_BLOCK)
+                 : gpuport_pdev_layout(ch, GPUPORT_SCOPE_BLOCK);
 }
 
 /** Reads `size` bytes of the peer's destination at peer_off into this
  *  rank's source at local_off (the order of gpuport_get's offsets): by this
- *  thread's loads up to store_max bytes where the store path exists, else
- *  by the proxy (here once a later flush returns).
+ *  thread's loads up to store_max bytes where the store path exists (the
+ *  bytes are here on return), else by the proxy (here once a later flush
+ *  returns).
  *  @return as gpuport_memory_get or gpuport_get */
 GPUPORT_DEV int gpuport_peer_get(const gpuport_peer_channel_dev_t *ch, uint64_t peer_off,
                                  uint64_t local_off, uint64_t size)
 {
-    int st = gpuport_pdev_layout(ch);
+    return gpuport_pdev_get_s(ch, peer_off, local_off, size, GPUPORT_SCOPE_THREAD);
+}
 
-    if (st)
-        return st;
-    if (ch->stores && size <= ch->store_max)
-        return gpuport_memory_get(&ch->mem, peer_off, local_off, size, 0, 1);
-    gpuport_pdev_fence(ch);
-    return gpuport_pdev_pushed(ch, gpuport_get(&ch->port, peer_off, local_off, size));
+/** gpuport_peer_get by every thread of the block (loads up to blockDim x store_max bytes).
+ *  @return as gpuport_peer_get, in every thread */
+GPUPORT_DEV int gpuport_peer_get_block(const gpuport_peer_channel_dev_t *ch, uint64_t peer_off,
+                                       uint64_t local_off, uint64_t size)
+{
+    return gpuport_pdev_get_s(ch, peer_off, local_off, size, GPUPORT_SCOPE_BLOCK);
 }
 
 /** Adds value to the 64-bit word at dst_off of the peer's destination: a
@@ -335,13 +518,14 @@ GPUPORT_DEV int gpuport_peer_get(const gpuport_peer_channel_dev_t *ch, uint64_t 
 GPUPORT_DEV int gpuport_peer_atomic_add(const gpuport_peer_channel_dev_t *ch, uint64_t dst_off,
                                         int64_t value)
 {
-    int st = gpuport_pdev_layout(ch);
+    int st = gpuport_pdev_layout(ch, GPUPORT_SCOPE_THREAD);
 
     if (st)
         return st;
     if (ch->stores)
         return gpuport_memory_atomic_add(&ch->mem, dst_off, value);
-    return gpuport_pdev_pushed(ch, gpuport_atomic_add(&ch->port, dst_off, value));
+    return gpuport_pdev_port_s(ch, GPUPORT_OP_ATOMIC_ADD, dst_off, 0, (uint64_t)value,
+                               GPUPORT_SCOPE_THREAD);
 }
 
 /** @} */

@@ -19,6 +19,11 @@
  *    finds none;
  *  - get and atomic_add: rank 0 reads rank 1's destination back (both
  *    sizes) and adds to a word of it, checked after a flush;
+ *  - block rounds: 50 rounds where a block of 256 threads puts 64 KiB by
+ *    stores (put_with_signal_block) after 1 MiB through the proxy
+ *    (put_block), the peer's block waits until its count reaches the round
+ *    (wait_until_block) and checks every byte, every thread's status the
+ *    same;
  *  - bad offsets: a put past the region is refused on both paths.
  */
 #include <stdlib.h>
@@ -121,6 +126,63 @@ static __global__ void k_get_add(gpuport_peer_channel_dev_t ch, int *rc, int *ad
     note(rc, gpuport_peer_get(&ch, BIG_OFF, BIG_OFF, 1 << 20));
     *add_rc = gpuport_peer_atomic_add(&ch, ADD_OFF, 5);
     note(rc, gpuport_peer_flush(&ch));
+}
+
+#define BLK_ROUNDS 50
+#define BLK_SMALL (64u << 10)
+#define BLK_BIG (1u << 20)
+
+/* the block's share of the round's data, both ranges */
+__device__ static void fill_block(unsigned char *src, int rank, int r)
+{
+    for (uint64_t i = threadIdx.x; i < BLK_SMALL; i += blockDim.x)
+        src[SMALL_OFF + i] = pat(rank, r, SMALL_OFF + i);
+    for (uint64_t i = threadIdx.x; i < BLK_BIG; i += blockDim.x)
+        src[BIG_OFF + i] = pat(rank, r, BIG_OFF + i);
+}
+
+__device__ static unsigned long long check_block(const unsigned char *dst, int peer, int r)
+{
+    unsigned long long bad = 0;
+    for (uint64_t i = threadIdx.x; i < BLK_SMALL; i += blockDim.x)
+        bad += dst[SMALL_OFF + i] != pat(peer, r, SMALL_OFF + i);
+    for (uint64_t i = threadIdx.x; i < BLK_BIG; i += blockDim.x)
+        bad += dst[BIG_OFF + i] != pat(peer, r, BIG_OFF + i);
+    return bad;
+}
+
+/* base: the signals this rank received before (the earlier cases') */
+static __global__ void k_block_rounds(gpuport_peer_channel_dev_t ch, unsigned char *src,
+                                      const unsigned char *dst, int rank, uint64_t base,
+                                      int *rc, unsigned long long *bad, int *mixed)
+{
+    for (int r = 1; r <= BLK_ROUNDS; r++) {
+        int st[3];
+        if (rank == 1) {
+            st[0] = gpuport_peer_wait_until_block(&ch, base + r);
+            atomicAdd(bad, check_block(dst, 0, r));
+            __syncthreads(); /* every thread read the round before the source is rewritten */
+        } else {
+            st[0] = GPUPORT_OK;
+        }
+        fill_block(src, rank, r);
+        st[1] = gpuport_peer_put_block(&ch, BIG_OFF, BIG_OFF, BLK_BIG);
+        st[2] = gpuport_peer_put_with_signal_block(&ch, SMALL_OFF, SMALL_OFF, BLK_SMALL);
+        if (rank == 0) {
+            st[0] = gpuport_peer_wait_until_block(&ch, base + r);
+            atomicAdd(bad, check_block(dst, 1, r));
+            __syncthreads();
+        }
+        for (int k = 0; k < 3; k++) {
+            /* every thread's status the same: thread 0's, shared through rc */
+            if (threadIdx.x == 0)
+                note(rc, st[k]);
+            if (__syncthreads_or(st[k] != __shfl_sync(0xffffffffu, st[k], 0)))
+                atomicAdd(mixed, 1);
+        }
+        if (__syncthreads_or(*(volatile int *)rc != 0))
+            return;
+    }
 }
 
 static __global__ void k_bad(gpuport_peer_channel_dev_t ch, int *out)
@@ -248,6 +310,30 @@ int main(void)
         CHECK_MSG(word == (adds ? 5u : 0u), "atomic_add: the word is %llu, expected %d",
                   (unsigned long long)word, adds ? 5 : 0);
         printf("PASS get of both sizes and atomic_add\n");
+    }
+    barrier(&bs);
+
+    /* block rounds */
+    {
+        int *d_mixed, mixed = 0;
+        CUDA_CHECK(cudaMalloc(&d_mixed, sizeof(int)));
+        CUDA_CHECK(cudaMemset(d_mixed, 0, sizeof(int)));
+        CUDA_CHECK(cudaMemset(d_bad, 0, sizeof(*d_bad)));
+        k_block_rounds<<<1, 256>>>(dev, src, dst, rank, rank == 0 ? ROUNDS : ROUNDS + NSIG, d_rc,
+                                   d_bad, d_mixed);
+        CUDA_CHECK(cudaGetLastError());
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(&rc, d_rc, sizeof(int), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(&bad, d_bad, sizeof(bad), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(&mixed, d_mixed, sizeof(int), cudaMemcpyDeviceToHost));
+        CHECK_MSG(rc == 0, "block rounds: status %s", gpuport_status_string((gpuport_status_t)rc));
+        CHECK_MSG(bad == 0, "block rounds: %llu bytes wrong", bad);
+        CHECK_MSG(mixed == 0, "block rounds: threads of one block got different statuses (%d)",
+                  mixed);
+        cudaFree(d_mixed);
+        if (rank == 0)
+            printf("PASS %d block rounds: 64 KiB by stores after 1 MiB by the proxy, one signal\n",
+                   BLK_ROUNDS);
     }
     barrier(&bs);
 

@@ -87,6 +87,19 @@ __global__ void peer_calls(gpuport_peer_channel_dev_t ch, int *out)
     out[i++] = gpuport_peer_poll(&ch);
     out[i++] = gpuport_peer_wait(&ch);
     out[i++] = gpuport_peer_wait_until(&ch, gpuport_peer_received(&ch) + 1);
+    out[i++] = gpuport_peer_put_warp(&ch, 0, 0, 64);
+    out[i++] = gpuport_peer_put_block(&ch, 0, 0, 64);
+    out[i++] = gpuport_peer_signal_warp(&ch);
+    out[i++] = gpuport_peer_signal_block(&ch);
+    out[i++] = gpuport_peer_put_with_signal_warp(&ch, 0, 0, 64);
+    out[i++] = gpuport_peer_put_with_signal_block(&ch, 0, 0, 64);
+    out[i++] = gpuport_peer_put_value_block(&ch, 64, 1);
+    out[i++] = gpuport_peer_flush_warp(&ch);
+    out[i++] = gpuport_peer_flush_block(&ch);
+    out[i++] = gpuport_peer_wait_warp(&ch);
+    out[i++] = gpuport_peer_wait_block(&ch);
+    out[i++] = gpuport_peer_wait_until_block(&ch, 1);
+    out[i++] = gpuport_peer_get_block(&ch, 0, 128, 64);
 }
 
 /* The warp- and block-scoped calls, every thread of the scope calling. */
