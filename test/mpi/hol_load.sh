@@ -7,7 +7,8 @@
 # big run is followed by a control run (the same timing, nothing stopped,
 # nothing queued): a round held there waited on the machine, not on the
 # stopped peer. A failed run's output is shown, with the threads' states
-# that ranks 0 and 2 print while a round is outstanding.
+# that ranks 0 and 2 print while a round is outstanding
+# (GPUPORT_TEST_HOL_WATCH_MS, 300).
 # Prints a line per run and a summary per mode: runs, failures, runs with a
 # round held until the resume, the worst round of all runs (and before the
 # resume), the lowest rate beside the stopped peer. Not in make check's
@@ -58,7 +59,9 @@ while [ $k -lt "$runs" ]; do
             continue
         fi
         # "... (P%); worst round W ms (from S ms of the resume; B ms before it) ..."
-        fields=$(sed -n 's/.* (\([0-9]*\)%); worst round \([0-9.]*\) ms (from \([-+0-9]*\) ms of the resume; \([0-9.]*\) ms before it).*/\1 \2 \3 \4/p' "$out")
+        pat='s/.* (\([0-9]*\)%); worst round \([0-9.]*\) ms (from \([-+0-9]*\) ms of the resume;'
+        pat="$pat"' \([0-9.]*\) ms before it).*/\1 \2 \3 \4/p'
+        fields=$(sed -n "$pat" "$out")
         set -- $fields
         p=${1:-0} w=${2:-0} at=${3:-?} b=${4:-0}
         eval "worst_$m=\$(max \"\$worst_$m\" $w)"

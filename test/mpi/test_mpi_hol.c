@@ -26,8 +26,8 @@
  *          (its puts go after the rounds): a round held "until the resume"
  *          here waited on the machine, not on A.
  *
- * A round outstanding for WATCH_MS makes ranks 0 and 2 print, every
- * WATCH_MS while it lasts, each of their threads' state, system call and
+ * A round outstanding for WATCH_MS (GPUPORT_TEST_HOL_WATCH_MS, 300) makes
+ * ranks 0 and 2 print, every WATCH_MS while it lasts, each of their threads' state, system call and
  * run and run-queue wait times (/proc): a thread blocked on a socket or a
  * lock shows its call, one that the kernel does not run shows R and a
  * growing wait.
@@ -61,7 +61,7 @@
 #define HELD_MS 100.0
 #define AFTER_MS 200.0 /* rounds go on this long after the resume */
 #define END UINT64_MAX /* the last round's word: rank 2 answers it and stops */
-#define WATCH_MS 300.0
+#define WATCH_MS 300.0 /* GPUPORT_TEST_HOL_WATCH_MS */
 
 #define CHECK(cond, ...)                                                                        \
     do {                                                                                        \
@@ -135,14 +135,15 @@ static void threads_line(double since)
 
 static void *watch_rounds(void *arg)
 {
-    double told = 0;
+    const char *ms = getenv("GPUPORT_TEST_HOL_WATCH_MS");
+    double told = 0, every = (ms ? atof(ms) : WATCH_MS) / 1e3;
 
     (void)arg;
     for (;;) {
         double since = atomic_load(&g_round_since), t;
         usleep(10000);
         t = now_s();
-        if (since == 0.0 || t - since < WATCH_MS / 1e3 || t - told < WATCH_MS / 1e3)
+        if (since == 0.0 || t - since < every || t - told < every)
             continue;
         told = t;
         threads_line(since);
@@ -168,7 +169,8 @@ static void round_trip(gpuport_channel_t b, unsigned char *src, const volatile u
 }
 
 /* Rank 2: answers every round until END. */
-static void answer_rounds(gpuport_channel_t b, unsigned char *src, const volatile unsigned char *dst)
+static void answer_rounds(gpuport_channel_t b, unsigned char *src,
+                          const volatile unsigned char *dst)
 {
     for (uint64_t r = 0;; r++) {
         uint64_t off = (r % 512) * 8, got, w;
