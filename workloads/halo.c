@@ -46,8 +46,6 @@
 #include "bench_out.h"
 #include "halo.h"
 
-enum { UP, DOWN }; /* the neighbours: rank - 1 (the rows above), rank + 1 */
-
 /* The port channel to one neighbour and the offsets of its two puts. */
 typedef struct side {
     gpuport_channel_t ch;            /* NULL at the grid's edge */
@@ -70,18 +68,15 @@ static int ok(gpuport_status_t st, const char *call)
  * so that no neighbour waits for a creation this rank skips. */
 static int connect(gpuport_comm_t comm, gpuport_mem_t grid, const halo_geom_t *g, side_t *sd)
 {
-    size_t row = g->pitch * sizeof(double);
     int good = 1;
 
     for (int d = UP; d <= DOWN; d++) {
-        int peer = d == UP ? wl_rank - 1 : wl_rank + 1;
-        int peer_rows = peer >= 0 && peer < wl_size ? halo_rows_of(peer, g->ny) : 0;
-        if (!peer_rows)
+        int peer = halo_peer_rank(d);
+        if (peer < 0)
             continue;
         for (int p = 0; p < 2; p++) {
-            /* one column in: the frame's columns are not sent */
-            sd[d].src_off[p] = (p * (g->rows + 2) + (d == UP ? 1 : g->rows)) * row + 8;
-            sd[d].dst_off[p] = (p * (peer_rows + 2) + (d == UP ? peer_rows + 1 : 0)) * row + 8;
+            sd[d].src_off[p] = halo_src(g, d, p) * sizeof(double);
+            sd[d].dst_off[p] = halo_dst(g, d, p) * sizeof(double);
         }
         good &=
             ok(gpuport_channel_create(comm, peer, grid, grid, &sd[d].ch), "gpuport_channel_create");

@@ -54,7 +54,6 @@ extern "C" {
 #include "bench_out.h"
 #include "halo.h"
 
-enum { UP, DOWN };                        /* the neighbours: rank - 1, rank + 1 */
 enum { BY_PORT, BY_MEMORY, BY_MPI, NBY }; /* who exchanges the halos */
 static const char *const by_name[NBY] = {"port channels", "memory channels", "MPI staged"};
 #define THREADS 256
@@ -265,18 +264,16 @@ static int run(const grid_t *g, int by, int iters, int sweeps, int blocks, doubl
 static int connect(gpuport_comm_t comm, gpuport_mem_t mem, const grid_t *g, int memory,
                    gpuport_channel_t *pch, gpuport_memory_channel_t *mch, side_t *sd)
 {
-    size_t row = g->geo.pitch * sizeof(double);
     int good = 1;
 
     for (int d = UP; d <= DOWN; d++) {
-        int peer = d == UP ? wl_rank - 1 : wl_rank + 1;
-        int peer_rows = peer >= 0 && peer < wl_size ? halo_rows_of(peer, g->geo.ny) : 0;
-        if (!peer_rows)
+        int peer = halo_peer_rank(d);
+        if (peer < 0)
             continue;
         sd[d].on = 1;
         for (int p = 0; p < 2; p++) {
-            sd[d].src_off[p] = (p * (g->geo.rows + 2) + (d == UP ? 1 : g->geo.rows)) * row + 8;
-            sd[d].dst_off[p] = (p * (peer_rows + 2) + (d == UP ? peer_rows + 1 : 0)) * row + 8;
+            sd[d].src_off[p] = halo_src(&g->geo, d, p) * sizeof(double);
+            sd[d].dst_off[p] = halo_dst(&g->geo, d, p) * sizeof(double);
         }
         good &= ok(gpuport_channel_create(comm, peer, mem, mem, &pch[d]), "gpuport_channel_create");
         if (memory)
