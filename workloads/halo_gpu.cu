@@ -91,15 +91,6 @@ typedef struct grid {
     unsigned long long *stamp; /* stamp[k + 1]: globaltimer at the end of kernel k */
 } grid_t;
 
-static int ok(gpuport_status_t st, const char *call)
-{
-    if (st == GPUPORT_OK)
-        return 1;
-    fprintf(stderr, "rank %d: %s failed: %s (%d)\n", wl_rank, call, gpuport_status_string(st),
-            (int)st);
-    return 0;
-}
-
 /* The GPU's point: the CPU's operations in the CPU's order, each rounded
  * on its own (_rn: never fused), so that the grids agree bit for bit. */
 __device__ static double point(const double *c, size_t pitch)
@@ -287,15 +278,16 @@ static int run(const grid_t *g, int by, int iters, int sweeps, int blocks, doubl
         for (int k = 0; k < iters; k++)
             iterate<<<sweeps ? blocks : 1, THREADS>>>(*g, k, by, sweeps,
                                                       by == BY_PEER ? ++peer_seq : 0);
-        good = wl_cuda_ok(cudaGetLastError(), "iterate<<<>>>") &&
-               wl_cuda_ok(cudaDeviceSynchronize(), "iterate<<<>>> (cudaDeviceSynchronize)") &&
-               wl_cuda_ok(cudaMemcpy(&rc, g->rc, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy") &&
-               ok((gpuport_status_t)rc, by == BY_PEER   ? "a kernel's peer-channel exchange"
+        good =
+            wl_cuda_ok(cudaGetLastError(), "iterate<<<>>>") &&
+            wl_cuda_ok(cudaDeviceSynchronize(), "iterate<<<>>> (cudaDeviceSynchronize)") &&
+            wl_cuda_ok(cudaMemcpy(&rc, g->rc, sizeof(int), cudaMemcpyDeviceToHost), "cudaMemcpy") &&
+            wl_ok((gpuport_status_t)rc, by == BY_PEER   ? "a kernel's peer-channel exchange"
                                         : by == BY_PORT ? "a kernel's port-channel exchange"
                                                         : "a kernel's memory-channel exchange") &&
-               wl_cuda_ok(cudaMemcpy(stamp, g->stamp, (iters + 1) * sizeof(*stamp),
-                                  cudaMemcpyDeviceToHost),
-                       "cudaMemcpy");
+            wl_cuda_ok(
+                cudaMemcpy(stamp, g->stamp, (iters + 1) * sizeof(*stamp), cudaMemcpyDeviceToHost),
+                "cudaMemcpy");
         for (int k = 0; k < iters && good; k++)
             t[k] = (stamp[k + 1] - stamp[k]) * 1e-9;
     }
@@ -319,10 +311,10 @@ static int peer_connect(gpuport_comm_t comm, gpuport_mem_t mem, const halo_geom_
             sd[d].dst_off[p] = halo_dst(g, d, p) * sizeof(double);
         }
         if ((sd[d].on = peer >= 0))
-            good &= ok(gpuport_peer_channel_create(comm, peer, mem, mem, &pc[d]),
-                       "gpuport_peer_channel_create") &&
-                    ok(gpuport_peer_channel_device(pc[d], &sd[d].peer),
-                       "gpuport_peer_channel_device");
+            good &= wl_ok(gpuport_peer_channel_create(comm, peer, mem, mem, &pc[d]),
+                          "gpuport_peer_channel_create") &&
+                    wl_ok(gpuport_peer_channel_device(pc[d], &sd[d].peer),
+                          "gpuport_peer_channel_device");
     }
     /* setup: end */
     return good;
@@ -340,13 +332,15 @@ static int connect(gpuport_comm_t comm, gpuport_mem_t mem, int memory, gpuport_c
         int peer = halo_peer_rank(d);
         if (peer < 0)
             continue;
-        good &= ok(gpuport_channel_create(comm, peer, mem, mem, &pch[d]), "gpuport_channel_create");
+        good &=
+            wl_ok(gpuport_channel_create(comm, peer, mem, mem, &pch[d]), "gpuport_channel_create");
         if (memory)
-            good &= ok(gpuport_memory_channel_create(comm, peer, mem, mem, &mch[d]),
-                       "gpuport_memory_channel_create");
-        good = good && ok(gpuport_channel_device(pch[d], &sd[d].port), "gpuport_channel_device") &&
-               (!memory || ok(gpuport_memory_channel_device(mch[d], &sd[d].mem),
-                              "gpuport_memory_channel_device"));
+            good &= wl_ok(gpuport_memory_channel_create(comm, peer, mem, mem, &mch[d]),
+                          "gpuport_memory_channel_create");
+        good = good &&
+               wl_ok(gpuport_channel_device(pch[d], &sd[d].port), "gpuport_channel_device") &&
+               (!memory || wl_ok(gpuport_memory_channel_device(mch[d], &sd[d].mem),
+                                 "gpuport_memory_channel_device"));
     }
     return good;
 }
@@ -432,9 +426,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "rank %d: out of memory for a %d x %d slab\n", wl_rank, gp.geo.rows, nx);
     /* setup: begin */
     ready = ready &&
-            ok(gpuport_mem_alloc_device(comm, bytes, (void **)&gp.buf),
-               "gpuport_mem_alloc_device") &&
-            ok(gpuport_mem_register(comm, gp.buf, bytes, &mem), "gpuport_mem_register");
+            wl_ok(gpuport_mem_alloc_device(comm, bytes, (void **)&gp.buf),
+                  "gpuport_mem_alloc_device") &&
+            wl_ok(gpuport_mem_register(comm, gp.buf, bytes, &mem), "gpuport_mem_register");
     /* setup: end */
     ready = ready &&
             wl_cuda_ok(cudaMalloc((void **)&gp.arrived, sizeof(unsigned)), "cudaMalloc") &&
@@ -487,7 +481,7 @@ int main(int argc, char **argv)
     /* the port channels' device operations are complete (the peer channels'
      * have landed: each was followed by a signal its neighbour took) */
     for (int d = UP; d <= DOWN; d++)
-        if (pch[d] && !ok(gpuport_channel_flush(pch[d]), "gpuport_channel_flush"))
+        if (pch[d] && !wl_ok(gpuport_channel_flush(pch[d]), "gpuport_channel_flush"))
             goto out;
 
     if (wl_rank == 0) {
@@ -515,19 +509,20 @@ out:
      * ended) */
     MPI_Barrier(MPI_COMM_WORLD);
     for (int d = UP; d <= DOWN; d++)
-        if (pc[d] && !ok(gpuport_peer_channel_destroy(pc[d]), "gpuport_peer_channel_destroy"))
+        if (pc[d] && !wl_ok(gpuport_peer_channel_destroy(pc[d]), "gpuport_peer_channel_destroy"))
             good = 0;
     for (int d = UP; d <= DOWN; d++) {
-        if (pch[d] && !ok(gpuport_channel_destroy(pch[d]), "gpuport_channel_destroy"))
+        if (pch[d] && !wl_ok(gpuport_channel_destroy(pch[d]), "gpuport_channel_destroy"))
             good = 0;
-        if (mch[d] && !ok(gpuport_memory_channel_destroy(mch[d]), "gpuport_memory_channel_destroy"))
+        if (mch[d] &&
+            !wl_ok(gpuport_memory_channel_destroy(mch[d]), "gpuport_memory_channel_destroy"))
             good = 0;
     }
-    if (mem && !ok(gpuport_mem_deregister(mem), "gpuport_mem_deregister"))
+    if (mem && !wl_ok(gpuport_mem_deregister(mem), "gpuport_mem_deregister"))
         good = 0;
-    if (gp.buf && !ok(gpuport_mem_free(comm, gp.buf), "gpuport_mem_free"))
+    if (gp.buf && !wl_ok(gpuport_mem_free(comm, gp.buf), "gpuport_mem_free"))
         good = 0;
-    if (!ok(gpuport_comm_destroy(comm), "gpuport_comm_destroy"))
+    if (!wl_ok(gpuport_comm_destroy(comm), "gpuport_comm_destroy"))
         good = 0;
     cudaFree(mp.buf);
     cudaFree(gp.arrived);
