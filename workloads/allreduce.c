@@ -77,6 +77,7 @@ typedef struct ar {
     gpuport_comm_t comm;
     gpuport_mem_t mem;     /* the window, registered once */
     gpuport_channel_t *ch; /* ch[p]: the channel to rank p (NULL for this rank) */
+    gpuport_channel_t *peers; /* the n - 1 others: peers[k - 1] = ch[(rank + k) % n] */
     unsigned char *win;    /* the window: the same layout on every rank */
     uint64_t win_bytes;
     uint64_t off_in, off_out, off_gather, off_ring; /* where each part starts */
@@ -85,16 +86,6 @@ typedef struct ar {
     uint64_t calls;      /* direct calls so far: which set of GATHER slots is next */
     int rank, n;
 } ar_t;
-
-/* 1 when the call succeeded, else 0 after saying what failed */
-static int ok(gpuport_status_t st, const char *call)
-{
-    if (st == GPUPORT_OK)
-        return 1;
-    fprintf(stderr, "rank %d: %s failed: %s (%d)\n", wl_rank, call, gpuport_status_string(st),
-            (int)st);
-    return 0;
-}
 
 /* rank r's element i: the same on every rank, in [-1, 1) */
 static float value(int r, uint64_t i)
@@ -131,6 +122,7 @@ static const float *vector(const ar_t *a, uint64_t set, int p)
     return at(a, p == a->rank ? a->off_in : set + (uint64_t)p * a->gather_slot);
 }
 
+/* exchange: begin */
 static int direct(ar_t *a, uint64_t count)
 {
     const int r = a->rank, n = a->n;
@@ -141,13 +133,12 @@ static int direct(ar_t *a, uint64_t count)
     /* this rank's input into slot r of every peer, the next rank first, so
      * that the ranks do not all start with the same one */
     for (int k = 1; k < n; k++)
-        if (!ok(gpuport_channel_put_with_signal(a->ch[(r + k) % n], set + r * a->gather_slot,
-                                                a->off_in, bytes),
-                "gpuport_channel_put_with_signal"))
+        if (!wl_ok(gpuport_channel_put_with_signal(a->peers[k - 1], set + r * a->gather_slot,
+                                                   a->off_in, bytes),
+                   "gpuport_channel_put_with_signal"))
             return 0;
-    for (int k = 1; k < n; k++)
-        if (!ok(gpuport_channel_wait(a->ch[(r + k) % n]), "gpuport_channel_wait"))
-            return 0;
+    if (!wl_ok(gpuport_channel_wait_all(a->peers, n - 1), "gpuport_channel_wait_all"))
+        return 0;
     /* the same additions, in rank order, on every rank: x0 + x1, then + x2 ... */
     if (n == 1)
         memcpy(out, at(a, a->off_in), bytes);
@@ -156,10 +147,7 @@ static int direct(ar_t *a, uint64_t count)
         for (uint64_t i = 0; i < count; i++)
             out[i] = x[i] + y[i];
     }
-    for (int k = 1; k < n; k++)
-        if (!ok(gpuport_channel_flush(a->ch[(r + k) % n]), "gpuport_channel_flush"))
-            return 0;
-    return 1;
+    return wl_ok(gpuport_channel_flush_all(a->peers, n - 1), "gpuport_channel_flush_all");
 }
 
 /* Puts elements [first, first + len) from src_off on to the next rank's
@@ -170,9 +158,9 @@ static int send_pieces(gpuport_channel_t tx, uint64_t dst_off, uint64_t src_off,
     for (uint64_t done = 0; done < len; done += PIECE_ELEMS) {
         uint64_t m = len - done < PIECE_ELEMS ? len - done : PIECE_ELEMS;
         uint64_t at_b = done * sizeof(float);
-        if (!ok(gpuport_channel_put_with_signal(tx, dst_off + at_b, src_off + at_b,
-                                                m * sizeof(float)),
-                "gpuport_channel_put_with_signal"))
+        if (!wl_ok(gpuport_channel_put_with_signal(tx, dst_off + at_b, src_off + at_b,
+                                                   m * sizeof(float)),
+                   "gpuport_channel_put_with_signal"))
             return 0;
     }
     return 1;
@@ -198,12 +186,12 @@ static int reduce_step(ar_t *a, gpuport_channel_t tx, gpuport_channel_t rx, uint
         uint64_t to = s < n - 1 ? a->off_ring + (uint64_t)s * a->ring_slot + done * sizeof(float)
                                 : out_b;
 
-        if (!ok(gpuport_channel_wait(rx), "gpuport_channel_wait"))
+        if (!wl_ok(gpuport_channel_wait(rx), "gpuport_channel_wait"))
             return 0;
         for (uint64_t i = 0; i < m; i++)
             out[i] = recv[i] + in[i];
-        if (!ok(gpuport_channel_put_with_signal(tx, to, out_b, m * sizeof(float)),
-                "gpuport_channel_put_with_signal"))
+        if (!wl_ok(gpuport_channel_put_with_signal(tx, to, out_b, m * sizeof(float)),
+                   "gpuport_channel_put_with_signal"))
             return 0;
     }
     return 1;
@@ -222,10 +210,11 @@ static int gather_step(ar_t *a, gpuport_channel_t tx, gpuport_channel_t rx, uint
         uint64_t m = len - done < PIECE_ELEMS ? len - done : PIECE_ELEMS;
         uint64_t out_b = a->off_out + (first + done) * sizeof(float);
 
-        if (!ok(gpuport_channel_wait(rx), "gpuport_channel_wait"))
+        if (!wl_ok(gpuport_channel_wait(rx), "gpuport_channel_wait"))
             return 0;
-        if (t < n - 1 && !ok(gpuport_channel_put_with_signal(tx, out_b, out_b, m * sizeof(float)),
-                             "gpuport_channel_put_with_signal"))
+        if (t < n - 1 &&
+            !wl_ok(gpuport_channel_put_with_signal(tx, out_b, out_b, m * sizeof(float)),
+                   "gpuport_channel_put_with_signal"))
             return 0;
     }
     return 1;
@@ -249,8 +238,9 @@ static int ring(ar_t *a, uint64_t count)
     for (int t = 1; t < n; t++)
         if (!gather_step(a, tx, rx, count, t))
             return 0;
-    return ok(gpuport_channel_flush(tx), "gpuport_channel_flush");
+    return wl_ok(gpuport_channel_flush(tx), "gpuport_channel_flush");
 }
+/* exchange: end */
 
 /* ---- set-up ------------------------------------------------------------- */
 
@@ -264,6 +254,7 @@ static int ar_open(ar_t *a, uint64_t max_bytes, enum algo algo)
     a->comm = wl_comm();
     a->rank = gpuport_comm_rank(a->comm);
     a->n = gpuport_comm_size(a->comm);
+    /* setup: begin */
     a->direct_max = algo == ALGO_DIRECT ? max_bytes : algo == ALGO_RING ? 0 : DIRECT_MAX;
     a->gather_slot = a->direct_max < max_bytes ? a->direct_max : max_bytes;
     a->ring_slot = (max_count + (uint64_t)a->n - 1) / (uint64_t)a->n * sizeof(float);
@@ -276,19 +267,26 @@ static int ar_open(ar_t *a, uint64_t max_bytes, enum algo algo)
     a->off_ring = a->off_gather + 2 * (uint64_t)a->n * a->gather_slot;
     a->win_bytes = a->off_ring + (uint64_t)(a->n - 1) * a->ring_slot;
     a->ch = calloc((size_t)a->n, sizeof(*a->ch));
-    if (!a->ch) {
+    a->peers = calloc((size_t)a->n, sizeof(*a->peers));
+    if (!a->ch || !a->peers) {
         fprintf(stderr, "rank %d: no memory for %d channels\n", a->rank, a->n);
         return 0;
     }
-    if (!ok(gpuport_mem_alloc(a->comm, a->win_bytes, (void **)&a->win), "gpuport_mem_alloc"))
+    if (!wl_ok(gpuport_mem_alloc(a->comm, a->win_bytes, (void **)&a->win), "gpuport_mem_alloc"))
         return 0;
     for (uint64_t i = 0; i < max_count; i++)
         at(a, a->off_in)[i] = value(a->rank, i);
-    if (!ok(gpuport_mem_register(a->comm, a->win, a->win_bytes, &a->mem), "gpuport_mem_register"))
+    if (!wl_ok(gpuport_mem_register(a->comm, a->win, a->win_bytes, &a->mem),
+               "gpuport_mem_register"))
         return 0;
     /* a channel to every other rank (collective; none is left waiting) */
-    return ok(gpuport_channel_create_all(a->comm, a->mem, a->mem, 0, a->ch),
-              "gpuport_channel_create_all");
+    if (!wl_ok(gpuport_channel_create_all(a->comm, a->mem, a->mem, 0, a->ch),
+               "gpuport_channel_create_all"))
+        return 0;
+    for (int k = 1; k < a->n; k++)
+        a->peers[k - 1] = a->ch[(a->rank + k) % a->n];
+    /* setup: end */
+    return 1;
 }
 
 /* Everything in reverse order; once every rank is done with every channel. */
@@ -299,13 +297,14 @@ static int ar_close(ar_t *a)
     MPI_Barrier(MPI_COMM_WORLD);
     for (int p = a->n - 1; p >= 0; p--)
         if (a->ch && a->ch[p])
-            good &= ok(gpuport_channel_destroy(a->ch[p]), "gpuport_channel_destroy");
+            good &= wl_ok(gpuport_channel_destroy(a->ch[p]), "gpuport_channel_destroy");
     if (a->mem)
-        good &= ok(gpuport_mem_deregister(a->mem), "gpuport_mem_deregister");
+        good &= wl_ok(gpuport_mem_deregister(a->mem), "gpuport_mem_deregister");
     if (a->win)
-        good &= ok(gpuport_mem_free(a->comm, a->win), "gpuport_mem_free");
+        good &= wl_ok(gpuport_mem_free(a->comm, a->win), "gpuport_mem_free");
     free(a->ch);
-    good &= ok(gpuport_comm_destroy(a->comm), "gpuport_comm_destroy");
+    free(a->peers);
+    good &= wl_ok(gpuport_comm_destroy(a->comm), "gpuport_comm_destroy");
     return good;
 }
 
@@ -348,7 +347,9 @@ static void call_once(ar_t *a, enum algo algo, uint64_t count, float *out)
     int good;
 
     if (algo == ALGO_MPI) {
+        /* mpi exchange: begin */
         MPI_Allreduce(at(a, a->off_in), out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        /* mpi exchange: end */
         return;
     }
     good = algo == ALGO_DIRECT ? direct(a, count) : ring(a, count);

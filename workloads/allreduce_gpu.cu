@@ -327,15 +327,6 @@ typedef struct ar {
     float *host_in, *host_out;         /* pinned: the staged baseline, results to check */
 } ar_t;
 
-static int ok(gpuport_status_t st, const char *call)
-{
-    if (st == GPUPORT_OK)
-        return 1;
-    fprintf(stderr, "rank %d: %s failed: %s (%d)\n", wl_rank, call, gpuport_status_string(st),
-            (int)st);
-    return 0;
-}
-
 /* rank r's element i: the same on every rank, in [-1, 1) (allreduce.c's) */
 static float value(int r, uint64_t i)
 {
@@ -369,7 +360,8 @@ static int ar_open(ar_t *a, uint64_t max_bytes, int all_local)
     a->mcd = (gpuport_memory_channel_dev_t *)calloc(n, sizeof(*a->mcd));
     a->pcd = (gpuport_port_channel_dev_t *)calloc(n, sizeof(*a->pcd));
     if (!a->pc || !a->mc || !a->mcd || !a->pcd ||
-        !ok(gpuport_mem_alloc_device(a->comm, win, (void **)&d->win), "gpuport_mem_alloc_device") ||
+        !wl_ok(gpuport_mem_alloc_device(a->comm, win, (void **)&d->win),
+               "gpuport_mem_alloc_device") ||
         !wl_cuda_ok(cudaMallocHost((void **)&a->host_in, max_bytes), "cudaMallocHost") ||
         !wl_cuda_ok(cudaMallocHost((void **)&a->host_out, max_bytes), "cudaMallocHost") ||
         !wl_cuda_ok(cudaMalloc((void **)&a->ns, MAX_ROUNDS * sizeof(*a->ns)), "cudaMalloc") ||
@@ -379,21 +371,22 @@ static int ar_open(ar_t *a, uint64_t max_bytes, int all_local)
         return 0;
     for (uint64_t i = 0; i < max_bytes / sizeof(float); i++)
         a->host_in[i] = value(wl_rank, i);
-    if (!wl_cuda_ok(cudaMemcpy(d->win, a->host_in, max_bytes, cudaMemcpyHostToDevice), "cudaMemcpy") ||
-        !ok(gpuport_mem_register(a->comm, d->win, win, &a->mem), "gpuport_mem_register"))
+    if (!wl_cuda_ok(cudaMemcpy(d->win, a->host_in, max_bytes, cudaMemcpyHostToDevice),
+                    "cudaMemcpy") ||
+        !wl_ok(gpuport_mem_register(a->comm, d->win, win, &a->mem), "gpuport_mem_register"))
         return 0;
     for (int p = 0; p < n; p++) {
         if (p == wl_rank)
             continue;
-        if (!ok(gpuport_channel_create(a->comm, p, a->mem, a->mem, &a->pc[p]),
-                "gpuport_channel_create") ||
-            !ok(gpuport_channel_device(a->pc[p], &a->pcd[p]), "gpuport_channel_device"))
+        if (!wl_ok(gpuport_channel_create(a->comm, p, a->mem, a->mem, &a->pc[p]),
+                   "gpuport_channel_create") ||
+            !wl_ok(gpuport_channel_device(a->pc[p], &a->pcd[p]), "gpuport_channel_device"))
             return 0;
         if (all_local && n <= MC_MAX_RANKS)
-            mc_all &= ok(gpuport_memory_channel_create(a->comm, p, a->mem, a->mem, &a->mc[p]),
-                         "gpuport_memory_channel_create") &&
-                      ok(gpuport_memory_channel_device(a->mc[p], &a->mcd[p]),
-                         "gpuport_memory_channel_device");
+            mc_all &= wl_ok(gpuport_memory_channel_create(a->comm, p, a->mem, a->mem, &a->mc[p]),
+                            "gpuport_memory_channel_create") &&
+                      wl_ok(gpuport_memory_channel_device(a->mc[p], &a->mcd[p]),
+                            "gpuport_memory_channel_device");
     }
     a->have_mc = wl_agree(mc_all);
     return wl_cuda_ok(cudaMemcpy((void *)d->mc, a->mcd, n * sizeof(*a->mcd),
@@ -411,14 +404,15 @@ static int ar_close(ar_t *a)
     MPI_Barrier(MPI_COMM_WORLD);
     for (int p = 0; a->mc && p < wl_size; p++)
         if (a->mc[p])
-            good &= ok(gpuport_memory_channel_destroy(a->mc[p]), "gpuport_memory_channel_destroy");
+            good &=
+                wl_ok(gpuport_memory_channel_destroy(a->mc[p]), "gpuport_memory_channel_destroy");
     for (int p = wl_size - 1; a->pc && p >= 0; p--)
         if (a->pc[p])
-            good &= ok(gpuport_channel_destroy(a->pc[p]), "gpuport_channel_destroy");
+            good &= wl_ok(gpuport_channel_destroy(a->pc[p]), "gpuport_channel_destroy");
     if (a->mem)
-        good &= ok(gpuport_mem_deregister(a->mem), "gpuport_mem_deregister");
+        good &= wl_ok(gpuport_mem_deregister(a->mem), "gpuport_mem_deregister");
     if (a->dev.win)
-        good &= ok(gpuport_mem_free(a->comm, a->dev.win), "gpuport_mem_free");
+        good &= wl_ok(gpuport_mem_free(a->comm, a->dev.win), "gpuport_mem_free");
     cudaFree((void *)a->dev.mc);
     cudaFree((void *)a->dev.pc);
     cudaFree(a->ns);
@@ -429,7 +423,7 @@ static int ar_close(ar_t *a)
     free(a->pcd);
     free(a->mc);
     free(a->pc);
-    return good & ok(gpuport_comm_destroy(a->comm), "gpuport_comm_destroy");
+    return good & wl_ok(gpuport_comm_destroy(a->comm), "gpuport_comm_destroy");
 }
 
 /* One launch of `way`; us[i]: the slowest rank's time of round i. */
@@ -441,13 +435,14 @@ static int run_kernel(ar_t *a, enum way way, uint64_t count, int warm, int round
     void *args[] = {&a->dev, &r};
 
     good = wl_cuda_ok(cudaMemcpy(a->err, err, sizeof(err), cudaMemcpyHostToDevice), "cudaMemcpy") &&
-           wl_cuda_ok(cudaLaunchCooperativeKernel((void *)allreduce_rounds, BLOCKS, THREADS, args, 0,
-                                               0), "cudaLaunchCooperativeKernel") &&
+           wl_cuda_ok(
+               cudaLaunchCooperativeKernel((void *)allreduce_rounds, BLOCKS, THREADS, args, 0, 0),
+               "cudaLaunchCooperativeKernel") &&
            wl_cuda_ok(cudaDeviceSynchronize(), "allreduce_rounds (cudaDeviceSynchronize)") &&
            wl_cuda_ok(cudaMemcpy(err, a->err, sizeof(err), cudaMemcpyDeviceToHost), "cudaMemcpy") &&
            wl_cuda_ok(cudaMemcpy(ns, a->ns, rounds * sizeof(*ns), cudaMemcpyDeviceToHost),
-                   "cudaMemcpy") &&
-           ok((gpuport_status_t)err[0], "a gpuport call in allreduce_rounds");
+                      "cudaMemcpy") &&
+           wl_ok((gpuport_status_t)err[0], "a gpuport call in allreduce_rounds");
     a->flag += (uint32_t)(warm + rounds);
     for (int i = 0; i < rounds; i++)
         us[i] = good ? ns[i] / 1e3 : 0;

@@ -124,29 +124,14 @@ static void weighted_sum(const xchg_t *x, float *out)
     }
 }
 
-static int ok(gpuport_status_t st, const char *call, int peer)
-{
-    if (st == GPUPORT_OK)
-        return 1;
-    fprintf(stderr, "rank %d: %s (rank %d) failed: %s (%d)\n", wl_rank, call, peer,
-            gpuport_status_string(st), (int)st);
-    return 0;
-}
-
+/* exchange: begin */
 /* Every rank's signal consumed (its puts are then here), then this rank's
- * operations complete on every channel. gpuport has no call that waits on
- * a set of channels: one wait per channel, in turn. */
+ * operations complete on every channel (a failed wait names the first
+ * channel that had no signal). */
 static int gp_complete(xchg_t *x)
 {
-    for (int i = 1; i <= x->m->ranks; i++) {
-        int p = (x->m->me + i) % x->m->ranks;
-        if (!ok(gpuport_channel_wait(x->ch[p]), "gpuport_channel_wait", p))
-            return 0;
-    }
-    for (int p = 0; p < x->m->ranks; p++)
-        if (!ok(gpuport_channel_flush(x->ch[p]), "gpuport_channel_flush", p))
-            return 0;
-    return 1;
+    return wl_ok(gpuport_channel_wait_all(x->ch, x->m->ranks), "gpuport_channel_wait_all") &&
+           wl_ok(gpuport_channel_flush_all(x->ch, x->m->ranks), "gpuport_channel_flush_all");
 }
 
 /* Dispatch over the channels: this rank's messages for each rank into its
@@ -161,13 +146,13 @@ static int gp_dispatch(xchg_t *x, uint64_t seq)
     for (int i = 1; i <= m->ranks; i++) {
         int d = (m->me + i) % m->ranks;
         uint64_t n = (uint64_t)x->nsend[d];
-        if (n && !ok(gpuport_channel_put(x->ch[d], x->a.drecv + m->me * x->a.dslot,
-                                         x->a.dsend + d * x->a.dslot, n * m->msg),
-                     "gpuport_channel_put", d))
+        if (n && !wl_ok_peer(gpuport_channel_put(x->ch[d], x->a.drecv + m->me * x->a.dslot,
+                                                 x->a.dsend + d * x->a.dslot, n * m->msg),
+                             "gpuport_channel_put", d))
             return 0;
-        if (!ok(gpuport_channel_put_value_with_signal(x->ch[d], x->a.count + 8 * (size_t)m->me,
-                                                      seq << 32 | n),
-                "gpuport_channel_put_value_with_signal", d))
+        if (!wl_ok_peer(gpuport_channel_put_value_with_signal(
+                            x->ch[d], x->a.count + 8 * (size_t)m->me, seq << 32 | n),
+                        "gpuport_channel_put_value_with_signal", d))
             return 0;
     }
     if (!gp_complete(x))
@@ -196,13 +181,15 @@ static int gp_combine(xchg_t *x)
             rows ? gpuport_channel_put_with_signal(x->ch[d], x->a.crecv + m->me * x->a.cslot,
                                                    x->a.csend + d * x->a.cslot, rows * m->row)
                  : gpuport_channel_signal(x->ch[d]);
-        if (!ok(st, rows ? "gpuport_channel_put_with_signal" : "gpuport_channel_signal", d))
+        if (!wl_ok_peer(st, rows ? "gpuport_channel_put_with_signal" : "gpuport_channel_signal", d))
             return 0;
     }
     return gp_complete(x);
 }
+/* exchange: end */
 
 /* The same two exchanges with MPI, over the same slots. */
+/* mpi exchange: begin */
 static int mpi_dispatch(xchg_t *x, uint64_t seq)
 {
     (void)seq;
@@ -217,6 +204,7 @@ static int mpi_combine(xchg_t *x)
     return MPI_Alltoallv(x->base + x->a.csend, x->cback, x->cdsp, x->row_type, x->base + x->a.crecv,
                          x->crows, x->cdsp, x->row_type, MPI_COMM_WORLD) == MPI_SUCCESS;
 }
+/* mpi exchange: end */
 
 /* NaN in the places a phase must fill: a place it misses fails the check. */
 static void poison(const xchg_t *x, size_t area, size_t slot, const int *n, size_t unit)
@@ -361,7 +349,9 @@ int main(int argc, char **argv)
     memset(&x, 0, sizeof(x));
     x.m = &m;
     x.a = moe_areas(&m);
+    /* setup: begin */
     x.ch = calloc((size_t)m.ranks, sizeof(*x.ch));
+    /* setup: end */
     x.nsend = calloc(7 * (size_t)m.ranks, sizeof(int));
     x.pos = malloc((size_t)m.T * m.K * sizeof(size_t));
     x.expect = malloc(m.ranks * x.a.dslot);
@@ -371,10 +361,11 @@ int main(int argc, char **argv)
     good = moe_route(&m) && x.ch && x.nsend && x.pos && x.expect && x.ref && x.out && t;
     if (!good)
         fprintf(stderr, "rank %d: out of memory\n", wl_rank);
+    /* setup: begin */
+    good = good && wl_ok(gpuport_mem_alloc(comm, x.a.bytes, (void **)&x.base), "gpuport_mem_alloc");
     good =
-        good && ok(gpuport_mem_alloc(comm, x.a.bytes, (void **)&x.base), "gpuport_mem_alloc", m.me);
-    good = good &&
-           ok(gpuport_mem_register(comm, x.base, x.a.bytes, &mem), "gpuport_mem_register", m.me);
+        good && wl_ok(gpuport_mem_register(comm, x.base, x.a.bytes, &mem), "gpuport_mem_register");
+    /* setup: end */
     if (!wl_agree(good)) {
         good = 0;
         goto out;
@@ -390,8 +381,10 @@ int main(int argc, char **argv)
 
     /* A port channel to every rank, this one included, the region its
      * source and destination (collective; none is left waiting) */
-    good &= ok(gpuport_channel_create_all(comm, mem, mem, 1, x.ch), "gpuport_channel_create_all",
-               m.me);
+    /* setup: begin */
+    good &=
+        wl_ok(gpuport_channel_create_all(comm, mem, mem, 1, x.ch), "gpuport_channel_create_all");
+    /* setup: end */
     if (wl_agree(good)) {
         wl_header("alltoall",
                   "MoE dispatch and combine, gpuport port channels beside MPI_Alltoallv",
@@ -409,16 +402,16 @@ int main(int argc, char **argv)
     /* nobody destroys a channel that a peer still puts through */
     MPI_Barrier(MPI_COMM_WORLD);
     for (int p = 0; p < m.ranks; p++)
-        if (x.ch[p] && !ok(gpuport_channel_destroy(x.ch[p]), "gpuport_channel_destroy", p))
+        if (x.ch[p] && !wl_ok_peer(gpuport_channel_destroy(x.ch[p]), "gpuport_channel_destroy", p))
             good = 0;
     MPI_Type_free(&x.msg_type);
     MPI_Type_free(&x.row_type);
 out:
-    if (mem && !ok(gpuport_mem_deregister(mem), "gpuport_mem_deregister", m.me))
+    if (mem && !wl_ok(gpuport_mem_deregister(mem), "gpuport_mem_deregister"))
         good = 0;
-    if (x.base && !ok(gpuport_mem_free(comm, x.base), "gpuport_mem_free", m.me))
+    if (x.base && !wl_ok(gpuport_mem_free(comm, x.base), "gpuport_mem_free"))
         good = 0;
-    if (!ok(gpuport_comm_destroy(comm), "gpuport_comm_destroy", m.me))
+    if (!wl_ok(gpuport_comm_destroy(comm), "gpuport_comm_destroy"))
         good = 0;
     moe_free(&m);
     free(x.ch);

@@ -211,15 +211,6 @@ __global__ void weighted_sum(kargs_t k)
     }
 }
 
-static int ok(gpuport_status_t st, const char *call, int peer)
-{
-    if (st == GPUPORT_OK)
-        return 1;
-    fprintf(stderr, "rank %d: %s (rank %d) failed: %s (%d)\n", wl_rank, call, peer,
-            gpuport_status_string(st), (int)st);
-    return 0;
-}
-
 /* Everything a rank keeps. Host arrays of `ranks` ints: nsend .. local. */
 typedef struct run {
     moe_t m;
@@ -490,11 +481,11 @@ static int prepare(run_t *r)
            dmalloc(&k->pos, tk * sizeof(size_t)) && dmalloc(&k->out, m->T * m->row) &&
            dmalloc(&r->peers, 2 * n * sizeof(peer_dev_t)) &&
            wl_cuda_ok(cudaMallocHost((void **)&r->stage_s, 2 * stage + m->T * m->row),
-                   "cudaMallocHost") &&
-           ok(gpuport_mem_alloc_device(r->comm, k->a.bytes, (void **)&k->base),
-              "gpuport_mem_alloc_device", m->me) &&
-           ok(gpuport_mem_register(r->comm, k->base, k->a.bytes, &r->mem), "gpuport_mem_register",
-              m->me);
+                      "cudaMallocHost") &&
+           wl_ok(gpuport_mem_alloc_device(r->comm, k->a.bytes, (void **)&k->base),
+                 "gpuport_mem_alloc_device") &&
+           wl_ok(gpuport_mem_register(r->comm, k->base, k->a.bytes, &r->mem),
+                 "gpuport_mem_register");
     if (good) {
         k->nrecv = k->nsend + n;
         k->cback = k->nrecv + n;
@@ -534,11 +525,11 @@ static int connect(run_t *r, char *tl, size_t len)
     for (int p = 0; p < n; p++) {
         if (p == r->m.me)
             continue;
-        good &= ok(gpuport_channel_create(r->comm, p, r->mem, r->mem, &r->pc[p]),
-                   "gpuport_channel_create", p);
+        good &= wl_ok_peer(gpuport_channel_create(r->comm, p, r->mem, r->mem, &r->pc[p]),
+                           "gpuport_channel_create", p);
         if (r->local[p])
-            good &= ok(gpuport_memory_channel_create(r->comm, p, r->mem, r->mem, &r->mc[p]),
-                       "gpuport_memory_channel_create", p);
+            good &= wl_ok_peer(gpuport_memory_channel_create(r->comm, p, r->mem, r->mem, &r->mc[p]),
+                               "gpuport_memory_channel_create", p);
     }
     pd = (peer_dev_t *)calloc(2 * n, sizeof(peer_dev_t));
     if (!wl_agree(good && pd)) {
@@ -549,10 +540,11 @@ static int connect(run_t *r, char *tl, size_t len)
     for (int p = 0; good && p < n; p++) {
         const char *t = r->pc[p] ? gpuport_channel_transport(r->pc[p]) : "";
         if (r->pc[p])
-            good = ok(gpuport_channel_device(r->pc[p], &pd[p].pc), "gpuport_channel_device", p);
+            good = wl_ok_peer(gpuport_channel_device(r->pc[p], &pd[p].pc), "gpuport_channel_device",
+                              p);
         if (good && r->mc[p])
-            good = ok(gpuport_memory_channel_device(r->mc[p], &pd[p].mc),
-                      "gpuport_memory_channel_device", p);
+            good = wl_ok_peer(gpuport_memory_channel_device(r->mc[p], &pd[p].mc),
+                              "gpuport_memory_channel_device", p);
         pd[p].via = p == r->m.me ? VIA_SELF : r->local[p] ? VIA_MEMORY : VIA_PORT;
         pd[n + p] = pd[p];
         pd[n + p].via = p == r->m.me ? VIA_SELF : VIA_PORT;
@@ -574,15 +566,16 @@ static int release(run_t *r)
 
     MPI_Barrier(MPI_COMM_WORLD);
     for (int p = 0; r->mc && p < r->m.ranks; p++)
-        if (r->mc[p] &&
-            !ok(gpuport_memory_channel_destroy(r->mc[p]), "gpuport_memory_channel_destroy", p))
+        if (r->mc[p] && !wl_ok_peer(gpuport_memory_channel_destroy(r->mc[p]),
+                                    "gpuport_memory_channel_destroy", p))
             good = 0;
     for (int p = 0; r->pc && p < r->m.ranks; p++)
-        if (r->pc[p] && !ok(gpuport_channel_destroy(r->pc[p]), "gpuport_channel_destroy", p))
+        if (r->pc[p] &&
+            !wl_ok_peer(gpuport_channel_destroy(r->pc[p]), "gpuport_channel_destroy", p))
             good = 0;
-    if (r->mem && !ok(gpuport_mem_deregister(r->mem), "gpuport_mem_deregister", r->m.me))
+    if (r->mem && !wl_ok(gpuport_mem_deregister(r->mem), "gpuport_mem_deregister"))
         good = 0;
-    if (r->k.base && !ok(gpuport_mem_free(r->comm, r->k.base), "gpuport_mem_free", r->m.me))
+    if (r->k.base && !wl_ok(gpuport_mem_free(r->comm, r->k.base), "gpuport_mem_free"))
         good = 0;
     if (r->msg_type != MPI_DATATYPE_NULL)
         MPI_Type_free(&r->msg_type);
@@ -672,7 +665,7 @@ int main(int argc, char **argv)
             table(&r, t, rounds, ways, v);
     }
     good &= release(&r);
-    if (!ok(gpuport_comm_destroy(r.comm), "gpuport_comm_destroy", r.m.me))
+    if (!wl_ok(gpuport_comm_destroy(r.comm), "gpuport_comm_destroy"))
         good = 0;
     free(r.nsend);
     free(t);

@@ -46,46 +46,45 @@
 #include "bench_out.h"
 #include "halo.h"
 
-enum { UP, DOWN }; /* the neighbours: rank - 1 (the rows above), rank + 1 */
-
 /* The port channel to one neighbour and the offsets of its two puts. */
 typedef struct side {
     gpuport_channel_t ch;            /* NULL at the grid's edge */
     uint64_t src_off[2], dst_off[2]; /* per parity: this rank's row, the peer's halo */
 } side_t;
 
-static int ok(gpuport_status_t st, const char *call)
-{
-    if (st == GPUPORT_OK)
-        return 1;
-    fprintf(stderr, "rank %d: %s failed: %s (%d)\n", wl_rank, call, gpuport_status_string(st),
-            (int)st);
-    return 0;
-}
+/* Both neighbours: [UP], [DOWN], and the channels that exist (none at the
+ * grid's edge), for gpuport_channel_wait_all and _flush_all. */
+typedef struct links {
+    side_t sd[2];
+    gpuport_channel_t ch[2];
+    int n;
+} links_t;
 
 /* Channels to both neighbours over one registered grid, pairwise in rank
  * order (each rank meets rank - 1 first), and the offsets of their puts:
  * this rank's first row into the halo below rank - 1's slab, its last row
  * into the halo above rank + 1's. Both are tried whatever the first gave,
  * so that no neighbour waits for a creation this rank skips. */
-static int connect(gpuport_comm_t comm, gpuport_mem_t grid, const halo_geom_t *g, side_t *sd)
+static int connect(gpuport_comm_t comm, gpuport_mem_t grid, const halo_geom_t *g, links_t *ln)
 {
-    size_t row = g->pitch * sizeof(double);
+    side_t *sd = ln->sd;
     int good = 1;
 
+    /* setup: begin */
     for (int d = UP; d <= DOWN; d++) {
-        int peer = d == UP ? wl_rank - 1 : wl_rank + 1;
-        int peer_rows = peer >= 0 && peer < wl_size ? halo_rows_of(peer, g->ny) : 0;
-        if (!peer_rows)
+        int peer = halo_peer_rank(d);
+        if (peer < 0)
             continue;
         for (int p = 0; p < 2; p++) {
-            /* one column in: the frame's columns are not sent */
-            sd[d].src_off[p] = (p * (g->rows + 2) + (d == UP ? 1 : g->rows)) * row + 8;
-            sd[d].dst_off[p] = (p * (peer_rows + 2) + (d == UP ? peer_rows + 1 : 0)) * row + 8;
+            sd[d].src_off[p] = halo_src(g, d, p) * sizeof(double);
+            sd[d].dst_off[p] = halo_dst(g, d, p) * sizeof(double);
         }
-        good &=
-            ok(gpuport_channel_create(comm, peer, grid, grid, &sd[d].ch), "gpuport_channel_create");
+        good &= wl_ok(gpuport_channel_create(comm, peer, grid, grid, &sd[d].ch),
+                      "gpuport_channel_create");
+        if (sd[d].ch)
+            ln->ch[ln->n++] = sd[d].ch;
     }
+    /* setup: end */
     return good;
 }
 
@@ -93,26 +92,27 @@ static int connect(gpuport_comm_t comm, gpuport_mem_t grid, const halo_geom_t *g
  * after this overwrites their source rows), put this rank's boundary rows
  * of parity k % 2 into the neighbours' halos with a signal, take one signal
  * from each neighbour. */
-static int gp_exchange(side_t *sd, int parity, uint64_t bytes)
+static int gp_exchange(const links_t *ln, int parity, uint64_t bytes)
 {
+    const side_t *sd = ln->sd;
+
+    /* exchange: begin */
+    if (!wl_ok(gpuport_channel_flush_all(ln->ch, ln->n), "gpuport_channel_flush_all"))
+        return 0;
     for (int d = UP; d <= DOWN; d++)
-        if (sd[d].ch && !ok(gpuport_channel_flush(sd[d].ch), "gpuport_channel_flush"))
+        if (sd[d].ch && !wl_ok(gpuport_channel_put_with_signal(sd[d].ch, sd[d].dst_off[parity],
+                                                               sd[d].src_off[parity], bytes),
+                               "gpuport_channel_put_with_signal"))
             return 0;
-    for (int d = UP; d <= DOWN; d++)
-        if (sd[d].ch && !ok(gpuport_channel_put_with_signal(sd[d].ch, sd[d].dst_off[parity],
-                                                            sd[d].src_off[parity], bytes),
-                            "gpuport_channel_put_with_signal"))
-            return 0;
-    for (int d = UP; d <= DOWN; d++)
-        if (sd[d].ch && !ok(gpuport_channel_wait(sd[d].ch), "gpuport_channel_wait"))
-            return 0;
-    return 1;
+    return wl_ok(gpuport_channel_wait_all(ln->ch, ln->n), "gpuport_channel_wait_all");
+    /* exchange: end */
 }
 
 /* The same exchange with MPI: the interior part of each boundary row. */
 static void mpi_exchange(const halo_geom_t *g, double *buf, int parity)
 {
     double *b = buf + parity * g->slab;
+    /* mpi exchange: begin */
     int up = wl_rank > 0 ? wl_rank - 1 : MPI_PROC_NULL;
     int down = wl_rank < wl_size - 1 ? wl_rank + 1 : MPI_PROC_NULL;
 
@@ -120,12 +120,14 @@ static void mpi_exchange(const halo_geom_t *g, double *buf, int parity)
                  g->nx, MPI_DOUBLE, down, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Sendrecv(b + g->rows * g->pitch + 1, g->nx, MPI_DOUBLE, down, 2, b + 1, g->nx, MPI_DOUBLE,
                  up, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    /* mpi exchange: end */
 }
 
 /* `iters` iterations from the start (!sweeps: the exchange alone) on buf by
- * gpuport (sd) or MPI (sd NULL); t[k]: iteration k's seconds. 0 after a
+ * gpuport (ln) or MPI (ln NULL); t[k]: iteration k's seconds. 0 after a
  * failed call (the neighbours' waits then end with the timeout). */
-static int run(const halo_geom_t *g, double *buf, side_t *sd, int iters, int sweeps, double *t)
+static int run(const halo_geom_t *g, double *buf, const links_t *ln, int iters, int sweeps,
+               double *t)
 {
     uint64_t bytes = (uint64_t)g->nx * sizeof(double);
 
@@ -133,19 +135,16 @@ static int run(const halo_geom_t *g, double *buf, side_t *sd, int iters, int swe
     MPI_Barrier(MPI_COMM_WORLD);
     for (int k = 0; k < iters; k++) {
         double t0 = wl_now();
-        if (!sd)
+        if (!ln)
             mpi_exchange(g, buf, k % 2);
-        else if (!gp_exchange(sd, k % 2, bytes))
+        else if (!gp_exchange(ln, k % 2, bytes))
             return 0;
         if (sweeps)
             halo_sweep(buf + ((k + 1) % 2) * g->slab, buf + (k % 2) * g->slab, g->rows, g->nx,
                        g->pitch);
         t[k] = wl_now() - t0;
     }
-    for (int d = UP; sd && d <= DOWN; d++)
-        if (sd[d].ch && !ok(gpuport_channel_flush(sd[d].ch), "gpuport_channel_flush"))
-            return 0;
-    return 1;
+    return !ln || wl_ok(gpuport_channel_flush_all(ln->ch, ln->n), "gpuport_channel_flush_all");
 }
 
 /* Rank 0: one table row and its record; us[0] gpuport's, us[1] MPI's. */
@@ -173,7 +172,7 @@ int main(int argc, char **argv)
     wl_opts_t o;
     gpuport_comm_t comm;
     gpuport_mem_t mem = NULL;
-    side_t sd[2] = {{0}, {0}};
+    links_t ln = {0};
     halo_geom_t g;
     double *buf[2] = {NULL, NULL}; /* gpuport's grid, MPI's: two slabs each */
     double *ref = NULL, *t = NULL, *us[2][2] = {{NULL}};
@@ -199,13 +198,13 @@ int main(int argc, char **argv)
     if (!buf[1] || !t || !us[0][0] || !us[0][1] || !us[1][0] || !us[1][1])
         fprintf(stderr, "rank %d: out of memory for a %d x %d slab\n", wl_rank, g.rows, nx);
     /* gpuport's: memory that same-host neighbours map and put into */
-    else if (ok(gpuport_mem_alloc(comm, bytes, (void **)&buf[0]), "gpuport_mem_alloc"))
-        ok(gpuport_mem_register(comm, buf[0], bytes, &mem), "gpuport_mem_register");
+    else if (wl_ok(gpuport_mem_alloc(comm, bytes, (void **)&buf[0]), "gpuport_mem_alloc"))
+        wl_ok(gpuport_mem_register(comm, buf[0], bytes, &mem), "gpuport_mem_register");
     /* every rank or none goes on to the pairwise calls */
-    if (!wl_agree(mem != NULL) || !wl_agree(connect(comm, mem, &g, sd)))
+    if (!wl_agree(mem != NULL) || !wl_agree(connect(comm, mem, &g, &ln)))
         goto out;
     wl_header("halo", "2D Jacobi (5-point, double), halo rows by port-channel put_with_signal",
-              wl_size > 1 ? gpuport_channel_transport(sd[wl_rank ? UP : DOWN].ch) : "none");
+              wl_size > 1 ? gpuport_channel_transport(ln.sd[wl_rank ? UP : DOWN].ch) : "none");
     if (wl_rank == 0 && !(ref = halo_reference(nx, ny, iters))) {
         fprintf(stderr, "rank 0: out of memory for the %d x %d reference\n", ny, nx);
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -215,7 +214,7 @@ int main(int argc, char **argv)
     for (int m = 0; m < 2 - o.no_mpi; m++) {
         const char *who = m ? "MPI" : "gpuport";
         for (int sweeps = 1; sweeps >= 0; sweeps--) {
-            if (!wl_agree(run(&g, buf[m], m ? NULL : sd, iters, sweeps, t)))
+            if (!wl_agree(run(&g, buf[m], m ? NULL : &ln, iters, sweeps, t)))
                 goto out;
             halo_slowest(t + warm, timed, us[!sweeps][m]);
             verified[!sweeps] &= sweeps ? halo_check_grid(&g, buf[m], iters % 2, ref, who)
@@ -242,13 +241,13 @@ out:
     /* nobody destroys a channel a neighbour still waits on */
     MPI_Barrier(MPI_COMM_WORLD);
     for (int d = UP; d <= DOWN; d++)
-        if (sd[d].ch && !ok(gpuport_channel_destroy(sd[d].ch), "gpuport_channel_destroy"))
+        if (ln.sd[d].ch && !wl_ok(gpuport_channel_destroy(ln.sd[d].ch), "gpuport_channel_destroy"))
             good = 0;
-    if (mem && !ok(gpuport_mem_deregister(mem), "gpuport_mem_deregister"))
+    if (mem && !wl_ok(gpuport_mem_deregister(mem), "gpuport_mem_deregister"))
         good = 0;
-    if (buf[0] && !ok(gpuport_mem_free(comm, buf[0]), "gpuport_mem_free"))
+    if (buf[0] && !wl_ok(gpuport_mem_free(comm, buf[0]), "gpuport_mem_free"))
         good = 0;
-    if (!ok(gpuport_comm_destroy(comm), "gpuport_comm_destroy"))
+    if (!wl_ok(gpuport_comm_destroy(comm), "gpuport_comm_destroy"))
         good = 0;
     free(buf[1]);
     free(ref);

@@ -1,9 +1,10 @@
 /*
  * The grid of the halo workloads (workloads/halo.c on the host,
  * workloads/halo_gpu.cu on the GPU) and everything about it that is not
- * the exchange: the split by rows, the start values, the CPU's Jacobi
- * sweep, rank 0's reference, the bit-for-bit checks, the options. Included
- * by those two programs only, after wl.h.
+ * the exchange: the split by rows, where each neighbour's row goes, the
+ * start values, the CPU's Jacobi sweep, rank 0's reference, the bit-for-bit
+ * checks, the options. Included by those two programs and the peer
+ * libraries' versions (workloads/peers/), after wl.h.
  *
  * The grid is NY x NX interior points (doubles) inside a frame of fixed
  * boundary values. Rank r keeps a slab of its rows with one halo row above
@@ -57,6 +58,34 @@ static inline halo_geom_t halo_geom(int nx, int ny)
     g.pitch = (size_t)nx + 2;
     g.slab = (size_t)(g.rows + 2) * g.pitch;
     return g;
+}
+
+enum { UP, DOWN }; /* the neighbours: rank - 1 (the rows above), rank + 1 */
+
+/* Neighbour d's rank, -1 at the grid's edge. */
+static inline int halo_peer_rank(int d)
+{
+    int r = d == UP ? wl_rank - 1 : wl_rank + 1;
+    return r >= 0 && r < wl_size ? r : -1;
+}
+
+/* Doubles from the start of the buffers, for parity p: this rank's row
+ * that goes to neighbour d, this rank's halo row that d's row fills, and
+ * the place of that row in neighbour d's buffers (its halo on this side). */
+static inline size_t halo_src(const halo_geom_t *g, int d, int p)
+{
+    return p * g->slab + (size_t)(d == UP ? 1 : g->rows) * g->pitch + 1;
+}
+
+static inline size_t halo_own(const halo_geom_t *g, int d, int p)
+{
+    return p * g->slab + (size_t)(d == UP ? 0 : g->rows + 1) * g->pitch + 1;
+}
+
+static inline size_t halo_dst(const halo_geom_t *g, int d, int p)
+{
+    int rows = halo_rows_of(halo_peer_rank(d), g->ny);
+    return p * (size_t)(rows + 2) * g->pitch + (size_t)(d == UP ? rows + 1 : 0) * g->pitch + 1;
 }
 
 /* The start at point (i, j) of the framed grid, 0 <= i <= NY + 1: a hash

@@ -112,6 +112,24 @@ int wl_agree(int ok)
     return all;
 }
 
+int wl_ok(gpuport_status_t st, const char *call)
+{
+    if (st == GPUPORT_OK)
+        return 1;
+    fprintf(stderr, "rank %d: %s failed: %s (%d)\n", wl_rank, call, gpuport_status_string(st),
+            (int)st);
+    return 0;
+}
+
+int wl_ok_peer(gpuport_status_t st, const char *call, int peer)
+{
+    if (st == GPUPORT_OK)
+        return 1;
+    fprintf(stderr, "rank %d: %s (rank %d) failed: %s (%d)\n", wl_rank, call, peer,
+            gpuport_status_string(st), (int)st);
+    return 0;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

@@ -54,6 +54,11 @@ double wl_now(void);
 /* 1 when ok is nonzero on every rank (an allreduce). */
 int wl_agree(int ok);
 
+/* 1 where st is GPUPORT_OK; else 0 after saying on stderr which call
+ * failed and why (wl_ok_peer: with the peer rank it concerned). */
+int wl_ok(gpuport_status_t st, const char *call);
+int wl_ok_peer(gpuport_status_t st, const char *call, int peer);
+
 /* Median of v[0..n) (sorts v). */
 double wl_median(double *v, int n);
 

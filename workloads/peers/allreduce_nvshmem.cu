@@ -20,7 +20,9 @@ static int nv_meet(ar_peer_t *a)
 
 static int nv_reduce(ar_peer_t *a, size_t count)
 {
+    /* exchange: begin */
     int st = nvshmemx_float_sum_reduce_on_stream(NVSHMEM_TEAM_WORLD, a->out, a->in, count, a->s);
+    /* exchange: end */
 
     if (st != 0)
         fprintf(stderr, "rank %d: nvshmemx_float_sum_reduce_on_stream(%zu floats) failed: %d\n",
@@ -59,6 +61,7 @@ int main(int argc, char **argv)
     a.meet = "nvshmemx_barrier_all_on_stream";
     a.meet_fn = nv_meet;
     a.reduce_fn = nv_reduce;
+    /* setup: begin */
     a.in = (float *)nvshmem_malloc(bytes);
     a.out = (float *)nvshmem_malloc(bytes);
     good = a.in && a.out;
@@ -66,6 +69,7 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "rank %d: nvshmem_malloc of 2 x %zu bytes failed (NVSHMEM_SYMMETRIC_SIZE?)\n",
                 wl_rank, bytes);
+    /* setup: end */
     good = good && cuda_ok(cudaStreamCreateWithFlags(&a.s, cudaStreamNonBlocking),
                            "cudaStreamCreate");
     if (wl_agree(good)) {

@@ -50,6 +50,7 @@ __global__ void exchange(kargs_t k)
     uint64_t *word = k.comb ? k.csig : (uint64_t *)k.base; /* the count words: area offset 0 */
     uint64_t add = k.comb ? 1 : 1ull << 32 | (last - first);
 
+    /* exchange: begin */
     if (last > first)
         nvshmemx_putmem_signal_nbi_block(k.base + k.dst + k.me * k.slot + first * k.unit,
                                          k.base + k.src + p * k.slot + first * k.unit,
@@ -60,6 +61,7 @@ __global__ void exchange(kargs_t k)
     if (b == 0 && threadIdx.x == 0) /* every block of rank p has landed here */
         nvshmem_signal_wait_until(word + p, NVSHMEM_CMP_GE,
                                   k.comb ? (uint64_t)k.B : (uint64_t)k.B << 32);
+    /* exchange: end */
 }
 
 static int nv_prepare(moe_peer_t *x, int comb)
@@ -149,6 +151,7 @@ int main(int argc, char **argv)
     x.phase = nv_phase;
     x.counts = nv_counts;
     x.lib_state = &st;
+    /* setup: begin */
     x.base = (unsigned char *)nvshmem_malloc(x.a.bytes);
     st.k.csig = (uint64_t *)nvshmem_calloc(x.m.ranks, sizeof(uint64_t));
     st.k.base = x.base;
@@ -157,6 +160,7 @@ int main(int argc, char **argv)
     if (!good)
         fprintf(stderr, "rank %d: nvshmem_malloc of %zu bytes failed (NVSHMEM_SYMMETRIC_SIZE?)\n",
                 wl_rank, x.a.bytes);
+    /* setup: end */
     good = good && moe_route(&x.m) && moe_peer_prepare(&x) &&
            cuda_ok(cudaMalloc((void **)&st.dn, 2 * x.m.ranks * sizeof(int)), "cudaMalloc") &&
            cuda_ok(cudaMemcpy(st.dn, x.nsend, x.m.ranks * sizeof(int), cudaMemcpyHostToDevice),

@@ -69,6 +69,7 @@ __global__ void iterate(nv_grid_t g, int k, int sweeps, uint64_t seq)
         halo_sweep_rows(g.buf, g.geo, k);
     if (!last_block(g.arrived))
         return;
+    /* exchange: begin */
     for (int d = UP; d <= DOWN; d++)
         if (g.peer[d] >= 0) /* into the neighbour's word for this side: its other one */
             nvshmemx_putmem_signal_nbi_block(g.buf + g.dst[d][p], g.buf + g.src[d][p], bytes,
@@ -76,6 +77,7 @@ __global__ void iterate(nv_grid_t g, int k, int sweeps, uint64_t seq)
     for (int d = UP; d <= DOWN && threadIdx.x == 0; d++)
         if (g.peer[d] >= 0)
             nvshmem_signal_wait_until(g.sig + d, NVSHMEM_CMP_GE, seq);
+    /* exchange: end */
 }
 
 static int nv_step(halo_peer_t *hp, int k, int sweeps)
@@ -116,11 +118,12 @@ int main(int argc, char **argv)
     hp.blocks = hp.blocks < 1024 ? hp.blocks : 1024;
     hp.step = nv_step;
     hp.lib_state = &st;
+    st.g.geo = hp.geo;
+    /* setup: begin */
     /* the largest slab: rank 0's (the first ranks get the extra rows) */
     bytes = 2 * (size_t)(halo_rows_of(0, ny) + 2) * hp.geo.pitch * sizeof(double);
     st.g.buf = (double *)nvshmem_malloc(bytes);
     st.g.sig = (uint64_t *)nvshmem_calloc(2, sizeof(uint64_t));
-    st.g.geo = hp.geo;
     for (int d = UP; d <= DOWN; d++) {
         st.g.peer[d] = halo_peer_rank(d);
         for (int p = 0; p < 2 && st.g.peer[d] >= 0; p++) {
@@ -128,11 +131,12 @@ int main(int argc, char **argv)
             st.g.dst[d][p] = halo_dst(&hp.geo, d, p);
         }
     }
-    hp.buf = st.g.buf;
     good = st.g.buf && st.g.sig;
     if (!good)
         fprintf(stderr, "rank %d: nvshmem_malloc of %zu bytes failed (NVSHMEM_SYMMETRIC_SIZE?)\n",
                 wl_rank, bytes);
+    /* setup: end */
+    hp.buf = st.g.buf;
     good = good && cuda_ok(cudaMalloc((void **)&st.g.arrived, sizeof(unsigned)), "cudaMalloc") &&
            cuda_ok(cudaMemset(st.g.arrived, 0, sizeof(unsigned)), "cudaMemset") &&
            cuda_ok(cudaStreamCreateWithFlags(&hp.s, cudaStreamNonBlocking), "cudaStreamCreate");

@@ -5,7 +5,8 @@
  * and the runs, timed and checked as halo_gpu.cu's are; the library gives
  * one step: iteration k's sweep and the exchange of the rows it wrote,
  * enqueued on the stream. Included by those two programs only, after
- * peer.h; the grid, its split and the checks are halo.h's.
+ * peer.h; the grid, its split, the neighbours' offsets and the checks are
+ * halo.h's.
  *
  * A run: the start values into both buffers, a barrier, the exchange of
  * buffer 0 (step k = -1), then the iterations back to back with no host
@@ -23,7 +24,6 @@
 #include "halo.h"
 
 #define HALO_THREADS 256
-enum { UP, DOWN }; /* the neighbours: rank - 1, rank + 1 */
 
 /* One rank's grid as the library's step sees it. */
 typedef struct halo_peer {
@@ -38,32 +38,6 @@ typedef struct halo_peer {
     int (*step)(struct halo_peer *h, int k, int sweeps);
     void *lib_state;
 } halo_peer_t;
-
-/* Neighbour d's rank, -1 at the grid's edge. */
-static inline int halo_peer_rank(int d)
-{
-    int r = d == UP ? wl_rank - 1 : wl_rank + 1;
-    return r >= 0 && r < wl_size ? r : -1;
-}
-
-/* Doubles from the start of the buffers, for parity p: this rank's row
- * that goes to neighbour d, this rank's halo row that d's row fills, and
- * the place of that row in neighbour d's buffers (its halo on this side). */
-static inline size_t halo_src(const halo_geom_t *g, int d, int p)
-{
-    return p * g->slab + (size_t)(d == UP ? 1 : g->rows) * g->pitch + 1;
-}
-
-static inline size_t halo_own(const halo_geom_t *g, int d, int p)
-{
-    return p * g->slab + (size_t)(d == UP ? 0 : g->rows + 1) * g->pitch + 1;
-}
-
-static inline size_t halo_dst(const halo_geom_t *g, int d, int p)
-{
-    int rows = halo_rows_of(halo_peer_rank(d), g->ny);
-    return p * (size_t)(rows + 2) * g->pitch + (size_t)(d == UP ? rows + 1 : 0) * g->pitch + 1;
-}
 
 /* halo_gpu.cu's point: each operation rounded on its own (_rn: never fused). */
 __device__ static inline double halo_point(const double *c, size_t pitch)
