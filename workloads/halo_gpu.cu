@@ -1,19 +1,17 @@
 /*
  * halo_gpu: the 2D Jacobi stencil of workloads/halo.c on the GPU, its halo
- * exchange driven by the kernels: over peer channels (a thread of the last
- * block calls gpuport_peer_put_with_signal, then gpuport_peer_wait_until
- * with the step's number: the way to write it), over port channels (the
+ * exchange driven by the kernels: over peer channels (the last block calls
+ * gpuport_peer_put_with_signal_block, then gpuport_peer_wait_until_block
+ * with the step's number: the way to write it), over port channels (a
  * same thread pushes gpuport_put_with_signal, then gpuport_wait), over
  * memory channels (the last block stores the rows into the neighbours'
  * memory with gpuport_memory_put, then signals and waits), beside MPI
  * staged through the host (cudaMemcpy, MPI_Sendrecv, cudaMemcpy) in the
  * same run, each verified bit for bit against rank 0's Jacobi on the CPU.
  *
- * A peer channel's row goes by thread 0's stores up to
- * GPUPORT_PEER_STORE_MAX bytes, by the copy engine above (the default grid's
- * 32 KiB rows, --small's 2 KiB): there is no block-scoped peer put that
- * would spread a larger row over the block's stores, as the memory
- * channels' column does.
+ * A peer channel's row goes by the block's stores up to
+ * GPUPORT_PEER_STORE_MAX bytes a thread (the default grid's 32 KiB rows,
+ * with 256 threads: stores), by the copy engine above.
  *
  * The grid, its split and its two buffers are halo.c's, in one block of
  * gpuport_mem_alloc_device memory (VMM: both kinds of channel write into
@@ -117,9 +115,9 @@ __device__ static bool last_block(unsigned *arrived)
     return last;
 }
 
-/* Thread 0: the rows of parity p into the neighbours' halos, each with a
+/* The block: the rows of parity p into the neighbours' halos, each with a
  * signal, then until each neighbour's seq-th signal (its rows are then in
- * this rank's halos). */
+ * this rank's halos); every thread gets the status. */
 __device__ static int peer_exchange(const grid_t &g, int p, uint64_t seq)
 {
     uint64_t bytes = (uint64_t)g.geo.nx * sizeof(double);
@@ -128,10 +126,11 @@ __device__ static int peer_exchange(const grid_t &g, int p, uint64_t seq)
     /* exchange: begin */
     for (const side_t *s = sides; s < sides + 2 && !st; s++)
         if (s->on)
-            st = gpuport_peer_put_with_signal(&s->peer, s->dst_off[p], s->src_off[p], bytes);
+            st = gpuport_peer_put_with_signal_block(&s->peer, s->dst_off[p], s->src_off[p],
+                                                    bytes);
     for (const side_t *s = sides; s < sides + 2 && !st; s++)
         if (s->on)
-            st = gpuport_peer_wait_until(&s->peer, seq);
+            st = gpuport_peer_wait_until_block(&s->peer, seq);
     /* exchange: end */
     return st;
 }
@@ -207,8 +206,10 @@ __global__ void iterate(grid_t g, int k, int by, int sweeps, uint64_t seq)
         return;
     if (by == BY_MEMORY)
         st = memory_exchange(g, p);
+    else if (by == BY_PEER)
+        st = peer_exchange(g, p, seq);
     else if (threadIdx.x == 0)
-        st = by == BY_PEER ? peer_exchange(g, p, seq) : port_exchange(g, p);
+        st = port_exchange(g, p);
     else
         st = 0;
     if (threadIdx.x == 0) {
