@@ -2,7 +2,9 @@
 # make installcheck: gpuport as a program outside the tree sees it once
 # installed (under DESTDIR when one is given). pkg-config must find
 # gpuport.pc (and gpuport-mpi.pc exactly when the MPI bootstrap was built)
-# in the installed pkgconfig directory; then, each linked shared and, with
+# in the installed pkgconfig directory, as installed (they are relocatable:
+# their libdir and includedir must be the DESTDIR ones, and nothing adds -I
+# or -L); then, each linked shared and, with
 # `pkg-config --static`, against the installed .a files:
 #   - a version probe (gpuport.h alone), run: its version must be this one;
 #   - examples/host_channels.c, compiled with the MPI wrapper and run at 2
@@ -35,18 +37,11 @@ builddir=$(cd "$top_builddir" && pwd)
 srcdir=$(cd "$top_srcdir" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpuport_installcheck.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-# Under DESTDIR the installed .pc files name the final libdir and includedir:
-# copies that name DESTDIR's are used instead, and nothing else in them
-# changes. (PKG_CONFIG_SYSROOT_DIR would also move hwloc's and MPI's paths.)
+# The .pc files find the prefix from their own place (${pcfiledir}), so the
+# installed ones are used as they are, under DESTDIR too: no -I or -L is
+# added anywhere below, and their libdir and includedir must be the
+# installed ones, not those of another gpuport on the system.
 usedir=$pcdir
-if test -n "$DESTDIR"; then
-    usedir=$tmp/pkgconfig
-    mkdir "$usedir" || exit 1
-    for f in "$pcdir"/gpuport*.pc; do
-        sed -e "s|^libdir=.*|libdir=$lib|" -e "s|^includedir=.*|includedir=$DESTDIR$includedir|" \
-            "$f" >"$usedir/$(basename "$f")" || exit 1
-    done
-fi
 PKG_CONFIG_PATH=$usedir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 export PKG_CONFIG_PATH
 
@@ -116,6 +111,23 @@ check_linked() {
     fi
     return 0
 }
+
+# same_dir A B: A and B name one existing directory
+same_dir() {
+    test -d "$1" && test -d "$2" && test "$(cd "$1" && pwd -P)" = "$(cd "$2" && pwd -P)"
+}
+for pkg in gpuport gpuport-mpi; do
+    test "$pkg" = gpuport || test "$have_mpi" = yes || continue
+    for v in libdir:$lib includedir:$DESTDIR$includedir; do
+        var=${v%%:*} want=${v#*:}
+        got=$("$PKG_CONFIG" --variable="$var" "$pkg" 2>&1)
+        if same_dir "$got" "$want"; then
+            pass "$pkg.pc's $var is where it was installed ($got)"
+        else
+            failed "$pkg.pc's $var is '$got', not the installed $want: the .pc file is not relocatable"
+        fi
+    done
+done
 
 version=$("$PKG_CONFIG" --modversion gpuport 2>&1)
 if test "$version" = "$PACKAGE_VERSION"; then
