@@ -5,7 +5,9 @@
 # in the installed pkgconfig directory, as installed (they are relocatable:
 # their libdir and includedir must be the DESTDIR ones, and nothing adds -I
 # or -L); then, each linked shared and, with
-# `pkg-config --static`, against the installed .a files:
+# `pkg-config --static`, against the installed .a files (where no shared
+# library was built, with the plain `pkg-config --libs`, which must then
+# name all that the .a files need):
 #   - a version probe (gpuport.h alone), run: its version must be this one;
 #   - examples/host_channels.c, compiled with the MPI wrapper and run at 2
 #     ranks through test/mpi/mpirun.sh: it must exit 0 with two OK lines.
@@ -67,6 +69,18 @@ static_libs() {
         out="$out $w"
     done
     echo "$out"
+}
+
+# the static link line of package $1, in $answer: with shared libraries
+# beside the static ones, --static with the archives named (static_libs);
+# without, the plain line of the README, which must link the .a files alone
+static_line() {
+    if test "$enable_shared" = yes; then
+        pc --static --libs "$1" || return 1
+        answer=$(static_libs "$1")
+    else
+        pc --libs "$1"
+    fi
 }
 
 # after a failed link: the -l libraries of "$@" that the compiler cannot
@@ -178,8 +192,8 @@ for kind in shared static; do
         pc --libs gpuport || continue
         libs=$answer
     else
-        pc --static --libs gpuport || continue
-        libs=$(static_libs gpuport)
+        static_line gpuport || continue
+        libs=$answer
     fi
     # shellcheck disable=SC2086  # flag lists are meant to split
     if ! $CC $CFLAGS $cflags -o "$probe" "$tmp/probe.c" $LDFLAGS $libs >"$tmp/cc.out" 2>&1; then
@@ -205,8 +219,8 @@ for kind in shared static; do
         pc --libs gpuport-mpi || continue
         libs=$answer
     else
-        pc --static --libs gpuport-mpi || continue
-        libs=$(static_libs gpuport-mpi)
+        static_line gpuport-mpi || continue
+        libs=$answer
     fi
     # shellcheck disable=SC2086
     if ! $MPICC $CFLAGS $cflags -o "$prog" "$srcdir/examples/host_channels.c" $LDFLAGS $libs \
