@@ -13,13 +13,15 @@
 #     ranks through test/mpi/mpirun.sh: it must exit 0 with two OK lines.
 # The shared programs run with LD_LIBRARY_PATH at the installed libdir, and
 # must load libgpuport from there; the static ones must need no libgpuport
-# at all. Any failure fails installcheck. A kind of library that configure
-# did not build (--disable-shared, --disable-static) is skipped, saying so.
+# at all. Then the documents (doc_files: LICENSE, README.md, docs/GUIDE.md
+# and the others the man pages cite) must be in DOCDIR, each the source's.
+# Any failure fails installcheck. A kind of library that configure did not
+# build (--disable-shared, --disable-static) is skipped, saying so.
 # Run by installcheck-local (Makefile.am), which sets the variables below.
 set -u
 : "${DESTDIR=}" "${libdir:?}" "${includedir:?}" "${pkgconfigdir:?}" "${PKG_CONFIG=}" "${CC:?}" "${CFLAGS=}"
 : "${LDFLAGS=}" "${MPICC=}" "${PACKAGE_VERSION:?}" "${have_mpi:?}" "${enable_shared:?}"
-: "${enable_static:?}" "${top_srcdir:?}" "${top_builddir:?}"
+: "${enable_static:?}" "${top_srcdir:?}" "${top_builddir:?}" "${docdir:?}" "${doc_files:?}"
 
 fail=0
 pass() { echo "PASS: $*"; }
@@ -242,6 +244,18 @@ for kind in shared static; do
         failed "$kind: examples/host_channels at 2 ranks exited $rc with $oks OK lines (expected 0 and 2)"
     fi
 done
+
+# the documents the man pages cite, in DOCDIR as in the sources
+docs=$DESTDIR$docdir
+missing=
+for f in $doc_files; do
+    cmp -s "$srcdir/$f" "$docs/$(basename "$f")" || missing="$missing $f"
+done
+if test -z "$missing"; then
+    pass "the documents are installed in $docs: $doc_files"
+else
+    failed "not installed in $docs, or not the source's:$missing"
+fi
 
 if test $fail -ne 0; then
     echo "installcheck: FAILED (the lines above say what)"
