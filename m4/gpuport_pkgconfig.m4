@@ -10,6 +10,10 @@ dnl                        needs: $HWLOC_LIBS where there is no hwloc.pc to
 dnl                        name, threads and dlopen. libcuda.so.1 and
 dnl                        libibverbs.so.1 are loaded at run time: never
 dnl                        named (`nm -u libgpuport.a` lists no cu* or ibv_*)
+dnl   PC_MPI_LIBS_PRIVATE  $MPI_LIBS, for gpuport-mpi.pc
+dnl   PC_REQUIRES, PC_LIBS, PC_MPI_LIBS  the three above, moved here (and
+dnl                        those emptied) with --disable-shared, where the
+dnl                        plain `pkg-config --libs` links the .a files
 dnl   GPUPORT_ENABLE_SHARED, GPUPORT_ENABLE_STATIC  yes|no, for installcheck
 dnl                        and the CMake package
 dnl   GPUPORT_SIZEOF_VOID_P  sizeof(void *): gpuport-config-version.cmake
@@ -52,8 +56,23 @@ AS_IF([test -n "$PKG_CONFIG" && $PKG_CONFIG --exists hwloc 2>/dev/null &&
   [PC_LIBS_PRIVATE=$HWLOC_LIBS
    AC_MSG_RESULT([Libs.private: $HWLOC_LIBS (no hwloc.pc behind these flags)])])
 PC_LIBS_PRIVATE=`echo $PC_LIBS_PRIVATE $PTHREAD_LIBS $DL_LIBS`
+PC_MPI_LIBS_PRIVATE=$MPI_LIBS
+dnl Without shared libraries -lgpuport is libgpuport.a, so the plain
+dnl `pkg-config --libs` must name what it needs too: the private fields
+dnl become public ones.
+PC_REQUIRES=
+PC_LIBS=
+PC_MPI_LIBS=
+AS_IF([test "x$enable_shared" = xno],
+  [PC_REQUIRES=$PC_REQUIRES_PRIVATE PC_REQUIRES_PRIVATE=
+   PC_LIBS=$PC_LIBS_PRIVATE PC_LIBS_PRIVATE=
+   PC_MPI_LIBS=$PC_MPI_LIBS_PRIVATE PC_MPI_LIBS_PRIVATE=])
+AC_SUBST([PC_REQUIRES])
 AC_SUBST([PC_REQUIRES_PRIVATE])
+AC_SUBST([PC_LIBS])
 AC_SUBST([PC_LIBS_PRIVATE])
+AC_SUBST([PC_MPI_LIBS])
+AC_SUBST([PC_MPI_LIBS_PRIVATE])
 GPUPORT_ENABLE_SHARED=$enable_shared
 GPUPORT_ENABLE_STATIC=$enable_static
 AC_SUBST([GPUPORT_ENABLE_SHARED])

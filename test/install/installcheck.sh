@@ -2,20 +2,26 @@
 # make installcheck: gpuport as a program outside the tree sees it once
 # installed (under DESTDIR when one is given). pkg-config must find
 # gpuport.pc (and gpuport-mpi.pc exactly when the MPI bootstrap was built)
-# in the installed pkgconfig directory; then, each linked shared and, with
-# `pkg-config --static`, against the installed .a files:
+# in the installed pkgconfig directory, as installed (they are relocatable:
+# their libdir and includedir must be the DESTDIR ones, and nothing adds -I
+# or -L); then, each linked shared and, with
+# `pkg-config --static`, against the installed .a files (where no shared
+# library was built, with the plain `pkg-config --libs`, which must then
+# name all that the .a files need):
 #   - a version probe (gpuport.h alone), run: its version must be this one;
 #   - examples/host_channels.c, compiled with the MPI wrapper and run at 2
 #     ranks through test/mpi/mpirun.sh: it must exit 0 with two OK lines.
 # The shared programs run with LD_LIBRARY_PATH at the installed libdir, and
 # must load libgpuport from there; the static ones must need no libgpuport
-# at all. Any failure fails installcheck. A kind of library that configure
-# did not build (--disable-shared, --disable-static) is skipped, saying so.
+# at all. Then the documents (doc_files: LICENSE, README.md, docs/GUIDE.md
+# and the others the man pages cite) must be in DOCDIR, each the source's.
+# Any failure fails installcheck. A kind of library that configure did not
+# build (--disable-shared, --disable-static) is skipped, saying so.
 # Run by installcheck-local (Makefile.am), which sets the variables below.
 set -u
 : "${DESTDIR=}" "${libdir:?}" "${includedir:?}" "${pkgconfigdir:?}" "${PKG_CONFIG=}" "${CC:?}" "${CFLAGS=}"
 : "${LDFLAGS=}" "${MPICC=}" "${PACKAGE_VERSION:?}" "${have_mpi:?}" "${enable_shared:?}"
-: "${enable_static:?}" "${top_srcdir:?}" "${top_builddir:?}"
+: "${enable_static:?}" "${top_srcdir:?}" "${top_builddir:?}" "${docdir:?}" "${doc_files:?}"
 
 fail=0
 pass() { echo "PASS: $*"; }
@@ -35,18 +41,11 @@ builddir=$(cd "$top_builddir" && pwd)
 srcdir=$(cd "$top_srcdir" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpuport_installcheck.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
-# Under DESTDIR the installed .pc files name the final libdir and includedir:
-# copies that name DESTDIR's are used instead, and nothing else in them
-# changes. (PKG_CONFIG_SYSROOT_DIR would also move hwloc's and MPI's paths.)
+# The .pc files find the prefix from their own place (${pcfiledir}), so the
+# installed ones are used as they are, under DESTDIR too: no -I or -L is
+# added anywhere below, and their libdir and includedir must be the
+# installed ones, not those of another gpuport on the system.
 usedir=$pcdir
-if test -n "$DESTDIR"; then
-    usedir=$tmp/pkgconfig
-    mkdir "$usedir" || exit 1
-    for f in "$pcdir"/gpuport*.pc; do
-        sed -e "s|^libdir=.*|libdir=$lib|" -e "s|^includedir=.*|includedir=$DESTDIR$includedir|" \
-            "$f" >"$usedir/$(basename "$f")" || exit 1
-    done
-fi
 PKG_CONFIG_PATH=$usedir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 export PKG_CONFIG_PATH
 
@@ -72,6 +71,18 @@ static_libs() {
         out="$out $w"
     done
     echo "$out"
+}
+
+# the static link line of package $1, in $answer: with shared libraries
+# beside the static ones, --static with the archives named (static_libs);
+# without, the plain line of the README, which must link the .a files alone
+static_line() {
+    if test "$enable_shared" = yes; then
+        pc --static --libs "$1" || return 1
+        answer=$(static_libs "$1")
+    else
+        pc --libs "$1"
+    fi
 }
 
 # after a failed link: the -l libraries of "$@" that the compiler cannot
@@ -116,6 +127,23 @@ check_linked() {
     fi
     return 0
 }
+
+# same_dir A B: A and B name one existing directory
+same_dir() {
+    test -d "$1" && test -d "$2" && test "$(cd "$1" && pwd -P)" = "$(cd "$2" && pwd -P)"
+}
+for pkg in gpuport gpuport-mpi; do
+    test "$pkg" = gpuport || test "$have_mpi" = yes || continue
+    for v in libdir:$lib includedir:$DESTDIR$includedir; do
+        var=${v%%:*} want=${v#*:}
+        got=$("$PKG_CONFIG" --variable="$var" "$pkg" 2>&1)
+        if same_dir "$got" "$want"; then
+            pass "$pkg.pc's $var is where it was installed ($got)"
+        else
+            failed "$pkg.pc's $var is '$got', not the installed $want: the .pc file is not relocatable"
+        fi
+    done
+done
 
 version=$("$PKG_CONFIG" --modversion gpuport 2>&1)
 if test "$version" = "$PACKAGE_VERSION"; then
@@ -166,8 +194,8 @@ for kind in shared static; do
         pc --libs gpuport || continue
         libs=$answer
     else
-        pc --static --libs gpuport || continue
-        libs=$(static_libs gpuport)
+        static_line gpuport || continue
+        libs=$answer
     fi
     # shellcheck disable=SC2086  # flag lists are meant to split
     if ! $CC $CFLAGS $cflags -o "$probe" "$tmp/probe.c" $LDFLAGS $libs >"$tmp/cc.out" 2>&1; then
@@ -193,8 +221,8 @@ for kind in shared static; do
         pc --libs gpuport-mpi || continue
         libs=$answer
     else
-        pc --static --libs gpuport-mpi || continue
-        libs=$(static_libs gpuport-mpi)
+        static_line gpuport-mpi || continue
+        libs=$answer
     fi
     # shellcheck disable=SC2086
     if ! $MPICC $CFLAGS $cflags -o "$prog" "$srcdir/examples/host_channels.c" $LDFLAGS $libs \
@@ -216,6 +244,18 @@ for kind in shared static; do
         failed "$kind: examples/host_channels at 2 ranks exited $rc with $oks OK lines (expected 0 and 2)"
     fi
 done
+
+# the documents the man pages cite, in DOCDIR as in the sources
+docs=$DESTDIR$docdir
+missing=
+for f in $doc_files; do
+    cmp -s "$srcdir/$f" "$docs/$(basename "$f")" || missing="$missing $f"
+done
+if test -z "$missing"; then
+    pass "the documents are installed in $docs: $doc_files"
+else
+    failed "not installed in $docs, or not the source's:$missing"
+fi
 
 if test $fail -ne 0; then
     echo "installcheck: FAILED (the lines above say what)"
