@@ -131,6 +131,10 @@ static void dfifo_open(dfifo_t *q, uint32_t size, uint32_t nchan)
     q->ch.fifo.size = size;
     q->ch.fifo.log2_size = (uint32_t)__builtin_ctz(size);
     q->ch.timeout_ns = 30ull * 1000000000ull;
+    /* the library's defaults (GPUPORT_DEV_SPIN, GPUPORT_DEV_BACKOFF_NS):
+     * waiters pause between polls as in a real handle */
+    q->ch.spin = 64;
+    q->ch.backoff_ns = 1000;
 }
 
 /* a handle of channel id (its give-up word) with time limit timeout_ns */
