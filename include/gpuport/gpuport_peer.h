@@ -120,7 +120,9 @@ GPUPORT_DEV int gpuport_pdev_pending(const gpuport_peer_channel_dev_t *ch)
 GPUPORT_DEV int gpuport_pdev_by_stores(const gpuport_peer_channel_dev_t *ch, uint64_t size,
                                        gpuport_scope_t s)
 {
-    return ch->stores && size <= ch->store_max * gpuport_scope_size(s);
+    uint64_t n = gpuport_scope_size(s);
+    /* per thread, rounded up: store_max may be UINT64_MAX (GPUPORT_PEER_PATH=stores) */
+    return ch->stores && size / n + (size % n != 0) <= ch->store_max;
 }
 
 /** The proxy's operation op (PUT, PUT_SIGNAL, SIGNAL, GET, PUT_VALUE,
