@@ -120,6 +120,26 @@ static __global__ void k_peer_pingpong(gpuport_peer_channel_dev_t ch, int first,
     *rc = st;
 }
 
+/* The block-scoped ping-pong over a peer channel: `size` bytes from offset
+ * MC_RATE by put_with_signal_block, answered alike; the path each put takes
+ * is the channel's (its store_max, GPUPORT_PEER_PATH). */
+static __global__ void k_peer_pp_block(gpuport_peer_channel_dev_t ch, int first, int iters,
+                                       uint64_t size, uint64_t *ns, int *rc)
+{
+    uint64_t t0 = gpuport_dev_now_ns();
+    int st = 0;
+
+    for (int i = 1; i <= iters && !st; i++)
+        for (int turn = 0; turn < 2 && !st; turn++)
+            st = (turn == 0) == (first != 0)
+                     ? gpuport_peer_put_with_signal_block(&ch, MC_RATE, MC_RATE, size)
+                     : gpuport_peer_wait_block(&ch);
+    if (threadIdx.x == 0) {
+        *ns = gpuport_dev_now_ns() - t0;
+        *rc = st;
+    }
+}
+
 /* Each warp: `per` times 64 B at its own place, then its lane 0 signals
  * (mode 0), or the floor's fence and atomic add (mode 1), or a port
  * channel's put_with_signal by lane 0 (mode 2, flush at the end). */
@@ -262,6 +282,23 @@ static double peer_pingpong(state_t *st, const gpuport_peer_channel_dev_t *dev, 
     return ns / 1e3 / iters;
 }
 
+static double peer_pp_block(state_t *st, const gpuport_peer_channel_dev_t *dev, int iters,
+                            uint64_t size, int *bad_p)
+{
+    const bench_gpu_env_t *env = st->env;
+    uint64_t ns = 0;
+    int rc = 0;
+
+    env->barrier(env->ctx);
+    k_peer_pp_block<<<1, 256, 0, st->s>>>(*dev, env->rank < env->peer, iters, size, st->d_ns,
+                                          st->d_rc);
+    if (bench_wait(st->s, st->d_ns, &ns, st->d_rc, &rc))
+        return -1;
+    env->barrier(env->ctx);
+    *bad_p |= rc != 0;
+    return ns / 1e3 / iters;
+}
+
 static double port_pingpong(state_t *st, int iters, int *bad_p)
 {
     const bench_gpu_env_t *env = st->env;
@@ -383,6 +420,27 @@ int bench_memchan(state_t *st)
         double raw = pingpong(st, &m, PP_RAW, n, &bad);
         double port = port_pingpong(st, n, &bad);
         double peer = peer_pingpong(st, &pdev, n, &bad);
+        /* the block's put + signal round trip by size: where the store path
+         * stops paying (run under GPUPORT_PEER_PATH=stores and =proxy to
+         * set GPUPORT_PEER_STORE_MAX) */
+        if (env->report)
+            printf("  peer ch. put_with_signal_block (256 threads) round trip, %s, store_max %llu "
+                   "B/thread:\n",
+                   pdev.stores ? "store path mapped" : "proxy path only",
+                   (unsigned long long)pdev.store_max);
+        for (uint64_t size = 64; size <= (1u << 20) && size <= m.region - MC_RATE; size *= 4) {
+            int k = size >= (256u << 10) ? (n + 3) / 4 : n;
+            double t = peer_pp_block(st, &pdev, k, size, &bad);
+            if (t < 0)
+                return -1;
+            if (env->report) {
+                printf("    %8llu B  %8.2f us  %s%s\n", (unsigned long long)size, t,
+                       pdev.stores && (size + 255) / 256 <= pdev.store_max ? "stores" : "proxy",
+                       bad ? "  ERROR" : "");
+                bench_out_value("peer_pp_block", size, "latency", "us", "mean", t, k, NULL, 0,
+                                bad ? 0 : -1);
+            }
+        }
         env->barrier(env->ctx);
         GK(gpuport_peer_channel_destroy(pc));
         if (sig < 0 || pkt < 0 || raw < 0 || port < 0 || peer < 0)
