@@ -6,6 +6,8 @@
  * table and the man page are generated from here and checked against it by
  * make check (test/tools/gpuport_info.sh, test/tools/man_pages.sh).
  */
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +21,33 @@ typedef struct var_state {
     const char *env;   /* the environment's text, NULL if unset */
     int valid;         /* env parses (or is unset) */
     const char *value; /* in effect: env if set and valid, else the default */
+    char number[24];   /* a number's value in effect, in digits ("2k": 2048) */
 } var_state_t;
+
+/* The text of a valid value in effect (the environment's or the default):
+ * a number as its digits (the value parse stored in `parsed`, so "2k"
+ * reads 2048 and "0x10" 16), any other as written. */
+static const char *in_effect(const gpuport_config_var_t *v, gpuport_config_t *parsed,
+                             const char *text, char *buf, size_t len)
+{
+    const void *field = gpuport_config_field(parsed, v);
+    uint64_t n;
+
+    if (!field || (v->type != GPUPORT_CFG_UINT && v->type != GPUPORT_CFG_POW2 &&
+                   v->type != GPUPORT_CFG_AUTO_UINT))
+        return text;
+    if (v->field_size == 8) {
+        memcpy(&n, field, 8);
+    } else {
+        int32_t i;
+        memcpy(&i, field, 4);
+        if (v->type == GPUPORT_CFG_AUTO_UINT && i < 0)
+            return text; /* "auto" */
+        n = (uint32_t)i;
+    }
+    snprintf(buf, len, "%llu", (unsigned long long)n);
+    return buf;
+}
 
 /* Reads every variable's state. The one gpuport_config_load reports each
  * invalid value and each unknown GPUPORT_* name once, as a communicator
@@ -38,6 +66,11 @@ static int read_states(var_state_t *st)
         st[i].env = getenv(v->name);
         st[i].valid = !st[i].env || gpuport_config_parse_var(v, st[i].env, &scratch) == GPUPORT_OK;
         st[i].value = st[i].env && st[i].valid ? st[i].env : v->default_value;
+        if (st[i].value != st[i].env) { /* the default, parsed for its digits */
+            memset(&scratch, 0, sizeof(scratch));
+            (void)gpuport_config_parse_var(v, st[i].value, &scratch);
+        }
+        st[i].value = in_effect(v, &scratch, st[i].value, st[i].number, sizeof(st[i].number));
         bad += !st[i].valid;
     }
     gpuport_log_set_level(GPUPORT_LOG_WARN);
@@ -54,7 +87,7 @@ static void print_table(const var_state_t *st)
         gpuport_config_describe(v, accepted, sizeof(accepted));
         printf("%-28s %-10s %-12s %s\n%-28s %-10s %-12s   accepts %s\n", v->name,
                v->default_value[0] ? v->default_value : "\"\"",
-               st[i].env ? (st[i].valid ? st[i].env : "(invalid)") : "(default)", v->doc, "", "",
+               st[i].env ? (st[i].valid ? st[i].value : "(invalid)") : "(default)", v->doc, "", "",
                "", accepted);
     }
 }

@@ -127,6 +127,14 @@ GPUPORT_BOGUS_NAME=1 "$info" -c >"$tmp.typo" 2>&1
 check "an unknown GPUPORT_* name under -c: warned about once" \
     test "$(grep -c 'GPUPORT_BOGUS_NAME is not a gpuport variable' "$tmp.typo")" -eq 1
 
+# a number written with a suffix or in hex: -c shows the value in effect
+GPUPORT_FIFO_SIZE=2k GPUPORT_SHM_ASYNC_MIN=0x10 "$info" -c >"$tmp.num" 2>&1
+check "-c shows 2k as 2048 and 0x10 as 16, the values in effect" sh -c \
+    "grep -Eq '^GPUPORT_FIFO_SIZE +1024 +2048 ' '$tmp.num' &&
+     grep -Eq '^GPUPORT_SHM_ASYNC_MIN +256k +16 ' '$tmp.num'"
+GPUPORT_FIFO_SIZE=2k "$info" -c --env >"$tmp.num" 2>&1
+check "-c --env writes GPUPORT_FIFO_SIZE=2048 for 2k" grep -qx 'GPUPORT_FIFO_SIZE=2048' "$tmp.num"
+
 # -c --env: one NAME=value line per variable, the value in effect,
 # quoted where a shell needs it; a shell that reads the lines has the same
 # configuration
