@@ -479,16 +479,53 @@ static gpuport_status_t load_defaults(gpuport_config_t *config)
     return GPUPORT_OK;
 }
 
-static int is_known(const char *entry, size_t len)
+/* Edits (insert, delete, replace, swap of neighbours) between a[0..n) and
+ * b, stopping at 3: how far a misspelled name is from a known one. */
+static int name_distance(const char *a, size_t n, const char *b)
+{
+    size_t m = strlen(b);
+    int d[64][64];
+
+    if (n >= 64 || m >= 64)
+        return 3;
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m] < 3 ? d[n][m] : 3;
+}
+
+/* NULL if entry[0..len) names a variable, else the known name it most
+ * likely meant (two edits at most), or "" for none. */
+static const char *unknown_name(const char *entry, size_t len)
 {
     size_t n = gpuport_config_nvars();
+    const char *meant = "";
+    int best = 3;
 
     for (size_t i = 0; i < n; i++) {
         const char *name = gpuport_config_var(i)->name;
         if (strlen(name) == len && strncmp(name, entry, len) == 0)
-            return 1;
+            return NULL;
+        int d = name_distance(entry, len, name);
+        if (d < best) {
+            best = d;
+            meant = name;
+        }
     }
-    return 0;
+    return meant;
 }
 
 gpuport_status_t gpuport_config_load(gpuport_config_t *config_p)
@@ -509,8 +546,15 @@ gpuport_status_t gpuport_config_load(gpuport_config_t *config_p)
     for (char **e = environ; e && *e; e++) {
         size_t len = strcspn(*e, "=");
         /* GPUPORT_TEST_* belongs to the test suite, not the library */
-        if (strncmp(*e, "GPUPORT_", 8) == 0 && strncmp(*e, "GPUPORT_TEST_", 13) != 0 &&
-            !is_known(*e, len))
+        const char *meant;
+        if (strncmp(*e, "GPUPORT_", 8) != 0 || strncmp(*e, "GPUPORT_TEST_", 13) == 0 ||
+            !(meant = unknown_name(*e, len)))
+            continue;
+        if (*meant)
+            log_warn("%.*s is not a gpuport variable and is ignored; did you mean %s? "
+                     "(gpuport_info -c lists them)",
+                     (int)len, *e, meant);
+        else
             log_warn("%.*s is not a gpuport variable and is ignored (gpuport_info -c lists them)",
                      (int)len, *e);
     }

@@ -793,8 +793,18 @@ static void test_unknown(void)
     CHECK_OK(load_one("GPUPORT_FIFO_SIZ", "8", &c, &log));
     CHECK(memcmp(&c, &defaults, sizeof(c)) == 0);
     CHECK_MSG(count_of(log, "\n") == 1 && strstr(log, "WARN") &&
-                  strstr(log, "GPUPORT_FIFO_SIZ is not a gpuport variable"),
-              "typo not warned about: \"%s\"", log);
+                  strstr(log, "GPUPORT_FIFO_SIZ is not a gpuport variable") &&
+                  strstr(log, "did you mean GPUPORT_FIFO_SIZE?"),
+              "typo not warned about, or no name offered: \"%s\"", log);
+
+    /* a swap of two letters and a missing one: the name meant is offered */
+    CHECK_OK(load_one("GPUPORT_TIMOTU_MS", "8", &c, &log));
+    CHECK_MSG(strstr(log, "did you mean GPUPORT_TIMEOUT_MS?"), "log: %s", log);
+    /* nothing close: no guess */
+    CHECK_OK(load_one("GPUPORT_SOMETHING_ELSE", "8", &c, &log));
+    CHECK_MSG(strstr(log, "GPUPORT_SOMETHING_ELSE is not a gpuport variable") &&
+                  !strstr(log, "did you mean"),
+              "log: %s", log);
 
     CHECK_OK(load_one("GPUPORT_TEST_ANYTHING", "1", &c, &log));
     CHECK(memcmp(&c, &defaults, sizeof(c)) == 0);
