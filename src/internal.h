@@ -267,6 +267,7 @@ struct gpuport_comm {
     struct gpuport_gpu *gpu;     /* NULL: host-only communicator; holds the application's
                                   * CUDA context */
     int gpu_device;              /* CUDA ordinal of the communicator's GPU, -1: none */
+    char no_gpu_why[256];        /* host-only: why (GPUPORT_GPU=off, no CUDA driver, ...) */
     uint64_t timeout_ns;
     gpuport_pchan_t *pchans;       /* max_channels */
     gpuport_chan_state_t *states;  /* max_channels; page-aligned for GPU mapping */

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,9 +84,12 @@ gpuport_status_t gpuport_gpu_open(gpuport_comm_t comm)
     gpuport_status_t st;
 
     comm->gpu_device = -1;
-    if (comm->config.gpu == GPUPORT_GPU_OFF)
+    if (comm->config.gpu == GPUPORT_GPU_OFF) {
+        snprintf(comm->no_gpu_why, sizeof(comm->no_gpu_why), "GPUPORT_GPU=off");
         return GPUPORT_OK;
+    }
     if (gpuport_cudrv_load(why, sizeof(why)) != GPUPORT_OK) {
+        snprintf(comm->no_gpu_why, sizeof(comm->no_gpu_why), "%s", why);
         if (comm->config.gpu == GPUPORT_GPU_ON) {
             log_error("GPUPORT_GPU=on, but %s", why);
             return GPUPORT_ERR_NOT_SUPPORTED;

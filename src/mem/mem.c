@@ -64,7 +64,9 @@ gpuport_status_t gpuport_mem_alloc_device(gpuport_comm_t comm, size_t size, void
         return GPUPORT_ERR_INVALID_ARG;
     }
     if (!comm->gpu) {
-        log_error("gpuport_mem_alloc_device: this communicator has no GPU (GPU mode is off)");
+        log_error("gpuport_mem_alloc_device: this communicator is host-only (%s); device memory "
+                  "needs a communicator in GPU mode",
+                  comm->no_gpu_why[0] ? comm->no_gpu_why : "GPU mode is off");
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
     a = calloc(1, sizeof(*a));

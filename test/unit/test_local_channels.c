@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
 #include "check.h"
 #include "internal.h"
 #include "local_bootstrap.h"
@@ -231,7 +232,12 @@ static int device_alloc_refused(int rank, int size, gpuport_bootstrap_t *bs, voi
     (void)rank, (void)size, (void)arg;
     setenv("GPUPORT_GPU", "off", 1);
     CHECK_OK(gpuport_comm_create(bs, &comm));
-    CHECK_STATUS(gpuport_mem_alloc_device(comm, 4096, &p), GPUPORT_ERR_NOT_SUPPORTED);
+    capture_begin();
+    gpuport_status_t st = gpuport_mem_alloc_device(comm, 4096, &p);
+    const char *log = capture_end();
+    CHECK_STATUS(st, GPUPORT_ERR_NOT_SUPPORTED);
+    /* the message says why the communicator is host-only */
+    CHECK_MSG(strstr(log, "host-only (GPUPORT_GPU=off)"), "message: %s", log);
     CHECK(p == (void *)&comm);
     CHECK_STATUS(gpuport_mem_alloc_device(comm, 0, &p), GPUPORT_ERR_INVALID_ARG);
     CHECK_STATUS(gpuport_mem_alloc_device(NULL, 4096, &p), GPUPORT_ERR_INVALID_ARG);
@@ -261,6 +267,7 @@ int main(void)
     CHECK(local_run(2, value_rejects, &o) == 0);
     o.use_malloc = 1;
     CHECK(local_run(2, value_rejects, &o) == 0);
+    setenv("GPUPORT_LOG_LEVEL", "error", 1); /* its message is checked */
     CHECK(local_run(1, device_alloc_refused, NULL) == 0);
     printf("local channels: all checks passed\n");
     return 0;
