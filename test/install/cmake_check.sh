@@ -135,7 +135,10 @@ EOF
 mkdir "$tmp/proj" || exit 1
 cat >"$tmp/proj/CMakeLists.txt" <<'EOF'
 cmake_minimum_required(VERSION 3.9)
-project(gpuport_cmake_check C)
+if(NOT DEFINED PROJECT_LANGUAGES)
+  set(PROJECT_LANGUAGES C)
+endif()
+project(gpuport_cmake_check ${PROJECT_LANGUAGES})
 if(DEFINED FIND_ARGS)
   # the requests that must fail: REQUIRED, so that CMake stops with the reason
   find_package(gpuport ${FIND_ARGS} REQUIRED)
@@ -397,6 +400,12 @@ if test "$have_cuda" != yes; then
 else
     not_found no-cuda-language "COMPONENTS;device" \
         "needs the CUDA language, which this project has not enabled" "$here"
+fi
+if test "$have_mpi" = yes && command -v "${CXX:-c++}" >/dev/null 2>&1; then
+    # a C++ project without C: told to enable C, not failing inside FindMPI
+    not_found no-c-language "COMPONENTS;mpi" \
+        "which FindMPI makes only where the C language is enabled" "$here" \
+        -DPROJECT_LANGUAGES=CXX
 fi
 not_found no-such-component "COMPONENTS;nope" "gpuport has no component 'nope'" "$here"
 # 0.M.P answers 0.M only (the next minor version may change the interface);
