@@ -65,17 +65,17 @@ PyObject *gp_closed(const char *what)
 
 void gp_warn_leak(const char *fmt, ...)
 {
-    char text[512];
     va_list ap;
-    PyObject *type, *value, *tb;
+    PyObject *type, *value, *tb, *text;
 
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
-    va_end(ap);
     /* a finalizer may run while an exception is being raised */
     PyErr_Fetch(&type, &value, &tb);
-    if (PyErr_WarnEx(gp_leak_warning, text, 1) < 0)
+    va_start(ap, fmt);
+    text = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    if (!text || PyErr_WarnEx(gp_leak_warning, PyUnicode_AsUTF8(text), 1) < 0)
         PyErr_WriteUnraisable(NULL);
+    Py_XDECREF(text);
     PyErr_Restore(type, value, tb);
 }
 
