@@ -54,7 +54,7 @@ import mpi4py  # noqa: E402
 
 ext = Extension(
     "gpuport._gpuport",
-    sources=["src/" + f for f in ("module.c", "comm.c", "region.c", "channel.c", "port_ops.c")],
+    sources=["src/" + f for f in ("module.c", "comm.c", "region.c", "channel.c", "port_ops.c", "bench.c")],
     include_dirs=[inc, mpi4py.get_include()],
     library_dirs=[lib],
     runtime_library_dirs=[lib],

@@ -117,5 +117,6 @@ int gp_channel_init(PyObject *m);
 int gp_devchan_init(PyObject *m);
 extern PyMethodDef gp_channel_functions[];
 extern PyMethodDef gp_comm_functions[];
+extern PyMethodDef gp_bench_functions[];
 
 #endif

@@ -145,7 +145,8 @@ PyMODINIT_FUNC PyInit__gpuport(void)
     if (gp_comm_init(m) < 0 || gp_region_init(m) < 0 || gp_channel_init(m) < 0 ||
         gp_devchan_init(m) < 0)
         goto err;
-    if (add_functions(m, gp_channel_functions) < 0 || add_functions(m, gp_comm_functions) < 0)
+    if (add_functions(m, gp_channel_functions) < 0 || add_functions(m, gp_comm_functions) < 0 ||
+        add_functions(m, gp_bench_functions) < 0)
         goto err;
     return m;
 err:
