@@ -401,13 +401,22 @@ static PyObject *comm_enter(PyObject *self, PyObject *unused)
     return self;
 }
 
+/* On an exception, a close refused because arrays are still referenced
+ * (by the exception's frames) leaves the communicator to the atexit hook
+ * instead of hiding the exception. */
 static PyObject *comm_exit(comm_obj *c, PyObject *args)
 {
     PyObject *r;
-    (void)args;
+    int raising = PyTuple_GET_SIZE(args) > 0 && PyTuple_GET_ITEM(args, 0) != Py_None;
+
     r = comm_close(c, NULL);
-    if (!r)
+    if (!r) {
+        if (raising && PyErr_ExceptionMatches(gp_error_class)) {
+            PyErr_WriteUnraisable((PyObject *)c);
+            Py_RETURN_FALSE;
+        }
         return NULL;
+    }
     Py_DECREF(r);
     Py_RETURN_FALSE;
 }

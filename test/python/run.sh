@@ -8,7 +8,8 @@
 # Cases: the pytest suite at 2 and 4 ranks over shm and tcp (each rank's
 # pytest must pass; its log is printed when it does not), the interpreter
 # exiting with live channels (2 ranks over shm, 4 over tcp), and a peer
-# dying under a Python wait (2 ranks, shm and tcp).
+# dying under a Python wait (2 ranks, shm and tcp), and
+# python/examples/pingpong_numpy.py (2 ranks).
 # GPUPORT_MPIRUN_SH: a build's test/mpi/mpirun.sh (the launcher and flags
 # configure found, and how to outlive a dying rank); without it, Open MPI's
 # mpirun with --oversubscribe --bind-to none.
@@ -97,6 +98,21 @@ exit_case() {
     fi
 }
 
+example_case() {
+    name="example pingpong_numpy np2 shm"
+    GPUPORT_TRANSPORT=shm launch 2 env GPUPORT_TRANSPORT=shm \
+        $PYTHON "$here/../../python/examples/pingpong_numpy.py" >"$logs/example.out" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && [ "$(grep -c 'all checked' "$logs/example.out")" -eq 2 ]; then
+        say PASS "$name"
+        pass=$((pass + 1))
+    else
+        say FAIL "$name" "exit $rc"
+        cat "$logs/example.out"
+        fail=$((fail + 1))
+    fi
+}
+
 death_case() {
     tr=$1 name="peer dies under wait np2 $1"
     GPUPORT_TEST_OUTLIVE=1 GPUPORT_TIMEOUT_MS=10000 GPUPORT_TRANSPORT=$tr launch 2 \
@@ -121,6 +137,7 @@ exit_case 2 shm
 exit_case 4 tcp
 death_case shm
 death_case tcp
+example_case
 
 echo "python: $pass pass, $fail fail, $skip skip"
 [ $fail -gt 0 ] && exit 1
