@@ -7,7 +7,7 @@ on one rank mid-exchange (its partner then timed out), the next starts
 together on every rank instead of pairing calls of different tests."""
 import os
 
-os.environ.setdefault("GPUPORT_TIMEOUT_MS", "4000")
+os.environ.setdefault("GPUPORT_TIMEOUT_MS", "8000")
 
 import pytest  # noqa: E402
 from mpi4py import MPI  # noqa: E402

@@ -103,7 +103,7 @@ example_case() {
     GPUPORT_TRANSPORT=shm launch 2 env GPUPORT_TRANSPORT=shm \
         $PYTHON "$here/../../python/examples/pingpong_numpy.py" >"$logs/example.out" 2>&1
     rc=$?
-    if [ $rc -eq 0 ] && [ "$(grep -c 'all checked' "$logs/example.out")" -eq 2 ]; then
+    if [ $rc -eq 0 ] && [ "$(grep -o 'all checked' "$logs/example.out" | wc -l)" -eq 2 ]; then
         say PASS "$name"
         pass=$((pass + 1))
     else

@@ -27,7 +27,7 @@ def test_channel_dropped_without_close():
     with pytest.warns(gpuport.LeakWarning, match="PortChannel to peer %d" % partner):
         del ch
         gc.collect()
-    assert time.monotonic() - t0 < 0.5          # the finalizer did not wait
+    assert time.monotonic() - t0 < 1.0          # the finalizer did not wait (a destroy would)
     assert comm.leaks == ["PortChannel(peer %d), dropped without close()" % partner]
     # the region is still in use by the detached channel
     with pytest.raises(gpuport.Error) as e:
