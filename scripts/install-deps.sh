@@ -11,7 +11,9 @@
 # and mpirun (Debian's alternatives rank it first).
 # python3-matplotlib for scripts/plot-bench.py and its test; doxygen for
 # test/tools/header_docs.sh (every public declaration documented); cmake for
-# make installcheck's CMake part (test/install/cmake_check.sh).
+# make installcheck's CMake part (test/install/cmake_check.sh). python3-dev,
+# -numpy, -mpi4py, -pytest, -setuptools and -pip for the Python package
+# (python/README.md) and its tests (test/python/run.sh).
 set -euo pipefail
 as_root=()
 if [ "$(id -u)" -ne 0 ]; then
@@ -24,4 +26,5 @@ export DEBIAN_FRONTEND=noninteractive
 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     build-essential openmpi-bin libopenmpi-dev libibverbs-dev libhwloc-dev \
     autoconf automake libtool pkg-config iproute2 clang libclang-rt-dev \
-    groff-base python3 libudev-dev mpich libmpich-dev python3-matplotlib doxygen cmake
+    groff-base python3 libudev-dev mpich libmpich-dev python3-matplotlib doxygen cmake \
+    python3-dev python3-numpy python3-mpi4py python3-pytest python3-setuptools python3-pip
