@@ -5,6 +5,7 @@
  * gpuport_bootstrap_t layout a program passes, compared with this
  * library's (libgpuport's own check is not exported).
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -122,7 +123,10 @@ gpuport_status_t mpi_check_layout(uint32_t program_layout)
 {
     const uint32_t ours = GPUPORT_BOOTSTRAP_LAYOUT;
 
-    if (program_layout == ours)
+    /* layout version 2 is ours without allgather_timed, at its end */
+    if (program_layout == ours ||
+        program_layout == (((uint32_t)2 << 16) | (uint32_t)offsetof(gpuport_bootstrap_t,
+                                                                     allgather_timed)))
         return GPUPORT_OK;
     mpi_error(-1, "gpuport_bootstrap_mpi: this program was compiled with a gpuport_bootstrap_t "
               "of layout version %u (%u bytes), but this libgpuport_mpi (gpuport %d.%d.%d) has "

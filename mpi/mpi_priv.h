@@ -21,7 +21,8 @@ void mpi_log_error(const char *file, int line, int rank, const char *fmt, ...)
 gpuport_status_t mpi_check_loaded(void);
 
 /* GPUPORT_ERR_VERSION (logged, naming both) when a program's
- * gpuport_bootstrap_t layout is not the one this library was built with. */
+ * gpuport_bootstrap_t layout is neither the one this library was built
+ * with nor version 2, the one before allgather_timed. */
 gpuport_status_t mpi_check_layout(uint32_t program_layout);
 
 #endif

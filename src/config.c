@@ -45,8 +45,8 @@ static const gpuport_config_var_t core_vars[] = {
     {"GPUPORT_MAX_CHANNELS", "1024", GPUPORT_CFG_UINT, FIELD(max_channels), 1, 32768, NULL,
      "port channels one communicator can hold at once", NULL},
     {"GPUPORT_TIMEOUT_MS", "60000", GPUPORT_CFG_UINT, FIELD(timeout_ms), 0, 86400000ull, NULL,
-     "limit for every blocking call (wait, flush, a full FIFO, draining at destroy); 0 waits "
-     "forever", NULL},
+     "limit for every blocking call (each step of communicator and channel creation, wait, "
+     "flush, a full FIFO, draining at destroy); 0 waits forever", NULL},
     {"GPUPORT_HOST_INLINE", "1", GPUPORT_CFG_ENUM, FIELD(host_inline), 0, 0, bind_words,
      "a host put, put_value or signal on a channel whose earlier host operations are all "
      "complete is carried out by the calling thread where the transport allows it (shm puts "
@@ -562,4 +562,54 @@ gpuport_status_t gpuport_config_load(gpuport_config_t *config_p)
         return status;
     *config_p = config;
     return GPUPORT_OK;
+}
+
+/* ---- GPUPORT_TIMEOUT_MS before a configuration is loaded ---- */
+
+static const gpuport_config_var_t *timeout_row(void)
+{
+    for (size_t i = 0; i < NCORE; i++)
+        if (core_vars[i].offset == offsetof(gpuport_config_t, timeout_ms))
+            return &core_vars[i];
+    return NULL;
+}
+
+/* GPUPORT_TIMEOUT_MS from `value` into *ms; -1 for a bad value, which only
+ * `loud` reports (gpuport_config_load reports it otherwise). */
+static int timeout_parse(const char *value, int loud, uint64_t *ms)
+{
+    const gpuport_config_var_t *var = timeout_row();
+    char problem[128] = "";
+    parsed_t parsed;
+
+    if (parse_value(var, value, &parsed, problem, sizeof(problem)) != 0) {
+        if (loud)
+            reject(var, value, problem);
+        return -1;
+    }
+    *ms = parsed.v;
+    return 0;
+}
+
+gpuport_status_t gpuport_config_timeout_ms(uint64_t *timeout_ms_p)
+{
+    const char *value = getenv(timeout_row()->name);
+
+    if (!timeout_ms_p) {
+        log_error("gpuport_config_timeout_ms: timeout_ms_p is NULL");
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    if (timeout_parse(value ? value : timeout_row()->default_value, 1, timeout_ms_p))
+        return GPUPORT_ERR_INVALID_CONFIG;
+    return GPUPORT_OK;
+}
+
+uint64_t gpuport_config_timeout_or_default(void)
+{
+    const char *value = getenv(timeout_row()->name);
+    uint64_t ms = 0;
+
+    if (!value || timeout_parse(value, 0, &ms))
+        timeout_parse(timeout_row()->default_value, 0, &ms);
+    return ms;
 }

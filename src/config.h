@@ -79,6 +79,13 @@ gpuport_status_t gpuport_config_parse_var(const gpuport_config_var_t *var, const
  * GPUPORT_* variable (a likely typo) is a warning naming it. */
 gpuport_status_t gpuport_config_load(gpuport_config_t *config_p);
 
+/* GPUPORT_TIMEOUT_MS for a wait without a loaded configuration (a rank
+ * whose configuration failed still meets the others): the environment's
+ * value, or the default where it is unset or bad (reported by
+ * gpuport_config_load, not here). gpuport.h's gpuport_config_timeout_ms is
+ * the checked form. */
+uint64_t gpuport_config_timeout_or_default(void);
+
 /* Writes the accepted values of a row ("power of two, 64..1048576",
  * "auto|shm|...") into buf. */
 void gpuport_config_describe(const gpuport_config_var_t *var, char *buf, size_t len);

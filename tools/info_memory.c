@@ -358,7 +358,7 @@ static const char *gpu_ready(char *why, size_t len)
 int info_memory_print(int json)
 {
     gpuport_bootstrap_t bs = {NULL, 0, 1, 0, 1, one_allgather, one_barrier,
-                              one_send, one_recv, NULL, NULL};
+                              one_send, one_recv, NULL, NULL, NULL};
     mem_case_t *cases = calloc(M_COUNT, sizeof(*cases));
     gpuport_mem_info_t names;
     gpuport_comm_t comm;

@@ -101,6 +101,20 @@ GPUPORT_API const char *gpuport_status_string(gpuport_status_t status);
 GPUPORT_API const char *gpuport_version_string(void);
 
 /**
+ * GPUPORT_TIMEOUT_MS as the next gpuport_comm_create will read it: the
+ * environment's value, else the default. For bootstraps, whose own
+ * collectives (the MPI bootstrap's duplicate of the application's
+ * communicator) come before gpuport_comm_create and end at the same limit.
+ * Local; any thread.
+ * @param[out] timeout_ms_p the limit in milliseconds; 0: wait forever
+ * @retval GPUPORT_OK written
+ * @retval GPUPORT_ERR_INVALID_CONFIG the value is not valid (named in the log);
+ *         nothing written
+ * @retval GPUPORT_ERR_INVALID_ARG timeout_ms_p is NULL
+ */
+GPUPORT_API gpuport_status_t gpuport_config_timeout_ms(uint64_t *timeout_ms_p);
+
+/**
  * @name Struct layouts
  * The structs that a program and the library both read or write
  * (gpuport_bootstrap_t, gpuport_comm_stats_t, gpuport_port_channel_dev_t)
@@ -158,10 +172,24 @@ typedef struct gpuport_bootstrap {
      *  use recv and wait without limit */
     gpuport_status_t (*recv_timed)(void *ctx, int peer, int tag, void *buf, size_t bytes,
                                    int timeout_ms);
+    /** allgather that gives up: GPUPORT_ERR_TIMEOUT, without logging, when
+     *  not every rank has called within timeout_ms (gpuport passes at least
+     *  1; with GPUPORT_TIMEOUT_MS=0 it calls allgather). Then, unless absent
+     *  is NULL, for each rank r absent[r] is 1 if this rank knows that r had not called, 0 if it
+     *  knows that r had, -1 if it cannot tell. A collective cannot be taken
+     *  back: after a timeout the bootstrap is used for nothing but destroy,
+     *  and the abandoned collective's buffers are the bootstrap's, not recv
+     *  (a rank that calls late may still complete it). The exchanges of
+     *  gpuport_comm_create use it to end at GPUPORT_TIMEOUT_MS; NULL (layout
+     *  version 2 and older): they use allgather and wait without limit */
+    gpuport_status_t (*allgather_timed)(void *ctx, const void *send, void *recv, size_t bytes,
+                                        int timeout_ms, signed char *absent);
 } gpuport_bootstrap_t;
 
-/** This header's gpuport_bootstrap_t layout version. */
-#define GPUPORT_BOOTSTRAP_VERSION 2
+/** This header's gpuport_bootstrap_t layout version. Version 2 ends before
+ *  allgather_timed, version 1 before recv_timed; gpuport_comm_create
+ *  accepts both, without the limits that the missing members give. */
+#define GPUPORT_BOOTSTRAP_VERSION 3
 /** This header's gpuport_bootstrap_t layout, as gpuport_comm_create passes it. */
 #define GPUPORT_BOOTSTRAP_LAYOUT GPUPORT_LAYOUT(GPUPORT_BOOTSTRAP_VERSION, gpuport_bootstrap_t)
 
@@ -193,13 +221,24 @@ GPUPORT_API gpuport_status_t gpuport_comm_create_v(uint32_t layout,
  * not), so a program that goes on regardless gets GPUPORT_ERR_INVALID_ARG
  * from the next call instead of using an uninitialized handle.
  *
+ * Each of its three exchanges ends at GPUPORT_TIMEOUT_MS (with a bootstrap
+ * that has allgather_timed, as the MPI bootstrap does): a rank that does
+ * not call, or calls too late, fails every rank that did with
+ * GPUPORT_ERR_TIMEOUT and a message naming the exchange and, where the
+ * bootstrap can tell, the ranks that had not come. The bootstrap's
+ * collective cannot be taken back: that bootstrap is finished (destroyed
+ * with the failed creation), and a rank that comes late completes the
+ * abandoned exchange and times out in its next one.
+ *
  * Collective over the bootstrap's ranks. One set-up call at a time.
  *
  * @param bootstrap the ranks and how to reach them; copied
  * @param[out] comm_p the communicator
  * @retval GPUPORT_OK the communicator is ready on every rank
+ * @retval GPUPORT_ERR_TIMEOUT a rank did not reach one of the exchanges within
+ *         GPUPORT_TIMEOUT_MS
  * @retval GPUPORT_ERR_INVALID_ARG NULL bootstrap or comm_p, an operation unset, or not
- *         0 <= rank < size (this rank only: the others wait in the first exchange)
+ *         0 <= rank < size (this rank only: the others time out in the first exchange)
  * @retval GPUPORT_ERR_VERSION a program built with another gpuport_bootstrap_t layout
  *         (this rank only, nothing read), or ranks of different gpuport releases
  * @retval GPUPORT_ERR_INVALID_CONFIG a bad GPUPORT_* value (named in the message)

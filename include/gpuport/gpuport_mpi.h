@@ -84,15 +84,33 @@ GPUPORT_API gpuport_status_t gpuport_bootstrap_mpi_v(uint32_t layout, MPI_Comm c
  * then gpuport_bootstrap_mpi_v with this header's layout);
  * gpuport_comm_create takes it over, and frees the duplicate with it.
  *
- * Collective over `comm` (MPI_Comm_dup and MPI_Comm_split_type are). A
- * set-up call.
+ * Collective over `comm`: the duplicate (MPI_Comm_idup), then the node
+ * split (local_rank and local_size: the ranks with this rank's
+ * MPI_Get_processor_name, found by an allgather on the duplicate, as
+ * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) would find them, which has no
+ * nonblocking form). Each ends at GPUPORT_TIMEOUT_MS
+ * (gpuport_config_timeout_ms; 0: no limit) with GPUPORT_ERR_TIMEOUT and a
+ * message naming the step, and in the node split the ranks that had not
+ * come (all of them to rank 0; whether rank 0 had, to the others: the
+ * bootstrap's allgather_timed tells the same in gpuport_comm_create). The
+ * duplicate cannot say who is missing: gpuport sends nothing of its own on
+ * the application's communicator. MPI cannot cancel a collective, so after
+ * a timeout in the duplicate it stays pending on `comm` and matches the
+ * next collective that each missing rank starts there: those ranks must
+ * call gpuport_bootstrap_mpi (or gpuport_comm_init_mpi) before any other
+ * collective on `comm`; that call completes it and then times out in its
+ * next step. A set-up call.
  *
  * @param comm an MPI communicator of this process; MPI initialized
  * @param[out] bootstrap_p the bootstrap
  * @retval GPUPORT_OK filled
+ * @retval GPUPORT_ERR_TIMEOUT a rank did not reach the duplicate or the node split within
+ *         GPUPORT_TIMEOUT_MS
+ * @retval GPUPORT_ERR_INVALID_CONFIG GPUPORT_TIMEOUT_MS is not valid
  * @retval GPUPORT_ERR_VERSION the program's MPI is of another family than this
  *         library's (compiled or loaded), or the program was built with another
- *         gpuport_bootstrap_t layout: nothing is written
+ *         gpuport_bootstrap_t layout than this one or version 2 (which is written
+ *         up to its end): nothing is written
  * @retval GPUPORT_ERR_INVALID_ARG bootstrap_p NULL, MPI not initialized, or comm is
  *         MPI_COMM_NULL
  * @retval GPUPORT_ERR_NO_MEMORY the bootstrap's state could not be allocated
@@ -109,11 +127,16 @@ GPUPORT_API gpuport_status_t gpuport_bootstrap_mpi_v(uint32_t layout, MPI_Comm c
  * for callers by address. On failure *comm_p is NULL, as after
  * gpuport_comm_create.
  *
- * Collective over `comm`, and so is its failure. A set-up call.
+ * Collective over `comm`, and so is its failure. A set-up call. Every
+ * step ends at GPUPORT_TIMEOUT_MS (0: no limit): a rank that does not
+ * call, or calls too late, fails every rank that did with
+ * GPUPORT_ERR_TIMEOUT (see both calls for what is left pending).
  *
  * @param comm an MPI communicator of this process; MPI initialized
  * @param[out] comm_p the communicator
  * @retval GPUPORT_OK the communicator is ready on every rank
+ * @retval GPUPORT_ERR_TIMEOUT a rank did not reach one of the steps within
+ *         GPUPORT_TIMEOUT_MS
  * @retval GPUPORT_ERR_INVALID_ARG comm_p NULL, or as gpuport_bootstrap_mpi
  * @retval other as gpuport_bootstrap_mpi and gpuport_comm_create
  */

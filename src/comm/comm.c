@@ -11,6 +11,7 @@
 
 #include "build_config.h"
 #include "cuda/fcuda.h"
+#include "gather.h"
 #include "hostid.h"
 #include "internal.h"
 #include "layout.h"
@@ -194,7 +195,8 @@ static void transports_close(gpuport_comm_t comm)
  * (GPUPORT_REC_PROC_FAILED), so that every rank returns instead of waiting
  * in the next round for a rank that has given up. Returns the first
  * problem: this rank's own, a version mismatch, or GPUPORT_ERR_PEER. */
-static gpuport_status_t exchange_headers(const gpuport_bootstrap_t *bs, gpuport_status_t local)
+static gpuport_status_t exchange_headers(const gpuport_bootstrap_t *bs, uint64_t timeout_ms,
+                                         gpuport_status_t local)
 {
     gpuport_rec_header_t me, *hdrs = calloc((size_t)bs->size, sizeof(*hdrs));
     gpuport_status_t status, first = local;
@@ -206,10 +208,10 @@ static gpuport_status_t exchange_headers(const gpuport_bootstrap_t *bs, gpuport_
         log_error("cannot allocate %d record headers for the communicator's creation", bs->size);
         return GPUPORT_ERR_NO_MEMORY;
     }
-    status = bs->allgather(bs->ctx, &me, hdrs, sizeof(me));
+    status = gpuport_comm_gather(bs, timeout_ms, &me, hdrs, sizeof(me),
+                                 "the first exchange of gpuport_comm_create (every rank's version "
+                                 "header)");
     if (status) {
-        log_error("bootstrap allgather of version headers failed: %s",
-                  gpuport_status_string(status));
         free(hdrs);
         return local ? local : status;
     }
@@ -242,11 +244,12 @@ static gpuport_status_t exchange_procs(gpuport_comm_t comm, gpuport_proc_rec_t *
 {
     gpuport_status_t status;
 
-    status = comm->bs.allgather(comm->bs.ctx, me, comm->procs, sizeof(*me));
-    if (status) {
-        log_error("bootstrap allgather of rank records failed: %s", gpuport_status_string(status));
+    status = gpuport_comm_gather(&comm->bs, comm->config.timeout_ms, me, comm->procs,
+                                 sizeof(*me),
+                                 "the second exchange of gpuport_comm_create (every rank's "
+                                 "record)");
+    if (status)
         return status;
-    }
     for (int r = 0; r < comm->size; r++) {
         if (comm->procs[r].rank != r) {
             log_error("bootstrap returned rank %d's record in place %d", comm->procs[r].rank, r);
@@ -287,10 +290,10 @@ static gpuport_status_t agree_started(gpuport_comm_t comm, gpuport_status_t loca
 
     if (!all)
         return local ? local : GPUPORT_ERR_NO_MEMORY;
-    status = comm->bs.allgather(comm->bs.ctx, &mine, all, sizeof(mine));
+    status = gpuport_comm_gather(&comm->bs, comm->config.timeout_ms, &mine, all, sizeof(mine),
+                                 "the last exchange of gpuport_comm_create (every rank's word "
+                                 "that its proxy started)");
     if (status) {
-        log_error("bootstrap allgather at the end of the communicator's creation failed: %s",
-                  gpuport_status_string(status));
         free(all);
         return local ? local : status;
     }
@@ -423,18 +426,21 @@ gpuport_status_t gpuport_comm_create_v(uint32_t layout, const gpuport_bootstrap_
     gpuport_comm_t comm = NULL;
     gpuport_proc_rec_t me;
     gpuport_status_t status;
-    gpuport_bootstrap_t v1;
+    gpuport_bootstrap_t older;
 
     if (comm_p)
         *comm_p = NULL;
-    /* A program built against 0.1's header passes layout 1, which ends
-     * before recv_timed: taken as it is, its creations wait without limit
-     * (gpuport.h says so of a NULL recv_timed). */
-    if (bs && layout == (((uint32_t)1 << 16) | (uint32_t)offsetof(gpuport_bootstrap_t,
-                                                                   recv_timed))) {
-        memset(&v1, 0, sizeof(v1));
-        memcpy(&v1, bs, offsetof(gpuport_bootstrap_t, recv_timed));
-        bs = &v1;
+    /* Programs built against older headers pass layout 1 (0.1's, ending
+     * before recv_timed) or 2 (ending before allgather_timed): taken as
+     * they are, the members they lack NULL, so their waits have no limit
+     * (gpuport.h says so of each NULL member). */
+    if (bs && (layout == (((uint32_t)1 << 16) | (uint32_t)offsetof(gpuport_bootstrap_t,
+                                                                    recv_timed)) ||
+               layout == (((uint32_t)2 << 16) | (uint32_t)offsetof(gpuport_bootstrap_t,
+                                                                    allgather_timed)))) {
+        memset(&older, 0, sizeof(older));
+        memcpy(&older, bs, GPUPORT_LAYOUT_SIZE(layout));
+        bs = &older;
         layout = GPUPORT_BOOTSTRAP_LAYOUT;
     }
     status = gpuport_layout_check("gpuport_comm_create", "gpuport_bootstrap_t", layout,
@@ -454,7 +460,7 @@ gpuport_status_t gpuport_comm_create_v(uint32_t layout, const gpuport_bootstrap_
     comm = calloc(1, sizeof(*comm));
     if (!comm) {
         status = GPUPORT_ERR_NO_MEMORY;
-        exchange_headers(bs, status);
+        exchange_headers(bs, gpuport_config_timeout_or_default(), status);
         if (bs->destroy)
             bs->destroy(bs->ctx);
         return status;
@@ -477,7 +483,11 @@ gpuport_status_t gpuport_comm_create_v(uint32_t layout, const gpuport_bootstrap_
         comm->timeout_ns = comm->config.timeout_ms * 1000000ull;
         status = setup_local(comm, &me);
     }
-    status = exchange_headers(bs, status);
+    /* a rank whose configuration failed meets the others all the same */
+    status = exchange_headers(bs,
+                              status ? gpuport_config_timeout_or_default()
+                                     : comm->config.timeout_ms,
+                              status);
     if (!status)
         status = exchange_procs(comm, &me);
     if (status)

@@ -41,6 +41,13 @@ typedef struct v1_bootstrap {
     void (*destroy)(void *);
 } v1_bootstrap_t;
 
+/* gpuport_bootstrap_t of layout version 2 (0.2 before allgather_timed):
+ * still accepted, its communicator's creations waiting without limit */
+typedef struct v2_bootstrap {
+    v1_bootstrap_t v1;
+    gpuport_status_t (*recv_timed)(void *, int, int, void *, size_t, int);
+} v2_bootstrap_t;
+
 /* gpuport_comm_stats_t with its first three counters only */
 typedef struct old_stats {
     uint64_t triggers, rejected, flusher_items;
@@ -192,6 +199,47 @@ static void bootstrap_v1(void)
     CHECK(comm->bs.recv_timed == NULL);
     CHECK_OK(gpuport_comm_destroy(comm));
     CHECK_MSG(all_canary(v1.after, sizeof(v1.after)), "bytes after the bootstrap changed");
+}
+
+static gpuport_status_t one_recv_timed(void *ctx, int peer, int tag, void *buf, size_t bytes,
+                                       int timeout_ms)
+{
+    (void)ctx, (void)peer, (void)tag, (void)buf, (void)bytes, (void)timeout_ms;
+    bootstrap_calls++;
+    return GPUPORT_ERR_TIMEOUT;
+}
+
+/* Layout version 2 (recv_timed, no allgather_timed), followed by bytes it
+ * does not own: accepted, recv_timed kept, none of those bytes read as
+ * allgather_timed (the canary is no function). */
+static void bootstrap_v2(void)
+{
+    struct {
+        v2_bootstrap_t bs;
+        unsigned char after[64];
+    } v2;
+    gpuport_comm_t comm = NULL;
+
+    CHECK(sizeof(v2_bootstrap_t) == offsetof(gpuport_bootstrap_t, allgather_timed));
+    memset(&v2, CANARY, sizeof(v2));
+    v2.bs.v1.old.ctx = NULL;
+    v2.bs.v1.old.rank = 0;
+    v2.bs.v1.old.size = 1;
+    v2.bs.v1.old.local_rank = 0;
+    v2.bs.v1.old.local_size = 1;
+    v2.bs.v1.old.allgather = one_allgather;
+    v2.bs.v1.old.barrier = one_barrier;
+    v2.bs.v1.old.send = one_send;
+    v2.bs.v1.old.recv = one_recv;
+    v2.bs.v1.destroy = NULL;
+    v2.bs.recv_timed = one_recv_timed;
+    CHECK_OK(gpuport_comm_create_v(GPUPORT_LAYOUT(2, v2_bootstrap_t),
+                                   (const gpuport_bootstrap_t *)&v2.bs, &comm));
+    CHECK(comm != NULL);
+    CHECK(comm->bs.recv_timed == one_recv_timed);
+    CHECK(comm->bs.allgather_timed == NULL);
+    CHECK_OK(gpuport_comm_destroy(comm));
+    CHECK_MSG(all_canary(v2.after, sizeof(v2.after)), "bytes after the bootstrap changed");
 }
 
 /* An older program's stats (version 0, or version 1 cut short), a newer
@@ -350,6 +398,7 @@ int main(void)
     CHECK(setenv("GPUPORT_HOST_INLINE", "0", 1) == 0);
     bootstrap_layouts();
     bootstrap_v1();
+    bootstrap_v2();
     CHECK(local_run(1, one_rank, NULL) == 0);
     printf("older, newer and cut-short layouts of gpuport_bootstrap_t, gpuport_comm_stats_t, "
            "gpuport_port_channel_dev_t and gpuport_mem_info_t refused, nothing read or written; this header's "
