@@ -782,6 +782,10 @@ GPUPORT_API gpuport_status_t gpuport_peer_channel_create(gpuport_comm_t comm, in
  * that never answers is not waited for twice: the ranks that waited for it
  * return GPUPORT_ERR_TIMEOUT. Each wait ends at GPUPORT_TIMEOUT_MS.
  *
+ * Each channel is destroyed by gpuport_peer_channel_destroy; one with the
+ * store path waits there for its peer's destroy, so every rank destroys
+ * them in the same order (increasing rank, say).
+ *
  * @param comm a live communicator
  * @param src local source region, or NULL
  * @param dst local destination region, or NULL

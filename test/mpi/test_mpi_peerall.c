@@ -3,7 +3,7 @@
  * channel is then its port channel, whose host calls carry the puts; the
  * test reaches it through internal.h, as test_peer_channels does). Run at
  * 2, 3 and 4 ranks (peerall_np2.sh, _np3.sh, _np4.sh); each scenario is one
- * argument ("use", "args", "pair"; none: all of them).
+ * argument ("use", "args", "pair", "absent"; none: all of them).
  *
  * use: every rank's entry for itself is NULL, every other a peer channel
  * without the store path; each rank puts 256 bytes of its own pattern per
@@ -19,7 +19,10 @@
  * ids for its lower peers only, so it learns at that pair, after channels
  * were made): every rank returns GPUPORT_ERR_NO_RESOURCE, every entry NULL,
  * no id kept. After args and pair, the same communicator's create_all
- * succeeds and is used as in "use".
+ * succeeds and is used as in "use". absent: under GPUPORT_TIMEOUT_MS=2000
+ * the last rank never calls: the others return GPUPORT_ERR_TIMEOUT after
+ * the limit (at least 1.5 s, at most 30 s) with one error naming it and
+ * what they waited for, every entry NULL, no id kept.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,6 +251,43 @@ static void pair_fails(int a, int b, const char *where)
     free(all);
 }
 
+static void absent(void)
+{
+    gpuport_peer_channel_t *all = calloc((size_t)size, sizeof(*all));
+    gpuport_comm_t comm = comm_with("2000", NULL);
+    uint32_t ids = ids_in_use(comm);
+    char who[64];
+    const char *log;
+    gpuport_status_t st;
+    double t0, dt;
+    win_t w;
+
+    CHECK(all != NULL);
+    win_open(comm, &w);
+    if (rank < size - 1) {
+        sentinels(all);
+        t0 = now_s();
+        capture_begin();
+        st = gpuport_peer_channel_create_all(comm, w.mem, w.mem, all);
+        dt = now_s() - t0;
+        log = capture_end();
+        snprintf(who, sizeof(who), "rank %d did not answer within GPUPORT_TIMEOUT_MS=2000",
+                 size - 1);
+        CHECK_MSG(st == GPUPORT_ERR_TIMEOUT, "rank %d: returned %s", rank,
+                  gpuport_status_string(st));
+        CHECK_MSG(dt >= 1.5 && dt < 30, "rank %d: returned after %.2f s", rank, dt);
+        CHECK_MSG(strstr(log, who) && strstr(log, "to create its side of this peer channel") &&
+                      count_of(log, "ERROR") == 1,
+                  "rank %d: the log lacks \"%s\" and what was awaited in one error: %s", rank,
+                  who, log);
+        expect_none_kept(comm, all, ids, "a rank absent");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    win_close(comm, &w);
+    CHECK_OK(gpuport_comm_destroy(comm));
+    free(all);
+}
+
 static void pair(void)
 {
     if (size < 3) {
@@ -265,7 +305,7 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         void (*fn)(void);
-    } scenarios[] = {{"use", use}, {"args", args}, {"pair", pair}};
+    } scenarios[] = {{"use", use}, {"args", args}, {"pair", pair}, {"absent", absent}};
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
