@@ -6,11 +6,22 @@
  * which memory channels map and every transport carries) with the same
  * layout everywhere, registered once as the source and destination of a
  * port channel to every other rank, and of a memory channel where every
- * rank is on this host: IN | OUT | PORT: n chunk slots | PKT: 2 x n packet
- * slots | TMP: n vectors. One cooperative kernel runs all the rounds of a
- * size, no host call between: each round fills OUT with NaN (every element
- * must be written again), meets the other ranks (a signal to and a wait for
- * each, untimed), then does one allreduce, timed by globaltimer. Three ways:
+ * rank is on this host, and of a peer channel to every other rank
+ * (gpuport_peer_channel_create_all): IN | OUT | PORT: n chunk slots | PKT:
+ * 2 x n packet slots | TMP: n vectors. One cooperative kernel runs all the
+ * rounds of a size, no host call between: each round fills OUT with NaN
+ * (every element must be written again), meets the other ranks (a signal to
+ * and a wait for each, untimed), then does one allreduce, timed by
+ * globaltimer. Four ways:
+ * - peer channels (the way to write it; any rank, each pair by the fastest
+ *   path it allows): port channels' reduce-scatter + allgather below, a
+ *   block per peer with the block's calls: gpuport_peer_put_with_signal_block
+ *   (the block's stores up to GPUPORT_PEER_STORE_MAX bytes a thread where
+ *   the peer's memory is mapped, the copy engine above and elsewhere), then
+ *   gpuport_peer_wait_until_block for the peer's signal of the step, numbered
+ *   since the channels' creation (three a round: the meeting and the two
+ *   steps), and after the allgather gpuport_peer_flush_block (OUT, the
+ *   source, is refilled next round).
  * - memory channels up to PKT_MAX: a rank stores its input as packets
  *   (gpuport_memory_put_packets: data and flag in each 16-byte store) into
  *   slot `rank` of every peer's PKT, reads the peers' packets in its own
@@ -70,14 +81,15 @@ namespace cg = cooperative_groups;
 #define MC_MAX_RANKS 16      /* the read-reduce-write pass keeps a pointer per rank */
 #define MAX_ROUNDS 1000      /* timed and warm-up rounds of one launch */
 
-enum way { WAY_PACKETS, WAY_READ, WAY_PORT, WAY_MPI /* the baseline, on the host */ };
+enum way { WAY_PACKETS, WAY_READ, WAY_PORT, WAY_PEER, WAY_MPI /* the baseline, on the host */ };
 static const char *const way_name[] = {"memory channels (packets)", "memory channels (read)",
-                                       "port channels", "MPI"};
+                                       "port channels", "peer channels", "MPI"};
 
 /* The window and channels as the kernel sees them (by value). */
 typedef struct ar_dev {
     const gpuport_memory_channel_dev_t *mc; /* [n] in device memory */
     const gpuport_port_channel_dev_t *pc;   /* [n] in device memory */
+    const gpuport_peer_channel_dev_t *peer; /* [n] in device memory */
     unsigned char *win;                     /* this rank's window */
     uint64_t off_in, off_out, off_port, off_pkt, off_tmp;
     uint64_t cslot, pslot; /* bytes of a PORT slot (a chunk), of a PKT slot */
@@ -89,6 +101,7 @@ typedef struct run {
     enum way way;
     uint64_t count;         /* elements, a multiple of 4 */
     uint32_t flag;          /* the packets' flag before the first round */
+    uint64_t seq;           /* signals each peer channel received before the first round */
     int warm, rounds;
     unsigned long long *ns; /* [rounds]: each timed round's time */
     int *err; /* [0]: the first failed call's status, [1]: its phase (INT_MAX: none) */
@@ -121,14 +134,19 @@ static __device__ bool failed(const run_t &r, int phase)
     return *(volatile int *)&r.err[1] <= phase;
 }
 
-/* Block 0, one thread per peer: a signal to it, then a wait for its. */
-static __device__ void meet(const ar_dev_t &a, enum way way, const run_t &r, int phase)
+/* Block 0, one thread per peer: a signal to it, then a wait for its (on a
+ * peer channel, its seq-th since the channel's creation). */
+static __device__ void meet(const ar_dev_t &a, enum way way, const run_t &r, int phase,
+                            uint64_t seq)
 {
     int p = threadIdx.x, st;
 
     if (blockIdx.x != 0 || p >= a.n || p == a.rank)
         return;
-    if (way == WAY_PORT) {
+    if (way == WAY_PEER) {
+        st = gpuport_peer_signal(&a.peer[p]);
+        st = st ? st : gpuport_peer_wait_until(&a.peer[p], seq);
+    } else if (way == WAY_PORT) {
         st = gpuport_signal(&a.pc[p]);
         st = st ? st : gpuport_wait(&a.pc[p]);
     } else {
@@ -193,7 +211,7 @@ static __device__ bool read_reduce(const ar_dev_t &a, const run_t &r, cg::grid_g
     float4 *dst[MC_MAX_RANKS];
     uint64_t q0, q1;
 
-    meet(a, WAY_READ, r, phase); /* every input ready, every previous call over */
+    meet(a, WAY_READ, r, phase, 0); /* every input ready, every previous call over */
     grid.sync();
     if (failed(r, phase++))
         return false;
@@ -218,19 +236,38 @@ static __device__ bool read_reduce(const ar_dev_t &a, const run_t &r, cg::grid_g
     }
     __threadfence_system(); /* the stores, then (through the grid sync) the signals */
     grid.sync();
-    meet(a, WAY_READ, r, phase); /* every peer's chunk is in this OUT */
+    meet(a, WAY_READ, r, phase, 0); /* every peer's chunk is in this OUT */
     grid.sync();
     return !failed(r, phase++);
+}
+
+/* The sum of this rank's chunk (quads [q0, q1)) in rank order from the PORT slots
+ * (this rank's part from IN) into OUT; every thread of the grid. */
+static __device__ void sum_chunk(const ar_dev_t &a, uint64_t q0, uint64_t q1)
+{
+    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
+    const float4 *in = (const float4 *)(a.win + a.off_in);
+    float4 *out = (float4 *)(a.win + a.off_out);
+
+    for (uint64_t i = q0 + t; i < q1; i += nt) {
+        float4 s;
+        for (int k = 0; k < a.n; k++) {
+            const float4 *x = (const float4 *)(a.win + a.off_port + k * a.cslot) + (i - q0);
+            float4 v = k == a.rank ? in[i] : __ldcg(x); /* a peer or a copy engine wrote x */
+            if (k == 0)
+                s = v;
+            else
+                add4(s, v);
+        }
+        out[i] = s;
+    }
 }
 
 static __device__ bool port_rs_ag(const ar_dev_t &a, const run_t &r, cg::grid_group &grid,
                                   int &phase)
 {
-    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x, nt = gridDim.x * blockDim.x;
     int p = threadIdx.x;
     bool peer = blockIdx.x == 0 && p < a.n && p != a.rank;
-    const float4 *in = (const float4 *)(a.win + a.off_in);
-    float4 *out = (float4 *)(a.win + a.off_out);
     uint64_t q0, q1, f, l;
 
     /* reduce-scatter: this rank's part of chunk p to its owner, slot `rank` */
@@ -246,18 +283,7 @@ static __device__ bool port_rs_ag(const ar_dev_t &a, const run_t &r, cg::grid_gr
     if (failed(r, phase++))
         return false;
     chunk_of(r.count, a.n, a.rank, &q0, &q1);
-    for (uint64_t i = q0 + t; i < q1; i += nt) {
-        float4 s;
-        for (int k = 0; k < a.n; k++) {
-            const float4 *x = (const float4 *)(a.win + a.off_port + k * a.cslot) + (i - q0);
-            float4 v = k == a.rank ? in[i] : __ldcg(x); /* a copy engine wrote x */
-            if (k == 0)
-                s = v;
-            else
-                add4(s, v);
-        }
-        out[i] = s;
-    }
+    sum_chunk(a, q0, q1);
     __threadfence_system(); /* the sums visible before the copy engine reads them */
     grid.sync();
     /* allgather: the sum to every peer; theirs into this OUT */
@@ -273,6 +299,51 @@ static __device__ bool port_rs_ag(const ar_dev_t &a, const run_t &r, cg::grid_gr
     return !failed(r, phase++);
 }
 
+/* port_rs_ag's steps over peer channels: block b sends to the peers
+ * rank + 1 + b, + 1 + b + grid, ... (the next rank first, not all on one),
+ * one block call each, and only then waits for each one's signal number
+ * seq + 1 (reduce-scatter) or seq + 2 (allgather): a block that waited
+ * before its next send could wait in a cycle (more peers than blocks). An
+ * empty chunk's put (more ranks than quads) is its signal alone. */
+static __device__ bool peer_rs_ag(const ar_dev_t &a, const run_t &r, cg::grid_group &grid,
+                                  int &phase, uint64_t seq)
+{
+    uint64_t q0, q1, f, l;
+    int st = GPUPORT_OK;
+
+    chunk_of(r.count, a.n, a.rank, &q0, &q1);
+    /* exchange: begin */
+    for (int k = 1 + blockIdx.x; k < a.n && !st; k += gridDim.x) {
+        int p = (a.rank + k) % a.n;
+        chunk_of(r.count, a.n, p, &f, &l);
+        st = gpuport_peer_put_with_signal_block(&a.peer[p], a.off_port + a.rank * a.cslot,
+                                                a.off_in + f * 16, (l - f) * 16);
+    }
+    for (int k = 1 + blockIdx.x; k < a.n && !st; k += gridDim.x)
+        st = gpuport_peer_wait_until_block(&a.peer[(a.rank + k) % a.n], seq + 1);
+    /* exchange: end */
+    fail(r, st, phase);
+    grid.sync();
+    if (failed(r, phase++))
+        return false;
+    sum_chunk(a, q0, q1);
+    __threadfence_system(); /* the sums visible before a peer or copy engine reads them */
+    grid.sync();
+    /* exchange: begin */
+    for (int k = 1 + blockIdx.x; k < a.n && !st; k += gridDim.x)
+        st = gpuport_peer_put_with_signal_block(&a.peer[(a.rank + k) % a.n], a.off_out + q0 * 16,
+                                                a.off_out + q0 * 16, (q1 - q0) * 16);
+    for (int k = 1 + blockIdx.x; k < a.n && !st; k += gridDim.x) {
+        const gpuport_peer_channel_dev_t *pc = &a.peer[(a.rank + k) % a.n];
+        st = gpuport_peer_wait_until_block(pc, seq + 2);
+        st = st ? st : gpuport_peer_flush_block(pc); /* OUT is refilled next round */
+    }
+    /* exchange: end */
+    fail(r, st, phase);
+    grid.sync();
+    return !failed(r, phase++);
+}
+
 __global__ void __launch_bounds__(THREADS) allreduce_rounds(ar_dev_t a, run_t r)
 {
     cg::grid_group grid = cg::this_grid();
@@ -282,6 +353,7 @@ __global__ void __launch_bounds__(THREADS) allreduce_rounds(ar_dev_t a, run_t r)
 
     for (int round = -r.warm; round < r.rounds; round++) {
         uint32_t flag = r.flag + (uint32_t)(round + r.warm) + 1;
+        uint64_t seq = r.seq + 3 * (uint64_t)(round + r.warm); /* peer channels' signals so far */
         unsigned long long t0 = 0;
         bool good;
 
@@ -289,7 +361,7 @@ __global__ void __launch_bounds__(THREADS) allreduce_rounds(ar_dev_t a, run_t r)
             out[i] = __int_as_float(-1); /* NaN */
         __threadfence_system(); /* before the peers, met next, store into OUT */
         grid.sync();
-        meet(a, r.way, r, phase);
+        meet(a, r.way, r, phase, seq + 1);
         grid.sync();
         if (failed(r, phase++))
             return;
@@ -300,8 +372,9 @@ __global__ void __launch_bounds__(THREADS) allreduce_rounds(ar_dev_t a, run_t r)
             grid.sync();
             good = !failed(r, phase++);
         } else {
-            good = r.way == WAY_READ ? read_reduce(a, r, grid, phase)
-                                     : port_rs_ag(a, r, grid, phase);
+            good = r.way == WAY_READ   ? read_reduce(a, r, grid, phase)
+                   : r.way == WAY_PEER ? peer_rs_ag(a, r, grid, phase, seq + 1)
+                                       : port_rs_ag(a, r, grid, phase);
         }
         if (!good)
             return;
@@ -319,9 +392,13 @@ typedef struct ar {
     gpuport_memory_channel_t *mc;      /* [n] memory channels, where every rank is local */
     gpuport_memory_channel_dev_t *mcd; /* [n] their handles for kernels */
     gpuport_port_channel_dev_t *pcd;   /* [n] */
+    gpuport_peer_channel_t *peer;      /* [n] peer channels (NULL for this rank) */
+    gpuport_peer_channel_dev_t *peerd; /* [n] their handles for kernels */
     int have_mc;                       /* every memory channel made, on every rank */
-    ar_dev_t dev;                      /* dev.mc and dev.pc: the handles in device memory */
+    ar_dev_t dev;                      /* dev.mc, .pc, .peer: the handles in device memory */
     uint32_t flag;                     /* the last packet flag used */
+    uint64_t peer_seq;                 /* signals each peer channel has received */
+    char tr[64], peer_tr[48];          /* the records' channels: the others', the peer ones' */
     unsigned long long *ns;            /* device: a launch's round times */
     int *err;                          /* device: a launch's failure */
     float *host_in, *host_out;         /* pinned: the staged baseline, results to check */
@@ -339,7 +416,9 @@ static float value(int r, uint64_t i)
 
 /* The window for sizes up to max_bytes, with this rank's input, and the
  * channels: every pair in increasing rank order, the same on both sides; a
- * memory channel that cannot be made fails on both, and the rest are made. */
+ * memory channel that cannot be made fails on both, and the rest are made;
+ * the peer channels all at once (gpuport_peer_channel_create_all: all or
+ * none, on every rank). */
 static int ar_open(ar_t *a, uint64_t max_bytes, int all_local)
 {
     ar_dev_t *d = &a->dev;
@@ -348,10 +427,12 @@ static int ar_open(ar_t *a, uint64_t max_bytes, int all_local)
 
     d->rank = wl_rank;
     d->n = n;
+    /* setup: begin */
     d->cslot = (max_bytes / 16 + n - 1) / n * 16;
-    d->pslot = gpuport_memory_packet_bytes(PKT_MAX);
     d->off_out = max_bytes;
     d->off_port = 2 * max_bytes;
+    /* setup: end */
+    d->pslot = gpuport_memory_packet_bytes(PKT_MAX);
     d->off_pkt = d->off_port + n * d->cslot;
     d->off_tmp = d->off_pkt + 2 * n * d->pslot;
     win = d->off_tmp + n * PKT_MAX;
@@ -359,22 +440,40 @@ static int ar_open(ar_t *a, uint64_t max_bytes, int all_local)
     a->mc = (gpuport_memory_channel_t *)calloc(n, sizeof(*a->mc));
     a->mcd = (gpuport_memory_channel_dev_t *)calloc(n, sizeof(*a->mcd));
     a->pcd = (gpuport_port_channel_dev_t *)calloc(n, sizeof(*a->pcd));
-    if (!a->pc || !a->mc || !a->mcd || !a->pcd ||
-        !wl_ok(gpuport_mem_alloc_device(a->comm, win, (void **)&d->win),
-               "gpuport_mem_alloc_device") ||
+    a->peer = (gpuport_peer_channel_t *)calloc(n, sizeof(*a->peer));
+    a->peerd = (gpuport_peer_channel_dev_t *)calloc(n, sizeof(*a->peerd));
+    if (!a->pc || !a->mc || !a->mcd || !a->pcd || !a->peer || !a->peerd ||
         !wl_cuda_ok(cudaMallocHost((void **)&a->host_in, max_bytes), "cudaMallocHost") ||
         !wl_cuda_ok(cudaMallocHost((void **)&a->host_out, max_bytes), "cudaMallocHost") ||
         !wl_cuda_ok(cudaMalloc((void **)&a->ns, MAX_ROUNDS * sizeof(*a->ns)), "cudaMalloc") ||
         !wl_cuda_ok(cudaMalloc((void **)&a->err, 2 * sizeof(int)), "cudaMalloc") ||
         !wl_cuda_ok(cudaMalloc((void **)&d->mc, n * sizeof(*a->mcd)), "cudaMalloc") ||
-        !wl_cuda_ok(cudaMalloc((void **)&d->pc, n * sizeof(*a->pcd)), "cudaMalloc"))
+        !wl_cuda_ok(cudaMalloc((void **)&d->pc, n * sizeof(*a->pcd)), "cudaMalloc") ||
+        !wl_cuda_ok(cudaMalloc((void **)&d->peer, n * sizeof(*a->peerd)), "cudaMalloc"))
         return 0;
+    /* setup: begin */
+    if (!wl_ok(gpuport_mem_alloc_device(a->comm, win, (void **)&d->win),
+               "gpuport_mem_alloc_device"))
+        return 0;
+    /* setup: end */
     for (uint64_t i = 0; i < max_bytes / sizeof(float); i++)
         a->host_in[i] = value(wl_rank, i);
     if (!wl_cuda_ok(cudaMemcpy(d->win, a->host_in, max_bytes, cudaMemcpyHostToDevice),
-                    "cudaMemcpy") ||
-        !wl_ok(gpuport_mem_register(a->comm, d->win, win, &a->mem), "gpuport_mem_register"))
+                    "cudaMemcpy"))
         return 0;
+    /* setup: begin */
+    if (!wl_ok(gpuport_mem_register(a->comm, d->win, win, &a->mem), "gpuport_mem_register") ||
+        !wl_ok(gpuport_peer_channel_create_all(a->comm, a->mem, a->mem, a->peer),
+               "gpuport_peer_channel_create_all"))
+        return 0;
+    for (int p = 0; p < n; p++)
+        if (p != wl_rank && !wl_ok(gpuport_peer_channel_device(a->peer[p], &a->peerd[p]),
+                                   "gpuport_peer_channel_device"))
+            return 0;
+    if (!wl_cuda_ok(cudaMemcpy((void *)d->peer, a->peerd, n * sizeof(*a->peerd),
+                               cudaMemcpyHostToDevice), "cudaMemcpy"))
+        return 0;
+    /* setup: end */
     for (int p = 0; p < n; p++) {
         if (p == wl_rank)
             continue;
@@ -395,13 +494,16 @@ static int ar_open(ar_t *a, uint64_t max_bytes, int all_local)
                               cudaMemcpyHostToDevice), "cudaMemcpy");
 }
 
-/* Everything in reverse order. Memory channels' destroy is pairwise (it
- * waits for the peer's): in the order they were made, on every rank. */
+/* Everything in reverse order. Memory and peer channels' destroy is
+ * pairwise (it waits for the peer's): in one order on every rank. */
 static int ar_close(ar_t *a)
 {
     int good = 1;
 
     MPI_Barrier(MPI_COMM_WORLD);
+    for (int p = 0; a->peer && p < wl_size; p++)
+        if (a->peer[p])
+            good &= wl_ok(gpuport_peer_channel_destroy(a->peer[p]), "gpuport_peer_channel_destroy");
     for (int p = 0; a->mc && p < wl_size; p++)
         if (a->mc[p])
             good &=
@@ -415,12 +517,15 @@ static int ar_close(ar_t *a)
         good &= wl_ok(gpuport_mem_free(a->comm, a->dev.win), "gpuport_mem_free");
     cudaFree((void *)a->dev.mc);
     cudaFree((void *)a->dev.pc);
+    cudaFree((void *)a->dev.peer);
     cudaFree(a->ns);
     cudaFree(a->err);
     cudaFreeHost(a->host_in);
     cudaFreeHost(a->host_out);
     free(a->mcd);
     free(a->pcd);
+    free(a->peer);
+    free(a->peerd);
     free(a->mc);
     free(a->pc);
     return good & wl_ok(gpuport_comm_destroy(a->comm), "gpuport_comm_destroy");
@@ -431,7 +536,7 @@ static int run_kernel(ar_t *a, enum way way, uint64_t count, int warm, int round
 {
     int err[2] = {0, INT_MAX}, good;
     unsigned long long ns[MAX_ROUNDS];
-    run_t r = {way, count, a->flag, warm, rounds, a->ns, a->err};
+    run_t r = {way, count, a->flag, a->peer_seq, warm, rounds, a->ns, a->err};
     void *args[] = {&a->dev, &r};
 
     good = wl_cuda_ok(cudaMemcpy(a->err, err, sizeof(err), cudaMemcpyHostToDevice), "cudaMemcpy") &&
@@ -444,6 +549,8 @@ static int run_kernel(ar_t *a, enum way way, uint64_t count, int warm, int round
                       "cudaMemcpy") &&
            wl_ok((gpuport_status_t)err[0], "a gpuport call in allreduce_rounds");
     a->flag += (uint32_t)(warm + rounds);
+    if (way == WAY_PEER)
+        a->peer_seq += 3 * (uint64_t)(warm + rounds); /* each round's: the meeting, two steps */
     for (int i = 0; i < rounds; i++)
         us[i] = good ? ns[i] / 1e3 : 0;
     MPI_Allreduce(MPI_IN_PLACE, us, rounds, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -533,27 +640,36 @@ static int run_size(ar_t *a, const wl_opts_t *o, uint64_t bytes)
     int rounds = wl_rounds(o, base < 5 ? 5 : base > cap ? cap : base), warm, good;
     enum way mway = bytes <= PKT_MAX ? WAY_PACKETS : WAY_READ;
     const char *base_name = o->no_mpi ? NULL : "MPI_Allreduce staged through the host";
-    fig_t mc = {}, pc = {}, mpi = {};
+    fig_t mc = {}, pe = {}, pc = {}, mpi = {};
     char s[16];
 
     rounds = rounds > 900 ? 900 : rounds; /* with its warm-up, within MAX_ROUNDS */
     warm = rounds / 10 + 1;
+    measure(a, WAY_PEER, count, warm, rounds, &pe);
     if (a->have_mc)
         measure(a, mway, count, warm, rounds, &mc);
     measure(a, WAY_PORT, count, warm, rounds, &pc);
     if (!o->no_mpi)
         measure(a, WAY_MPI, count, warm, rounds, &mpi);
-    good = (!mc.ran || mc.good) && pc.good && (!mpi.ran || mpi.good);
+    good = pe.good && (!mc.ran || mc.good) && pc.good && (!mpi.ran || mpi.good);
     if (wl_rank != 0)
         return good;
     snprintf(s, sizeof(s), bytes >= WL_MIB ? "%llu MiB" : "%llu KiB",
              (unsigned long long)(bytes >= WL_MIB ? bytes / WL_MIB : bytes / WL_KIB));
-    printf("%8s | %-7s | %9.1f | %9.1f | %9.1f | %5.2f | %5.2f | %7.2f | %7.2f | %7.2f | %8s | "
-           "%d\n", s, !mc.ran ? "-" : mway == WAY_PACKETS ? "packets" : "read", mc.st.median,
-           pc.st.median, mpi.st.median, mpi.ran && mc.ran ? mc.st.median / mpi.st.median : 0,
-           mpi.ran ? pc.st.median / mpi.st.median : 0, mc.busbw, pc.busbw, mpi.busbw,
+    printf("%8s | %9.1f | %-7s | %9.1f | %9.1f | %9.1f | %5.2f | %5.2f | %5.2f | %7.2f | %7.2f | "
+           "%7.2f | %7.2f | %8s | %d\n",
+           s, pe.st.median, !mc.ran ? "-" : mway == WAY_PACKETS ? "packets" : "read",
+           mc.st.median, pc.st.median, mpi.st.median,
+           mpi.ran ? pe.st.median / mpi.st.median : 0,
+           mpi.ran && mc.ran ? mc.st.median / mpi.st.median : 0,
+           mpi.ran ? pc.st.median / mpi.st.median : 0, pe.busbw, mc.busbw, pc.busbw, mpi.busbw,
            good ? "yes" : "NO", rounds);
     fflush(stdout);
+    bench_out_channel(a->peer_tr, "gpuport_mem_alloc_device");
+    bench_out_latency("allreduce_peer", bytes, &pe.st, base_name, &mpi.st, good);
+    bench_out_value("allreduce_peer_busbw", bytes, "bandwidth", "GB/s", "median", pe.busbw,
+                    rounds, base_name, mpi.busbw, good);
+    bench_out_channel(a->tr, "gpuport_mem_alloc_device");
     if (mc.ran) {
         bench_out_latency(mway == WAY_PACKETS ? "allreduce_memchan_packets"
                                               : "allreduce_memchan_read",
@@ -567,13 +683,19 @@ static int run_size(ar_t *a, const wl_opts_t *o, uint64_t bytes)
     return good;
 }
 
-static void print_header(const ar_t *a, int gpu)
+static void print_header(ar_t *a, int gpu)
 {
     cudaDeviceProp prop;
-    char tr[64];
+    char *tr = a->tr;
+    int other = wl_rank == 0 ? 1 : 0;
 
-    snprintf(tr, sizeof(tr), "%s%s", a->have_mc ? "memory channels + " : "",
-             wl_size > 1 ? gpuport_channel_transport(a->pc[wl_rank == 0 ? 1 : 0]) : "-");
+    snprintf(tr, sizeof(a->tr), "%s%s", a->have_mc ? "memory channels + " : "",
+             wl_size > 1 ? gpuport_channel_transport(a->pc[other]) : "-");
+    snprintf(a->peer_tr, sizeof(a->peer_tr), "%s",
+             wl_size < 2 ? "none"
+             : gpuport_peer_channel_stores(a->peer[other]) == 1
+                 ? "peer channel (stores, copy engine)"
+                 : "peer channel (proxy)");
     wl_header("allreduce_gpu", "float32 sum of GPU buffers over every rank, driven by kernels, "
                                "beside MPI_Allreduce", tr);
     if (wl_rank != 0)
@@ -583,18 +705,21 @@ static void print_header(const ar_t *a, int gpu)
     bench_out_context("gpu", prop.name, wl_size);
     bench_out_channel(tr, "gpuport_mem_alloc_device");
     printf("# GPU %d: %s; a cooperative grid of %d x %d threads per rank\n"
+           "# peer channels (%s, rank %d's to rank %d): reduce-scatter + allgather, a block per "
+           "peer\n"
            "# memory channels: %s; port channels: reduce-scatter + allgather, puts and sums\n"
            "# MPI: MPI_Allreduce staged (cudaMemcpy to pinned host memory and back)\n"
            "# us: median over the rounds of the slowest rank's time for one call (GPU: "
-           "globaltimer, after a meeting of signals); mc/M, pc/M: gpuport / MPI\n"
+           "globaltimer, after a meeting of signals); pe/M, mc/M, pc/M: gpuport / MPI\n"
            "# bus: size / time * 2 (n-1) / n, GB/s (nccl-tests); verified: each rank's result "
            "exact (rank order) and within the bound, MPI's within the bound\n\n",
-           gpu, prop.name, BLOCKS, THREADS,
+           gpu, prop.name, BLOCKS, THREADS, a->peer_tr, wl_rank, other,
            a->have_mc ? "packets up to 64 KiB, read-reduce-write above"
                       : "none (not every rank on this host)");
-    printf("%8s | %-7s | %9s | %9s | %9s | %5s | %5s | %7s | %7s | %7s | %8s | %s\n", "size",
-           "memchan", "memchan", "port", "MPI", "mc/M", "pc/M", "mc bus", "pc bus", "MPI bus",
-           "verified", "rounds");
+    printf("%8s | %9s | %-7s | %9s | %9s | %9s | %5s | %5s | %5s | %7s | %7s | %7s | %7s | %8s | "
+           "%s\n",
+           "size", "peer", "memchan", "memchan", "port", "MPI", "pe/M", "mc/M", "pc/M", "pe bus",
+           "mc bus", "pc bus", "MPI bus", "verified", "rounds");
 }
 
 int main(int argc, char **argv)

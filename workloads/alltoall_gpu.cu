@@ -5,7 +5,18 @@
  *
  * Each rank's region is GPU memory from gpuport_mem_alloc_device (VMM:
  * memory channels map it, every transport carries it), every channel's
- * source and destination. Three ways to move the rows:
+ * source and destination. Four ways to move the rows:
+ * - peer channels to every other rank (gpuport_peer_channel_create_all;
+ *   the way to write it, as NVSHMEM's alltoall_nvshmem.cu does): block
+ *   (b, p) takes the b-th share of this rank's messages (rows) for rank p
+ *   and sends it into this rank's slot there with
+ *   gpuport_peer_put_with_signal_block (the block's stores up to
+ *   GPUPORT_PEER_STORE_MAX bytes a thread where the peer's memory is
+ *   mapped, the copy engine above and elsewhere; an empty share is its
+ *   signal alone), block (0, p) the count word first
+ *   (gpuport_peer_put_value_block); then block (0, p) waits with
+ *   gpuport_peer_wait_until_block until rank p's B blocks have signalled
+ *   (the channels count signals since their creation: B a phase);
  * - memory channels to the ranks of this host: the warps store messages
  *   (rows) straight into the peer's slot with gpuport_memory_put, one per
  *   warp; each block then signals once (__syncthreads, then
@@ -16,7 +27,7 @@
  *   signal and flushes; the proxy moves the bytes (cuda_ipc, tcp or ib);
  * - MPI: the sent slots copied to pinned host memory, MPI_Alltoall of the
  *   counts, MPI_Alltoallv, the received slots and count words copied back.
- * A rank's rows to itself are copied by the kernel in both gpuport ways.
+ * A rank's rows to itself are copied by the kernel in every gpuport way.
  *
  * A round of a way: dispatch (timed), the expert kernels (count words and
  * headers read on the device), combine (timed), the weighted sum. The host
@@ -51,15 +62,17 @@ extern "C" {
 #define THREADS 256
 #define WARPS (THREADS / 32)
 
-enum { VIA_SELF, VIA_MEMORY, VIA_PORT };
-enum { WAY_MEMORY, WAY_PORT, WAY_MPI, WAYS };
-static const char *const way_name[WAYS] = {"memory channels", "port channels", "MPI staged"};
+enum { VIA_SELF, VIA_MEMORY, VIA_PORT, VIA_PEER };
+enum { WAY_MEMORY, WAY_PORT, WAY_PEER, WAY_MPI, WAYS }; /* the gpuport ways first */
+static const char *const way_name[WAYS] = {"memory channels", "port channels", "peer channels",
+                                           "MPI staged"};
 
 /* How a kernel reaches one rank in one way. */
 typedef struct peer_dev {
     int via;
     gpuport_memory_channel_dev_t mc;
     gpuport_port_channel_dev_t pc;
+    gpuport_peer_channel_dev_t pe;
 } peer_dev_t;
 
 /* What the kernels of a round get, by value: the sizes (m, without the
@@ -69,6 +82,7 @@ typedef struct kargs {
     moe_areas_t a;
     int B;                   /* blocks per rank of the exchange kernels */
     uint64_t seq;            /* the exchange's number, in the count words */
+    uint64_t psig;           /* signals each peer channel received before this phase */
     const peer_dev_t *peers; /* [ranks] for this way */
     unsigned char *base;     /* this rank's region */
     int *nsend;              /* [ranks] messages to each rank */
@@ -90,9 +104,10 @@ __device__ static void fail(int *rc, int st)
 /* One exchange, block (b, p): the n units of `unit` bytes at src_off go to
  * rank p's dst_off, then its signal (dispatch, `counted`: with this rank's
  * count word there, ahead of the signal), then one of its signals is
- * taken. Units are whole 16-byte words (H % 4 == 0). Whether the word goes
- * is a flag of its own: rank 0's word sits at offset 0 of the region, so
- * its offset cannot double as "no word". */
+ * taken (peer channels: the block's share of the units, and block (0, p)
+ * takes all B of the phase). Units are whole 16-byte words (H % 4 == 0).
+ * Whether the word goes is a flag of its own: rank 0's word sits at offset
+ * 0 of the region, so its offset cannot double as "no word". */
 __device__ static void exchange(const kargs_t &k, size_t dst_off, size_t src_off, uint64_t n,
                                 size_t unit, bool counted)
 {
@@ -110,6 +125,18 @@ __device__ static void exchange(const kargs_t &k, size_t dst_off, size_t src_off
             dst[i] = src[i];
         if (counted && b == 0 && threadIdx.x == 0)
             *(volatile uint64_t *)(k.base + count_off) = count;
+    } else if (pd->via == VIA_PEER) {
+        const uint64_t first = n * b / k.B, last = n * (b + 1) / k.B;
+        /* exchange: begin */
+        if (counted && b == 0) /* the word ahead of this block's signal */
+            st = gpuport_peer_put_value_block(&pd->pe, count_off, count);
+        st = st ? st : gpuport_peer_put_with_signal_block(&pd->pe, dst_off + first * unit,
+                                                          src_off + first * unit,
+                                                          (last - first) * unit);
+        if (b == 0) /* every block of rank p has landed here */
+            st = st ? st : gpuport_peer_wait_until_block(&pd->pe, k.psig + k.B);
+        /* exchange: end */
+        fail(&k.rc[p], st);
     } else if (pd->via == VIA_MEMORY) {
         for (uint64_t i = (uint64_t)b * WARPS + warp; i < n; i += (uint64_t)k.B * WARPS)
             fail(&k.rc[p], gpuport_memory_put(&pd->mc, dst_off + i * unit, src_off + i * unit, unit,
@@ -219,7 +246,8 @@ typedef struct run {
     gpuport_mem_t mem;
     gpuport_channel_t *pc;        /* port channels (none to itself) */
     gpuport_memory_channel_t *mc; /* memory channels to this host's ranks */
-    peer_dev_t *peers;            /* device: [2][ranks], per gpuport way */
+    gpuport_peer_channel_t *pe;   /* peer channels (none to itself) */
+    peer_dev_t *peers;            /* device: [3][ranks], per gpuport way */
     int *nsend, *nrecv, *cback, *rc, *crows, *expect_n, *ddsp, *cdsp, *local;
     uint64_t *words;                  /* count words, read back */
     unsigned char *expect, *got;      /* messages expected, received */
@@ -246,6 +274,8 @@ static int gp_phase(run_t *r, int way, int comb, double *t)
         combine<<<grid, THREADS>>>(r->k);
     else
         dispatch<<<grid, THREADS>>>(r->k);
+    if (way == WAY_PEER)
+        r->k.psig += (uint64_t)r->k.B; /* a signal from each of the peer's blocks */
     good = wl_cuda_ok(cudaGetLastError(), comb ? "combine<<<>>>" : "dispatch<<<>>>") &&
            wl_cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     *t = wl_now() - t0;
@@ -397,37 +427,41 @@ static int run_rounds(run_t *r, int rounds, int ways, double *t, int *v)
 
 /* Rank 0: a phase's row from each round's slowest rank; t[w] the way's
  * samples (t[WAY_MPI] NULL: no MPI). */
-static void report(const char *phase, double **t, int n, size_t rows, size_t bytes, int verified)
+static void report(const char *phase, double **t, int n, size_t rows, size_t bytes, int verified,
+                   const char *const *chan)
 {
-    static const char *const tag[2] = {"memory", "port"};
+    static const char *const tag[WAY_MPI] = {"memory", "port", "peer"};
     bench_stats_t st[WAYS] = {};
-    char name[64], col[3][32] = {"-", "-", "-"};
+    char name[64], col[WAYS][32] = {"-", "-", "-", "-"};
 
     for (int w = 0; w < WAYS && t[w]; w++) {
         for (int i = 0; i < n; i++)
             t[w][i] *= 1e6;
         bench_stats_of(t[w], (uint64_t)n, &st[w]);
     }
-    for (int w = 0; w < 2 && t[WAY_MPI]; w++)
+    for (int w = 0; w < WAY_MPI && t[WAY_MPI]; w++)
         snprintf(col[w], sizeof(col[w]), "%.2f", st[w].median / st[WAY_MPI].median);
     if (t[WAY_MPI])
-        snprintf(col[2], sizeof(col[2]), "%.2f", st[WAY_MPI].median);
-    printf("%10s | %7zu | %9.3f | %10.2f | %10.2f | %10s | %7s | %8s | %s\n", phase, rows,
-           (double)bytes / WL_MIB, st[0].median, st[1].median, col[2], col[0], col[1],
+        snprintf(col[WAY_MPI], sizeof(col[WAY_MPI]), "%.2f", st[WAY_MPI].median);
+    printf("%10s | %7zu | %9.3f | %10.2f | %10.2f | %10.2f | %10s | %8s | %7s | %8s | %s\n",
+           phase, rows, (double)bytes / WL_MIB, st[WAY_PEER].median, st[WAY_MEMORY].median,
+           st[WAY_PORT].median, col[WAY_MPI], col[WAY_PEER], col[WAY_MEMORY], col[WAY_PORT],
            verified ? "yes" : "NO");
-    for (int w = 0; w < 2; w++) {
+    for (int w = 0; w < WAY_MPI; w++) {
         snprintf(name, sizeof(name), "alltoall_%s_%s", phase, tag[w]);
+        bench_out_channel(chan[w], "gpuport_mem_alloc_device");
         bench_out_latency(name, bytes, &st[w],
                           t[WAY_MPI] ? "MPI_Alltoallv staged through pinned host memory" : NULL,
                           &st[WAY_MPI], verified);
     }
 }
 
-static void table(run_t *r, double *t, int rounds, int ways, const int *v)
+static void table(run_t *r, double *t, int rounds, int ways, const int *v, const char *tl)
 {
     double *d[WAYS], *c[WAYS];
     size_t drows, crows;
-    int here = 0;
+    int here = 0, other = r->m.me == 0 ? 1 : 0;
+    const char *chan[WAY_MPI] = {tl, tl, "none"};
 
     for (int p = 0; p < r->m.ranks; p++)
         here += r->local[p] && p != r->m.me;
@@ -435,17 +469,24 @@ static void table(run_t *r, double *t, int rounds, int ways, const int *v)
         d[w] = w < ways ? t + (2 * w) * rounds : NULL;
         c[w] = w < ways ? t + (2 * w + 1) * rounds : NULL;
     }
+    if (r->m.ranks > 1)
+        chan[WAY_PEER] = gpuport_peer_channel_stores(r->pe[other]) == 1
+                             ? "peer channel (stores, copy engine)"
+                             : "peer channel (proxy)";
     moe_describe(&r->m, &drows, &crows);
-    printf("# memory channels to the %d other ranks of this host, port channels to the rest; "
-           "%d blocks of %d threads per rank\n",
-           here, r->k.B, THREADS);
+    printf("# peer channels to every other rank (rank %d's to rank %d: %s); memory channels to "
+           "the %d other ranks of this host, port channels to the rest; %d blocks of %d threads "
+           "per rank\n",
+           r->m.me, other, chan[WAY_PEER], here, r->k.B, THREADS);
     printf("# rows, MiB: all ranks' in a round; us: from a barrier to the kernel's end (launch "
            "included), each round's slowest rank, median of %d rounds (%d warm-up)\n#\n",
            rounds, WARMUP);
-    printf("%10s | %7s | %9s | %10s | %10s | %10s | %7s | %8s | %s\n", "phase", "rows", "MiB",
-           "memory us", "port us", "MPI us", "mem/MPI", "port/MPI", "verified");
-    report("dispatch", d, rounds, drows, drows * r->m.msg, v[0]);
-    report("combine", c, rounds, crows, crows * r->m.row, v[1]);
+    printf("%10s | %7s | %9s | %10s | %10s | %10s | %10s | %8s | %7s | %8s | %s\n", "phase",
+           "rows", "MiB", "peer us", "memory us", "port us", "MPI us", "peer/MPI", "mem/MPI",
+           "port/MPI", "verified");
+    report("dispatch", d, rounds, drows, drows * r->m.msg, v[0], chan);
+    report("combine", c, rounds, crows, crows * r->m.row, v[1], chan);
+    bench_out_channel(tl, "gpuport_mem_alloc_device");
 }
 
 static int dmalloc(void *p, size_t bytes)
@@ -468,24 +509,28 @@ static int prepare(run_t *r)
 
     r->pc = (gpuport_channel_t *)calloc(n, sizeof(*r->pc));
     r->mc = (gpuport_memory_channel_t *)calloc(n, sizeof(*r->mc));
+    r->pe = (gpuport_peer_channel_t *)calloc(n, sizeof(*r->pe));
     r->words = (uint64_t *)calloc(n, sizeof(uint64_t));
     r->expect = (unsigned char *)malloc(n * k->a.dslot);
     r->got = (unsigned char *)malloc(n * k->a.dslot);
     r->ref = (float *)malloc(m->T * m->row);
-    good = moe_route(&r->m) && send && pos && r->pc && r->mc && r->words && r->expect && r->got &&
-           r->ref;
+    good = moe_route(&r->m) && send && pos && r->pc && r->mc && r->pe && r->words && r->expect &&
+           r->got && r->ref;
     if (!good)
         fprintf(stderr, "rank %d: out of memory\n", wl_rank);
     good = good && dmalloc(&k->nsend, 4 * n * sizeof(int)) &&
            dmalloc(&k->first, n * m->T * sizeof(int)) && dmalloc(&k->weight, tk * sizeof(int)) &&
            dmalloc(&k->pos, tk * sizeof(size_t)) && dmalloc(&k->out, m->T * m->row) &&
-           dmalloc(&r->peers, 2 * n * sizeof(peer_dev_t)) &&
+           dmalloc(&r->peers, 3 * n * sizeof(peer_dev_t)) &&
            wl_cuda_ok(cudaMallocHost((void **)&r->stage_s, 2 * stage + m->T * m->row),
-                      "cudaMallocHost") &&
+                      "cudaMallocHost");
+    /* setup: begin */
+    good = good &&
            wl_ok(gpuport_mem_alloc_device(r->comm, k->a.bytes, (void **)&k->base),
                  "gpuport_mem_alloc_device") &&
            wl_ok(gpuport_mem_register(r->comm, k->base, k->a.bytes, &r->mem),
                  "gpuport_mem_register");
+    /* setup: end */
     if (good) {
         k->nrecv = k->nsend + n;
         k->cback = k->nrecv + n;
@@ -512,16 +557,23 @@ static int prepare(run_t *r)
     return good;
 }
 
-/* The channels, pairwise: every rank meets the others in increasing order
- * (no cycle of waits), a port channel to each and a memory channel to each
- * of its host, and meets every one even after a failure, so that none is
- * left waiting. Then, per gpuport way, how a kernel reaches each rank; tl
- * gets the port channels' transports. */
+/* The channels: a peer channel to every rank at once
+ * (gpuport_peer_channel_create_all: all or none, on every rank); then
+ * pairwise, every rank meeting the others in increasing order (no cycle of
+ * waits), a port channel to each and a memory channel to each of its host,
+ * meeting every one even after a failure, so that none is left waiting.
+ * Then, per gpuport way, how a kernel reaches each rank; tl gets the port
+ * channels' transports. */
 static int connect(run_t *r, char *tl, size_t len)
 {
     int good = 1, n = r->m.ranks;
     peer_dev_t *pd;
 
+    /* setup: begin */
+    if (!wl_ok(gpuport_peer_channel_create_all(r->comm, r->mem, r->mem, r->pe),
+               "gpuport_peer_channel_create_all"))
+        return 0;
+    /* setup: end */
     for (int p = 0; p < n; p++) {
         if (p == r->m.me)
             continue;
@@ -531,7 +583,7 @@ static int connect(run_t *r, char *tl, size_t len)
             good &= wl_ok_peer(gpuport_memory_channel_create(r->comm, p, r->mem, r->mem, &r->mc[p]),
                                "gpuport_memory_channel_create", p);
     }
-    pd = (peer_dev_t *)calloc(2 * n, sizeof(peer_dev_t));
+    pd = (peer_dev_t *)calloc(3 * n, sizeof(peer_dev_t));
     if (!wl_agree(good && pd)) {
         free(pd);
         return 0;
@@ -548,23 +600,35 @@ static int connect(run_t *r, char *tl, size_t len)
         pd[p].via = p == r->m.me ? VIA_SELF : r->local[p] ? VIA_MEMORY : VIA_PORT;
         pd[n + p] = pd[p];
         pd[n + p].via = p == r->m.me ? VIA_SELF : VIA_PORT;
+        /* setup: begin */
+        pd[2 * n + p].via = p == r->m.me ? VIA_SELF : VIA_PEER;
+        if (good && r->pe[p])
+            good = wl_ok_peer(gpuport_peer_channel_device(r->pe[p], &pd[2 * n + p].pe),
+                              "gpuport_peer_channel_device", p);
+        /* setup: end */
         if (*t && !strstr(tl, t))
             snprintf(tl + strlen(tl), len - strlen(tl), "%s%s", *tl ? "+" : "", t);
     }
+    /* setup: begin */
     good = good &&
-           wl_cuda_ok(cudaMemcpy(r->peers, pd, 2 * n * sizeof(peer_dev_t), cudaMemcpyHostToDevice),
+           wl_cuda_ok(cudaMemcpy(r->peers, pd, 3 * n * sizeof(peer_dev_t), cudaMemcpyHostToDevice),
                    "cudaMemcpy(peers)");
+    /* setup: end */
     free(pd);
     return wl_agree(good);
 }
 
-/* Everything released, channels first; memory channels pairwise, in the
- * order they were made, once no kernel of any rank runs. */
+/* Everything released, channels first; memory and peer channels pairwise,
+ * in one order on every rank, once no kernel of any rank runs. */
 static int release(run_t *r)
 {
     int good = wl_cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 
     MPI_Barrier(MPI_COMM_WORLD);
+    for (int p = 0; r->pe && p < r->m.ranks; p++)
+        if (r->pe[p] && !wl_ok_peer(gpuport_peer_channel_destroy(r->pe[p]),
+                                    "gpuport_peer_channel_destroy", p))
+            good = 0;
     for (int p = 0; r->mc && p < r->m.ranks; p++)
         if (r->mc[p] && !wl_ok_peer(gpuport_memory_channel_destroy(r->mc[p]),
                                     "gpuport_memory_channel_destroy", p))
@@ -591,6 +655,7 @@ static int release(run_t *r)
     moe_free(&r->m);
     free(r->pc);
     free(r->mc);
+    free(r->pe);
     free(r->words);
     free(r->expect);
     free(r->got);
@@ -649,8 +714,8 @@ int main(int argc, char **argv)
     good = wl_agree(t && prepare(&r)) && connect(&r, tl, sizeof(tl));
     if (good) {
         wl_header("alltoall_gpu",
-                  "MoE dispatch and combine by kernels, gpuport memory and port channels beside "
-                  "MPI_Alltoallv staged through the host",
+                  "MoE dispatch and combine by kernels, gpuport peer, memory and port channels "
+                  "beside MPI_Alltoallv staged through the host",
                   tl);
         bench_out_context("gpu", name, wl_size);
         bench_out_channel(tl, "gpuport_mem_alloc_device");
@@ -662,7 +727,7 @@ int main(int argc, char **argv)
         v[0] = wl_agree(v[0]);
         v[1] = wl_agree(v[1]);
         if (good && wl_rank == 0)
-            table(&r, t, rounds, ways, v);
+            table(&r, t, rounds, ways, v, tl);
     }
     good &= release(&r);
     if (!wl_ok(gpuport_comm_destroy(r.comm), "gpuport_comm_destroy"))

@@ -765,6 +765,48 @@ GPUPORT_API gpuport_status_t gpuport_peer_channel_create(gpuport_comm_t comm, in
                                                          gpuport_peer_channel_t *channel_p);
 
 /**
+ * Creates a peer channel from this rank to every other rank of the
+ * communicator, all over the same local regions: gpuport_peer_channel_create
+ * with each rank in increasing order, collectively, with
+ * gpuport_channel_create_all's contract. Every rank calls it as its one
+ * set-up call at the time. Each channel takes its own path, as
+ * gpuport_peer_channel_create decides it for that pair (stores to ranks
+ * whose memory this GPU maps, the proxy to the others).
+ *
+ * One outcome on every rank: all ranks return GPUPORT_OK with every
+ * channel, or all return the same failure and keep no channel. After a
+ * failure with one peer (this rank's arguments included), each later peer
+ * is still met and told, so no rank is left waiting; then every rank tells
+ * every rank its result, and all return the failure of the lowest rank
+ * that had one of its own (GPUPORT_ERR_PEER only where none had). A rank
+ * that never answers is not waited for twice: the ranks that waited for it
+ * return GPUPORT_ERR_TIMEOUT. Each wait ends at GPUPORT_TIMEOUT_MS.
+ *
+ * Each channel is destroyed by gpuport_peer_channel_destroy; one with the
+ * store path waits there for its peer's destroy, so every rank destroys
+ * them in the same order (increasing rank, say).
+ *
+ * @param comm a live communicator
+ * @param src local source region, or NULL
+ * @param dst local destination region, or NULL
+ * @param[out] channels an array of gpuport_comm_size() peer channels, by
+ *        peer rank; channels[rank] (this rank's own entry) is NULL
+ * @retval GPUPORT_OK every channel made, on every rank
+ * @retval GPUPORT_ERR_INVALID_ARG not a live communicator (this rank only, no peer
+ *         met); channels NULL, src or dst not a live registration, on this rank
+ *         or another (every rank returns it)
+ * @retval GPUPORT_ERR_TIMEOUT a rank did not answer within GPUPORT_TIMEOUT_MS
+ * @retval other a rank's failure of gpuport_peer_channel_create, the same on every
+ *         rank: every entry is NULL, except a channel whose destroy timed out
+ *         (gpuport_peer_channel_destroy), which stays in its entry for the caller
+ *         to destroy again
+ */
+GPUPORT_API gpuport_status_t gpuport_peer_channel_create_all(gpuport_comm_t comm,
+                                                             gpuport_mem_t src,
+                                                             gpuport_mem_t dst,
+                                                             gpuport_peer_channel_t *channels);
+
+/**
  * Destroys a peer channel, as gpuport_memory_channel_destroy (where it
  * has the store path) or gpuport_channel_destroy (where not): bounded by
  * GPUPORT_TIMEOUT_MS; a destroy that timed out may be called again.

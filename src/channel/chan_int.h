@@ -2,6 +2,9 @@
  * What the channel files share; only they include it. Port channels are
  * split by job:
  *   channel.c         gpuport_channel_create: the port channel's steps
+ *   chan_all.c        a channel to every rank with one outcome on every rank,
+ *                     for any kind: gpuport_channel_create_all (the peer
+ *                     channels' is in peerchan.c)
  *   chan_handshake.c  the creation handshake between the two sides, for any
  *                     channel kind (chan_handshake.h)
  *   chan_alloc.c      what a channel takes from its communicator: its id,
@@ -37,6 +40,37 @@ gpuport_status_t chan_create(const char *call, const char *out_name, gpuport_com
                              int peer, gpuport_mem_t src, gpuport_mem_t dst, int memory,
                              gpuport_status_t prior, const void *out_p,
                              gpuport_channel_t *channel_p, chan_kernel_view_t *view_p);
+
+/* channel.c: the arguments every creation checks first (a live
+ * communicator, out_p not NULL, a rank of it, regions of it or NULL);
+ * GPUPORT_OK or GPUPORT_ERR_INVALID_ARG, logged. The peer is not waited for. */
+gpuport_status_t chan_check_args(const char *call, const char *out_name, gpuport_comm_t comm,
+                                 int peer, gpuport_mem_t src, gpuport_mem_t dst,
+                                 const void *out_p);
+
+/* One kind of channel for chan_create_all: how a pair is made and undone,
+ * and how a handle goes into the caller's array (typed by the kind). */
+typedef struct chan_all_kind {
+    const char *call; /* the public call, for messages */
+    /* The channel to peer into *ch_p (written on success only); with prior
+     * (this rank's failure so far), the peer is only met and told, so that
+     * its side fails alike and it waits for nothing more. */
+    gpuport_status_t (*create)(const char *call, gpuport_comm_t comm, int peer,
+                               gpuport_mem_t src, gpuport_mem_t dst, gpuport_status_t prior,
+                               void **ch_p);
+    gpuport_status_t (*destroy)(void *ch);
+    void (*store)(void *channels, int peer, void *ch); /* channels[peer] = ch */
+} chan_all_kind_t;
+
+/* chan_all.c: a channel of the kind to every rank (to itself too where
+ * with_self is 1), collectively, with one outcome on every rank
+ * (gpuport_channel_create_all's contract): every entry of channels
+ * written on success; on failure every entry NULL but a channel whose
+ * destroy failed (kept); nothing written where channels is NULL or comm is
+ * not live. */
+gpuport_status_t chan_create_all(const chan_all_kind_t *kind, gpuport_comm_t comm,
+                                 gpuport_mem_t src, gpuport_mem_t dst, int with_self,
+                                 void *channels);
 
 /* A handle from gpuport_channel_create not yet destroyed. */
 static inline int chan_ok(gpuport_channel_t ch)

@@ -8,7 +8,8 @@
  * (chan_handshake.c), to which the port channel adds the transport's
  * agreement, the proxy's entry and the transport's connect; then the handle
  * published to the proxy. The channel's operations, waits and destroy are
- * in chan_push.c, chan_wait.c and chan_destroy.c.
+ * in chan_push.c, chan_wait.c and chan_destroy.c; gpuport_channel_create_all
+ * is chan_all.c's, over this file's pairwise creation.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
 #include <stdio.h>
@@ -61,14 +62,12 @@ static const char *region_word(int kind)
     }
 }
 
-#define TAG_CREATE_ALL 0x4752
-
 static const gpuport_region_t none_region = {.kind = GPUPORT_REGION_NONE, .alloc_fd = -1};
 
 /* Errors here are this side's alone: the peer is not waited for. */
-static gpuport_status_t check_args(const char *call, const char *out_name, gpuport_comm_t comm,
-                                   int peer, gpuport_mem_t src, gpuport_mem_t dst,
-                                   const void *channel_p)
+gpuport_status_t chan_check_args(const char *call, const char *out_name, gpuport_comm_t comm,
+                                 int peer, gpuport_mem_t src, gpuport_mem_t dst,
+                                 const void *channel_p)
 {
     if (!gpuport_comm_live(comm)) {
         log_error("%s: comm %p is not a live communicator", call, (void *)comm);
@@ -404,7 +403,7 @@ gpuport_status_t chan_create(const char *call, const char *out_name, gpuport_com
     port_new_t c;
     gpuport_bs_session_t session;
     char awaited[160];
-    gpuport_status_t status = check_args(call, out_name, comm, peer, src, dst, out_p);
+    gpuport_status_t status = chan_check_args(call, out_name, comm, peer, src, dst, out_p);
 
     if (status)
         return status;
@@ -433,109 +432,4 @@ gpuport_status_t gpuport_channel_create(gpuport_comm_t comm, int peer, gpuport_m
 {
     return chan_create("gpuport_channel_create", "channel_p", comm, peer, src, dst, 0, GPUPORT_OK,
                        channel_p, channel_p, NULL);
-}
-
-/* Every rank's first failure, told to every rank it met, so that all
- * decide alike: the failure of the lowest rank that had one of its own
- * (not GPUPORT_ERR_PEER, which only repeats another's), else
- * GPUPORT_ERR_PEER; GPUPORT_OK only where every rank succeeded. Ranks that
- * did not answer in the creation are not waited for again: they count as
- * GPUPORT_ERR_TIMEOUT, as the creation did. */
-static gpuport_status_t all_agree(gpuport_comm_t comm, const char *call, gpuport_status_t mine,
-                                  const gpuport_status_t *with, gpuport_status_t *all,
-                                  int *who_p)
-{
-    gpuport_bs_session_t session;
-    char awaited[160];
-    int32_t out = mine, in;
-    gpuport_status_t verdict = GPUPORT_OK, st;
-
-    for (int p = 0; p < comm->size; p++) {
-        all[p] = p == comm->rank ? mine : GPUPORT_ERR_TIMEOUT;
-        if (p == comm->rank || with[p] == GPUPORT_ERR_TIMEOUT)
-            continue;
-        snprintf(awaited, sizeof(awaited), "rank %d to tell the outcome of its %s", p, call);
-        st = gpuport_bs_meet(&session, &comm->bs, p, call, comm->config.timeout_ms,
-                             &comm->bs_attempts[p], awaited);
-        if (!st)
-            st = gpuport_bs_exchange(&session, TAG_CREATE_ALL, &out, &in, sizeof(in),
-                                     "the outcome of its side");
-        if (!st)
-            all[p] = (gpuport_status_t)in;
-    }
-    for (int p = 0; p < comm->size && !verdict; p++)
-        if (all[p] && all[p] != GPUPORT_ERR_PEER)
-            verdict = all[*who_p = p];
-    for (int p = 0; p < comm->size && !verdict; p++)
-        verdict = all[*who_p = p];
-    return verdict;
-}
-
-/* Destroys what was made; a channel whose destroy failed (kept, see
- * gpuport_channel_destroy) stays in channels, the others are NULL. */
-static void all_undo(gpuport_comm_t comm, gpuport_channel_t *made, gpuport_channel_t *channels)
-{
-    for (int p = comm->size - 1; p >= 0; p--) {
-        if (made[p] && gpuport_channel_destroy(made[p]) == GPUPORT_OK)
-            made[p] = NULL;
-        if (channels)
-            channels[p] = made[p];
-    }
-}
-
-/* Increasing rank order pairs every two ranks without a cycle of waits: a
- * rank waits only for ranks that have met every lower rank they share with
- * it. After a failure, this side's own arguments included, each later peer
- * is still met, with the failure told (chan_create's prior), so none is left
- * waiting; then every rank learns every rank's outcome (all_agree) and all
- * return the same one, keeping all channels or none. */
-gpuport_status_t gpuport_channel_create_all(gpuport_comm_t comm, gpuport_mem_t src,
-                                            gpuport_mem_t dst, int with_self,
-                                            gpuport_channel_t *channels)
-{
-    const char *call = "gpuport_channel_create_all";
-    gpuport_channel_t *made;
-    gpuport_status_t status, *with, verdict;
-    int who = -1;
-
-    if (!gpuport_comm_live(comm)) {
-        log_error("%s: comm %p is not a live communicator", call, (void *)comm);
-        return GPUPORT_ERR_INVALID_ARG; /* no peer can be told */
-    }
-    made = calloc((size_t)comm->size, sizeof(*made));
-    with = calloc(2 * (size_t)comm->size, sizeof(*with));
-    if (!made || !with) {
-        free(made);
-        free(with);
-        log_error("%s: no memory for %d ranks' results", call, comm->size);
-        return GPUPORT_ERR_NO_MEMORY;
-    }
-    status = check_args(call, "channels", comm, comm->rank, src, dst, channels);
-    if (!status && with_self != 0 && with_self != 1) {
-        log_error("%s: with_self is %d, not 0 or 1", call, with_self);
-        status = GPUPORT_ERR_INVALID_ARG;
-    }
-    if (status)
-        src = dst = NULL; /* refused: the peers are told, over no region */
-    for (int p = 0; p < comm->size; p++) {
-        if (p == comm->rank && (with_self != 1 || status))
-            continue;
-        with[p] = chan_create(call, "channels", comm, p, src, dst, 0, status, made, &made[p],
-                              NULL);
-        if (with[p] && !status)
-            status = with[p];
-    }
-    verdict = all_agree(comm, call, status, with, with + comm->size, &who);
-    if (verdict == GPUPORT_OK) {
-        memcpy(channels, made, (size_t)comm->size * sizeof(*made));
-    } else {
-        if (verdict != status)
-            log_error("%s: rank %d's failure (%s) is every rank's outcome: no channel is kept "
-                      "(rank %d's log says why)",
-                      call, who, gpuport_status_string(verdict), who);
-        all_undo(comm, made, channels);
-    }
-    free(made);
-    free(with);
-    return verdict;
 }

@@ -1,15 +1,16 @@
 /*
- * Peer channels (gpuport_peer_channel_create, _destroy, _stores): one
- * channel to a peer for kernels, over a memory channel where this GPU maps
- * the peer's destination (its port channel, memchan.c's ch, carries what
- * goes through the proxy), else over a port channel. The two sides first
- * agree which: each says whether it can take the store path (GPU mode, a
- * peer of this host whose GPU adds atomically in this one's memory, the
- * regions kernels can reach, a transport that maps the peer for kernels,
- * GPUPORT_PEER_PATH not proxy), and the store path is taken only where
- * both can, so neither side makes a memory channel the other refuses. The
- * kernels' handle is filled in src/cuda/gpu_peerchan.c. Application
- * threads.
+ * Peer channels (gpuport_peer_channel_create, _create_all, _destroy,
+ * _stores): one channel to a peer for kernels, over a memory channel where
+ * this GPU maps the peer's destination (its port channel, memchan.c's ch,
+ * carries what goes through the proxy), else over a port channel. The two
+ * sides first agree which: each says whether it can take the store path
+ * (GPU mode, a peer of this host whose GPU adds atomically in this one's
+ * memory, the regions kernels can reach, a transport that maps the peer for
+ * kernels, GPUPORT_PEER_PATH not proxy), and the store path is taken only
+ * where both can, so neither side makes a memory channel the other
+ * refuses. _create_all is chan_all.c's collective creation over this
+ * pairwise one. The kernels' handle is filled in src/cuda/gpu_peerchan.c.
+ * Application threads.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
 #include <stdio.h>
@@ -62,24 +63,27 @@ static int can_store(gpuport_comm_t comm, int peer, gpuport_mem_t src, gpuport_m
 }
 
 /* Meets the peer and agrees on the path: *stores_p is 1 where both sides
- * can store. */
-static gpuport_status_t agree(gpuport_comm_t comm, int peer, gpuport_mem_t src, gpuport_mem_t dst,
-                              int *stores_p, const char **why_p)
+ * can store. With a failure of this side's (prior), it says it cannot, so
+ * that both go on to a port channel's creation, where the failure is told. */
+static gpuport_status_t agree(const char *call, gpuport_comm_t comm, int peer, gpuport_mem_t src,
+                              gpuport_mem_t dst, gpuport_status_t prior, int *stores_p,
+                              const char **why_p)
 {
-    static const char call[] = "gpuport_peer_channel_create";
     gpuport_bs_session_t session;
     peer_caps_t mine = {0, 0}, theirs;
     char awaited[160];
     gpuport_status_t status;
 
     snprintf(awaited, sizeof(awaited), "rank %d to create its side of this peer channel "
-             "(gpuport_peer_channel_create naming rank %d)", peer, comm->rank);
+             "(gpuport_peer_channel_create or gpuport_peer_channel_create_all naming rank %d)",
+             peer, comm->rank);
     status = gpuport_bs_meet(&session, &comm->bs, peer, call, comm->config.timeout_ms,
                              &comm->bs_attempts[peer], awaited);
     if (status)
         return status;
     comm->session = &session;
-    mine.stores = (uint32_t)can_store(comm, peer, src, dst, why_p);
+    /* asked even after a failure: the transport's selection may exchange */
+    mine.stores = (uint32_t)can_store(comm, peer, src, dst, why_p) && !prior;
     mine.path = (uint32_t)comm->config.peer_path;
     status = gpuport_bs_exchange(&session, TAG_PEER_CHANNEL, &mine, &theirs, sizeof(theirs),
                                  "its peer channel's paths");
@@ -93,37 +97,32 @@ static gpuport_status_t agree(gpuport_comm_t comm, int peer, gpuport_mem_t src, 
     return GPUPORT_OK;
 }
 
-gpuport_status_t gpuport_peer_channel_create(gpuport_comm_t comm, int peer, gpuport_mem_t src,
-                                             gpuport_mem_t dst, gpuport_peer_channel_t *channel_p)
+/* The steps of a peer channel to peer, the arguments checked: the
+ * agreement, then the memory or port channel's creation. With a failure of
+ * the caller's own (prior), both steps run only to tell the peer, whose
+ * side then fails at the same step. */
+static gpuport_status_t peer_create(const char *call, const char *out_name, gpuport_comm_t comm,
+                                    int peer, gpuport_mem_t src, gpuport_mem_t dst,
+                                    gpuport_status_t prior, gpuport_peer_channel_t *channel_p)
 {
-    static const char call[] = "gpuport_peer_channel_create";
-    gpuport_peer_channel_t pc;
+    gpuport_peer_channel_t pc = NULL;
+    gpuport_channel_t ch;
     const char *why = NULL;
     int stores = 0;
     gpuport_status_t status;
 
-    if (!gpuport_comm_live(comm) || !channel_p || peer < 0 || peer >= comm->size) {
-        /* chan_create says which, and meets nobody */
-        gpuport_channel_t ch;
-        return chan_create(call, "channel_p", comm, peer, src, dst, 0, GPUPORT_OK, channel_p, &ch,
-                           NULL);
+    if (!prior && !(pc = calloc(1, sizeof(*pc)))) {
+        log_error("%s: no memory for the peer channel to rank %d", call, peer);
+        prior = GPUPORT_ERR_NO_MEMORY;
     }
-    status = agree(comm, peer, src, dst, &stores, &why);
-    if (status)
-        return status;
-    pc = calloc(1, sizeof(*pc));
-    if (!pc) {
-        /* told to the peer, which fails at the same step */
-        gpuport_channel_t ch;
-        chan_kernel_view_t view;
-        return chan_create(call, "channel_p", comm, peer, src, dst, stores,
-                           GPUPORT_ERR_NO_MEMORY, channel_p, &ch, &view);
-    }
-    if (stores)
+    status = agree(call, comm, peer, src, dst, prior, &stores, &why);
+    if (!status && prior)
+        status = chan_create(call, out_name, comm, peer, src, dst, 0, prior, &ch, &ch, NULL);
+    else if (!status && stores)
         status = gpuport_memory_channel_create(comm, peer, src, dst, &pc->mc);
-    else
-        status = chan_create(call, "channel_p", comm, peer, src, dst, 0, GPUPORT_OK, channel_p,
-                             &pc->ch, NULL);
+    else if (!status)
+        status = chan_create(call, out_name, comm, peer, src, dst, 0, GPUPORT_OK, &ch, &pc->ch,
+                             NULL);
     if (status) {
         free(pc);
         return status;
@@ -144,6 +143,54 @@ gpuport_status_t gpuport_peer_channel_create(gpuport_comm_t comm, int peer, gpup
                  why ? why : "the peer cannot take the store path");
     *channel_p = pc;
     return GPUPORT_OK;
+}
+
+gpuport_status_t gpuport_peer_channel_create(gpuport_comm_t comm, int peer, gpuport_mem_t src,
+                                             gpuport_mem_t dst, gpuport_peer_channel_t *channel_p)
+{
+    static const char call[] = "gpuport_peer_channel_create";
+    /* this side's alone, before the peer is met (as a port channel's) */
+    gpuport_status_t status = chan_check_args(call, "channel_p", comm, peer, src, dst, channel_p);
+
+    return status ? status
+                  : peer_create(call, "channel_p", comm, peer, src, dst, GPUPORT_OK, channel_p);
+}
+
+/* gpuport_peer_channel_create_all's pair and array (chan_all.c). */
+static gpuport_status_t all_create(const char *call, gpuport_comm_t comm, int peer,
+                                   gpuport_mem_t src, gpuport_mem_t dst, gpuport_status_t prior,
+                                   void **ch_p)
+{
+    gpuport_peer_channel_t pc;
+    gpuport_status_t status = peer_create(call, "channels", comm, peer, src, dst, prior, &pc);
+
+    if (!status)
+        *ch_p = pc;
+    return status;
+}
+
+static gpuport_status_t all_destroy(void *pc)
+{
+    return gpuport_peer_channel_destroy(pc);
+}
+
+static void all_store(void *channels, int peer, void *pc)
+{
+    ((gpuport_peer_channel_t *)channels)[peer] = pc;
+}
+
+static const chan_all_kind_t peer_all = {
+    .call = "gpuport_peer_channel_create_all",
+    .create = all_create,
+    .destroy = all_destroy,
+    .store = all_store,
+};
+
+gpuport_status_t gpuport_peer_channel_create_all(gpuport_comm_t comm, gpuport_mem_t src,
+                                                 gpuport_mem_t dst,
+                                                 gpuport_peer_channel_t *channels)
+{
+    return chan_create_all(&peer_all, comm, src, dst, 0, channels);
 }
 
 static int peer_ok(gpuport_peer_channel_t pc)

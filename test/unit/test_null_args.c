@@ -143,6 +143,7 @@ static void null_handles(void)
     void *p = buf;
     gpuport_mem_t mem = (gpuport_mem_t)buf;
     gpuport_channel_t ch = (gpuport_channel_t)buf;
+    gpuport_peer_channel_t pch = (gpuport_peer_channel_t)buf;
     int ready = 7;
 
     REFUSED(gpuport_comm_destroy(NULL), "gpuport_comm_destroy", "");
@@ -160,6 +161,8 @@ static void null_handles(void)
     REFUSED(gpuport_channel_create(NULL, 0, NULL, NULL, &ch), "gpuport_channel_create", "comm");
     REFUSED(gpuport_channel_create_all(NULL, NULL, NULL, 0, &ch), "gpuport_channel_create_all",
             "comm");
+    REFUSED(gpuport_peer_channel_create_all(NULL, NULL, NULL, &pch),
+            "gpuport_peer_channel_create_all", "comm");
     REFUSED(gpuport_channel_destroy(NULL), "gpuport_channel_destroy", "");
     REFUSED(gpuport_channel_put(NULL, 0, 0, 8), "gpuport_channel_put", "");
     REFUSED(gpuport_channel_signal(NULL), "gpuport_channel_put/signal", "");
