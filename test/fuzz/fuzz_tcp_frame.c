@@ -814,6 +814,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
                g_ndrained, g_nans);
     FUZZ_CHECK(g_tc.answers_in_place == 0, "%u answers still read from a region",
                g_tc.answers_in_place);
+    FUZZ_CHECK(g_tc.dev_answers == 0 && !g_tc.snapping, "%u answers from GPU memory still "
+               "counted (a copy out under way: %d)",
+               g_tc.dev_answers, g_tc.snapping);
     for (int i = 0; i < NCH; i++) {
         const unsigned char *b = g_buf[i];
         uint64_t size = defs[i].size;

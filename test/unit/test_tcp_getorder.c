@@ -354,6 +354,9 @@ static void collect(answer_t *ans, int n)
 
 static void check_answer(const answer_t *a, const char *what)
 {
+    CHECK_MSG(g_tc->dev_answers == 0 && !g_tc->snapping,
+              "%s: %u answers from GPU memory still counted after all were sent", what,
+              g_tc->dev_answers);
     for (uint64_t i = 0; i < a->size; i++)
         CHECK_MSG(a->bytes[i] == pat_a(a->off + i),
                   "%s: byte %llu of the answer (offset %llu) is 0x%02x, the region's before "

@@ -280,6 +280,7 @@ typedef struct tcp_conn {
      * copied out through the snapshot slot before a later write there; the
      * next header waits until it is whole */
     int snapping;
+    uint32_t dev_answers;   /* GET_DATA from GPU memory in the send ring */
     int snap_in_slot;       /* a piece of it is at the flusher */
     uint32_t snap_item;
     uint64_t snap_since_ns; /* the last piece's progress, for GPUPORT_TIMEOUT_MS */
@@ -404,6 +405,8 @@ static inline void tcp_answer_gone(tcp_conn_t *tc, tx_item_t *it)
 {
     free(it->snap);
     it->snap = NULL;
+    if (it->dev_src)
+        tc->dev_answers--;
     if (it->copy) {
         free(it->copy);
         it->copy = NULL;

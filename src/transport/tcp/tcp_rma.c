@@ -104,6 +104,7 @@ static void on_get(tcp_conn_t *tc, const tcp_msg_t *m)
         if (gpuport_region_is_device(ch->local_dst.kind)) {
             it = tcp_tx_push(tc, MSG_GET_DATA, ch->peer_id, m->value, m->size, NULL);
             it->dev_src = src;
+            tc->dev_answers++;
         } else {
             tcp_tx_push(tc, MSG_GET_DATA, ch->peer_id, m->value, m->size, src);
             answer_in_place(tc, src, m->size);

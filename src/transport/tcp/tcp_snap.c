@@ -151,7 +151,9 @@ int tcp_snap_wait(tcp_conn_t *tc, const tcp_msg_t *m)
             snap_post(tc);
         return 1;
     }
-    if (!gpu_write(tc, m, &lo, &hi) || !unread(tc, lo, hi, &idx, &from))
+    /* most writes meet no answer from GPU memory: no walk of the ring */
+    if (tc->dev_answers == 0 || !gpu_write(tc, m, &lo, &hi) ||
+        !unread(tc, lo, hi, &idx, &from))
         return 0;
     /* staging's copies, in send order, may reach it now (an answer queued
      * in this same read, with staging room): no snapshot then */
