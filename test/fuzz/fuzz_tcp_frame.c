@@ -9,9 +9,10 @@
  * in pieces of a size the input picks, calling tcp_recv_some in between as
  * the proxy would, and plays the flusher for GPU destinations (it carries
  * out the staging copies, value writes and semaphore updates in order and
- * reports them to tcp's work_done), and the sender for GET's answers (it
- * takes each GET_DATA out of the send ring as it comes, as tcp_send_some
- * would once sent). The communicator is a fake with the core's real
+ * reports them to tcp's work_done; the staging copies out of it too), and
+ * the sender for GET's answers (it takes each GET_DATA out of the send ring
+ * as it comes, its bytes from where tcp_send_some would send them, and
+ * frees tx staging as sending would). The communicator is a fake with the core's real
  * services (tl_core.c, proxy_*.c) and 8 channel ids:
  *   0  host destination of 64 B, host source of 48 B
  *   1  host destination of 20000 B, host source of 3000 B
@@ -44,8 +45,9 @@
  *     element there, or into GPU memory fails its channel and adds nothing;
  *   - a GET is answered with one GET_DATA in the send ring, in order: the
  *     getter's offset echoed, and the region's bytes as they were when the
- *     GET came (later writes there copy them out first: tcp_rma_guard), or,
- *     for the GPU destination, read from there by the flusher later; a GET
+ *     GET came (later writes there copy them out first: tcp_rma_guard; for
+ *     the GPU destination the flusher's staging copies read them, or a
+ *     snapshot that a later write waits for: tcp_snap.c); a GET
  *     outside the destination fails the channel, and it and one for a
  *     channel not open here are answered with no bytes and the status;
  *   - a GET_DATA answers the oldest get in flight: its bytes exactly where
@@ -118,7 +120,7 @@ static unsigned char *g_src_shadow[NCH];
 static tx_item_t g_tx[Q];
 static uint32_t g_inflight[Q];
 static tcp_get_want_t g_want[Q]; /* what the gets in flight asked for, by number */
-static char *g_rxbuf, *g_rxs;
+static char *g_rxbuf, *g_rxs, *g_txs;
 static _Atomic uint8_t g_rx_ok[NCH];
 
 /* ---- the model's state ---- */
@@ -132,8 +134,8 @@ static mch_t g_m[NCH];
 /* a GET's answer as the model expects it in the send ring */
 typedef struct {
     tcp_msg_t hdr;
-    int dev;       /* its bytes are read from the GPU destination later */
-    uint64_t from; /* where they are: dev, the offset there; else in g_log */
+    int dev;       /* its bytes are copied out of the GPU destination */
+    uint64_t from; /* where they are in g_log */
 } answer_t;
 
 static answer_t *g_ans;
@@ -205,6 +207,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     g_other_tc.broken = GPUPORT_ERR_PEER; /* only ever asked to report a failure: it does not */
     g_rxbuf = malloc(RXBUF);
     g_rxs = malloc((size_t)NSLOT * CHUNK);
+    g_txs = malloc(TXS_BYTES);
     for (int i = 0; i < NCH; i++) {
         g_buf[i] = malloc(defs[i].size + 2 * FUZZ_CANARY_BYTES);
         g_shadow[i] = malloc(defs[i].size + 1);
@@ -236,6 +239,7 @@ static void reset(uint64_t sent, uint64_t acked, uint8_t seed, uint8_t gets, int
     g_tc.rxbuf = g_rxbuf;
     g_tc.rx_ok = g_rx_ok;
     g_tc.rxs = g_rxs;
+    g_tc.txs = g_txs;
     g_tc.conn = &g_conn;
     g_tc.readable = 1;
     g_tc.no_epoll = 1;
@@ -297,6 +301,16 @@ static int flusher_drain(void)
                            ((uintptr_t)dst & 7) == 0,
                        "a value written at offset %td of the GPU destination", dst - base);
             memcpy(dst, &w->value, 8);
+        } else if (w->kind == GPUPORT_WORK_CU_FROM_DEVICE) {
+            /* an answer's bytes out of the GPU destination, into tx staging */
+            const char *src = w->src, *base = (const char *)g_buf[2] + FUZZ_CANARY_BYTES;
+            FUZZ_CHECK(src >= base && w->size <= defs[2].size &&
+                           src - base <= (ptrdiff_t)(defs[2].size - w->size),
+                       "a copy of %llu bytes from offset %td of the GPU destination",
+                       (unsigned long long)w->size, src - base);
+            FUZZ_CHECK((char *)w->dst >= g_txs && (char *)w->dst + w->size <= g_txs + TXS_BYTES,
+                       "a copy out of the GPU destination to outside tx staging");
+            memcpy(w->dst, w->src, w->size);
         } else if (w->kind == GPUPORT_WORK_CU_TO_DEVICE) {
             const char *dst = w->dst, *base = (const char *)g_buf[2] + FUZZ_CANARY_BYTES;
             const char *src = w->src;
@@ -321,9 +335,40 @@ static int flusher_drain(void)
     return n;
 }
 
+/* A GPU answer's bytes as tcp_send_some would send them: from tx staging
+ * where its copies are there, from a snapshot, and where neither, from the
+ * region now (the staging copy posted later reads it then: every write
+ * posted so far has run). NULL (its bytes not all there yet: a sender
+ * would wait) or a buffer the caller frees. */
+static unsigned char *dev_bytes(uint32_t idx, const tx_item_t *it)
+{
+    const unsigned char *region = (const unsigned char *)it->dev_src;
+    uint64_t end = tcp_staged_end(it), size = it->hdr.size;
+    unsigned char *b = malloc(size ? size : 1);
+
+    FUZZ_CHECK(b != NULL, "out of memory");
+    memcpy(b, region, (size_t)end);
+    for (uint32_t c = g_tc.tc_head; c != g_tc.tc_tail; c++) {
+        const tx_chunk_t *k = &g_tc.tchunk[c % NSLOT];
+        if (k->item != idx)
+            continue;
+        FUZZ_CHECK(c - g_tc.tc_head < g_tc.tc_ready - g_tc.tc_head,
+                   "a staging copy still at the flusher after it drained");
+        memcpy(b + k->off, g_txs + (size_t)(c % NSLOT) * CHUNK, (size_t)k->len);
+    }
+    if (it->snap && it->snap_from + it->snap_have < size) {
+        free(b);
+        return NULL;
+    }
+    if (it->snap)
+        memcpy(b + it->snap_from, it->snap, (size_t)(size - it->snap_from));
+    return b;
+}
+
 /* The sender, for the answers to the peer's GETs: each GET_DATA checked
  * against the model's next one, bytes and all (read now, as tcp_send_some
- * reads them when it sends), then gone as once sent. Returns how many. */
+ * reads them when it sends), then gone as once sent, with its staging
+ * pieces freed. Returns how many. */
 static int answers_drain(void)
 {
     int n = 0;
@@ -332,7 +377,10 @@ static int answers_drain(void)
         tx_item_t *it = &g_tc.tx[g_tc.tx_head % g_tc.tx_cap];
         const tcp_msg_t *h = &it->hdr;
         const answer_t *want;
+        unsigned char *bytes = NULL;
         FUZZ_CHECK(h->type == MSG_GET_DATA, "message of type %u in the send ring", h->type);
+        if (it->dev_src && !(bytes = dev_bytes(g_tc.tx_head, it)))
+            break;
         FUZZ_CHECK(g_ndrained < g_nans, "more answers than the model's %zu", g_nans);
         want = &g_ans[g_ndrained];
         FUZZ_CHECK(h->channel == want->hdr.channel && h->a == want->hdr.a &&
@@ -344,10 +392,10 @@ static int answers_drain(void)
                    (unsigned long long)want->hdr.a, (unsigned long long)want->hdr.size,
                    (long long)want->hdr.value);
         if (want->dev)
-            FUZZ_CHECK(!it->payload && it->dev_src == (char *)g_buf[2] + FUZZ_CANARY_BYTES +
-                                                         want->from,
-                       "answer %zu: not read from offset %llu of the GPU destination",
-                       g_ndrained, (unsigned long long)want->from);
+            FUZZ_CHECK(!it->payload && bytes && memcmp(bytes, g_log + want->from, h->size) == 0,
+                       "answer %zu: its bytes from the GPU destination are not the region's "
+                       "when the GET came",
+                       g_ndrained);
         else
             FUZZ_CHECK(!it->dev_src && (h->size == 0 ? !it->payload
                                                      : it->payload && memcmp(it->payload,
@@ -355,8 +403,12 @@ static int answers_drain(void)
                                                                              h->size) == 0),
                        "answer %zu: its bytes are not the region's when the GET came",
                        g_ndrained);
+        free(bytes);
         tcp_answer_gone(&g_tc, it);
     }
+    /* sent: their staging pieces are free (the flusher drained first) */
+    if (n && g_tc.tx_head == g_tc.tx_tail)
+        g_tc.tc_head = g_tc.tc_ready;
     return n;
 }
 
@@ -406,9 +458,8 @@ static void model_get(const tcp_msg_t *m)
         model_fail(id, GPUPORT_ERR_OUT_OF_RANGE);
         answer_add(id + PEER_IDS, m->value, 0, GPUPORT_ERR_OUT_OF_RANGE, NULL);
     } else if (gpuport_region_is_device(defs[id].kind)) {
-        ans = answer_add(id + PEER_IDS, m->value, m->size, GPUPORT_OK, NULL);
+        ans = answer_add(id + PEER_IDS, m->value, m->size, GPUPORT_OK, g_shadow[id] + m->a);
         ans->dev = m->size > 0;
-        ans->from = m->a;
     } else {
         answer_add(id + PEER_IDS, m->value, m->size, GPUPORT_OK, g_shadow[id] + m->a);
     }
@@ -763,6 +814,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
                g_ndrained, g_nans);
     FUZZ_CHECK(g_tc.answers_in_place == 0, "%u answers still read from a region",
                g_tc.answers_in_place);
+    FUZZ_CHECK(g_tc.dev_answers == 0 && !g_tc.snapping, "%u answers from GPU memory still "
+               "counted (a copy out under way: %d)",
+               g_tc.dev_answers, g_tc.snapping);
     for (int i = 0; i < NCH; i++) {
         const unsigned char *b = g_buf[i];
         uint64_t size = defs[i].size;

@@ -538,6 +538,21 @@ static void frames(void)
     add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
     save("fuzz_tcp_frame", "get-answered", &b);
 
+    /* GETs from the GPU destination, then writes over what they read: the
+     * first eight fill tx staging, the ninth is copied out before the PUT
+     * lands (tcp_snap.c); every answer is the bytes from before */
+    frame_start(&b, 1, 0, 0);
+    add_msg(&b, MSG_PUT, 2, 0, 1000);
+    add_payload(&b, 1000, 11);
+    for (int i = 0; i < 9; i++)
+        add_rma_msg(&b, MSG_GET, 2, (uint64_t)i * 100, 100, 0);
+    add_msg(&b, MSG_PUT, 2, 50, 900);
+    add_payload(&b, 900, 12);
+    add_value_msg(&b, 2, 896, 0x1122334455667788ull);
+    add_rma_msg(&b, MSG_GET, 2, 0, 1000, 0);    /* reads the writes */
+    add_msg(&b, MSG_BYE, NO_CHANNEL, 0, 0);
+    save("fuzz_tcp_frame", "get-gpu-then-put", &b);
+
     /* three operations in flight (channels 0, 5, 0), the first and the
      * third GETs (byte 0, bits 5-7) */
     frame_start(&b, 1, 0, 3);

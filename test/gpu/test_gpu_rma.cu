@@ -10,6 +10,13 @@
  *    transport whose handle says it does not carry gets into GPU memory
  *    (tcp's, for now; never cuda_ipc) must refuse them on the device and
  *    the host alike;
+ *  - get-then-put (tcp): a second channel whose source is host memory (tcp
+ *    gets land in host memory) into the same GPU destination; 48 rounds,
+ *    both ranks at once, of one kernel's put of pattern A, get of it, put of
+ *    pattern B over the get's last 4 KiB and then over all of it, flush:
+ *    the get returns A every time (its answer is read from the peer's GPU
+ *    memory before the later puts' copies land there, also when it is larger
+ *    than tx staging: 12 MiB), and the peer's memory ends with B;
  *  - refusals: the handle says GET alone is carried; gpuport_atomic_add and
  *    gpuport_accumulate of every type return GPUPORT_ERR_NOT_SUPPORTED on
  *    the device, as the host calls do (cuda_ipc's reason names memory
@@ -184,6 +191,103 @@ static void port_get_case(port_side_t *s)
            s->rank, transport());
 }
 
+/* ---- get-then-put over tcp: a get reads what was there in the channel's order ---- */
+
+#define GTP_ROUNDS 48
+#define GTP_MAX (12 * MIB + 4097) /* larger than tx staging's 8 MiB */
+#define GTP_TAIL 4096
+
+__host__ __device__ static unsigned char gtp_pat(int rank, int round, int b, uint64_t i)
+{
+    return pat(rank * 2 + b, i * 7 + (uint64_t)round * 131);
+}
+
+/* put A (this side's source at 0) at dst_off, get it back into the source
+ * at 2 * size, put B (the source at size) over the get's last bytes and then
+ * over all of it, flush */
+__global__ void k_get_then_put(gpuport_port_channel_dev_t ch, uint64_t dst_off, uint64_t size,
+                               int *rc)
+{
+    uint64_t tail = size < GTP_TAIL ? size : GTP_TAIL;
+
+    rc[0] = gpuport_put(&ch, dst_off, 0, size);
+    rc[1] = rc[0] ? rc[0] : gpuport_get(&ch, dst_off, 2 * size, size);
+    rc[2] = rc[1] ? rc[1] : gpuport_put(&ch, dst_off + size - tail, 2 * size - tail, tail);
+    rc[3] = rc[2] ? rc[2] : gpuport_put(&ch, dst_off, size, size);
+    rc[4] = rc[3] ? rc[3] : gpuport_flush(&ch);
+}
+
+static void port_get_then_put_case(port_side_t *s)
+{
+    static const uint64_t sizes[] = {GTP_MAX, 4096, MIB + 13, 64 * 1024 + 1, 9 * MIB, 333};
+    const size_t nsizes = sizeof(sizes) / sizeof(sizes[0]);
+    size_t hlen = 3 * GTP_MAX;
+    unsigned char *h = (unsigned char *)malloc(hlen), *back = (unsigned char *)malloc(GTP_MAX);
+    gpuport_port_channel_dev_t dev;
+    gpuport_channel_t ch;
+    gpuport_mem_t mh;
+    char what[160];
+    int rc[5];
+
+    if (strcmp(transport(), "tcp") != 0) {
+        printf("NOTE port get-then-put (rank %d): tcp's case (a get into host memory), not "
+               "run over %s\n",
+               s->rank, transport());
+        free(h);
+        free(back);
+        return;
+    }
+    CHECK(h && back);
+    CHECK_OK(gpuport_mem_register(s->comm, h, hlen, &mh));
+    CHECK_OK(gpuport_channel_create(s->comm, 1 - s->rank, mh, s->mdst, &ch));
+    CHECK(strcmp(gpuport_channel_transport(ch), "tcp") == 0);
+    CHECK_OK(gpuport_channel_device(ch, &dev));
+    CHECK_MSG(dev.rma_ops & 1u << GPUPORT_OP_GET, "tcp refuses gets into host memory (rma_ops "
+              "0x%x)", dev.rma_ops);
+    for (int r = 0; r < GTP_ROUNDS; r++) {
+        uint64_t size = sizes[r % nsizes], dst_off = 1 + 2 * ((uint64_t)r * 2053 % 4000);
+        int peer = 1 - s->rank;
+        for (uint64_t i = 0; i < size; i++) {
+            h[i] = gtp_pat(s->rank, r, 0, i);
+            h[size + i] = gtp_pat(s->rank, r, 1, i);
+            h[2 * size + i] = 0;
+        }
+        barrier(s->bs);
+        k_get_then_put<<<1, 1>>>(dev, dst_off, size, s->rc);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(rc, s->rc, sizeof(rc), cudaMemcpyDeviceToHost));
+        snprintf(what, sizeof(what), "round %d: put A, get, put B of %llu B at rank %d's offset "
+                 "%llu over tcp",
+                 r, (unsigned long long)size, peer, (unsigned long long)dst_off);
+        CHECK_MSG(rc[0] == 0 && rc[1] == 0 && rc[2] == 0 && rc[3] == 0 && rc[4] == 0,
+                  "%s: put %d, get %d, put %d, put %d, flush %d", what, rc[0], rc[1], rc[2],
+                  rc[3], rc[4]);
+        for (uint64_t i = 0; i < size; i++)
+            CHECK_MSG(h[2 * size + i] == gtp_pat(s->rank, r, 0, i),
+                      "%s: byte %llu of the get is 0x%02x, A's 0x%02x (B's 0x%02x): the get "
+                      "saw a later put",
+                      what, (unsigned long long)i, h[2 * size + i], gtp_pat(s->rank, r, 0, i),
+                      gtp_pat(s->rank, r, 1, i));
+        barrier(s->bs); /* the peer's flush is done: its B is in this side's memory */
+        CUDA_CHECK(cudaMemcpy(back, s->dst + dst_off, size, cudaMemcpyDeviceToHost));
+        for (uint64_t i = 0; i < size; i++)
+            CHECK_MSG(back[i] == gtp_pat(peer, r, 1, i),
+                      "round %d: byte %llu at offset %llu of this rank's destination is 0x%02x, "
+                      "rank %d's B 0x%02x",
+                      r, (unsigned long long)i, (unsigned long long)dst_off, back[i], peer,
+                      gtp_pat(peer, r, 1, i));
+    }
+    CHECK_OK(gpuport_channel_status(ch));
+    barrier(s->bs);
+    CHECK_OK(gpuport_channel_destroy(ch));
+    CHECK_OK(gpuport_mem_deregister(mh));
+    free(h);
+    free(back);
+    printf("PASS port get-then-put (rank %d, tcp): %d rounds of put A, get, put B (4 KiB .. "
+           "12 MiB, both ways at once), every get A, the peer's memory B\n",
+           s->rank, GTP_ROUNDS);
+}
+
 #define NREFUSED 18
 
 __global__ void k_port_refused(gpuport_port_channel_dev_t ch, uint64_t region, int *rc)
@@ -287,6 +391,7 @@ static void port_cases(port_side_t *s, gpuport_bootstrap_t *bs, gpuport_comm_t c
     CHECK_OK(gpuport_channel_device(s->ch, &s->dev));
     port_get_case(s);
     port_refusal_case(s);
+    port_get_then_put_case(s);
     CHECK_OK(gpuport_channel_destroy(s->ch));
 }
 

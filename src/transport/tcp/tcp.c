@@ -50,7 +50,9 @@
  * the proxy sends it; the receiver's
  * proxy receives a chunk into staging and its flusher copies it to the GPU
  * destination. A signal (and the acknowledgement) that follows a GPU put
- * waits for those copies: it goes to the flusher behind them. A value for a
+ * waits for those copies: it goes to the flusher behind them. A write into
+ * GPU memory that a GET's answer has yet to read waits for the flusher to
+ * copy that answer out first (tcp_snap.c). A value for a
  * GPU destination is written by the flusher too (cuStreamWriteValue64 on the
  * stream of those copies, so after them).
  *
@@ -65,7 +67,7 @@
 
 #include "transport/tcp/tcp_priv.h"
 
-static gpuport_status_t stage_get(tcp_conn_t *tc, char **stage, const char *what)
+static gpuport_status_t stage_get(tcp_conn_t *tc, char **stage, size_t size, const char *what)
 {
     gpuport_status_t st;
     void *p;
@@ -76,12 +78,12 @@ static gpuport_status_t stage_get(tcp_conn_t *tc, char **stage, const char *what
         log_error("a GPU region (%s) on a communicator without a GPU", what);
         return GPUPORT_ERR_NOT_SUPPORTED;
     }
-    st = gpuport_tl_stage_alloc(tc->comm, (size_t)NSLOT * CHUNK, &p);
+    st = gpuport_tl_stage_alloc(tc->comm, size, &p);
     if (st)
         return st;
     *stage = p;
-    log_debug("%u MiB of pinned staging for GPU %s to/from rank %d", NSLOT * CHUNK >> 20,
-              what, tc->peer);
+    log_debug("%zu MiB of pinned staging for GPU %s to/from rank %d", size >> 20, what,
+              tc->peer);
     return GPUPORT_OK;
 }
 
@@ -117,9 +119,9 @@ static gpuport_status_t tcp_chan_connect(gpuport_tl_chan_t *ch, const gpuport_ch
     /* sent from: GPU sources, and GPU destinations that the peer's gets read */
     if (gpuport_region_is_device(ch->src.kind) ||
         gpuport_region_is_mapped_device(ch->local_dst.kind))
-        st = stage_get(tc, &tc->txs, "sources and destinations read by gets");
+        st = stage_get(tc, &tc->txs, TXS_BYTES, "sources and destinations read by gets");
     if (!st && gpuport_region_is_mapped_device(ch->local_dst.kind))
-        st = stage_get(tc, &tc->rxs, "destinations");
+        st = stage_get(tc, &tc->rxs, (size_t)NSLOT * CHUNK, "destinations");
     if (st)
         return st;
     memset(&ch->dst, 0, sizeof(ch->dst));
@@ -191,7 +193,7 @@ static void work_done_locked(tcp_conn_t *tc, gpuport_status_t status)
     posted_t p = tc->posted[tc->po_head % POSTED_CAP];
 
     tc->po_head++;
-    if (p.kind != POST_TX) {
+    if (p.kind != POST_TX && p.kind != POST_SNAP) {
         tc->rx_pending--;
         if (p.kind == POST_RX_CHUNK)
             tc->rc_head++;
@@ -204,6 +206,8 @@ static void work_done_locked(tcp_conn_t *tc, gpuport_status_t status)
     }
     if (p.kind == POST_TX)
         tc->tc_ready++;
+    else if (p.kind == POST_SNAP)
+        tcp_snap_done(tc, p.marker);
     else
         tc->applied = tc->rx_pending ? p.marker : tc->rx_ops;
 }

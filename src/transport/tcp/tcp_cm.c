@@ -142,9 +142,11 @@ static int connect_to(gpuport_tl_comm_t *tl, int peer, uint64_t deadline)
 
 static void conn_free(tcp_conn_t *tc)
 {
-    for (uint32_t i = tc->tx_head; tc->tx && i != tc->tx_tail; i++)
+    for (uint32_t i = tc->tx_head; tc->tx && i != tc->tx_tail; i++) {
         free(tc->tx[i % tc->tx_cap].copy);
-    gpuport_tl_stage_free(tc->comm, tc->txs, (size_t)NSLOT * CHUNK);
+        free(tc->tx[i % tc->tx_cap].snap);
+    }
+    gpuport_tl_stage_free(tc->comm, tc->txs, TXS_BYTES);
     gpuport_tl_stage_free(tc->comm, tc->rxs, (size_t)NSLOT * CHUNK);
     if (tc->fd_tx >= 0)
         close(tc->fd_tx);

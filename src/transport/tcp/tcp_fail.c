@@ -44,6 +44,7 @@ static void conn_break(tcp_conn_t *tc, gpuport_status_t status, const char *what
             tcp_answer_gone(tc, &tc->tx[tc->tx_head % tc->tx_cap]);
     tc->sg_item = tc->tx_tail;
     tc->tc_head = tc->tc_ready = tc->tc_tail;
+    tc->snapping = tc->snap_in_slot = 0; /* its item is gone; its piece's end is ignored */
     tc->ack_queued = 0;
 }
 

@@ -6,7 +6,8 @@
  * listener; tcp_cm.c sets connections up; tcp_tx.c sends (and stages GPU
  * sources through the flusher); tcp_rx.c receives, and tcp_hrx.c is a
  * waiting host thread's own receive; tcp_rma.c carries get, atomic_add and
- * accumulate. The core reaches the transport only through
+ * accumulate, and tcp_snap.c keeps answers read from GPU memory in the
+ * channel's order. The core reaches the transport only through
  * gpuport_transport_tcp.
  */
 #ifndef GPUPORT_TCP_PRIV_H
@@ -38,6 +39,8 @@
 #define INFLIGHT_GET 0x40000000u
 #define CHUNK (1u << 20)        /* GPU staging piece */
 #define NSLOT 8                 /* staging pieces per direction and connection */
+/* tx staging: NSLOT pieces, then the snapshot slot (tcp_snap.c) */
+#define TXS_BYTES ((size_t)(NSLOT + 1) * CHUNK)
 #define POSTED_CAP 256          /* flusher items of one connection in flight */
 #define CONTROL_SPARE 64        /* send-queue entries kept from operations */
 #define ACC_BUF (1u << 20)      /* an ACC payload is added from here, piece by piece */
@@ -46,7 +49,7 @@
  * this often. */
 #define RESCAN_NS (10 * 1000 * 1000ull)
 
-enum { POST_TX = 1, POST_RX_CHUNK = 2, POST_RX_SIGNAL = 3, POST_RX_VALUE = 4 };
+enum { POST_TX = 1, POST_RX_CHUNK = 2, POST_RX_SIGNAL = 3, POST_RX_VALUE = 4, POST_SNAP = 5 };
 
 /* VALUE (put_value), GET, ADD (atomic_add) and ACC (accumulate) are
  * operations, acknowledged and counted like PUT and SIGNAL; GET_DATA, a
@@ -136,6 +139,11 @@ typedef struct tx_item {
     const char *dev_src; /* GPU source: the payload comes through tx staging */
     char *copy;          /* GET_DATA: its bytes, copied out of the region before a
                           * later write there (tcp_rma_guard); freed once sent */
+    /* GET_DATA from GPU memory: its payload from snap_from on, copied out
+     * of the region before a later write there (tcp_snap.c), snap_have
+     * bytes of it so far; freed once sent. Staging stops at snap_from. */
+    char *snap;
+    uint64_t snap_from, snap_have;
     uint64_t sent;       /* bytes of header and payload already sent */
 } tx_item_t;
 
@@ -147,7 +155,7 @@ typedef struct tx_chunk {
 
 typedef struct posted {
     uint8_t kind;    /* POST_* */
-    uint64_t marker; /* rx: operations applied once this completes */
+    uint64_t marker; /* rx: operations applied once this completes; POST_SNAP: bytes */
 } posted_t;
 
 /* A GET sent: the local channel and the source bytes its answer fills. */
@@ -255,8 +263,9 @@ typedef struct tcp_conn {
     uint64_t acked_sent;
     uint64_t rx_ops;  /* operations received and handled (applied or posted) */
     _Atomic uint8_t *rx_ok; /* by local channel id: connected, may receive */
-    /* GPU regions: staging (pinned, NSLOT * CHUNK each; made by chan_connect
-     * on the application thread before the channel can carry anything) */
+    /* GPU regions: staging (pinned, TXS_BYTES and NSLOT * CHUNK; made by
+     * chan_connect on the application thread before the channel can carry
+     * anything) */
     char *txs, *rxs;
     tx_chunk_t tchunk[NSLOT];
     uint32_t tc_head, tc_ready, tc_tail; /* pieces freed, staged, posted */
@@ -267,6 +276,15 @@ typedef struct tcp_conn {
     uint32_t rc_head, rc_tail;           /* rx pieces copied out, posted */
     uint64_t rc_fill;                    /* bytes in the piece being filled */
     uint64_t rx_pending;                 /* rx items at the flusher */
+    /* tcp_snap.c: a GET_DATA from GPU memory (tx index snap_item) being
+     * copied out through the snapshot slot before a later write there; the
+     * next header waits until it is whole */
+    int snapping;
+    uint32_t dev_answers;   /* GET_DATA from GPU memory in the send ring */
+    int snap_in_slot;       /* a piece of it is at the flusher */
+    uint32_t snap_item;
+    uint64_t snap_since_ns; /* the last piece's progress, for GPUPORT_TIMEOUT_MS */
+    uint64_t snaps;         /* answers copied out so far (tests read it) */
     posted_t posted[POSTED_CAP];
     uint32_t po_head, po_tail;
     gpuport_conn_t *conn;
@@ -307,7 +325,7 @@ static inline int tcp_host_recv_ok(const tcp_conn_t *tc)
 {
     return tc->host_recv && !tc->rx_busy && !tc->rx_declined && !tc->big_puts &&
            !tc->broken && !tc->bye_seen && !tc->rx_err &&
-           tc->rx_pending == 0 && tc->rx_lowat <= 1 &&
+           tc->rx_pending == 0 && !tc->snapping && tc->rx_lowat <= 1 &&
            !(tc->in_payload && (tc->dev_payload || tc->payload_left >= DIRECT_MIN ||
                                 tc->pay_type != MSG_PUT)) &&
            tc->tx_head == tc->tx_tail && tc->ops_acked >= tc->proxy_ops_end;
@@ -385,6 +403,10 @@ static inline void tcp_answer_out(tcp_conn_t *tc)
 /* A GET_DATA was sent, or dropped with the send ring. */
 static inline void tcp_answer_gone(tcp_conn_t *tc, tx_item_t *it)
 {
+    free(it->snap);
+    it->snap = NULL;
+    if (it->dev_src)
+        tc->dev_answers--;
     if (it->copy) {
         free(it->copy);
         it->copy = NULL;
@@ -475,6 +497,20 @@ void tcp_get_data_done(tcp_conn_t *tc);
  * answers queued that read bytes it writes are copied out first, so that a
  * GET reads what was there when it came (the channel's order). */
 void tcp_rma_guard(tcp_conn_t *tc, const tcp_msg_t *m);
+
+/* tcp_snap.c */
+/* The whole header m is next, and nothing makes it wait yet: 1 if it must
+ * wait, for the copy out of GPU memory of an answer still to be read from
+ * where m writes (started here, or under way). */
+int tcp_snap_wait(tcp_conn_t *tc, const tcp_msg_t *m);
+/* POST_SNAP's work completed: its len bytes are in the slot */
+void tcp_snap_done(tcp_conn_t *tc, uint64_t len);
+/* the bytes of a GET_DATA from GPU memory that tx staging copies: the
+ * payload up to where a snapshot took over */
+static inline uint64_t tcp_staged_end(const tx_item_t *it)
+{
+    return it->snap ? it->snap_from : it->hdr.size;
+}
 
 /* tcp_hrx.c */
 /* application thread (GPUPORT_HOST_INLINE): ops->host_recv */

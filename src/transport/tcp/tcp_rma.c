@@ -70,8 +70,8 @@ static void answer_in_place(tcp_conn_t *tc, const char *src, uint64_t size)
 /* Answered with GET_DATA, queued now (the caller checked room), its bytes
  * sent from the destination region when their turn comes (a GPU region's
  * through tx staging, ordered behind the GPU copies of earlier puts on the
- * flusher's stream); the GET counts as applied at once, after its answer
- * is queued. A GET this side cannot answer is answered with no bytes and
+ * flusher's stream, and ahead of later ones': tcp_snap.c); the GET counts
+ * as applied at once, after its answer is queued. A GET this side cannot answer is answered with no bytes and
  * the status, which fails the getter's channel; one outside the region
  * fails this side's too, as a PUT there does. */
 static void on_get(tcp_conn_t *tc, const tcp_msg_t *m)
@@ -104,6 +104,7 @@ static void on_get(tcp_conn_t *tc, const tcp_msg_t *m)
         if (gpuport_region_is_device(ch->local_dst.kind)) {
             it = tcp_tx_push(tc, MSG_GET_DATA, ch->peer_id, m->value, m->size, NULL);
             it->dev_src = src;
+            tc->dev_answers++;
         } else {
             tcp_tx_push(tc, MSG_GET_DATA, ch->peer_id, m->value, m->size, src);
             answer_in_place(tc, src, m->size);
@@ -114,9 +115,8 @@ static void on_get(tcp_conn_t *tc, const tcp_msg_t *m)
 
 /* Copies out of the region are made only where a write would change what an
  * answer still to be sent reads, which the peer asked for only by writing
- * there before its get completed; GPU regions are not guarded (their
- * answers' staging copies and writes' copies share the flusher's stream, but
- * a write's may be posted first). */
+ * there before its get completed; GPU regions have their own guard
+ * (tcp_snap.c: the flusher copies the answer out before the write). */
 void tcp_rma_guard(tcp_conn_t *tc, const tcp_msg_t *m)
 {
     gpuport_tl_chan_t *ch = tcp_rx_channel(tc, m->channel);

@@ -76,21 +76,27 @@ static void on_value(tcp_conn_t *tc, const tcp_msg_t *m)
     tcp_rx_op_done(tc);
 }
 
-/* 1 if the next header must wait for room before it is taken: behind GPU
- * copies any header may go to the flusher, and a VALUE may at any time; a
- * GET's answer goes into the send ring (where the peer's GETs in flight
+/* 1 if the next header must wait before it is taken: for room, as behind
+ * GPU copies any header may go to the flusher, and a VALUE may at any time;
+ * a GET's answer goes into the send ring (where the peer's GETs in flight
  * always fit beside this side's operations when both use one
- * GPUPORT_SOCKET_QUEUE; with another, the ring drains as the peer reads). */
-static int next_waits(const tcp_conn_t *tc)
+ * GPUPORT_SOCKET_QUEUE; with another, the ring drains as the peer reads);
+ * or for the flusher to copy out of GPU memory the answers still to be
+ * read from where it writes (tcp_snap.c: only the flusher, never the peer,
+ * is waited for). */
+static int next_waits(tcp_conn_t *tc)
 {
-    uint32_t type = 0;
+    tcp_msg_t m;
 
+    memset(&m, 0, sizeof(m));
     if (tc->rx_len - tc->rx_pos >= sizeof(tcp_msg_t))
-        memcpy(&type, tc->rxbuf + tc->rx_pos, sizeof(type));
-    if ((tc->rx_pending || type == MSG_VALUE) &&
+        memcpy(&m, tc->rxbuf + tc->rx_pos, sizeof(m));
+    if ((tc->rx_pending || m.type == MSG_VALUE) &&
         (tcp_post_full(tc) || !gpuport_tl_flusher_room(tc->comm, 1)))
         return 1;
-    return type == MSG_GET && !tcp_tx_room(tc, 1);
+    if (m.type == MSG_GET && !tcp_tx_room(tc, 1))
+        return 1;
+    return (m.type || tc->snapping) && tcp_snap_wait(tc, &m);
 }
 
 /* A PUT's header: where its payload goes (host memory, a GPU destination

@@ -297,7 +297,8 @@ int tcp_host_send(gpuport_tl_chan_t *ch, uint32_t op, uint64_t dst_off, uint64_t
 /* ---- proxy thread: staging of GPU regions ---- */
 
 /* Posts flusher copies of GPU sources into tx staging, piece by piece, in
- * the order the items will be sent. */
+ * the order the items will be sent (an answer's up to where a snapshot took
+ * over: tcp_snap.c). */
 void tcp_stage_tx(tcp_conn_t *tc)
 {
     while (tc->tc_tail - tc->tc_head < NSLOT && !tc->broken && !tcp_post_full(tc)) {
@@ -313,12 +314,13 @@ void tcp_stage_tx(tcp_conn_t *tc)
         if (tc->sg_item == tc->tx_tail)
             return;
         it = &tc->tx[tc->sg_item % tc->tx_cap];
-        if (!it->dev_src || tc->sg_off >= it->hdr.size) {
+        if (!it->dev_src || tc->sg_off >= tcp_staged_end(it)) {
             tc->sg_item++;
             tc->sg_off = 0;
             continue;
         }
-        len = it->hdr.size - tc->sg_off < CHUNK ? it->hdr.size - tc->sg_off : CHUNK;
+        len = tcp_staged_end(it) - tc->sg_off;
+        len = len < CHUNK ? len : CHUNK;
         slot = tc->tc_tail % NSLOT;
         memset(&w, 0, sizeof(w));
         w.kind = GPUPORT_WORK_CU_FROM_DEVICE;
@@ -398,10 +400,24 @@ int tcp_send_some(tcp_conn_t *tc)
             if (!tcp_msg_has_payload(it->hdr.type) || off >= it->hdr.size)
                 continue;
             if (it->dev_src) {
-                uint64_t avail;
-                n += staged_iov(tc, i, off, iov + n, IOV_BATCH - n, &avail);
-                /* the rest is not staged yet: nothing may follow */
-                if (off + avail < it->hdr.size)
+                uint64_t avail, end = tcp_staged_end(it), have, len;
+                if (off < end) {
+                    n += staged_iov(tc, i, off, iov + n, IOV_BATCH - n, &avail);
+                    /* the rest is not staged yet: nothing may follow */
+                    if (off + avail < end)
+                        break;
+                    off = end;
+                }
+                if (off == it->hdr.size)
+                    continue;
+                /* the rest from the snapshot, as far as it is copied out */
+                have = it->snap_from + it->snap_have;
+                if (off >= have || n == IOV_BATCH)
+                    break;
+                len = have - off;
+                iov[n].iov_base = it->snap + (off - it->snap_from);
+                iov[n++].iov_len = (size_t)(len < budget ? len : budget);
+                if (have < it->hdr.size || len > budget)
                     break;
             } else {
                 uint64_t len = it->hdr.size - off;
