@@ -14,8 +14,10 @@
 gpuport_status_t gpuport_gpu_open(gpuport_comm_t comm)
 {
     comm->gpu_device = -1;
-    snprintf(comm->no_gpu_why, sizeof(comm->no_gpu_why),
-             "this gpuport was built without CUDA (configure --with-cuda)");
+    snprintf(comm->no_gpu_why, sizeof(comm->no_gpu_why), "%s",
+             comm->config.gpu == GPUPORT_GPU_OFF
+                 ? "GPUPORT_GPU=off"
+                 : "this gpuport was built without CUDA (configure --with-cuda)");
     if (comm->config.gpu == GPUPORT_GPU_ON) {
         log_error("GPUPORT_GPU=on, but this gpuport was built without CUDA (configure "
                   "--with-cuda)");
