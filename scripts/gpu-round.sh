@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# This round's GPU runs on one GPU, in three calls of at most 10 minutes
+# each (the device tool's limit), from a carried build (scripts/gpu-build.sh
+# then scripts/gpu-carry.sh: _build/gpuc). Results go to OUT_DIR (the
+# device tool's $OUT); docs/PERFORMANCE.md records them.
+#   usage: scripts/gpu-round.sh 1|2|3 [BUILD_DIR] [OUT_DIR]
+#   1: the tests of this round's GPU code: FIFO give-ups on the proxy's own
+#      consumer, peer channels on every path, tcp get ordering on GPU
+#      memory, memory channels, the workloads' peer columns
+#   2: the peer baselines (NVSHMEM, built there) beside gpuport's memory
+#      channel table (its peer-channel rows by size) under
+#      GPUPORT_PEER_PATH=auto and proxy, and the halo exchange, twice,
+#      alternating
+#   3: the table under GPUPORT_PEER_PATH=stores (with 2's proxy rows: the
+#      store path's crossover, GPUPORT_PEER_STORE_MAX); --small-only beside
+#      BASE_BENCH (an earlier build's gpuport_bench, if given), alternating;
+#      the other workloads, peer death, tcp channels
+set -u
+cd "$(dirname "$0")/.." || exit 1
+part=${1:?usage: scripts/gpu-round.sh 1|2|3 [BUILD_DIR] [OUT_DIR]}
+B=${2:-_build/gpuc}
+OUT=${3:-${OUT:-gpu-round-results}}
+mkdir -p "$OUT"
+export GPUPORT_TEST_ONE_GPU=1
+T0=$SECONDS
+mb() { bash scripts/with-mps.sh env GPUPORT_TEST_TIMEOUT=100 "$@"; }
+table() { # PATH NAME: the memory-channel table under GPUPORT_PEER_PATH=PATH
+    mb GPUPORT_PEER_PATH="$1" "$B/test/mpi/mpirun.sh" 2 "$B/tools/gpuport_bench" --memchan-only \
+        >"$OUT/memchan-$2.txt" 2>&1
+    echo "memchan $2 rc=$?"
+    grep -A14 "ping-pong round trip" "$OUT/memchan-$2.txt" | head -16
+}
+case $part in
+1)
+    GPU_ONE_ONLY='^(gpu-fifo|memchan-mps|peer-mps|peer-cudamalloc-mps|peer-proxy-mps|rma-tcp|wl-halo-mps|wl-allreduce-mps|wl-alltoall-mps)$' \
+        GPU_ONE_MAX_S=60 bash scripts/gpu-one.sh "$B" "$OUT/one" 2>&1 | tee "$OUT/one.txt"
+    ;;
+2)
+    P=$OUT/peers-bin
+    bash scripts/build-peers.sh "$P" >"$OUT/peers-build.txt" 2>&1
+    echo "peers-build rc=$? at $((SECONDS - T0)) s"
+    for r in 1 2; do
+        GPU_ONE_ONLY='^peer-(pingpong|halo)_nvshmem$' GPU_ONE_MAX_S=100 \
+            bash scripts/gpu-one.sh "$B" "$OUT/p$r" "$P" 2>&1 | tail -3
+        tail -8 "$OUT/p$r/peer-pingpong_nvshmem.log" "$OUT/p$r/peer-halo_nvshmem.log" 2>/dev/null
+        table auto "auto-$r"
+        table proxy "proxy-$r"
+        mb "$B/test/mpi/mpirun.sh" 2 "$B/workloads/halo_gpu" --csv "$OUT/halo-$r.csv" \
+            >"$OUT/halo-$r.txt" 2>&1
+        echo "halo $r rc=$?"; tail -12 "$OUT/halo-$r.txt"
+        [ $((SECONDS - T0)) -gt 400 ] && break
+    done
+    ;;
+3)
+    table stores stores
+    for r in 1 2; do
+        for w in new base; do
+            bin=$B/tools/gpuport_bench
+            if [ $w = base ]; then
+                [ -x "${BASE_BENCH:-}" ] || continue
+                bin=$BASE_BENCH
+            fi
+            mb "$B/test/mpi/mpirun.sh" 2 "$bin" --small-only >"$OUT/small-$w-$r.txt" 2>&1
+            echo "small $w $r rc=$?"
+            grep -iE "signal|put_value|push|ping|floor" "$OUT/small-$w-$r.txt" | head -12
+        done
+        [ $((SECONDS - T0)) -gt 250 ] && break
+    done
+    GPU_ONE_ONLY='^(death-cuda_ipc|channels-tcp|channels-cuda_ipc)$' GPU_ONE_MAX_S=60 \
+        bash scripts/gpu-one.sh "$B" "$OUT/three" 2>&1 | tee "$OUT/three.txt"
+    ;;
+*)
+    echo "scripts/gpu-round.sh: part $part? (1, 2 or 3)" >&2
+    exit 2
+    ;;
+esac
+echo "part $part ended at $((SECONDS - T0)) s"
