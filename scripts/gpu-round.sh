@@ -12,7 +12,8 @@
 #      GPUPORT_PEER_PATH=auto and proxy, and the halo exchange, twice,
 #      alternating
 #   3: the table under GPUPORT_PEER_PATH=stores (with 2's proxy rows: the
-#      store path's crossover, GPUPORT_PEER_STORE_MAX); --small-only beside
+#      store path's crossover, GPUPORT_PEER_STORE_MAX); the held_pull probe;
+#      --small-only beside
 #      BASE_BENCH (an earlier build's gpuport_bench, if given), alternating;
 #      the other workloads, peer death, tcp channels
 set -u
@@ -53,6 +54,12 @@ case $part in
     ;;
 3)
     table stores stores
+    # the held pattern's candidate way out (issue 48, item 8): is a pull by
+    # another process held as a second context's copy is?
+    if [ -x "$B/probes/held_pull" ]; then
+        timeout 60 "$B/probes/held_pull" >"$OUT/held_pull.txt" 2>&1
+        echo "held_pull rc=$?"; cat "$OUT/held_pull.txt"
+    fi
     for r in 1 2; do
         for w in new base; do
             bin=$B/tools/gpuport_bench
