@@ -54,7 +54,7 @@ case $part in
     ;;
 3)
     table stores stores
-    # the held pattern's candidate way out (issue 48, item 8): is a pull by
+    # the held pattern's candidate way out (docs/ARCHITECTURE.md): is a pull by
     # another process held as a second context's copy is?
     if [ -x "$B/probes/held_pull" ]; then
         timeout 60 "$B/probes/held_pull" >"$OUT/held_pull.txt" 2>&1

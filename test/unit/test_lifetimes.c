@@ -93,7 +93,7 @@ static void tail_of_block(gpuport_comm_t comm, long page)
                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     CHECK_MSG(before == blk - page || (before == MAP_FAILED && errno == EEXIST),
               "mmap of the page before the block: %p (%s)", before, strerror(errno));
-    /* issue 38: the last 8 bytes of the mapping and 8 past it */
+    /* straddling the mapping's end: its last 8 bytes and 8 past it */
     refused_at_block(comm, blk, asked, mapped, blk + mapped - 8, 16, "in the rounding");
     /* wholly in the tail, all of it mapped */
     refused_at_block(comm, blk, asked, mapped, blk + asked + 8, 16, "in the rounding");

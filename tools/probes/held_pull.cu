@@ -6,7 +6,7 @@
  * context of the same process (held: tools/probes/held_copy.cu,
  * docs/ARCHITECTURE.md, "a copy held by CUDA")? If the pull is not held,
  * the held pattern with cudaMalloc sources has a way out: the receiver's
- * flusher copies from the sender's memory (issue 48, item 8).
+ * flusher copies from the sender's memory.
  * Two processes (fork before any CUDA call, a pipe each way): A, the
  * application, cudaMalloc's 1 MiB, fills it, hands its IPC handle to B,
  * launches a kernel that spins until a releaser thread stops it after
