@@ -519,10 +519,13 @@ static const char *unknown_name(const char *entry, size_t len)
         const char *name = gpuport_config_var(i)->name;
         if (strlen(name) == len && strncmp(name, entry, len) == 0)
             return NULL;
-        int d = name_distance(entry, len, name);
+    }
+    /* unknown: only now the distances, which a known name never pays */
+    for (size_t i = 0; i < n; i++) {
+        int d = name_distance(entry, len, gpuport_config_var(i)->name);
         if (d < best) {
             best = d;
-            meant = name;
+            meant = gpuport_config_var(i)->name;
         }
     }
     return meant;
