@@ -268,7 +268,10 @@ static void run_quitters(uint32_t quitters)
 }
 
 /* Each thread pushes `per` puts on its own channel (tid + 1, long limit),
- * and every 7th time one on QUIT_CHAN with a 50 us limit. */
+ * and every 7th time one on MIXED_QUIT with a 50 us limit: a channel above
+ * every thread's (QUIT_CHAN, 99, was thread 98's own, whose puts were then
+ * counted as the quitting channel's). */
+#define MIXED_QUIT 1000u
 __global__ void mixed_pusher(gpuport_port_channel_dev_t ch, gpuport_port_channel_dev_t quit,
                              uint32_t per, int *ok, int *timeouts, int *errors)
 {
@@ -279,7 +282,7 @@ __global__ void mixed_pusher(gpuport_port_channel_dev_t ch, gpuport_port_channel
         uint64_t pos;
         int rc;
         if (i % 7 == 3) {
-            gpuport_trigger_encode(&t, GPUPORT_OP_PUT, QUIT_CHAN, tid, i, 8);
+            gpuport_trigger_encode(&t, GPUPORT_OP_PUT, MIXED_QUIT, tid, i, 8);
             rc = gpuport_dev_fifo_push(&quit, &t, 1, &pos);
             atomicAdd(rc == GPUPORT_OK ? ok : rc == GPUPORT_ERR_TIMEOUT ? timeouts : errors, 1);
         } else {
@@ -297,7 +300,7 @@ static void run_mixed(void)
     dfifo_t q;
     std::vector<uint32_t> next(nthreads, 0);
     uint64_t quit_puts = 0, got = 0, bad = 0;
-    struct timespec t0, now;
+    struct timespec t0, now, start;
     cudaStream_t s;
 
     dfifo_open(&q, size, 1024);
@@ -305,20 +308,33 @@ static void run_mixed(void)
     CUDA_CHECK(cudaMemset(counts, 0, 3 * sizeof(int)));
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     mixed_pusher<<<blocks, threads, 0, s>>>(dfifo_channel(&q, 1, 30ull * 1000000000ull),
-                                            dfifo_channel(&q, QUIT_CHAN, 50000ull), per,
+                                            dfifo_channel(&q, MIXED_QUIT, 50000ull), per,
                                             counts, counts + 1, counts + 2);
     CUDA_CHECK(cudaGetLastError());
     /* the consumer: 1 ms on, 2 ms off, until the kernel ends and the FIFO
-     * is empty */
+     * is empty; after 40 s it says how far the pushers got, and fails */
+    clock_gettime(CLOCK_MONOTONIC, &start);
     for (;;) {
         int done = cudaStreamQuery(s) == cudaSuccess;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (!done && now.tv_sec - start.tv_sec > 40) {
+            uint32_t least = per, at = 0;
+            for (uint32_t t = 0; t < nthreads; t++)
+                if (next[t] < least)
+                    least = next[t], at = t;
+            CHECK_MSG(0, "mixed: the pushers' kernel still runs after 40 s: %llu triggers taken "
+                      "(%llu of the quitting channel), thread %u has had %u of its %u puts taken",
+                      (unsigned long long)got, (unsigned long long)quit_puts, at, least,
+                      per - per / 7);
+        }
         clock_gettime(CLOCK_MONOTONIC, &t0);
         do {
             gpuport_op_desc_t d;
+            clock_gettime(CLOCK_MONOTONIC, &now); /* also when the FIFO is empty */
             if (fifo_consumer_pop(q.consumer, &d) == 0)
                 continue;
             got++;
-            if (d.channel == QUIT_CHAN) {
+            if (d.channel == MIXED_QUIT) {
                 quit_puts++;
             } else if (d.channel < 1 || d.channel > nthreads || d.src_off != d.channel - 1 ||
                        d.dst_off != next[d.channel - 1] + (next[d.channel - 1] + 3) / 6) {
@@ -326,7 +342,6 @@ static void run_mixed(void)
             } else {
                 next[d.channel - 1]++;
             }
-            clock_gettime(CLOCK_MONOTONIC, &now);
         } while ((now.tv_sec - t0.tv_sec) * 1000000000ll + (now.tv_nsec - t0.tv_nsec) < 1000000);
         if (done)
             break;
@@ -344,7 +359,7 @@ static void run_mixed(void)
     CHECK_MSG(quit_puts <= (uint64_t)h[0], "%llu puts of the quitting channel, %d pushed",
               (unsigned long long)quit_puts, h[0]);
     if (h[1])
-        CHECK(fifo_consumer_status(q.consumer, QUIT_CHAN) == GPUPORT_ERR_TIMEOUT);
+        CHECK(fifo_consumer_status(q.consumer, MIXED_QUIT) == GPUPORT_ERR_TIMEOUT);
     printf("PASS mixed: %u pushers, %d give-ups spread over time, %llu puts carried out in "
            "order, %llu of the quitting channel's before it failed\n",
            nthreads, h[1], (unsigned long long)got, (unsigned long long)quit_puts);
