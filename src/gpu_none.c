@@ -208,3 +208,19 @@ gpuport_status_t gpuport_gpu_dmabuf(gpuport_comm_t comm, uint64_t start, uint64_
     snprintf(why, why_len, "this gpuport was built without CUDA");
     return GPUPORT_ERR_NOT_SUPPORTED;
 }
+
+gpuport_status_t gpuport_peer_channel_device_all_v(uint32_t layout, gpuport_comm_t comm,
+                                                   const gpuport_peer_channel_t *channels,
+                                                   gpuport_peer_channel_dev_t **dev_p)
+{
+    gpuport_status_t st =
+        gpuport_peer_all_args("gpuport_peer_channel_device_all", comm, channels, dev_p);
+
+    if (st)
+        return st;
+    if (gpuport_layout_check("gpuport_peer_channel_device_all", "gpuport_peer_channel_dev_t",
+                             layout, GPUPORT_PEER_CHANNEL_DEV_LAYOUT))
+        return GPUPORT_ERR_VERSION;
+    log_error("gpuport_peer_channel_device_all: this gpuport was built without CUDA");
+    return GPUPORT_ERR_NOT_SUPPORTED;
+}

@@ -186,6 +186,12 @@ struct gpuport_peer_channel {
     struct gpuport_channel *ch;    /* the proxy's path (mc->ch where mc) */
     struct gpuport_memory_channel *mc; /* the store path, or NULL */
 };
+/* gpuport_peer_channel_device_all's arguments (logged as fn): a live
+ * communicator, out_p set, and channels[p] the live peer channel of comm to
+ * p for every p but the caller's rank. */
+gpuport_status_t gpuport_peer_all_args(const char *fn, struct gpuport_comm *comm,
+                                       struct gpuport_peer_channel *const *channels,
+                                       const void *out_p);
 
 /* the dead lists free a handle through its link (handles.h) */
 _Static_assert(offsetof(struct gpuport_mem, dead) == 0, "a registration's dead link comes first");

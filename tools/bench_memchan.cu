@@ -10,8 +10,9 @@
  *    packet (put_packets + read_packets, a flag per round), the floor (a
  *    release store of the round into the peer's flag, an acquire poll on
  *    its own), the port channel's put_with_signal + wait, and a peer
- *    channel's (gpuport_peer_put_with_signal + gpuport_peer_wait over the
- *    same regions: its store path);
+ *    channel's (gpuport_peer_put_with_signal + gpuport_peer_wait_until of
+ *    the round, as NVSHMEM's ping-pong waits, over the same regions: its
+ *    store path);
  *  - 64 B put + signal rate at 1, 8 and 64 warps (each warp puts 64 B at
  *    its own place, then one lane signals), the floor (the same stores, a
  *    system fence and an atomic add on a counter in the peer's memory), and
@@ -105,17 +106,23 @@ static __global__ void k_mc_pingpong(gpuport_memory_channel_dev_t ch, int mode, 
     *rc = st;
 }
 
-/* The 8 B ping-pong over a peer channel (its store path here). */
+/* The 8 B ping-pong over a peer channel (its store path here): the
+ * receiver waits until the channel's count reaches the round
+ * (gpuport_peer_wait_until), as NVSHMEM's ping-pong waits until its signal
+ * reaches the round (workloads/peers/pingpong_nvshmem.cu). The count goes
+ * on from earlier runs on the channel, every signal of which was taken:
+ * the consumed count at the start is where this run's rounds count from. */
 static __global__ void k_peer_pingpong(gpuport_peer_channel_dev_t ch, int first, int iters,
                                        uint64_t *ns, int *rc)
 {
     uint64_t t0 = gpuport_dev_now_ns();
+    uint64_t base = *(volatile unsigned long long *)ch.port.consumed;
     int st = 0;
 
     for (int i = 1; i <= iters && !st; i++)
         for (int turn = 0; turn < 2 && !st; turn++)
             st = (turn == 0) == (first != 0) ? gpuport_peer_put_with_signal(&ch, 64, 64, 8)
-                                             : gpuport_peer_wait(&ch);
+                                             : gpuport_peer_wait_until(&ch, base + i);
     *ns = gpuport_dev_now_ns() - t0;
     *rc = st;
 }

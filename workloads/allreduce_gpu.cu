@@ -89,7 +89,7 @@ static const char *const way_name[] = {"memory channels (packets)", "memory chan
 typedef struct ar_dev {
     const gpuport_memory_channel_dev_t *mc; /* [n] in device memory */
     const gpuport_port_channel_dev_t *pc;   /* [n] in device memory */
-    const gpuport_peer_channel_dev_t *peer; /* [n] in device memory */
+    gpuport_peer_channel_dev_t *peer;       /* [n] in device memory (device_all) */
     unsigned char *win;                     /* this rank's window */
     uint64_t off_in, off_out, off_port, off_pkt, off_tmp;
     uint64_t cslot, pslot; /* bytes of a PORT slot (a chunk), of a PKT slot */
@@ -393,7 +393,6 @@ typedef struct ar {
     gpuport_memory_channel_dev_t *mcd; /* [n] their handles for kernels */
     gpuport_port_channel_dev_t *pcd;   /* [n] */
     gpuport_peer_channel_t *peer;      /* [n] peer channels (NULL for this rank) */
-    gpuport_peer_channel_dev_t *peerd; /* [n] their handles for kernels */
     int have_mc;                       /* every memory channel made, on every rank */
     ar_dev_t dev;                      /* dev.mc, .pc, .peer: the handles in device memory */
     uint32_t flag;                     /* the last packet flag used */
@@ -441,19 +440,22 @@ static int ar_open(ar_t *a, uint64_t max_bytes, int all_local)
     a->mcd = (gpuport_memory_channel_dev_t *)calloc(n, sizeof(*a->mcd));
     a->pcd = (gpuport_port_channel_dev_t *)calloc(n, sizeof(*a->pcd));
     a->peer = (gpuport_peer_channel_t *)calloc(n, sizeof(*a->peer));
-    a->peerd = (gpuport_peer_channel_dev_t *)calloc(n, sizeof(*a->peerd));
-    if (!a->pc || !a->mc || !a->mcd || !a->pcd || !a->peer || !a->peerd ||
+    if (!a->pc || !a->mc || !a->mcd || !a->pcd || !a->peer ||
         !wl_cuda_ok(cudaMallocHost((void **)&a->host_in, max_bytes), "cudaMallocHost") ||
         !wl_cuda_ok(cudaMallocHost((void **)&a->host_out, max_bytes), "cudaMallocHost") ||
         !wl_cuda_ok(cudaMalloc((void **)&a->ns, MAX_ROUNDS * sizeof(*a->ns)), "cudaMalloc") ||
         !wl_cuda_ok(cudaMalloc((void **)&a->err, 2 * sizeof(int)), "cudaMalloc") ||
         !wl_cuda_ok(cudaMalloc((void **)&d->mc, n * sizeof(*a->mcd)), "cudaMalloc") ||
-        !wl_cuda_ok(cudaMalloc((void **)&d->pc, n * sizeof(*a->pcd)), "cudaMalloc") ||
-        !wl_cuda_ok(cudaMalloc((void **)&d->peer, n * sizeof(*a->peerd)), "cudaMalloc"))
+        !wl_cuda_ok(cudaMalloc((void **)&d->pc, n * sizeof(*a->pcd)), "cudaMalloc"))
         return 0;
     /* setup: begin */
     if (!wl_ok(gpuport_mem_alloc_device(a->comm, win, (void **)&d->win),
-               "gpuport_mem_alloc_device"))
+               "gpuport_mem_alloc_device") ||
+        !wl_ok(gpuport_mem_register(a->comm, d->win, win, &a->mem), "gpuport_mem_register") ||
+        !wl_ok(gpuport_peer_channel_create_all(a->comm, a->mem, a->mem, a->peer),
+               "gpuport_peer_channel_create_all") ||
+        !wl_ok(gpuport_peer_channel_device_all(a->comm, a->peer, &d->peer),
+               "gpuport_peer_channel_device_all"))
         return 0;
     /* setup: end */
     for (uint64_t i = 0; i < max_bytes / sizeof(float); i++)
@@ -461,19 +463,6 @@ static int ar_open(ar_t *a, uint64_t max_bytes, int all_local)
     if (!wl_cuda_ok(cudaMemcpy(d->win, a->host_in, max_bytes, cudaMemcpyHostToDevice),
                     "cudaMemcpy"))
         return 0;
-    /* setup: begin */
-    if (!wl_ok(gpuport_mem_register(a->comm, d->win, win, &a->mem), "gpuport_mem_register") ||
-        !wl_ok(gpuport_peer_channel_create_all(a->comm, a->mem, a->mem, a->peer),
-               "gpuport_peer_channel_create_all"))
-        return 0;
-    for (int p = 0; p < n; p++)
-        if (p != wl_rank && !wl_ok(gpuport_peer_channel_device(a->peer[p], &a->peerd[p]),
-                                   "gpuport_peer_channel_device"))
-            return 0;
-    if (!wl_cuda_ok(cudaMemcpy((void *)d->peer, a->peerd, n * sizeof(*a->peerd),
-                               cudaMemcpyHostToDevice), "cudaMemcpy"))
-        return 0;
-    /* setup: end */
     for (int p = 0; p < n; p++) {
         if (p == wl_rank)
             continue;
@@ -511,13 +500,14 @@ static int ar_close(ar_t *a)
     for (int p = wl_size - 1; a->pc && p >= 0; p--)
         if (a->pc[p])
             good &= wl_ok(gpuport_channel_destroy(a->pc[p]), "gpuport_channel_destroy");
+    if (a->dev.peer)
+        good &= wl_ok(gpuport_mem_free(a->comm, a->dev.peer), "gpuport_mem_free(peer)");
     if (a->mem)
         good &= wl_ok(gpuport_mem_deregister(a->mem), "gpuport_mem_deregister");
     if (a->dev.win)
         good &= wl_ok(gpuport_mem_free(a->comm, a->dev.win), "gpuport_mem_free");
     cudaFree((void *)a->dev.mc);
     cudaFree((void *)a->dev.pc);
-    cudaFree((void *)a->dev.peer);
     cudaFree(a->ns);
     cudaFree(a->err);
     cudaFreeHost(a->host_in);
@@ -525,7 +515,6 @@ static int ar_close(ar_t *a)
     free(a->mcd);
     free(a->pcd);
     free(a->peer);
-    free(a->peerd);
     free(a->mc);
     free(a->pc);
     return good & wl_ok(gpuport_comm_destroy(a->comm), "gpuport_comm_destroy");

@@ -62,7 +62,7 @@ extern "C" {
 #define THREADS 256
 #define WARPS (THREADS / 32)
 
-enum { VIA_SELF, VIA_MEMORY, VIA_PORT, VIA_PEER };
+enum { VIA_SELF, VIA_MEMORY, VIA_PORT };
 enum { WAY_MEMORY, WAY_PORT, WAY_PEER, WAY_MPI, WAYS }; /* the gpuport ways first */
 static const char *const way_name[WAYS] = {"memory channels", "port channels", "peer channels",
                                            "MPI staged"};
@@ -72,7 +72,6 @@ typedef struct peer_dev {
     int via;
     gpuport_memory_channel_dev_t mc;
     gpuport_port_channel_dev_t pc;
-    gpuport_peer_channel_dev_t pe;
 } peer_dev_t;
 
 /* What the kernels of a round get, by value: the sizes (m, without the
@@ -84,6 +83,7 @@ typedef struct kargs {
     uint64_t seq;            /* the exchange's number, in the count words */
     uint64_t psig;           /* signals each peer channel received before this phase */
     const peer_dev_t *peers; /* [ranks] for this way */
+    const gpuport_peer_channel_dev_t *pe; /* [ranks]: the peer channels' way, else NULL */
     unsigned char *base;     /* this rank's region */
     int *nsend;              /* [ranks] messages to each rank */
     int *nrecv;              /* [ranks] read from the count words */
@@ -125,16 +125,16 @@ __device__ static void exchange(const kargs_t &k, size_t dst_off, size_t src_off
             dst[i] = src[i];
         if (counted && b == 0 && threadIdx.x == 0)
             *(volatile uint64_t *)(k.base + count_off) = count;
-    } else if (pd->via == VIA_PEER) {
+    } else if (k.pe) {
         const uint64_t first = n * b / k.B, last = n * (b + 1) / k.B;
         /* exchange: begin */
         if (counted && b == 0) /* the word ahead of this block's signal */
-            st = gpuport_peer_put_value_block(&pd->pe, count_off, count);
-        st = st ? st : gpuport_peer_put_with_signal_block(&pd->pe, dst_off + first * unit,
+            st = gpuport_peer_put_value_block(&k.pe[p], count_off, count);
+        st = st ? st : gpuport_peer_put_with_signal_block(&k.pe[p], dst_off + first * unit,
                                                           src_off + first * unit,
                                                           (last - first) * unit);
         if (b == 0) /* every block of rank p has landed here */
-            st = st ? st : gpuport_peer_wait_until_block(&pd->pe, k.psig + k.B);
+            st = st ? st : gpuport_peer_wait_until_block(&k.pe[p], k.psig + k.B);
         /* exchange: end */
         fail(&k.rc[p], st);
     } else if (pd->via == VIA_MEMORY) {
@@ -248,6 +248,7 @@ typedef struct run {
     gpuport_memory_channel_t *mc; /* memory channels to this host's ranks */
     gpuport_peer_channel_t *pe;   /* peer channels (none to itself) */
     peer_dev_t *peers;            /* device: [3][ranks], per gpuport way */
+    gpuport_peer_channel_dev_t *pe_dev; /* device: [ranks], gpuport_peer_channel_device_all */
     int *nsend, *nrecv, *cback, *rc, *crows, *expect_n, *ddsp, *cdsp, *local;
     uint64_t *words;                  /* count words, read back */
     unsigned char *expect, *got;      /* messages expected, received */
@@ -265,6 +266,7 @@ static int gp_phase(run_t *r, int way, int comb, double *t)
     int good;
 
     r->k.peers = r->peers + way * r->m.ranks;
+    r->k.pe = way == WAY_PEER ? r->pe_dev : NULL;
     if (!wl_cuda_ok(cudaMemset(r->k.rc, 0, r->m.ranks * sizeof(int)), "cudaMemset(rc)") ||
         !wl_cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize"))
         return 0;
@@ -571,7 +573,9 @@ static int connect(run_t *r, char *tl, size_t len)
 
     /* setup: begin */
     if (!wl_ok(gpuport_peer_channel_create_all(r->comm, r->mem, r->mem, r->pe),
-               "gpuport_peer_channel_create_all"))
+               "gpuport_peer_channel_create_all") ||
+        !wl_ok(gpuport_peer_channel_device_all(r->comm, r->pe, &r->pe_dev),
+               "gpuport_peer_channel_device_all"))
         return 0;
     /* setup: end */
     for (int p = 0; p < n; p++) {
@@ -600,20 +604,13 @@ static int connect(run_t *r, char *tl, size_t len)
         pd[p].via = p == r->m.me ? VIA_SELF : r->local[p] ? VIA_MEMORY : VIA_PORT;
         pd[n + p] = pd[p];
         pd[n + p].via = p == r->m.me ? VIA_SELF : VIA_PORT;
-        /* setup: begin */
-        pd[2 * n + p].via = p == r->m.me ? VIA_SELF : VIA_PEER;
-        if (good && r->pe[p])
-            good = wl_ok_peer(gpuport_peer_channel_device(r->pe[p], &pd[2 * n + p].pe),
-                              "gpuport_peer_channel_device", p);
-        /* setup: end */
+        pd[2 * n + p].via = pd[n + p].via; /* the peer way's own copy: k.pe */
         if (*t && !strstr(tl, t))
             snprintf(tl + strlen(tl), len - strlen(tl), "%s%s", *tl ? "+" : "", t);
     }
-    /* setup: begin */
     good = good &&
            wl_cuda_ok(cudaMemcpy(r->peers, pd, 3 * n * sizeof(peer_dev_t), cudaMemcpyHostToDevice),
                    "cudaMemcpy(peers)");
-    /* setup: end */
     free(pd);
     return wl_agree(good);
 }
@@ -629,6 +626,8 @@ static int release(run_t *r)
         if (r->pe[p] && !wl_ok_peer(gpuport_peer_channel_destroy(r->pe[p]),
                                     "gpuport_peer_channel_destroy", p))
             good = 0;
+    if (r->pe_dev && !wl_ok(gpuport_mem_free(r->comm, r->pe_dev), "gpuport_mem_free(pe_dev)"))
+        good = 0;
     for (int p = 0; r->mc && p < r->m.ranks; p++)
         if (r->mc[p] && !wl_ok_peer(gpuport_memory_channel_destroy(r->mc[p]),
                                     "gpuport_memory_channel_destroy", p))

@@ -56,6 +56,11 @@ extern "C" {
 GPUPORT_API gpuport_status_t gpuport_peer_channel_device_v(uint32_t layout,
                                                            gpuport_peer_channel_t ch,
                                                            gpuport_peer_channel_dev_t *dev_p);
+/** The entry point of gpuport_peer_channel_device_all; `layout` is
+ *  GPUPORT_PEER_CHANNEL_DEV_LAYOUT. */
+GPUPORT_API gpuport_status_t gpuport_peer_channel_device_all_v(
+    uint32_t layout, gpuport_comm_t comm, const gpuport_peer_channel_t *channels,
+    gpuport_peer_channel_dev_t **dev_p);
 
 #ifdef __cplusplus
 }
@@ -77,6 +82,38 @@ static inline gpuport_status_t gpuport_peer_channel_device(gpuport_peer_channel_
                                                            gpuport_peer_channel_dev_t *dev_p)
 {
     return gpuport_peer_channel_device_v(GPUPORT_PEER_CHANNEL_DEV_LAYOUT, ch, dev_p);
+}
+
+/**
+ * The handles of every peer channel of gpuport_peer_channel_create_all, in
+ * device memory, for kernels to index by peer rank: (*dev_p)[p] is
+ * channels[p]'s handle, as gpuport_peer_channel_device fills it, and the
+ * caller's own entry is zeroed (a device call on it returns
+ * GPUPORT_ERR_VERSION). The array is allocated as gpuport_mem_alloc_device
+ * allocates (reachable by every context on the device, whether or not the
+ * application made one); free it with gpuport_mem_free, or it goes with the
+ * communicator. Valid until a channel it holds is destroyed. Local. One
+ * set-up call at a time.
+ *
+ * @param comm the channels' communicator, in GPU mode
+ * @param channels gpuport_comm_size() entries by peer rank, as
+ *        gpuport_peer_channel_create_all fills them (this rank's own entry is
+ *        not read)
+ * @param[out] dev_p the device array of gpuport_comm_size() handles
+ * @retval GPUPORT_OK *dev_p is set
+ * @retval GPUPORT_ERR_INVALID_ARG not a live communicator, channels or dev_p NULL, or
+ *         an entry that is not a live peer channel of comm to the rank of its
+ *         index (logged with the index)
+ * @retval GPUPORT_ERR_NOT_SUPPORTED a communicator without GPU mode
+ * @retval GPUPORT_ERR_VERSION a program built with another handle layout
+ * @retval GPUPORT_ERR_NO_MEMORY the device (or the host) is out of memory
+ * @retval GPUPORT_ERR_TRANSPORT a CUDA driver failure (logged with the call)
+ */
+static inline gpuport_status_t gpuport_peer_channel_device_all(
+    gpuport_comm_t comm, const gpuport_peer_channel_t *channels, gpuport_peer_channel_dev_t **dev_p)
+{
+    return gpuport_peer_channel_device_all_v(GPUPORT_PEER_CHANNEL_DEV_LAYOUT, comm, channels,
+                                             dev_p);
 }
 
 #if defined(__CUDACC__)
@@ -252,46 +289,69 @@ GPUPORT_DEV uint64_t gpuport_peer_received(const gpuport_peer_channel_dev_t *ch)
     return n;
 }
 
-/** Takes one arrived signal (either path's): 1 taken, 0 none. */
-GPUPORT_DEV int gpuport_pdev_take(const gpuport_peer_channel_dev_t *ch)
+/** The signals received by both paths, for a waiter's poll: the store
+ *  path's count (GPU memory, near) at every poll, the proxy's (pinned host
+ *  memory, a trip across PCIe) only where `refresh` is set, else the value
+ *  *port_seen kept from an earlier poll. Both counts only grow, so a kept
+ *  value is a lower bound: a poll may find a proxy signal a few polls late,
+ *  never one that has not arrived. A channel without the store path reads
+ *  the proxy's count at every poll. */
+GPUPORT_DEV uint64_t gpuport_pdev_count(const gpuport_peer_channel_dev_t *ch,
+                                        uint64_t *port_seen, int refresh)
+{
+    if (!ch->stores)
+        return *port_seen = gpuport_dev_load_sys(ch->port.inbound);
+    if (refresh)
+        *port_seen = gpuport_dev_load_sys(ch->port.inbound);
+    return *port_seen + gpuport_dev_load_sys(ch->mem.inbound);
+}
+
+/** Takes one arrived signal (either path's): 1 taken, 0 none
+ *  (gpuport_pdev_count's port_seen and refresh). */
+GPUPORT_DEV int gpuport_pdev_take(const gpuport_peer_channel_dev_t *ch, uint64_t *port_seen,
+                                  int refresh)
 {
     unsigned long long c = *(volatile unsigned long long *)ch->port.consumed;
-    while (gpuport_peer_received(ch) > c) {
+    while (gpuport_pdev_count(ch, port_seen, refresh) > c) {
         unsigned long long seen = atomicCAS(ch->port.consumed, c, c + 1);
         if (seen == c)
             return 1;
         c = seen;
+        refresh = 0;
     }
     return 0;
 }
 
 /** What a wait waits for: until == 0, one signal, taken; else the count
- *  reaching `until`, the consumed count then raised to it. 1 done, 0 not
- *  yet. */
-GPUPORT_DEV int gpuport_pdev_got(const gpuport_peer_channel_dev_t *ch, uint64_t until)
+ *  reaching `until`, the consumed count then raised to it (an atomic whose
+ *  result no one waits for: the consumed count is for later waits, and a
+ *  thread's own later accesses to it come after it). 1 done, 0 not yet. */
+GPUPORT_DEV int gpuport_pdev_got(const gpuport_peer_channel_dev_t *ch, uint64_t until,
+                                 uint64_t *port_seen, int refresh)
 {
     if (!until)
-        return gpuport_pdev_take(ch);
-    if (gpuport_peer_received(ch) < until)
+        return gpuport_pdev_take(ch, port_seen, refresh);
+    if (gpuport_pdev_count(ch, port_seen, refresh) < until)
         return 0;
-    if (*(volatile unsigned long long *)ch->port.consumed < until)
-        atomicMax(ch->port.consumed, (unsigned long long)until);
+    atomicMax(ch->port.consumed, (unsigned long long)until);
     return 1;
 }
 
-/** One thread's wait (gpuport_pdev_got's until). */
+/** One thread's wait (gpuport_pdev_got's until). The proxy's count is
+ *  read at every 8th poll: a signal by stores is seen at the next poll of
+ *  GPU memory, not after a trip across PCIe. */
 GPUPORT_DEV int gpuport_pdev_wait_1(const gpuport_peer_channel_dev_t *ch, uint64_t until)
 {
-    uint64_t start = 0;
+    uint64_t start = 0, port_seen = 0;
     gpuport_dev_backoff_t b = {0, 0};
 
-    for (uint32_t i = 1;; i++) {
-        if (gpuport_pdev_got(ch, until))
+    for (uint32_t i = 0;; i++) {
+        if (gpuport_pdev_got(ch, until, &port_seen, (i & 7) == 0))
             return GPUPORT_OK;
         gpuport_dev_pause(&b, ch->port.spin, ch->port.backoff_ns);
-        if ((i & 63) == 0) {
+        if ((i & 63) == 63) {
             int st = gpuport_dev_failed(&ch->port);
-            if (st && gpuport_pdev_got(ch, until))
+            if (st && gpuport_pdev_got(ch, until, &port_seen, 1))
                 return GPUPORT_OK; /* arrived just before the word */
             if (st)
                 return st;
@@ -437,13 +497,14 @@ GPUPORT_DEV int gpuport_peer_flush_block(const gpuport_peer_channel_dev_t *ch)
 GPUPORT_DEV int gpuport_peer_poll(const gpuport_peer_channel_dev_t *ch)
 {
     int st = gpuport_pdev_layout(ch, GPUPORT_SCOPE_THREAD);
+    uint64_t port_seen = 0;
 
     if (st)
         return st;
-    if (gpuport_pdev_take(ch))
+    if (gpuport_pdev_take(ch, &port_seen, 1))
         return 1;
     st = gpuport_dev_failed(&ch->port);
-    if (st && gpuport_pdev_take(ch))
+    if (st && gpuport_pdev_take(ch, &port_seen, 1))
         return 1;
     return st;
 }

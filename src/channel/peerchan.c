@@ -231,3 +231,26 @@ int gpuport_peer_channel_stores(gpuport_peer_channel_t pc)
         return -1;
     return pc->mc != NULL;
 }
+
+gpuport_status_t gpuport_peer_all_args(const char *fn, gpuport_comm_t comm,
+                                       const gpuport_peer_channel_t *channels, const void *out_p)
+{
+    if (!gpuport_comm_live(comm) || !channels || !out_p) {
+        log_error("%s: comm %p (a live communicator), channels %p and dev_p %p must be set", fn,
+                  (void *)comm, (void *)channels, out_p);
+        return GPUPORT_ERR_INVALID_ARG;
+    }
+    for (int p = 0; p < comm->size; p++) {
+        const gpuport_peer_channel_t pc = channels[p];
+        if (p == comm->rank)
+            continue;
+        if (!peer_ok(pc) || !pc->ch || pc->ch->comm != comm || pc->ch->peer != p) {
+            log_error("%s: channels[%d] is not a live peer channel of this communicator to rank "
+                      "%d (each entry but this rank's own, %d, is the channel to the rank of its "
+                      "index, as gpuport_peer_channel_create_all fills it)",
+                      fn, p, p, comm->rank);
+            return GPUPORT_ERR_INVALID_ARG;
+        }
+    }
+    return GPUPORT_OK;
+}

@@ -54,6 +54,7 @@
     X(cuStreamQuery)                                                                            \
     X(cuMemcpyDtoDAsync)                                                                        \
     X(cuMemcpyHtoDAsync)                                                                        \
+    X(cuMemcpyHtoD)                                                                             \
     X(cuMemcpyDtoHAsync)                                                                        \
     X(cuMemGetAllocationGranularity)                                                            \
     X(cuMemCreate)                                                                              \

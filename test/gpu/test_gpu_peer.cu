@@ -24,7 +24,9 @@
  *    (put_block), the peer's block waits until its count reaches the round
  *    (wait_until_block) and checks every byte, every thread's status the
  *    same;
- *  - bad offsets: a put past the region is refused on both paths.
+ *  - bad offsets: a put past the region is refused on both paths;
+ *  - device_all: the array in device memory holds the peer's handle byte
+ *    for byte as gpuport_peer_channel_device fills it, and zeroes its own.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -235,6 +237,25 @@ int main(void)
     CHECK_OK(gpuport_mem_register(comm, dst, REGION, &mdst));
     CHECK_OK(gpuport_peer_channel_create(comm, 1 - rank, msrc, mdst, &pc));
     CHECK_OK(gpuport_peer_channel_device(pc, &dev));
+
+    /* device_all: every rank's handle in device memory, by rank */
+    {
+        gpuport_peer_channel_t all[2];
+        gpuport_peer_channel_dev_t *d_all = NULL, back[2], zero;
+        all[rank] = NULL;
+        all[1 - rank] = pc;
+        memset(&zero, 0, sizeof(zero));
+        CHECK_OK(gpuport_peer_channel_device_all(comm, all, &d_all));
+        CHECK(d_all != NULL);
+        CUDA_CHECK(cudaMemcpy(back, d_all, sizeof(back), cudaMemcpyDeviceToHost));
+        CHECK_MSG(memcmp(&back[1 - rank], &dev, sizeof(dev)) == 0,
+                  "device_all: the peer's entry differs from gpuport_peer_channel_device's");
+        CHECK_MSG(memcmp(&back[rank], &zero, sizeof(zero)) == 0,
+                  "device_all: this rank's own entry is not zeroed");
+        CHECK_OK(gpuport_mem_free(comm, d_all));
+        if (rank == 0)
+            printf("PASS device_all: the handles in device memory, by rank\n");
+    }
 
     /* paths: one GPU maps itself; cudaMalloc and the proxy setting do not store */
     want_stores = kind != GPU_MEM_CUDAMALLOC && kind != GPU_MEM_DEFPOOL &&

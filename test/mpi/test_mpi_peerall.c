@@ -10,6 +10,10 @@
  * peer (the pattern names sender, receiver and byte) with a signal, and
  * each compares every byte that each peer put into its slot; each
  * channel takes one id, and destroying them gives every id back.
+ * gpuport_peer_channel_device_all refuses NULL channels, NULL dev_p and an
+ * entry that is not the channel to its index's rank, naming each, and
+ * says GPUPORT_ERR_NOT_SUPPORTED in host mode (test_gpu_peer runs it on a
+ * GPU).
  * args: one rank's arguments refused (the first, a middle, the last rank;
  * a dead registration as src, or channels NULL): every rank returns
  * GPUPORT_ERR_INVALID_ARG within 15 s although GPUPORT_TIMEOUT_MS is 60 s,
@@ -31,6 +35,7 @@
 
 #include "capture.h"
 #include "check.h"
+#include "gpuport/gpuport_device.h"
 #include "gpuport/gpuport_mpi.h"
 #include "internal.h"
 
@@ -150,6 +155,50 @@ static void expect_none_kept(gpuport_comm_t comm, gpuport_peer_channel_t *all, u
               ids_in_use(comm), ids);
 }
 
+/* gpuport_peer_channel_device_all's refusals, each naming what was wrong;
+ * nothing is written to *dev_p. Host mode has no device handles: a right
+ * call says so (GPUPORT_ERR_NOT_SUPPORTED). */
+static void device_all_refused(gpuport_comm_t comm, gpuport_peer_channel_t *all)
+{
+    gpuport_peer_channel_dev_t *dev = (gpuport_peer_channel_dev_t *)&dev, *was = dev;
+    int other = (rank + 1) % size;
+    gpuport_peer_channel_t keep = all[other];
+    gpuport_status_t st;
+    const char *log;
+
+    capture_begin();
+    st = gpuport_peer_channel_device_all(comm, NULL, &dev);
+    log = capture_end();
+    CHECK_MSG(st == GPUPORT_ERR_INVALID_ARG && strstr(log, "channels") && dev == was,
+              "rank %d: device_all without channels: %s, log %s", rank, gpuport_status_string(st),
+              log);
+    capture_begin();
+    st = gpuport_peer_channel_device_all(comm, all, NULL);
+    log = capture_end();
+    CHECK_MSG(st == GPUPORT_ERR_INVALID_ARG && strstr(log, "dev_p"),
+              "rank %d: device_all without dev_p: %s, log %s", rank, gpuport_status_string(st), log);
+    /* an entry that is not the channel to its index's rank */
+    all[other] = size > 2 ? all[(rank + 2) % size] : NULL;
+    capture_begin();
+    st = gpuport_peer_channel_device_all(comm, all, &dev);
+    log = capture_end();
+    all[other] = keep;
+    {
+        char named[48];
+        snprintf(named, sizeof(named), "channels[%d]", other);
+        CHECK_MSG(st == GPUPORT_ERR_INVALID_ARG && strstr(log, named) && dev == was,
+                  "rank %d: device_all with a wrong entry %d: %s, log %s", rank, other,
+                  gpuport_status_string(st), log);
+    }
+    capture_begin();
+    st = gpuport_peer_channel_device_all(comm, all, &dev);
+    log = capture_end();
+    CHECK_MSG(st == GPUPORT_ERR_NOT_SUPPORTED && dev == was,
+              "rank %d: device_all on a host-mode communicator: %s (want "
+              "GPUPORT_ERR_NOT_SUPPORTED), log %s",
+              rank, gpuport_status_string(st), log);
+}
+
 static void use(void)
 {
     gpuport_peer_channel_t *all = calloc((size_t)size, sizeof(*all));
@@ -161,6 +210,7 @@ static void use(void)
     win_open(comm, &w);
     sentinels(all);
     CHECK_OK(gpuport_peer_channel_create_all(comm, w.mem, w.mem, all));
+    device_all_refused(comm, all);
     all_used(comm, &w, all, ids);
     /* again on the same communicator: nothing of the first is in the way */
     CHECK_OK(gpuport_peer_channel_create_all(comm, w.mem, w.mem, all));
