@@ -4,7 +4,8 @@ Where the library is: pkg-config's gpuport-mpi (PKG_CONFIG_PATH for a
 prefix of your own), else the prefix in GPUPORT_PREFIX. The extension is
 compiled with the MPI wrapper that libgpuport_mpi was built with (the
 pkg-config variable mpicc; MPICC overrides), so that its mpi.h is that
-MPI's, and linked with a run path to the library's directory.
+MPI's, and linked with a run path to the library's directory. A CC in the
+environment is the compiler that wrapper runs (OMPI_CC / MPICH_CC).
 """
 import os
 import shlex
@@ -46,9 +47,15 @@ def library():
 
 inc, lib, mpicc = library()
 mpicc = os.environ.get("MPICC") or mpicc or "mpicc"
-if "CC" not in os.environ:
-    os.environ["CC"] = mpicc
-    os.environ.setdefault("LDSHARED", mpicc + " -shared")
+# The wrapper compiles, so that mpi.h is that MPI's; a CC of the user's
+# (set on some machines for every build) becomes the compiler the wrapper
+# runs (OMPI_CC for Open MPI, MPICH_CC for MPICH) instead of replacing the
+# wrapper, which left mpi.h unfound.
+if os.environ.get("CC") and os.environ["CC"] != mpicc:
+    os.environ.setdefault("OMPI_CC", os.environ["CC"])
+    os.environ.setdefault("MPICH_CC", os.environ["CC"])
+os.environ["CC"] = mpicc
+os.environ.setdefault("LDSHARED", mpicc + " -shared")
 
 import mpi4py  # noqa: E402
 

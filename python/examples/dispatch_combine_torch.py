@@ -1,6 +1,7 @@
-"""GPU-only (not yet run: needs a GPU per rank or ranks sharing one, and
-PyTorch with CUDA). A mixture-of-experts dispatch and combine with PyTorch
-tensors over gpuport port channels, beside mpi4py's Alltoallv doing the same.
+"""GPU-only (needs a GPU per rank or ranks sharing one, and PyTorch with
+CUDA; passed at 2 ranks on one H100 under MPS). A mixture-of-experts
+dispatch and combine with PyTorch tensors over gpuport port channels,
+beside mpi4py's Alltoallv doing the same.
 
     mpirun -np 4 --bind-to none python3 python/examples/dispatch_combine_torch.py
 

@@ -1,5 +1,6 @@
-"""GPU-only (not yet run: needs a GPU per rank or ranks sharing one, CuPy and
-nvcc). A 1-D Jacobi halo exchange whose kernel drives the communication: a
+"""GPU-only (needs a GPU per rank or ranks sharing one, CuPy and nvcc; its
+first GPU run found the Region bug fixed since, and has not been re-run).
+A 1-D Jacobi halo exchange whose kernel drives the communication: a
 CuPy RawKernel includes gpuport_device.h and calls gpuport_put_with_signal,
 gpuport_wait and gpuport_flush on the port channels to its two neighbours.
 

@@ -171,7 +171,21 @@ static PyObject *region_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (!r)
         return NULL;
     gp_child_link(c, &r->h, CHILD_REGION);
-    if (PyObject_CheckBuffer(obj)) {
+    /* GPU memory first: a GPU array type may also have the buffer protocol
+     * (CuPy's ndarray has it and fails every export) */
+    if ((cai = PyObject_GetAttrString(obj, "__cuda_array_interface__")) != NULL) {
+        int rc = from_cai(cai, &r->ptr, &r->size);
+        Py_DECREF(cai);
+        if (rc < 0)
+            goto err;
+        device = 1;
+        refused = gp_comm_gpu_mode(c);
+        if (refused < 0)
+            goto err;
+        refused = !refused;
+    } else if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        goto err; /* the interface is there and failed (a closed allocation): its error */
+    } else if (PyErr_Clear(), PyObject_CheckBuffer(obj)) {
         if (PyObject_GetBuffer(obj, &r->view, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS) < 0) {
             PyErr_Clear();
             if (PyObject_GetBuffer(obj, &r->view, PyBUF_ANY_CONTIGUOUS) < 0) {
@@ -184,16 +198,6 @@ static PyObject *region_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         r->have_view = 1;
         r->ptr = r->view.buf;
         r->size = (size_t)r->view.len;
-    } else if ((cai = PyObject_GetAttrString(obj, "__cuda_array_interface__")) != NULL) {
-        int rc = from_cai(cai, &r->ptr, &r->size);
-        Py_DECREF(cai);
-        if (rc < 0)
-            goto err;
-        device = 1;
-        refused = gp_comm_gpu_mode(c);
-        if (refused < 0)
-            goto err;
-        refused = !refused;
     } else if (PyErr_Clear(), PyObject_HasAttrString(obj, "__dlpack__")) {
         refused = from_dlpack(r, obj, &device);
         if (refused < 0)

@@ -76,6 +76,13 @@ class FakeCAI:
                                 "version": 3, "strides": None}
 
 
+class FakeCAIWithBuffer(bytearray):
+    """GPU memory through __cuda_array_interface__ on a type that also has
+    the buffer protocol (as CuPy's ndarray, whose buffer export fails): the
+    interface decides, not the buffer."""
+    __cuda_array_interface__ = FakeCAI.__cuda_array_interface__
+
+
 class FakeCudaDLPack:
     def __dlpack_device__(self):
         return (2, 0)  # kDLCUDA
@@ -87,7 +94,7 @@ class FakeCudaDLPack:
 def test_device_memory_refused_in_host_mode(comm):
     if comm.gpu_mode():
         pytest.skip("this communicator runs in GPU mode; the refusal is for host-only ones")
-    for obj in (FakeCAI(), FakeCudaDLPack()):
+    for obj in (FakeCAI(), FakeCAIWithBuffer(8), FakeCudaDLPack()):
         with pytest.raises(gpuport.Error) as e:
             gpuport.Region(comm, obj)
         assert e.value.status == gpuport.ERR_NOT_SUPPORTED
