@@ -184,13 +184,46 @@ GPUPORT_DEV int gpuport_pdev_port_s(const gpuport_peer_channel_dev_t *ch, uint32
     return gpuport_scope_share(s, st);
 }
 
+/** The channel's two counts of proxy operations, loaded for a later
+ *  gpuport_pdev_signal_ops: the loads are issued here and waited for only
+ *  where the values are compared, so a caller that loads them before its
+ *  stores has their trip overlap the stores'. */
+typedef struct gpuport_pdev_ops {
+    unsigned long long ops, done;
+} gpuport_pdev_ops_t;
+
+GPUPORT_DEV gpuport_pdev_ops_t gpuport_pdev_ops_load(const gpuport_peer_channel_dev_t *ch)
+{
+    gpuport_pdev_ops_t o = {1, 0}; /* no store path: as if pending */
+    if (ch->stores) {
+        o.ops = *(volatile unsigned long long *)ch->port_ops;
+        o.done = *(volatile unsigned long long *)ch->port_done;
+    }
+    return o;
+}
+
+/** One thread's signal, with the counts loaded before this thread's puts
+ *  (gpuport_pdev_ops_load): by a store where no proxy operation was in
+ *  flight, else through the proxy. Counts loaded before the puts are as
+ *  good as counts loaded after them: the proxy operations the signal must
+ *  cover were counted before the load (this thread's own, each counted
+ *  after its push; its scope's, through the barrier the caller passes
+ *  before loading), another thread's concurrent ones are ordered by
+ *  nothing either way, and a flush's raise of the done count seen late
+ *  sends the signal by the proxy, which is always correct. */
+GPUPORT_DEV int gpuport_pdev_signal_ops(const gpuport_peer_channel_dev_t *ch,
+                                        gpuport_pdev_ops_t o)
+{
+    if (ch->stores && o.ops <= o.done)
+        return gpuport_mdev_signal_s(&ch->mem, GPUPORT_SCOPE_THREAD);
+    return gpuport_pdev_port_s(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, GPUPORT_SCOPE_THREAD);
+}
+
 /** One thread's signal: by a store where no proxy operation may be in
  *  flight, else through the proxy (gpuport_peer_signal). */
 GPUPORT_DEV int gpuport_pdev_signal_1(const gpuport_peer_channel_dev_t *ch)
 {
-    if (ch->stores && !gpuport_pdev_pending(ch))
-        return gpuport_mdev_signal_s(&ch->mem, GPUPORT_SCOPE_THREAD);
-    return gpuport_pdev_port_s(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, GPUPORT_SCOPE_THREAD);
+    return gpuport_pdev_signal_ops(ch, gpuport_pdev_ops_load(ch));
 }
 
 GPUPORT_DEV int gpuport_pdev_put_s(const gpuport_peer_channel_dev_t *ch, uint64_t dst_off,
@@ -229,8 +262,22 @@ GPUPORT_DEV int gpuport_pdev_put_with_signal_s(const gpuport_peer_channel_dev_t 
         return st;
     if (!gpuport_pdev_by_stores(ch, size, s))
         return gpuport_pdev_port_s(ch, GPUPORT_OP_PUT_SIGNAL, dst_off, src_off, size, s);
+    /* the signaller's counts are loaded first: their trip overlaps the
+     * copy's. In a warp or block, after a barrier: proxy operations that
+     * other threads of the scope pushed before this call are counted then */
+    gpuport_pdev_ops_t o = {1, 0};
+    if (s != GPUPORT_SCOPE_THREAD)
+        gpuport_scope_sync(s);
+    if (gpuport_scope_leader(s))
+        o = gpuport_pdev_ops_load(ch);
     st = gpuport_mdev_copy_in(&ch->mem, 0, dst_off, src_off, size, s);
-    return st ? st : gpuport_pdev_signal_s(ch, s);
+    if (st)
+        return st;
+    /* the barrier first: the leader's release then covers every store of the scope */
+    gpuport_scope_sync(s);
+    if (gpuport_scope_leader(s))
+        st = gpuport_pdev_signal_ops(ch, o);
+    return gpuport_scope_share(s, st);
 }
 
 GPUPORT_DEV int gpuport_pdev_put_value_s(const gpuport_peer_channel_dev_t *ch, uint64_t dst_off,
