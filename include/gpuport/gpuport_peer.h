@@ -91,8 +91,9 @@ static inline gpuport_status_t gpuport_peer_channel_device(gpuport_peer_channel_
  * caller's own entry is zeroed (a device call on it returns
  * GPUPORT_ERR_VERSION). The array is allocated as gpuport_mem_alloc_device
  * allocates (reachable by every context on the device, whether or not the
- * application made one); free it with gpuport_mem_free, or it goes with the
- * communicator. Valid until a channel it holds is destroyed. Local. One
+ * application made one; rounded up to the device's allocation granularity,
+ * 2 MiB on an H100, so call it once for a set of channels); free it with
+ * gpuport_mem_free, or it goes with the communicator. Valid until a channel it holds is destroyed. Local. One
  * set-up call at a time.
  *
  * @param comm the channels' communicator, in GPU mode
@@ -189,7 +190,8 @@ GPUPORT_DEV int gpuport_pdev_port_s(const gpuport_peer_channel_dev_t *ch, uint32
  *  where the values are compared, so a caller that loads them before its
  *  stores has their trip overlap the stores'. */
 typedef struct gpuport_pdev_ops {
-    unsigned long long ops, done;
+    unsigned long long ops;  /**< proxy operations pushed (port_ops) */
+    unsigned long long done; /**< of those, completed by a flush (port_done) */
 } gpuport_pdev_ops_t;
 
 GPUPORT_DEV gpuport_pdev_ops_t gpuport_pdev_ops_load(const gpuport_peer_channel_dev_t *ch)
