@@ -191,6 +191,13 @@ void gpuport_gpu_vmm_free(gpuport_comm_t comm, void *ptr, size_t len)
     (void)comm, (void)ptr, (void)len;
 }
 
+gpuport_status_t gpuport_gpu_copy_in(gpuport_comm_t comm, void *dst, const void *src, size_t size)
+{
+    (void)comm, (void)dst, (void)src, (void)size;
+    log_error("copies to GPU memory need CUDA; this gpuport was built without it");
+    return GPUPORT_ERR_NOT_SUPPORTED;
+}
+
 gpuport_status_t gpuport_gpu_ctx_push(gpuport_comm_t comm)
 {
     (void)comm;
@@ -206,21 +213,5 @@ gpuport_status_t gpuport_gpu_dmabuf(gpuport_comm_t comm, uint64_t start, uint64_
 {
     (void)comm, (void)start, (void)len, (void)fd_p;
     snprintf(why, why_len, "this gpuport was built without CUDA");
-    return GPUPORT_ERR_NOT_SUPPORTED;
-}
-
-gpuport_status_t gpuport_peer_channel_device_all_v(uint32_t layout, gpuport_comm_t comm,
-                                                   const gpuport_peer_channel_t *channels,
-                                                   gpuport_peer_channel_dev_t **dev_p)
-{
-    gpuport_status_t st =
-        gpuport_peer_all_args("gpuport_peer_channel_device_all", comm, channels, dev_p);
-
-    if (st)
-        return st;
-    if (gpuport_layout_check("gpuport_peer_channel_device_all", "gpuport_peer_channel_dev_t",
-                             layout, GPUPORT_PEER_CHANNEL_DEV_LAYOUT))
-        return GPUPORT_ERR_VERSION;
-    log_error("gpuport_peer_channel_device_all: this gpuport was built without CUDA");
     return GPUPORT_ERR_NOT_SUPPORTED;
 }

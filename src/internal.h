@@ -186,12 +186,6 @@ struct gpuport_peer_channel {
     struct gpuport_channel *ch;    /* the proxy's path (mc->ch where mc) */
     struct gpuport_memory_channel *mc; /* the store path, or NULL */
 };
-/* gpuport_peer_channel_device_all's arguments (logged as fn): a live
- * communicator, out_p set, and channels[p] the live peer channel of comm to
- * p for every p but the caller's rank. */
-gpuport_status_t gpuport_peer_all_args(const char *fn, struct gpuport_comm *comm,
-                                       struct gpuport_peer_channel *const *channels,
-                                       const void *out_p);
 
 /* the dead lists free a handle through its link (handles.h) */
 _Static_assert(offsetof(struct gpuport_mem, dead) == 0, "a registration's dead link comes first");
@@ -426,6 +420,11 @@ int gpuport_gpu_peer_atomics(struct gpuport_comm *comm, int ordinal);
 gpuport_status_t gpuport_gpu_vmm_alloc(struct gpuport_comm *comm, size_t size, void **ptr_p,
                                        size_t *len_p, int *fd_p);
 void gpuport_gpu_vmm_free(struct gpuport_comm *comm, void *ptr, size_t len);
+/* Copies size bytes of host memory to device memory at dst that every
+ * context on the device reaches (gpuport_gpu_vmm_alloc's), in the
+ * flusher's context, and waits for it. Application threads. */
+gpuport_status_t gpuport_gpu_copy_in(struct gpuport_comm *comm, void *dst, const void *src,
+                                     size_t size);
 /* Pinned host memory that the flusher's staging copies (GPUPORT_WORK_CU_TO/
  * FROM_DEVICE) read and write: network transports' GPU regions. */
 gpuport_status_t gpuport_gpu_stage_alloc(struct gpuport_comm *comm, size_t size, void **p);

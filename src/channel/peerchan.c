@@ -9,8 +9,9 @@
  * kernels, GPUPORT_PEER_PATH not proxy), and the store path is taken only
  * where both can, so neither side makes a memory channel the other
  * refuses. _create_all is chan_all.c's collective creation over this
- * pairwise one. The kernels' handle is filled in src/cuda/gpu_peerchan.c.
- * Application threads.
+ * pairwise one. The kernels' handle is filled in src/cuda/gpu_peerchan.c;
+ * _device_all puts every channel's handle in one device array. Application
+ * threads.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_CHANNEL
 #include <stdio.h>
@@ -18,6 +19,8 @@
 
 #include "bootstrap.h"
 #include "chan_int.h"
+#include "gpuport/gpuport_device.h"
+#include "layout.h"
 
 #define TAG_PEER_CHANNEL 0x4753
 
@@ -232,8 +235,8 @@ int gpuport_peer_channel_stores(gpuport_peer_channel_t pc)
     return pc->mc != NULL;
 }
 
-gpuport_status_t gpuport_peer_all_args(const char *fn, gpuport_comm_t comm,
-                                       const gpuport_peer_channel_t *channels, const void *out_p)
+static gpuport_status_t peer_all_args(const char *fn, gpuport_comm_t comm,
+                                      const gpuport_peer_channel_t *channels, const void *out_p)
 {
     if (!gpuport_comm_live(comm) || !channels || !out_p) {
         log_error("%s: comm %p (a live communicator), channels %p and dev_p %p must be set", fn,
@@ -253,4 +256,45 @@ gpuport_status_t gpuport_peer_all_args(const char *fn, gpuport_comm_t comm,
         }
     }
     return GPUPORT_OK;
+}
+
+/* One handle per rank, the caller's own entry zeroed (its layout 0: every
+ * device call on it returns GPUPORT_ERR_VERSION), copied into device memory
+ * of gpuport_mem_alloc_device's kind, which every context on the device
+ * reaches: the copy is made in the flusher's context, the application's
+ * being unknown here (it may have none). */
+gpuport_status_t gpuport_peer_channel_device_all_v(uint32_t layout, gpuport_comm_t comm,
+                                                   const gpuport_peer_channel_t *channels,
+                                                   gpuport_peer_channel_dev_t **dev_p)
+{
+    static const char *fn = "gpuport_peer_channel_device_all";
+    gpuport_peer_channel_dev_t *h;
+    void *d = NULL;
+    size_t n, bytes;
+    gpuport_status_t st = peer_all_args(fn, comm, channels, dev_p);
+
+    if (st)
+        return st;
+    if (gpuport_layout_check(fn, "gpuport_peer_channel_dev_t", layout,
+                             GPUPORT_PEER_CHANNEL_DEV_LAYOUT))
+        return GPUPORT_ERR_VERSION;
+    n = comm->size > 0 ? (size_t)comm->size : 1;
+    bytes = n * sizeof(*h);
+    h = calloc(n, sizeof(*h));
+    if (!h)
+        return GPUPORT_ERR_NO_MEMORY;
+    for (int p = 0; p < comm->size && !st; p++)
+        if (p != comm->rank)
+            st = gpuport_peer_channel_device_v(layout, channels[p], &h[p]);
+    if (!st)
+        st = gpuport_mem_alloc_device(comm, bytes, &d);
+    if (!st) {
+        st = gpuport_gpu_copy_in(comm, d, h, bytes);
+        if (st)
+            gpuport_mem_free(comm, d);
+    }
+    free(h);
+    if (!st)
+        *dev_p = (gpuport_peer_channel_dev_t *)d;
+    return st;
 }

@@ -288,6 +288,17 @@ void gpuport_gpu_stage_free(gpuport_comm_t comm, void *p, size_t size)
     munmap(p, size);
 }
 
+gpuport_status_t gpuport_gpu_copy_in(gpuport_comm_t comm, void *dst, const void *src, size_t size)
+{
+    gpuport_status_t st = gpuport_fcuda_ctx_push(&comm->proxy.flusher);
+
+    if (st)
+        return st;
+    st = CU_CALL(cuMemcpyHtoD, ((CUdeviceptr)(uintptr_t)dst, src, size));
+    gpuport_fcuda_ctx_pop();
+    return st;
+}
+
 gpuport_status_t gpuport_gpu_vmm_alloc(gpuport_comm_t comm, size_t size, void **ptr_p,
                                        size_t *len_p, int *fd_p)
 {
