@@ -93,8 +93,8 @@ static inline gpuport_status_t gpuport_peer_channel_device(gpuport_peer_channel_
  * allocates (reachable by every context on the device, whether or not the
  * application made one; rounded up to the device's allocation granularity,
  * 2 MiB on an H100, so call it once for a set of channels); free it with
- * gpuport_mem_free, or it goes with the communicator. Valid until a channel it holds is destroyed. Local. One
- * set-up call at a time.
+ * gpuport_mem_free, or it goes with the communicator. Valid until a channel
+ * it holds is destroyed. Local. One set-up call at a time.
  *
  * @param comm the channels' communicator, in GPU mode
  * @param channels gpuport_comm_size() entries by peer rank, as
@@ -144,14 +144,6 @@ GPUPORT_DEV int gpuport_pdev_layout(const gpuport_peer_channel_dev_t *ch, gpupor
                ch->layout, (unsigned)GPUPORT_PEER_CHANNEL_DEV_LAYOUT, (int)blockIdx.x,
                (int)threadIdx.x);
     return GPUPORT_ERR_VERSION;
-}
-
-/** 1 while proxy operations of the channel may be in flight: a signal by
- *  stores would not cover them. */
-GPUPORT_DEV int gpuport_pdev_pending(const gpuport_peer_channel_dev_t *ch)
-{
-    return *(volatile unsigned long long *)ch->port_ops >
-           *(volatile unsigned long long *)ch->port_done;
 }
 
 /** 1 where a put of `size` bytes by scope s goes by stores. */
@@ -319,11 +311,14 @@ GPUPORT_DEV int gpuport_pdev_flush_s(const gpuport_peer_channel_dev_t *ch, gpupo
         return gpuport_dev_flush_s(&ch->port, s);
     __threadfence_system(); /* every thread's own stores */
     gpuport_scope_sync(s);
-    if (gpuport_scope_leader(s) && gpuport_pdev_pending(ch)) {
-        unsigned long long ops = *(volatile unsigned long long *)ch->port_ops;
-        st = gpuport_dev_flush_s(&ch->port, GPUPORT_SCOPE_THREAD);
-        if (st == GPUPORT_OK)
-            atomicMax(ch->port_done, ops);
+    if (gpuport_scope_leader(s)) {
+        /* proxy operations in flight: the flush covers those counted here */
+        gpuport_pdev_ops_t o = gpuport_pdev_ops_load(ch);
+        if (o.ops > o.done) {
+            st = gpuport_dev_flush_s(&ch->port, GPUPORT_SCOPE_THREAD);
+            if (st == GPUPORT_OK)
+                atomicMax(ch->port_done, o.ops);
+        }
     }
     return gpuport_scope_share(s, st);
 }
