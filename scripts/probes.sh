@@ -18,7 +18,7 @@ build)
     "$cc" -O2 -Wall -o "$dir/wake_cost" tools/probes/wake_cost.c -lpthread
     nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
     if [ -x "$nvcc" ]; then
-        for p in gpu_wake held_copy held_pull ctx_reduce; do
+        for p in gpu_wake held_copy held_pull held_relay ctx_reduce; do
             "$nvcc" -O2 -arch=sm_90 -o "$dir/$p" "tools/probes/$p.cu" -lcuda -lpthread
         done
     else
@@ -31,6 +31,7 @@ run)
     echo "== wake_cost"; timeout 60 "$dir/wake_cost"
     if [ -x "$dir/held_copy" ]; then echo "== held_copy"; timeout 120 "$dir/held_copy"; fi
     if [ -x "$dir/held_pull" ]; then echo "== held_pull"; timeout 60 "$dir/held_pull"; fi
+    if [ -x "$dir/held_relay" ]; then echo "== held_relay"; timeout 60 "$dir/held_relay"; fi
     if [ -x "$dir/ctx_reduce" ]; then echo "== ctx_reduce"; timeout 120 "$dir/ctx_reduce"; fi
     if [ -x "$dir/gpu_wake" ]; then
         for m in vmm host "vmm ctxflag"; do echo "== gpu_wake $m"; timeout 60 "$dir/gpu_wake" $m; done

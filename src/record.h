@@ -121,7 +121,7 @@ typedef struct gpuport_channel_rec {
     uint32_t kind_flags;  /* the kind's: GPUPORT_MC_ATOMICS for a memory channel */
     gpuport_region_rec_t dst; /* where the receiver's puts land */
     char why[128];        /* the sender's error text when status != OK */
-    uint8_t tdata[64];    /* the transport's own (chan_prepare), e.g. memory keys */
+    uint8_t tdata[192];   /* the transport's own (chan_prepare), e.g. memory keys */
 } gpuport_channel_rec_t;
 
 void gpuport_record_header_init(gpuport_rec_header_t *hdr, uint16_t type, uint16_t size);

@@ -255,6 +255,8 @@ static gpuport_status_t port_setup(void *arg, const gpuport_channel_rec_t *their
     atomic_store(&comm->ctrl[id].value, 0);
     atomic_store(&comm->ctrl[id].peer_status, GPUPORT_OK);
     atomic_store(&comm->ctrl[id].peer_closed, 0);
+    for (int i = 0; i < 5; i++)
+        atomic_store(&comm->ctrl[id].tl_word[i], 0);
     c->pc = pc;
     return gpuport_gpu_channel_reset(comm, id);
 }

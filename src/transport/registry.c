@@ -23,7 +23,7 @@
 /* Each transport's settings are compiled into every build (config_var.h):
  * a variable of a transport that is not built is still known. */
 extern const gpuport_settings_table_t gpuport_shm_settings, gpuport_ib_settings,
-    gpuport_tcp_settings;
+    gpuport_tcp_settings, gpuport_cuda_ipc_settings;
 #if GPUPORT_HAVE_CUDA
 extern const gpuport_transport_ops_t gpuport_transport_cuda_ipc;
 #define CUDA_IPC_OPS &gpuport_transport_cuda_ipc
@@ -54,7 +54,8 @@ static const gpuport_transport_ops_t *ops_of[GPUPORT_TL_MAX_KINDS] = {
     NULL, &gpuport_transport_shm, CUDA_IPC_OPS, IB_OPS, &gpuport_transport_tcp,
 };
 static const gpuport_settings_table_t *const settings_of[NLISTED] = {
-    NULL, &gpuport_shm_settings, NULL, &gpuport_ib_settings, &gpuport_tcp_settings,
+    NULL, &gpuport_shm_settings, &gpuport_cuda_ipc_settings, &gpuport_ib_settings,
+    &gpuport_tcp_settings,
 };
 static const char *const missing[NLISTED] = {
     NULL, NULL, "this gpuport was built without CUDA (configure --with-cuda)",

@@ -150,6 +150,11 @@ typedef struct gpuport_sem_slot {
      * the channel: its side is closed (or failed) and drained. Written only
      * where the peer maps this slot (remote_slot). */
     _Atomic int32_t peer_closed;
+    /* The transport's own words for the channel (zero at its creation):
+     * what its protocol has the peer and this rank write here, such as a
+     * request to this rank and the answer to one of this rank's (cuda_ipc's
+     * relay, cipc_relay.c). A peer's words are checked before use. */
+    _Atomic uint64_t tl_word[5];
 } gpuport_sem_slot_t;
 
 /* ---- facts (any thread; constant for the communicator's life) ---- */

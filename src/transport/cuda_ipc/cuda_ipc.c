@@ -13,7 +13,9 @@
  * peer's imported memory into this side's source region, on the same
  * stream. Adds into GPU memory (atomic_add, accumulate) are refused: memory
  * channels' kernels do them. The proxy only describes the work; the flusher
- * does every CUDA call.
+ * does every CUDA call. A channel whose source is cudaMalloc memory goes by
+ * the relay instead (cipc_relay.c): two copies, neither of which CUDA holds
+ * while an application thread sits in a synchronous cudaMemcpy.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_CUDA_IPC)
 #include <stdio.h>
@@ -107,6 +109,7 @@ static void cipc_conn_close(gpuport_conn_t *conn)
 
     if (!cc)
         return;
+    cipc_relay_conn_close(conn);
     cipc_vmm_release_all(conn);
     cipc_pools_release(conn);
     ctrl_release(conn, cc);
@@ -146,14 +149,17 @@ static int cipc_region_ok(const gpuport_region_t *r, int as_dst, char *why, size
     return 1;
 }
 
+static gpuport_status_t dst_connect(gpuport_tl_chan_t *ch, cipc_chan_t *cs,
+                                    const gpuport_region_rec_t *r);
+/* each connect's serial: the relay's items name their channel by it too */
+static _Atomic uint64_t serials;
+
 static gpuport_status_t cipc_chan_connect(gpuport_tl_chan_t *ch, const gpuport_channel_rec_t *peer)
 {
     cipc_conn_t *cc = ch->conn->priv;
     const gpuport_region_rec_t *r = &peer->dst;
     gpuport_sem_slot_t *slot = sm_ctrl_slot(&cc->ctrl, ch->peer, peer->channel_id);
     cipc_chan_t *cs;
-    CUipcMemHandle handle;
-    CUdeviceptr base;
     gpuport_status_t st;
 
     if (!slot)
@@ -172,10 +178,25 @@ static gpuport_status_t cipc_chan_connect(gpuport_tl_chan_t *ch, const gpuport_c
         return GPUPORT_ERR_NO_MEMORY;
     cs->sem_d = cc->ctrl_d + peer->channel_id * sizeof(gpuport_sem_slot_t) +
                 offsetof(gpuport_sem_slot_t, value);
+    cs->serial = atomic_fetch_add(&serials, 1) + 1;
     ch->priv = cs;
     ch->remote_slot = slot;
     memset(&ch->dst, 0, sizeof(ch->dst));
     ch->dst.rec = *r;
+    st = dst_connect(ch, cs, r);
+    if (!st)
+        st = cipc_relay_connect(ch, peer);
+    return st;
+}
+
+/* The peer's destination, mapped in the flusher's context. */
+static gpuport_status_t dst_connect(gpuport_tl_chan_t *ch, cipc_chan_t *cs,
+                                    const gpuport_region_rec_t *r)
+{
+    CUipcMemHandle handle;
+    CUdeviceptr base;
+    gpuport_status_t st;
+
     if (r->kind == GPUPORT_REGION_NONE)
         return GPUPORT_OK;
     if (r->kind == GPUPORT_REGION_DEVICE_VMM)
@@ -203,6 +224,7 @@ static void cipc_chan_disconnect(gpuport_tl_chan_t *ch)
 {
     cipc_chan_t *cs = ch->priv;
 
+    cipc_relay_disconnect(ch);
     if (cs && cs->imp)
         cipc_vmm_release(ch->conn, cs->imp);
     if (ch->dst.map_base && gpuport_tl_gpu_ctx_push(ch->comm) == GPUPORT_OK) {
@@ -259,6 +281,8 @@ static int cipc_put(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, u
                     int behind_work, gpuport_work_t *w)
 {
     (void)behind_work; /* always queued, so always in order */
+    if (cipc_relay_on(ch))
+        return cipc_relay_put(ch, dst_off, src_off, size);
     w->kind = GPUPORT_WORK_CU_COPY;
     w->dst = (char *)ch->dst.base + dst_off;
     w->src = (const char *)ch->src.ptr + src_off;
@@ -285,6 +309,8 @@ static int cipc_put_value(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t valu
                   ch->id, ch->peer, (unsigned long long)dst_off, ch->peer);
         return GPUPORT_ERR_INVALID_ARG;
     }
+    if (cipc_relay_on(ch))
+        return cipc_relay_value(ch, dst_off, value);
     w->kind = GPUPORT_WORK_CU_WRITE;
     w->dst = dst;
     w->value = value;
@@ -298,9 +324,11 @@ static int cipc_signal(gpuport_tl_chan_t *ch, uint64_t n, int behind_work, gpupo
     cipc_chan_t *cs = ch->priv;
 
     (void)behind_work;
+    cs->signals_sent += n; /* absolute: n signals are one write */
+    if (cs->relay)
+        return cipc_relay_signal(ch, cs->signals_sent);
     w->kind = GPUPORT_WORK_CU_WRITE;
     w->dst = (void *)(uintptr_t)cs->sem_d;
-    cs->signals_sent += n; /* absolute: n signals are one write */
     w->value = cs->signals_sent;
     return GPUPORT_TRANSPORT_QUEUE;
 }
@@ -328,6 +356,8 @@ static int cipc_rma(gpuport_tl_chan_t *ch, const gpuport_op_desc_t *d, int behin
     (void)behind_work; /* always queued, so always in order */
     if (d->op != GPUPORT_OP_GET)
         return GPUPORT_ERR_NOT_SUPPORTED; /* cipc_rma_ok refused it first */
+    if (cipc_relay_on(ch))
+        return cipc_relay_get(ch, d->dst_off, d->src_off, d->size);
     w->kind = GPUPORT_WORK_CU_COPY;
     w->dst = (char *)ch->src.ptr + d->src_off;
     w->src = (const char *)ch->dst.base + d->dst_off;
@@ -336,8 +366,23 @@ static int cipc_rma(gpuport_tl_chan_t *ch, const gpuport_op_desc_t *d, int behin
     return GPUPORT_TRANSPORT_QUEUE;
 }
 
+static gpuport_status_t cipc_chan_prepare(gpuport_conn_t *conn, uint32_t id,
+                                         const gpuport_region_t *src,
+                                         const gpuport_region_t *dst, gpuport_channel_rec_t *mine)
+{
+    (void)dst;
+    return cipc_relay_prepare(conn, id, src, mine);
+}
+
+static int cipc_has_room(gpuport_tl_chan_t *ch, uint32_t nops)
+{
+    (void)nops;
+    return cipc_relay_has_room(ch);
+}
+
 const gpuport_transport_ops_t gpuport_transport_cuda_ipc = {
     .name = "cuda_ipc",
+    .settings = &gpuport_cuda_ipc_settings,
     .pass_fds = 1,
     .describe = cipc_describe,
     .reachable = cipc_reachable,
@@ -345,6 +390,7 @@ const gpuport_transport_ops_t gpuport_transport_cuda_ipc = {
     .conn_open = cipc_conn_open,
     .conn_close = cipc_conn_close,
     .region_ok = cipc_region_ok,
+    .chan_prepare = cipc_chan_prepare,
     .chan_connect = cipc_chan_connect,
     .chan_disconnect = cipc_chan_disconnect,
     .kernel_dst_ok = cipc_kernel_dst_ok,
@@ -354,4 +400,7 @@ const gpuport_transport_ops_t gpuport_transport_cuda_ipc = {
     .signal = cipc_signal,
     .rma = cipc_rma,
     .rma_ok = cipc_rma_ok,
+    .has_room = cipc_has_room,
+    .progress = cipc_relay_progress,
+    .work_done = cipc_relay_work_done,
 };
