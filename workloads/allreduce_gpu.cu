@@ -449,13 +449,10 @@ static int ar_open(ar_t *a, uint64_t max_bytes, int all_local)
         !wl_cuda_ok(cudaMalloc((void **)&d->pc, n * sizeof(*a->pcd)), "cudaMalloc"))
         return 0;
     /* setup: begin */
-    if (!wl_ok(gpuport_mem_alloc_device(a->comm, win, (void **)&d->win),
-               "gpuport_mem_alloc_device") ||
-        !wl_ok(gpuport_mem_register(a->comm, d->win, win, &a->mem), "gpuport_mem_register") ||
-        !wl_ok(gpuport_peer_channel_create_all(a->comm, a->mem, a->mem, a->peer),
-               "gpuport_peer_channel_create_all") ||
-        !wl_ok(gpuport_peer_channel_device_all(a->comm, a->peer, &d->peer),
-               "gpuport_peer_channel_device_all"))
+    if (!WL_OK(gpuport_mem_alloc_device(a->comm, win, (void **)&d->win)) ||
+        !WL_OK(gpuport_mem_register(a->comm, d->win, win, &a->mem)) ||
+        !WL_OK(gpuport_peer_channel_create_all(a->comm, a->mem, a->mem, a->peer)) ||
+        !WL_OK(gpuport_peer_channel_device_all(a->comm, a->peer, &d->peer)))
         return 0;
     /* setup: end */
     for (uint64_t i = 0; i < max_bytes / sizeof(float); i++)

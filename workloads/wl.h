@@ -58,6 +58,9 @@ int wl_agree(int ok);
  * failed and why (wl_ok_peer: with the peer rank it concerned). */
 int wl_ok(gpuport_status_t st, const char *call);
 int wl_ok_peer(gpuport_status_t st, const char *call, int peer);
+/* wl_ok of a call, named by its own text ("gpuport_mem_register(comm,
+ * buf, bytes, &mem)"): the call and its check in one expression. */
+#define WL_OK(call) wl_ok((call), #call)
 
 /* Median of v[0..n) (sorts v). */
 double wl_median(double *v, int n);

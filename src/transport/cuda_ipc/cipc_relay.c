@@ -163,7 +163,10 @@ gpuport_status_t cipc_relay_prepare(gpuport_conn_t *conn, uint32_t id, const gpu
     size_t len;
     gpuport_status_t st;
 
-    if (!src || src->kind != GPUPORT_REGION_DEVICE || src->size == 0 || !set || !set->relay)
+    /* a channel to this rank itself cannot relay: a process cannot open its
+     * own memory by IPC handle */
+    if (!src || src->kind != GPUPORT_REGION_DEVICE || src->size == 0 || !set || !set->relay ||
+        conn->peer == gpuport_tl_rank(conn->comm))
         return GPUPORT_OK;
     if (!(rc = rconn(conn)) || !(p = calloc(1, sizeof(*p))))
         return GPUPORT_ERR_NO_MEMORY;
@@ -350,6 +353,10 @@ void cipc_relay_disconnect(gpuport_tl_chan_t *ch)
         return;
     if (cs->relay) {
         cipc_relay_t *r = cs->relay;
+        if (r->n)
+            log_warn("channel %u (to rank %d) is destroyed with %u operation(s) its relay did "
+                     "not carry out (its destroy gave up waiting for them)",
+                     ch->id, ch->peer, r->n);
         if (r->inflight || r->open)
             leave_mem(rc, r->stg, 0);
         else
