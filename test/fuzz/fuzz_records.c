@@ -19,7 +19,11 @@
  *      byte, so that a mapping past the file's end raises SIGBUS;
  *   7  sm_region_fits (sm.c), cuda_ipc's check of a VMM destination record
  *      against the bytes it imported (first import and reuse), against
- *      128-bit arithmetic.
+ *      128-bit arithmetic;
+ *   8  cipc_relay_request_ok (src/transport/cuda_ipc/cipc_check.c), what
+ *      cuda_ipc's relay server takes from the words its peer wrote into its
+ *      control slot: sequence number, kind, offsets and size against the
+ *      sizes the peer declared, against 128-bit arithmetic.
  * 1-3 exist where the ib transport is built (GPUPORT_HAVE_IBVERBS).
  * Invariants: each accepts exactly what an independent check of the
  * record's rules accepts, writes its output only on success, and writes
@@ -35,6 +39,7 @@
 #include "build_config.h"
 #include "fuzz.h"
 #include "internal.h"
+#include "transport/cuda_ipc/cipc_check.h"
 #include "transport/sm/sm.h"
 #include "transport/tcp/tcp_priv.h"
 #if GPUPORT_HAVE_IBVERBS
@@ -308,11 +313,29 @@ static void region_fits(fuzz_in_t *in)
                (unsigned long long)r.fd_offset, (unsigned long long)total, ok);
 }
 
+static void relay_request(fuzz_in_t *in)
+{
+    uint64_t seq = fuzz_u64(in), served = fuzz_u64(in), kind = fuzz_u8(in) & 3;
+    uint64_t off = fuzz_u64(in), size = fuzz_u64(in), stg_off = fuzz_u64(in);
+    uint64_t src_size = fuzz_u64(in), stg_size = fuzz_u64(in);
+    typedef unsigned __int128 u128;
+    int ok = cipc_relay_request_ok(seq, served, kind, off, size, stg_off, src_size, stg_size);
+    int want = seq == (uint64_t)(served + 1) && (kind == 1 || kind == 2) && size > 0 &&
+               (u128)off + size <= src_size && (u128)stg_off + size <= stg_size;
+
+    FUZZ_CHECK(ok == want,
+               "request %llu after %llu, kind %llu, %llu bytes at %llu (source %llu), staging "
+               "offset %llu (staging %llu): %d",
+               (unsigned long long)seq, (unsigned long long)served, (unsigned long long)kind,
+               (unsigned long long)size, (unsigned long long)off, (unsigned long long)src_size,
+               (unsigned long long)stg_off, (unsigned long long)stg_size, ok);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
 {
     fuzz_in_t in = {data, len};
 
-    switch (fuzz_u8(&in) % 8) {
+    switch (fuzz_u8(&in) % 9) {
     case 0: record_check(&in); break;
 #if GPUPORT_HAVE_IBVERBS
     case 1: qp_rec(&in); break;
@@ -323,6 +346,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t len)
     case 5: blob(&in); break;
     case 6: same_host_map(&in); break;
     case 7: region_fits(&in); break;
+    case 8: relay_request(&in); break;
     default: break;
     }
     return 0;

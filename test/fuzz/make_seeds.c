@@ -376,6 +376,40 @@ static void records(void)
             save("fuzz_records", regions[i].name, &b);
         }
     }
+    {
+        /* cuda_ipc relay requests (1 MiB source, 4 MiB staging): one a
+         * client makes, then one for each refusal */
+        static const struct {
+            const char *name;
+            uint64_t seq, served;
+            uint8_t kind;
+            uint64_t off, size, stg_off;
+        } reqs[] = {
+            {"relay-batch", 8, 7, 1, 512, 64, 2u << 20},
+            {"relay-replay", 7, 7, 1, 0, 64, 0},
+            {"relay-skip", 9, 7, 1, 0, 64, 0},
+            {"relay-kind-0", 1, 0, 0, 0, 64, 0},
+            {"relay-kind-3", 1, 0, 3, 0, 64, 0},
+            {"relay-no-bytes", 1, 0, 1, 0, 0, 0},
+            {"relay-source-past", 1, 0, 1, (1u << 20) - 8, 16, 0},
+            {"relay-source-wraps", 1, 0, 1, 8, UINT64_MAX - 4, 0},
+            {"relay-staging-past", 1, 0, 1, 0, 128, (4u << 20) - 64},
+            {"relay-staging-wraps", 1, 0, 2, 0, 64, UINT64_MAX - 8},
+        };
+        for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
+            b.n = 0;
+            add_u8(&b, 8);
+            add_u64(&b, reqs[i].seq);
+            add_u64(&b, reqs[i].served);
+            add_u8(&b, reqs[i].kind);
+            add_u64(&b, reqs[i].off);
+            add_u64(&b, reqs[i].size);
+            add_u64(&b, reqs[i].stg_off);
+            add_u64(&b, 1u << 20);
+            add_u64(&b, 4u << 20);
+            save("fuzz_records", reqs[i].name, &b);
+        }
+    }
 }
 
 /* ---- tcp frames ---- */

@@ -104,8 +104,11 @@ ib_cflags=$(mkvar IBVERBS_CFLAGS)
 cd "$root"
 srcs=$(ls src/*.c src/channel/*.c src/comm/*.c src/fdpass/*.c src/mem/*.c src/proxy/*.c \
        src/transport/registry.c src/transport/sm/*.c src/transport/shm/*.c \
-       src/transport/tcp/*.c src/transport/ib/ib_settings.c | grep -v '^src/log\.c$')
-# ib's settings are in every build (the registry names them); the rest with verbs
+       src/transport/tcp/*.c src/transport/ib/ib_settings.c \
+       src/transport/cuda_ipc/cipc_settings.c src/transport/cuda_ipc/cipc_check.c |
+       grep -v '^src/log\.c$')
+# ib's and cuda_ipc's settings are in every build (the registry names them), and
+# cuda_ipc's check of its peer's relay requests; ib's rest with verbs
 [ "$have_ib" = 1 ] && srcs="$srcs $(ls src/transport/ib/*.c | grep -v '/ib_settings\.c$')"
 mk=$work/Makefile.new
 # obj OBJECT SOURCE [FLAGS]: a compile rule (objects follow the Makefile too:

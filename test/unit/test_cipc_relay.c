@@ -5,19 +5,16 @@
  * staging the peer declared at creation; anything else fails the channel
  * as the peer's protocol error, and nothing is copied. Each rejection is a
  * case here, beside the requests a client makes (a batch of small puts in
- * half 1, a large put's piece, a get's unstage) and their edges. The relay
- * itself runs on a GPU (test_gpu_held, test_gpu_channels over cudaMalloc
- * memory).
+ * half 1, a large put's piece, a get's unstage) and their edges. The check
+ * is compiled into every build (cipc_check.c) and fuzzed (fuzz_records);
+ * the relay itself runs on a GPU (test_gpu_held, test_gpu_channels over
+ * cudaMalloc memory).
  */
-#include "build_config.h"
-
 #include <stdint.h>
 #include <stdio.h>
 
 #include "check.h"
-
-#if GPUPORT_HAVE_CUDA
-#include "transport/cuda_ipc/cipc.h"
+#include "transport/cuda_ipc/cipc_check.h"
 
 #define SRC (1ull << 20)
 #define STG (4ull << 20)
@@ -70,10 +67,3 @@ int main(void)
            sizeof(good) / sizeof(good[0]), sizeof(bad) / sizeof(bad[0]));
     return 0;
 }
-#else
-int main(void)
-{
-    printf("SKIP: built without CUDA, so without the cuda_ipc transport and its relay\n");
-    return 77;
-}
-#endif

@@ -7,6 +7,7 @@
 #define GPUPORT_CIPC_H
 
 #include "cuda/cudrv.h"
+#include "transport/cuda_ipc/cipc_check.h"
 #include "transport/cuda_ipc/cipc_settings.h"
 #include "transport/sm/sm.h"
 
@@ -96,11 +97,7 @@ int cipc_relay_get(gpuport_tl_chan_t *ch, uint64_t dst_off, uint64_t src_off, ui
  * (how much happened), and the completion of an item they posted. */
 int cipc_relay_progress(gpuport_conn_t *conn);
 void cipc_relay_work_done(gpuport_conn_t *conn, gpuport_status_t status);
-/* Pure: 1 if a peer's request (seq after served; kind, size bytes at
- * source offset off and staging offset stg_off) fits the source and
- * staging sizes it declared; the server refuses anything else. */
-int cipc_relay_request_ok(uint64_t seq, uint64_t served, uint64_t kind, uint64_t off,
-                          uint64_t size, uint64_t stg_off, uint64_t src_size, uint64_t stg_size);
+/* cipc_relay_request_ok, what the server accepts: cipc_check.h */
 
 /* Maps the peer's VMM destination (ch->dst.rec, descriptors in
  * ch->dst_pieces) for this rank's GPU, or takes the mapping another

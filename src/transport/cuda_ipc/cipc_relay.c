@@ -45,10 +45,11 @@
 /* the transport's words of a slot: a request to the slot's owner (written
  * by its peer) and the answer to the owner's own last request */
 enum { W_SEQ, W_OFF, W_SIZE, W_STG, W_DONE };
-/* W_STG: the staging offset, the request's kind in the top two bits */
-#define REQ_SHIFT 62
-#define REQ_STAGE 1ull   /* the client's source -> its staging */
-#define REQ_UNSTAGE 2ull /* its staging -> its source (a get's second copy) */
+/* W_STG: the staging offset, the request's kind in the top two bits
+ * (cipc_check.h) */
+#define REQ_SHIFT CIPC_REQ_SHIFT
+#define REQ_STAGE CIPC_REQ_STAGE
+#define REQ_UNSTAGE CIPC_REQ_UNSTAGE
 #define STG_MASK ((1ull << REQ_SHIFT) - 1)
 
 /* what a posted flusher item means when it completes */
@@ -850,14 +851,6 @@ static int serve_pass(gpuport_tl_chan_t *ch, cipc_serve_t *sv)
     /* a put larger than a staging half asks again at once */
     gpuport_tl_keep_awake(ch->comm, gpuport_now_ns() + 1000000);
     return 1;
-}
-
-int cipc_relay_request_ok(uint64_t seq, uint64_t served, uint64_t kind, uint64_t off,
-                          uint64_t size, uint64_t stg_off, uint64_t src_size, uint64_t stg_size)
-{
-    return seq == served + 1 && (kind == REQ_STAGE || kind == REQ_UNSTAGE) && size > 0 &&
-           off <= src_size && size <= src_size - off && stg_off <= stg_size &&
-           size <= stg_size - stg_off;
 }
 
 typedef struct pass_arg {
