@@ -597,7 +597,7 @@ static void test_tdata(void)
     gpuport_channel_rec_t rec, bad;
     ib_tdata_t t, out, tb;
 
-    CHECK(sizeof(ib_tdata_t) == sizeof(rec.tdata));
+    CHECK(sizeof(ib_tdata_t) <= sizeof(rec.tdata)); /* the record holds other transports' too */
     tdata_sample(&rec, &t);
     CHECK_OK(ib_tdata_unpack(&rec, 9, &out));
     CHECK(out.magic == IB_TDATA_MAGIC && out.version == IB_TDATA_VERSION);

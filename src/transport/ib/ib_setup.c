@@ -344,7 +344,7 @@ int ib_reach_agree(const ib_reach_rec_t *mine, const void *theirs_buf, size_t le
 
 /* ---- per-channel data ---- */
 
-_Static_assert(sizeof(ib_tdata_t) == 64, "ib_tdata_t is the channel record's 64-byte tdata");
+_Static_assert(sizeof(ib_tdata_t) == 64, "ib_tdata_t is 64 bytes, its layout version 1");
 _Static_assert(sizeof(ib_tdata_t) <= sizeof(((gpuport_channel_rec_t *)0)->tdata),
                "ib_tdata_t must fit the channel record's tdata");
 _Static_assert(offsetof(gpuport_sem_slot_t, peer_status) == 8,
