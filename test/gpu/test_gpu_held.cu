@@ -207,7 +207,7 @@ int main(void)
     void *src, *dst;
     int *rc_d, rank, rc, bad, legacy, relay;
     pid_t child;
-    const char *log;
+    const char *log, *relay_env;
 
     setenv("GPUPORT_TIMEOUT_MS", "2000", 1);
     setenv("GPUPORT_TRANSPORT", "cuda_ipc", 0);
@@ -215,8 +215,9 @@ int main(void)
         setenv("GPUPORT_TEST_MEM", "cudamalloc", 1);
     legacy = gpu_mem_kind() == GPU_MEM_CUDAMALLOC;
     /* cudaMalloc over cuda_ipc relays unless GPUPORT_CUDA_IPC_RELAY=0 */
+    relay_env = getenv("GPUPORT_CUDA_IPC_RELAY");
     relay = legacy && strcmp(getenv("GPUPORT_TRANSPORT"), "cuda_ipc") == 0 &&
-            !(getenv("GPUPORT_CUDA_IPC_RELAY") && strcmp(getenv("GPUPORT_CUDA_IPC_RELAY"), "0") == 0);
+            !(relay_env && strcmp(relay_env, "0") == 0);
     rank = gpu_pair_fork(&bs, &child);
     bs.destroy = NULL; /* the pair's socket outlives the communicator: a barrier after it */
     if (rank == 0)

@@ -77,6 +77,8 @@ typedef struct cipc_relay_rec {
  * mine->tdata; else nothing. */
 gpuport_status_t cipc_relay_prepare(gpuport_conn_t *conn, uint32_t id, const gpuport_region_t *src,
                                     gpuport_channel_rec_t *mine);
+/* conn_open, once conn->priv is set: the connection's relay state */
+gpuport_status_t cipc_relay_conn_open(gpuport_conn_t *conn);
 /* chan_connect, after the channel's own set-up: takes the staging buffer
  * prepared for ch->id (this side relays), and opens the peer's source and
  * staging where its record declares a relay (this side serves). */

@@ -135,7 +135,8 @@ struct cipc_relay_conn {
     relay_prep_t *prepared;
     relay_item_t items[ITEMS_MAX];
     uint32_t ihead, in;
-    int nchans; /* channels that relay or serve */
+    /* channels that relay or serve: set-up threads change it, the proxy reads it */
+    _Atomic int nchans;
     /* resources of channels gone with items still posted: freed at the
      * connection's close */
     CUdeviceptr left_free[64], left_close[128];
@@ -144,13 +145,19 @@ struct cipc_relay_conn {
 
 /* ---- set-up (application threads) ---- */
 
-static cipc_relay_conn_t *rconn(gpuport_conn_t *conn)
+/* made with the connection, before the proxy can see it, so that the
+ * proxy never reads a pointer a set-up thread writes */
+gpuport_status_t cipc_relay_conn_open(gpuport_conn_t *conn)
 {
     cipc_conn_t *cc = conn->priv;
 
-    if (!cc->relay)
-        cc->relay = calloc(1, sizeof(*cc->relay));
-    return cc->relay;
+    cc->relay = calloc(1, sizeof(*cc->relay));
+    return cc->relay ? GPUPORT_OK : GPUPORT_ERR_NO_MEMORY;
+}
+
+static cipc_relay_conn_t *rconn(gpuport_conn_t *conn)
+{
+    return ((cipc_conn_t *)conn->priv)->relay;
 }
 
 gpuport_status_t cipc_relay_prepare(gpuport_conn_t *conn, uint32_t id, const gpuport_region_t *src,
@@ -271,8 +278,8 @@ static gpuport_status_t serve_open(gpuport_tl_chan_t *ch, const cipc_relay_rec_t
         free(sv);
         return st;
     }
-    st = CU_CALL(cuIpcOpenMemHandle,
-                 (&sv->src_map, *(const CUipcMemHandle *)r->src_ipc, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+    st = CU_CALL(cuIpcOpenMemHandle, (&sv->src_map, *(const CUipcMemHandle *)r->src_ipc,
+                                      CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
     if (!st)
         st = CU_CALL(cuMemGetAddressRange, (&b, &len, sv->src_map));
     if (!st)
@@ -280,7 +287,8 @@ static gpuport_status_t serve_open(gpuport_tl_chan_t *ch, const cipc_relay_rec_t
                                           CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
     if (!st)
         st = CU_CALL(cuMemGetAddressRange, (&b, &slen, sv->stg_map));
-    if (!st && (r->src_fd_offset > len || r->src_size > len - r->src_fd_offset || slen < r->stg_size)) {
+    if (!st &&
+        (r->src_fd_offset > len || r->src_size > len - r->src_fd_offset || slen < r->stg_size)) {
         log_error("channel to rank %d: the peer's relay source (%llu bytes at %llu) or staging "
                   "(%llu bytes) runs past the memory it shared (%zu and %zu bytes)",
                   ch->peer, (unsigned long long)r->src_size, (unsigned long long)r->src_fd_offset,
@@ -743,8 +751,8 @@ static int client_pass(gpuport_tl_chan_t *ch, cipc_relay_t *r)
     if (!r->aborted && r->open) {
         uint64_t done = atomic_load_explicit(&mine->tl_word[W_DONE], memory_order_acquire);
         if (done > r->seq) {
-            log_error("channel %u (to rank %d): the peer answered relay request %llu, and only %llu "
-                      "were made; the channel fails (a protocol error)",
+            log_error("channel %u (to rank %d): the peer answered relay request %llu, and only "
+                      "%llu were made; the channel fails (a protocol error)",
                       ch->id, ch->peer, (unsigned long long)done, (unsigned long long)r->seq);
             abort_relay(ch, r, GPUPORT_ERR_PEER, 1);
         } else if (done == r->seq) {

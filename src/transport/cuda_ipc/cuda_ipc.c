@@ -94,6 +94,11 @@ static gpuport_status_t cipc_conn_open(gpuport_conn_t *conn)
     if (st)
         goto err_unmap;
     conn->priv = cc;
+    st = cipc_relay_conn_open(conn);
+    if (st) {
+        conn->priv = NULL;
+        goto err_unmap;
+    }
     return GPUPORT_OK;
 
 err_unmap:
