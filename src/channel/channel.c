@@ -176,11 +176,12 @@ static gpuport_status_t prepare(port_new_t *c)
                  c->ops->name);
     if (!status && !(c->ch = calloc(1, sizeof(*c->ch))))
         status = GPUPORT_ERR_NO_MEMORY;
+    /* the kind first: chan_prepare may prepare for port channels only */
+    mine->chan_kind = c->memory ? GPUPORT_CHAN_KIND_MEMORY : GPUPORT_CHAN_KIND_PORT;
     if (!status && c->ops->chan_prepare)
         status = c->ops->chan_prepare(c->conn, c->id, c->src ? &c->src->region : NULL,
                                       c->dst ? &c->dst->region : NULL, mine);
     mine->transport = c->tc ? (uint32_t)c->tc->kind : 0;
-    mine->chan_kind = c->memory ? GPUPORT_CHAN_KIND_MEMORY : GPUPORT_CHAN_KIND_PORT;
     if (c->memory && c->comm->config.memory_signal == 0 &&
         gpuport_gpu_peer_atomics(c->comm, c->comm->procs[c->peer].gpu))
         mine->kind_flags |= GPUPORT_MC_ATOMICS;

@@ -128,7 +128,7 @@ typedef struct gpuport_transport_ops {
     int (*region_ok)(const gpuport_region_t *r, int as_dst, char *why, size_t len);
     /* Optional, before the channel records are exchanged: fills
      * mine->tdata with what the peer's chan_connect needs (memory keys,
-     * addresses). src and dst may be NULL. */
+     * addresses). src and dst may be NULL; mine->chan_kind is set. */
     gpuport_status_t (*chan_prepare)(gpuport_conn_t *conn, uint32_t id,
                                      const gpuport_region_t *src, const gpuport_region_t *dst,
                                      gpuport_channel_rec_t *mine);

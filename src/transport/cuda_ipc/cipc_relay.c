@@ -171,10 +171,12 @@ gpuport_status_t cipc_relay_prepare(gpuport_conn_t *conn, uint32_t id, const gpu
     size_t len;
     gpuport_status_t st;
 
-    /* a channel to this rank itself cannot relay: a process cannot open its
-     * own memory by IPC handle */
+    /* port channels only: a memory channel's kernels store from the source
+     * themselves and put nothing through the proxy; and a channel to this
+     * rank itself cannot relay: a process cannot open its own memory by IPC
+     * handle */
     if (!src || src->kind != GPUPORT_REGION_DEVICE || src->size == 0 || !set || !set->relay ||
-        conn->peer == gpuport_tl_rank(conn->comm))
+        mine->chan_kind != GPUPORT_CHAN_KIND_PORT || conn->peer == gpuport_tl_rank(conn->comm))
         return GPUPORT_OK;
     if (!(rc = rconn(conn)) || !(p = calloc(1, sizeof(*p))))
         return GPUPORT_ERR_NO_MEMORY;
