@@ -84,8 +84,11 @@ step rma-cuda_ipc 300 "$build/test/gpu/test_gpu_rma" port
 step rma-cuda_ipc-vmm 300 env GPUPORT_TEST_MEM=vmm "$build/test/gpu/test_gpu_rma" port
 step rma-tcp 300 env GPUPORT_TRANSPORT=tcp "$build/test/gpu/test_gpu_rma" port
 step rma-memchan-mps 300 bash scripts/with-mps.sh "$build/test/gpu/test_gpu_rma" memory
-# a copy CUDA holds while the host is in cudaMemcpy: the timeout and the proxy's warning
+# the held pattern (both hosts in cudaMemcpy behind the kernel) over cudaMalloc
+# memory: cuda_ipc's relay carries it (every byte); the direct copy, which CUDA
+# holds, ends in the timeout and the proxy's warning
 step held 120 "$build/test/gpu/test_gpu_held"
+step held-norelay 120 env GPUPORT_CUDA_IPC_RELAY=0 "$build/test/gpu/test_gpu_held"
 # the same pattern over memory mapped for the device: not held, every byte checked
 step held-vmm 120 env GPUPORT_TEST_MEM=vmm "$build/test/gpu/test_gpu_held"
 step held-appvmm 120 env GPUPORT_TEST_MEM=appvmm "$build/test/gpu/test_gpu_held"

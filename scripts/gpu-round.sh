@@ -3,7 +3,7 @@
 # each (the device tool's limit), from a carried build (scripts/gpu-build.sh
 # then scripts/gpu-carry.sh: _build/gpuc). Results go to OUT_DIR (the
 # device tool's $OUT); docs/PERFORMANCE.md records them.
-#   usage: scripts/gpu-round.sh 1|2|3 [BUILD_DIR] [OUT_DIR]
+#   usage: scripts/gpu-round.sh 1|2|3|4 [BUILD_DIR] [OUT_DIR]
 #   1: the tests of this round's GPU code: FIFO give-ups on the proxy's own
 #      consumer, peer channels on every path, tcp get ordering on GPU
 #      memory, memory channels, the workloads' peer columns
@@ -16,9 +16,13 @@
 #      --small-only beside
 #      BASE_BENCH (an earlier build's gpuport_bench, if given), alternating;
 #      the other workloads, peer death, tcp channels
+#   4: cuda_ipc's relay of cudaMalloc sources: the held test with the relay
+#      and without, the suites over cudaMalloc memory, and --small-only
+#      (its memory is cudaMalloc) with GPUPORT_CUDA_IPC_RELAY=0 and 1
+#      alternating under MPS
 set -u
 cd "$(dirname "$0")/.." || exit 1
-part=${1:?usage: scripts/gpu-round.sh 1|2|3 [BUILD_DIR] [OUT_DIR]}
+part=${1:?usage: scripts/gpu-round.sh 1|2|3|4 [BUILD_DIR] [OUT_DIR]}
 B=${2:-_build/gpuc}
 OUT=${3:-${OUT:-gpu-round-results}}
 mkdir -p "$OUT"
@@ -76,8 +80,21 @@ case $part in
     GPU_ONE_ONLY='^(death-cuda_ipc|channels-tcp|channels-cuda_ipc)$' GPU_ONE_MAX_S=60 \
         bash scripts/gpu-one.sh "$B" "$OUT/three" 2>&1 | tee "$OUT/three.txt"
     ;;
+4)
+    GPU_ONE_ONLY='^(held|held-norelay|channels-cuda_ipc|rma-cuda_ipc|death-cuda_ipc|stall-cuda_ipc-conn1-q1100|peer-cudamalloc-mps|example-device|mpi-np2)$' \
+        GPU_ONE_MAX_S=100 bash scripts/gpu-one.sh "$B" "$OUT/relay" 2>&1 | tee "$OUT/relay.txt"
+    for r in 1 2; do
+        for relay in 0 1; do
+            mb GPUPORT_CUDA_IPC_RELAY=$relay "$B/test/mpi/mpirun.sh" 2 "$B/tools/gpuport_bench" \
+                --small-only >"$OUT/small-relay$relay-$r.txt" 2>&1
+            echo "small relay=$relay $r rc=$?"
+            grep -E "64 B puts|put +(4|64|256) KiB|ping-pong 8 B" "$OUT/small-relay$relay-$r.txt"
+        done
+        [ $((SECONDS - T0)) -gt 400 ] && break
+    done
+    ;;
 *)
-    echo "scripts/gpu-round.sh: part $part? (1, 2 or 3)" >&2
+    echo "scripts/gpu-round.sh: part $part? (1, 2, 3 or 4)" >&2
     exit 2
     ;;
 esac
