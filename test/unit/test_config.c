@@ -20,6 +20,7 @@
 #include "testenv.h"
 #include "config.h"
 #include "transport/transport.h"
+#include "transport/cuda_ipc/cipc_settings.h"
 #include "transport/ib/ib_settings.h"
 #include "transport/tcp/tcp_settings.h"
 #include "fifo.h"
@@ -77,6 +78,11 @@ static const ib_settings_t *ib_of(const gpuport_config_t *c)
 static const tcp_settings_t *tcp_of(const gpuport_config_t *c)
 {
     return gpuport_config_tl_settings(c, GPUPORT_TL_KIND_TCP);
+}
+
+static const cipc_settings_t *cipc_of(const gpuport_config_t *c)
+{
+    return gpuport_config_tl_settings(c, GPUPORT_TL_KIND_CUDA_IPC);
 }
 
 /* numeric rows only; field_same compares any row */
@@ -305,6 +311,8 @@ static void test_defaults(void)
     CHECK(ib_of(&c)->gid_index == -1 && ib_of(&c)->hca.n == 0);
     CHECK(tcp_of(&c)->ifname.n == 0 && !tcp_of(&c)->ifname.exclude);
     CHECK(tcp_of(&c)->timeout_ms == 10000 && tcp_of(&c)->queue == 4096);
+    /* cuda_ipc's relay of cudaMalloc sources on, 4 MiB of staging a channel */
+    CHECK(cipc_of(&c)->relay == 1 && cipc_of(&c)->relay_bytes == (4u << 20));
 
     /* every variable set to its default: same result, no warning */
     for (size_t i = 0; i < gpuport_config_nvars(); i++)
