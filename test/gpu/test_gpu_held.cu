@@ -60,18 +60,26 @@ __global__ void fill(unsigned char *p, int who, int phase, unsigned n)
         p[i] = pat(who, phase, (int)i);
 }
 
-/* The big exchange: a put of BIG bytes with a signal, the wait, then a get
- * of the first GOT bytes of the peer's destination (what this rank's put
- * wrote there) into this rank's source at offset BIG - GOT, and a flush. */
-__global__ void put_get(gpuport_port_channel_dev_t ch, int *rc)
+/* Spins 200 ms: by then the host that launched the kernel is inside its
+ * cudaMemcpy, so the copies that follow are issued while it waits there. */
+__device__ static void after_200ms(void)
 {
     unsigned long long t0, t;
-    int st;
 
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     do
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     while (t - t0 < 200ull * 1000 * 1000);
+}
+
+/* The big exchange: a put of BIG bytes with a signal, the wait, then a get
+ * of the first GOT bytes of the peer's destination (what this rank's put
+ * wrote there) into this rank's source at offset BIG - GOT, and a flush. */
+__global__ void put_get(gpuport_port_channel_dev_t ch, int *rc)
+{
+    int st;
+
+    after_200ms();
     st = gpuport_put_with_signal(&ch, 0, 0, BIG);
     if (st == GPUPORT_OK)
         st = gpuport_wait(&ch);
@@ -87,13 +95,9 @@ __global__ void put_get(gpuport_port_channel_dev_t ch, int *rc)
  * while their hosts wait there. */
 __global__ void put_wait(gpuport_port_channel_dev_t ch, int *rc)
 {
-    unsigned long long t0, t;
     int st;
 
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    while (t - t0 < 200ull * 1000 * 1000);
+    after_200ms();
     st = gpuport_put_with_signal(&ch, 0, 0, BYTES);
     rc[0] = st ? st : gpuport_wait(&ch);
 }
