@@ -36,6 +36,7 @@
  * protocol error.
  */
 #define GPUPORT_LOG_SUBSYS_ID GPUPORT_SUBSYS_TL(GPUPORT_TL_KIND_CUDA_IPC)
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +133,7 @@ typedef struct relay_prep {
 } relay_prep_t;
 
 struct cipc_relay_conn {
+    pthread_mutex_t lock; /* prepared and the left_ lists: set-up threads of any channel */
     relay_prep_t *prepared;
     relay_item_t items[ITEMS_MAX];
     uint32_t ihead, in;
@@ -152,7 +154,10 @@ gpuport_status_t cipc_relay_conn_open(gpuport_conn_t *conn)
     cipc_conn_t *cc = conn->priv;
 
     cc->relay = calloc(1, sizeof(*cc->relay));
-    return cc->relay ? GPUPORT_OK : GPUPORT_ERR_NO_MEMORY;
+    if (!cc->relay)
+        return GPUPORT_ERR_NO_MEMORY;
+    pthread_mutex_init(&cc->relay->lock, NULL);
+    return GPUPORT_OK;
 }
 
 static cipc_relay_conn_t *rconn(gpuport_conn_t *conn)
@@ -208,6 +213,7 @@ gpuport_status_t cipc_relay_prepare(gpuport_conn_t *conn, uint32_t id, const gpu
     rec.src_size = src->size;
     rec.stg_size = set->relay_bytes;
     memcpy(mine->tdata, &rec, sizeof(rec));
+    pthread_mutex_lock(&rc->lock);
     /* a failed creation that reuses the id left its buffer here: replace it */
     for (relay_prep_t **pp = &rc->prepared; *pp; pp = &(*pp)->next) {
         if ((*pp)->id == id) {
@@ -226,6 +232,7 @@ gpuport_status_t cipc_relay_prepare(gpuport_conn_t *conn, uint32_t id, const gpu
     p->size = set->relay_bytes;
     p->next = rc->prepared;
     rc->prepared = p;
+    pthread_mutex_unlock(&rc->lock);
     return GPUPORT_OK;
 }
 
@@ -327,6 +334,7 @@ gpuport_status_t cipc_relay_connect(gpuport_tl_chan_t *ch, const gpuport_channel
 
     if (!rc)
         return GPUPORT_ERR_NO_MEMORY;
+    pthread_mutex_lock(&rc->lock);
     for (relay_prep_t **pp = &rc->prepared; *pp; pp = &(*pp)->next) {
         if ((*pp)->id != ch->id)
             continue;
@@ -336,6 +344,7 @@ gpuport_status_t cipc_relay_connect(gpuport_tl_chan_t *ch, const gpuport_channel
         if (!r2) {
             leave_mem(rc, p->stg, 0);
             free(p);
+            pthread_mutex_unlock(&rc->lock);
             return GPUPORT_ERR_NO_MEMORY;
         }
         r2->stg = p->stg;
@@ -346,6 +355,7 @@ gpuport_status_t cipc_relay_connect(gpuport_tl_chan_t *ch, const gpuport_channel
         rc->nchans++;
         break;
     }
+    pthread_mutex_unlock(&rc->lock);
     memcpy(&r, peer->tdata, sizeof(r));
     if (!r.relay)
         return GPUPORT_OK;
@@ -362,6 +372,7 @@ void cipc_relay_disconnect(gpuport_tl_chan_t *ch)
 
     if (!cs || !rc)
         return;
+    pthread_mutex_lock(&rc->lock);
     if (cs->relay) {
         cipc_relay_t *r = cs->relay;
         if (r->n)
@@ -390,6 +401,7 @@ void cipc_relay_disconnect(gpuport_tl_chan_t *ch)
         cs->serve = NULL;
         rc->nchans--;
     }
+    pthread_mutex_unlock(&rc->lock);
 }
 
 void cipc_relay_conn_close(gpuport_conn_t *conn)
@@ -408,6 +420,7 @@ void cipc_relay_conn_close(gpuport_conn_t *conn)
         drop_mem(conn->comm, rc->left_close[i], 1);
     for (int i = 0; i < rc->nleft_free; i++)
         drop_mem(conn->comm, rc->left_free[i], 0);
+    pthread_mutex_destroy(&rc->lock);
     free(rc);
     ((cipc_conn_t *)conn->priv)->relay = NULL;
 }
