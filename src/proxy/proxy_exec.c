@@ -177,8 +177,8 @@ int proxy_execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uin
 
 /* GPUPORT_LOG_LEVEL=trace: a line per trigger carried out (or dropped),
  * with the channel's state after it. Called only with trace on. */
-static void trace_trigger(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint64_t pos,
-                          uint32_t used)
+void proxy_trace_trigger(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo,
+                         uint64_t pos, uint32_t used)
 {
     const char *name = gpuport_op_name(d->op);
     gpuport_status_t st = GPUPORT_ERR_INVALID_ARG; /* no such channel: the trigger was dropped */
@@ -198,18 +198,4 @@ static void trace_trigger(gpuport_comm_t comm, const gpuport_op_desc_t *d, int f
               st == GPUPORT_OK ? "ok" : st == GPUPORT_ERR_SHUTDOWN ? "closed" : "in error (",
               st == GPUPORT_OK || st == GPUPORT_ERR_SHUTDOWN ? "" : gpuport_status_string(st),
               st == GPUPORT_OK || st == GPUPORT_ERR_SHUTDOWN ? "" : ")");
-}
-
-void proxy_carried(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint64_t pos,
-                   uint32_t used)
-{
-    if (fifo == GPUPORT_FIFO_HOST && d->channel < comm->config.max_channels &&
-        atomic_load_explicit(&comm->pchans[d->channel].active, memory_order_relaxed)) {
-        gpuport_pchan_t *ch = &comm->pchans[d->channel];
-        ch->host_seen = pos + 1;
-        proxy_settle(ch);
-    }
-    if (GPUPORT_LOG_ON(GPUPORT_LOG_TRACE))
-        trace_trigger(comm, d, fifo, pos, used);
-    GPUPORT_STAT_INC(comm->proxy.triggers);
 }

@@ -34,13 +34,29 @@ enum { EXEC_DONE, EXEC_RETRY };
  * GPUPORT_FIFO_HOST or GPUPORT_FIFO_DEVICE), a batch at most, carries them
  * out or parks them, and hands over the signals they deferred; returns the
  * number taken. proxy_exec.c: proxy_execute carries out one decoded trigger whose last
- * slot was at position pos (EXEC_DONE or EXEC_RETRY); proxy_carried is
- * what follows a trigger carried out (the host FIFO's settled position,
- * the count, the trace line). */
+ * slot was at position pos (EXEC_DONE or EXEC_RETRY); proxy_trace_trigger
+ * is its line at GPUPORT_LOG_LEVEL=trace. */
 int proxy_consume_fifo(gpuport_comm_t comm, gpuport_fifo_t *f, int fifo);
 int proxy_execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint64_t pos);
-void proxy_carried(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint64_t pos,
-                   uint32_t used);
+void proxy_trace_trigger(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo,
+                         uint64_t pos, uint32_t used);
+void proxy_settle(gpuport_pchan_t *ch);
+
+/* What follows a trigger carried out: the host FIFO's settled position,
+ * the count, the trace line. Inline: it follows every trigger. */
+static inline void proxy_carried(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo,
+                                 uint64_t pos, uint32_t used)
+{
+    if (fifo == GPUPORT_FIFO_HOST && d->channel < comm->config.max_channels &&
+        atomic_load_explicit(&comm->pchans[d->channel].active, memory_order_relaxed)) {
+        gpuport_pchan_t *ch = &comm->pchans[d->channel];
+        ch->host_seen = pos + 1;
+        proxy_settle(ch);
+    }
+    if (GPUPORT_LOG_ON_AT(GPUPORT_SUBSYS_PROXY, GPUPORT_LOG_TRACE))
+        proxy_trace_trigger(comm, d, fifo, pos, used);
+    GPUPORT_STAT_INC(comm->proxy.triggers);
+}
 
 /* proxy_park.c: a channel's triggers that found no room at its transport
  * wait in its park, in FIFO order, and every later trigger of the channel

