@@ -62,10 +62,24 @@ static __global__ void k_port_take(gpuport_port_channel_dev_t ch, unsigned long 
 #define MC_COUNTER 256      /* the floor's counter */
 #define MC_RATE (64u << 10) /* the 64 B puts' place */
 
-enum { PP_SIGNAL, PP_PACKET, PP_RAW };
+/* PP_COPY .. PP_SPLIT are the steps from the floor to a peer channel's
+ * put_with_signal + wait_until, each adding one part of it: the 8-byte
+ * copy before the release store, the count by a release add instead of a
+ * store, the receiver's raise of its consumed count, the sender's load of
+ * its two counts of proxy operations (all raw code, no checks), then the
+ * receiver's read of the proxy's count (pinned host memory) at its first
+ * poll, as the peer channel's wait reads it. */
+enum { PP_SIGNAL, PP_PACKET, PP_RAW, PP_COPY, PP_ADD, PP_MAX, PP_OPS, PP_SPLIT, PP_MODES };
+static const char *const pp_step_name[PP_MODES] = {
+    "", "", "floor: release store of the round, acquire poll",
+    "+ the 8 B copy (load, store) before the store", "+ the count by a release add",
+    "+ the receiver's atomicMax of its consumed count",
+    "+ the sender's load of two counts (device memory)",
+    "+ the receiver's read of a host word at its first poll"};
 
 static __global__ void k_mc_pingpong(gpuport_memory_channel_dev_t ch, int mode, int first,
-                                     int iters, uint64_t *ns, int *rc)
+                                     int iters, const volatile uint64_t *ch_port_inbound,
+                                     uint64_t *ns, int *rc)
 {
     uint64_t t0 = gpuport_dev_now_ns();
     volatile uint64_t *mine = (volatile uint64_t *)(ch.local_dst + MC_FLAGS + (first ? 128 : 0));
@@ -87,10 +101,31 @@ static __global__ void k_mc_pingpong(gpuport_memory_channel_dev_t ch, int mode, 
                 else
                     st = gpuport_memory_read_packets(&ch, MC_PKT + (first ? 16 : 0), msg, 8,
                                                      (uint32_t)i, 0, 1);
-            } else if (send) {
+            } else if (send && mode == PP_RAW) {
                 asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(theirs),
                              "l"((uint64_t)i)
                              : "memory");
+            } else if (send) {
+                unsigned long long o = 1, d = 1;
+                if (mode >= PP_OPS) {
+                    o = *(volatile unsigned long long *)(ch.local_dst + MC_FLAGS + 64);
+                    d = *(volatile unsigned long long *)(ch.local_dst + MC_FLAGS + 72);
+                }
+                *(volatile uint64_t *)(ch.dst + 64) = *(const uint64_t *)(ch.src + 64);
+                if (mode == PP_COPY || o != d)
+                    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(theirs),
+                                 "l"((uint64_t)i)
+                                 : "memory");
+                else
+                    asm volatile("red.release.sys.global.add.u64 [%0], 1;" ::"l"(theirs)
+                                 : "memory");
+            } else if (mode == PP_SPLIT) {
+                uint64_t v;
+                (void)gpuport_dev_load_sys(ch_port_inbound); /* its acquire orders the polls */
+                do
+                    v = gpuport_dev_load_sys(mine);
+                while (v < (uint64_t)i);
+                atomicMax((unsigned long long *)(ch.local_dst + MC_FLAGS + 192), v);
             } else {
                 uint64_t v;
                 do
@@ -99,6 +134,8 @@ static __global__ void k_mc_pingpong(gpuport_memory_channel_dev_t ch, int mode, 
                                  : "l"(mine)
                                  : "memory");
                 while (v < (uint64_t)i);
+                if (mode >= PP_MAX)
+                    atomicMax((unsigned long long *)(ch.local_dst + MC_FLAGS + 192), v);
             }
         }
     }
@@ -113,16 +150,35 @@ static __global__ void k_mc_pingpong(gpuport_memory_channel_dev_t ch, int mode, 
  * on from earlier runs on the channel, every signal of which was taken:
  * the consumed count at the start is where this run's rounds count from. */
 static __global__ void k_peer_pingpong(gpuport_peer_channel_dev_t ch, int first, int iters,
-                                       uint64_t *ns, int *rc)
+                                       int raw, uint64_t *ns, int *rc)
 {
     uint64_t t0 = gpuport_dev_now_ns();
     uint64_t base = *(volatile unsigned long long *)ch.port.consumed;
     int st = 0;
 
     for (int i = 1; i <= iters && !st; i++)
-        for (int turn = 0; turn < 2 && !st; turn++)
-            st = (turn == 0) == (first != 0) ? gpuport_peer_put_with_signal(&ch, 64, 64, 8)
-                                             : gpuport_peer_wait_until(&ch, base + i);
+        for (int turn = 0; turn < 2 && !st; turn++) {
+            int send = (turn == 0) == (first != 0);
+            if (send && raw == 1) {
+                /* the library's put_with_signal by its parts, without checks */
+                unsigned long long o = *(volatile unsigned long long *)ch.port_ops;
+                unsigned long long d = *(volatile unsigned long long *)ch.port_done;
+                *(volatile uint64_t *)(ch.mem.dst + 64) = *(const uint64_t *)(ch.mem.src + 64);
+                if (o > d)
+                    st = GPUPORT_ERR_INTERNAL;
+                else
+                    asm volatile("red.release.sys.global.add.u64 [%0], 1;" ::"l"(ch.mem.peer_sem)
+                                 : "memory");
+            } else if (!send && raw == 2) {
+                /* the library's wait_until by its parts: no host word, no pause */
+                while (gpuport_dev_load_sys(ch.mem.inbound) < base + i)
+                    ;
+                atomicMax(ch.port.consumed, base + i);
+            } else {
+                st = send ? gpuport_peer_put_with_signal(&ch, 64, 64, 8)
+                          : gpuport_peer_wait_until(&ch, base + i);
+            }
+        }
     *ns = gpuport_dev_now_ns() - t0;
     *rc = st;
 }
@@ -255,7 +311,8 @@ static int mc_rc(state_t *st)
 }
 
 /* mean round trip in us, or -1 on a CUDA error; *bad_p: a failed call */
-static double pingpong(state_t *st, mc_t *m, int mode, int iters, int *bad_p)
+static double pingpong(state_t *st, mc_t *m, int mode, int iters, int *bad_p,
+                       const volatile uint64_t *host_word = NULL)
 {
     const bench_gpu_env_t *env = st->env;
     int first = env->rank < env->peer, rc = 0;
@@ -265,7 +322,8 @@ static double pingpong(state_t *st, mc_t *m, int mode, int iters, int *bad_p)
     if (cudaMemset(m->dst + MC_FLAGS, 0, 256) != cudaSuccess || cudaDeviceSynchronize())
         return -1;
     env->barrier(env->ctx);
-    k_mc_pingpong<<<1, 1, 0, st->s>>>(m->dev, mode, first, iters, st->d_ns, st->d_rc);
+    k_mc_pingpong<<<1, 1, 0, st->s>>>(m->dev, mode, first, iters, host_word, st->d_ns,
+                                      st->d_rc);
     if (bench_wait(st->s, st->d_ns, &ns, st->d_rc, &rc))
         return -1;
     env->barrier(env->ctx);
@@ -274,14 +332,15 @@ static double pingpong(state_t *st, mc_t *m, int mode, int iters, int *bad_p)
 }
 
 static double peer_pingpong(state_t *st, const gpuport_peer_channel_dev_t *dev, int iters,
-                            int *bad_p)
+                            int *bad_p, int raw = 0)
 {
     const bench_gpu_env_t *env = st->env;
     uint64_t ns = 0;
     int rc = 0;
 
     env->barrier(env->ctx);
-    k_peer_pingpong<<<1, 1, 0, st->s>>>(*dev, env->rank < env->peer, iters, st->d_ns, st->d_rc);
+    k_peer_pingpong<<<1, 1, 0, st->s>>>(*dev, env->rank < env->peer, iters, raw, st->d_ns,
+                                        st->d_rc);
     if (bench_wait(st->s, st->d_ns, &ns, st->d_rc, &rc))
         return -1;
     env->barrier(env->ctx);
@@ -427,6 +486,18 @@ int bench_memchan(state_t *st)
         double raw = pingpong(st, &m, PP_RAW, n, &bad);
         double port = port_pingpong(st, n, &bad);
         double peer = peer_pingpong(st, &pdev, n, &bad);
+        /* the steps from the floor to the peer channel, two rounds in turn */
+        double step[2][PP_MODES];
+        for (int r = 0; r < 2; r++)
+            for (int k = PP_RAW; k < PP_MODES; k++)
+                if ((step[r][k] = pingpong(st, &m, k, n, &bad, pdev.port.inbound)) < 0)
+                    return -1;
+        /* the peer channel with one side's call replaced by its parts */
+        double split[2][2];
+        for (int r = 0; r < 2; r++)
+            for (int k = 0; k < 2; k++)
+                if ((split[r][k] = peer_pingpong(st, &pdev, n, &bad, k + 1)) < 0)
+                    return -1;
         /* the block's put + signal round trip by size: where the store path
          * stops paying (run under GPUPORT_PEER_PATH=stores and =proxy to
          * set GPUPORT_PEER_STORE_MAX) */
@@ -470,6 +541,18 @@ int bench_memchan(state_t *st)
                             bad ? 0 : -1);
             bench_out_value("memchan_pingpong_port", 8, "latency", "us", "mean", port, n,
                             "memory channel by packet", pkt, bad ? 0 : -1);
+        }
+        if (env->report) {
+            printf("  8 B ping-pong round trip, from the floor to the peer channel (%d, mean; "
+                   "two rounds in turn):\n",
+                   n);
+            for (int k = PP_RAW; k < PP_MODES; k++)
+                printf("    %-56s %7.2f us %7.2f us\n", pp_step_name[k], step[0][k], step[1][k]);
+            printf("    %-56s %7.2f us\n", "peer channel (put_with_signal, wait_until)", peer);
+            printf("    %-56s %7.2f us %7.2f us\n", "peer channel, its put_with_signal by parts",
+                   split[0][0], split[1][0]);
+            printf("    %-56s %7.2f us %7.2f us\n", "peer channel, its wait_until by parts",
+                   split[0][1], split[1][1]);
         }
         fails += bad;
     }
