@@ -434,7 +434,11 @@ GPUPORT_DEV int gpuport_wait(const gpuport_port_channel_dev_t *ch)
  *  only grows. Device waits share one consumed count per channel (device
  *  memory, apart from the host's): gpuport_wait and gpuport_poll raise it
  *  by one signal each; this call raises it to `value` where it was lower
- *  (never down), so a later gpuport_wait takes signal value + 1 first. Any
+ *  (never down), so a later gpuport_wait takes signal value + 1 first. It
+ *  raises it when it starts (the signals up to value are its claim, and
+ *  the atomic is done while it polls, not before the caller's next
+ *  signal); a wait that fails gives the claim back unless another wait
+ *  moved the count since. Any
  *  number of threads of a grid may call it at once, with the same value or
  *  others: each returns once the count has reached its own value (every
  *  thread of a grid that waits for round k returns at round k, none takes a

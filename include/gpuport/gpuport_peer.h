@@ -367,18 +367,14 @@ GPUPORT_DEV int gpuport_pdev_take(const gpuport_peer_channel_dev_t *ch, uint64_t
 }
 
 /** What a wait waits for: until == 0, one signal, taken; else the count
- *  reaching `until`, the consumed count then raised to it (an atomic whose
- *  result no one waits for: the consumed count is for later waits, and a
- *  thread's own later accesses to it come after it). 1 done, 0 not yet. */
+ *  reaching `until` (whose signals the wait claimed at its start:
+ *  gpuport_dev_claim). 1 done, 0 not yet. */
 GPUPORT_DEV int gpuport_pdev_got(const gpuport_peer_channel_dev_t *ch, uint64_t until,
                                  uint64_t *port_seen, int refresh)
 {
     if (!until)
         return gpuport_pdev_take(ch, port_seen, refresh);
-    if (gpuport_pdev_count(ch, port_seen, refresh) < until)
-        return 0;
-    atomicMax(ch->port.consumed, (unsigned long long)until);
-    return 1;
+    return gpuport_pdev_count(ch, port_seen, refresh) >= until;
 }
 
 /** One thread's wait (gpuport_pdev_got's until). The proxy's count is
@@ -388,6 +384,7 @@ GPUPORT_DEV int gpuport_pdev_wait_1(const gpuport_peer_channel_dev_t *ch, uint64
 {
     uint64_t start = 0, port_seen = 0;
     gpuport_dev_backoff_t b = {0, 0};
+    unsigned long long was = until ? gpuport_dev_claim(ch->port.consumed, until) : 0;
 
     for (uint32_t i = 0;; i++) {
         if (gpuport_pdev_got(ch, until, &port_seen, (i & 7) == 0))
@@ -397,13 +394,15 @@ GPUPORT_DEV int gpuport_pdev_wait_1(const gpuport_peer_channel_dev_t *ch, uint64
             int st = gpuport_dev_failed(&ch->port);
             if (st && gpuport_pdev_got(ch, until, &port_seen, 1))
                 return GPUPORT_OK; /* arrived just before the word */
-            if (st)
-                return st;
-            if (gpuport_dev_expired(&ch->port, &start))
-                return gpuport_dev_stuck(&ch->port, until ? "wait until the peer channel's "
-                                                            "signal count reaches a value"
-                                                          : "wait for the peer's signal "
-                                                            "(peer channel)");
+            if (!st && !gpuport_dev_expired(&ch->port, &start))
+                continue;
+            if (until)
+                gpuport_dev_unclaim(ch->port.consumed, until, was);
+            return st ? st
+                      : gpuport_dev_stuck(&ch->port, until ? "wait until the peer channel's "
+                                                             "signal count reaches a value"
+                                                           : "wait for the peer's signal "
+                                                             "(peer channel)");
         }
     }
 }
@@ -580,7 +579,8 @@ GPUPORT_DEV int gpuport_peer_wait_block(const gpuport_peer_channel_dev_t *ch)
 /** Waits until the channel has received `count` signals in all (by either
  *  path, since its creation), and takes them: the consumed count is raised
  *  to `count` if below (signals already taken count), so that wait, poll
- *  and wait_until mix on one channel. The peer's puts before its
+ *  and wait_until mix on one channel; raised when the wait starts, given
+ *  back if it fails (as gpuport_wait_until). The peer's puts before its
  *  count-th signal are then in this rank's destination. count 0 returns
  *  at once.
  *  @return as gpuport_peer_wait */

@@ -693,6 +693,8 @@ __global__ void after_close(gpuport_port_channel_dev_t ch, int *rc)
     rc[4] = gpuport_flush(&ch);
     rc[5] = gpuport_wait(&ch);
     rc[6] = gpuport_wait_until(&ch, 2); /* the count is 1, and final */
+    /* the failed wait claimed signal 2 at its start and gave it back */
+    rc[10] = (int)*(volatile unsigned long long *)ch.consumed;
     rc[7] = gpuport_wait_until(&ch, 1);
     rc[8] = gpuport_signal_count(&ch, &count);
     rc[9] = (int)count;
@@ -703,7 +705,7 @@ static void peer_close(gpuport_bootstrap_t *bs)
     const uint64_t region = 2u << 20;
     side_t s;
     gpuport_status_t st = GPUPORT_OK;
-    int h[10];
+    int h[11];
 
     side_open(&s, bs, region);
     /* signals are taken on the device only (host and device waiters count
@@ -740,6 +742,8 @@ static void peer_close(gpuport_bootstrap_t *bs)
               "device wait_until(2) %d, wait_until(1) %d, signal_count %d (count %d) after the "
               "close",
               h[6], h[7], h[8], h[9]);
+    CHECK_MSG(h[10] == 1, "the consumed count after a failed wait_until(2): %d (1: nothing taken)",
+              h[10]);
     CHECK_STATUS(gpuport_channel_status(s.ch), GPUPORT_ERR_CLOSED);
     CHECK_STATUS(gpuport_channel_put(s.ch, 0, 0, 64), GPUPORT_ERR_CLOSED);
     CHECK_STATUS(gpuport_channel_flush(s.ch), GPUPORT_ERR_CLOSED);

@@ -438,11 +438,23 @@ static void puts_case(side_t *s)
     } groups[] = {{1, 1, "one thread"}, {1, 32, "a warp"}, {64, 256, "a grid"}};
     char what[128];
 
+    /* then small puts whose two addresses agree mod 16 or mod 8 (8 B, 12 B,
+     * 24 B: whole 8- or 16-byte accesses where they fit, bytes at the ends) */
+    static const uint64_t small[] = {8, 12, 24};
+    const size_t nk = sizeof(sizes) / sizeof(sizes[0]), ns = sizeof(small) / sizeof(small[0]);
+
     for (int dir = 0; dir < 2; dir++) {
         int sender = dir;
         for (size_t g = 0; g < 3; g++) {
-            for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
-                uint64_t n = sizes[k], dst_off = 5 + 16 * k % 48, src_off = 3 + 8 * g;
+            for (size_t k = 0; k < nk + 2 * ns; k++) {
+                uint64_t n = k < nk ? sizes[k] : 0, dst_off = 5 + 16 * k % 48, src_off = 3 + 8 * g;
+                if (k >= nk) {
+                    if (g == 2)
+                        break; /* a grid's threads would hold a byte or none */
+                    n = small[(k - nk) % ns];
+                    src_off = 128;
+                    dst_off = 128 + ((k - nk) / ns ? 8 : 0);
+                }
                 if (g == 0 && n > (1u << 20))
                     continue; /* one thread: a MiB is enough */
                 snprintf(what, sizeof(what), "put of %llu B by %s, rank %d to %d",
@@ -465,7 +477,7 @@ static void puts_case(side_t *s)
         }
     }
     printf("PASS puts (rank %d): 1 B .. %llu B at odd offsets, one thread / a warp / a grid, "
-           "both ways\n",
+           "both ways; 8, 12 and 24 B at offsets 16- and 8-aligned alike\n",
            s->rank, (unsigned long long)sizes[7]);
 }
 
