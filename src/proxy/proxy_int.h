@@ -40,23 +40,6 @@ int proxy_consume_fifo(gpuport_comm_t comm, gpuport_fifo_t *f, int fifo);
 int proxy_execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint64_t pos);
 void proxy_trace_trigger(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo,
                          uint64_t pos, uint32_t used);
-void proxy_settle(gpuport_pchan_t *ch);
-
-/* What follows a trigger carried out: the host FIFO's settled position,
- * the count, the trace line. Inline: it follows every trigger. */
-static inline void proxy_carried(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo,
-                                 uint64_t pos, uint32_t used)
-{
-    if (fifo == GPUPORT_FIFO_HOST && d->channel < comm->config.max_channels &&
-        atomic_load_explicit(&comm->pchans[d->channel].active, memory_order_relaxed)) {
-        gpuport_pchan_t *ch = &comm->pchans[d->channel];
-        ch->host_seen = pos + 1;
-        proxy_settle(ch);
-    }
-    if (GPUPORT_LOG_ON_AT(GPUPORT_SUBSYS_PROXY, GPUPORT_LOG_TRACE))
-        proxy_trace_trigger(comm, d, fifo, pos, used);
-    GPUPORT_STAT_INC(comm->proxy.triggers);
-}
 
 /* proxy_park.c: a channel's triggers that found no room at its transport
  * wait in its park, in FIFO order, and every later trigger of the channel
@@ -102,6 +85,22 @@ int proxy_exec_rma(gpuport_comm_t comm, gpuport_pchan_t *ch, const gpuport_op_de
  * trigger, each signal handed over and each completion. */
 void proxy_settle(gpuport_pchan_t *ch);
 int proxy_read_completions(gpuport_comm_t comm);
+
+/* What follows a trigger carried out: the host FIFO's settled position,
+ * the count, the trace line. Inline: it follows every trigger. */
+static inline void proxy_carried(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo,
+                                 uint64_t pos, uint32_t used)
+{
+    if (fifo == GPUPORT_FIFO_HOST && d->channel < comm->config.max_channels &&
+        atomic_load_explicit(&comm->pchans[d->channel].active, memory_order_relaxed)) {
+        gpuport_pchan_t *ch = &comm->pchans[d->channel];
+        ch->host_seen = pos + 1;
+        proxy_settle(ch);
+    }
+    if (GPUPORT_LOG_ON_AT(GPUPORT_SUBSYS_PROXY, GPUPORT_LOG_TRACE))
+        proxy_trace_trigger(comm, d, fifo, pos, used);
+    GPUPORT_STAT_INC(comm->proxy.triggers);
+}
 
 /* proxy_close.c: the peer's word in this rank's slot for the channel
  * (GPUPORT_OK, or it failed or closed its side); a close trigger
