@@ -527,13 +527,6 @@ GPUPORT_DEV void gpuport_mdev_copy(unsigned char *d, const unsigned char *s, uin
 {
     uintptr_t phase = (uintptr_t)d ^ (uintptr_t)s;
 
-    /* one thread's 8 aligned bytes (a flag, a value, a ping): one load and
-     * one store, without the general path's head and tail arithmetic, which
-     * a lone thread pays in full (each step waits for the one before) */
-    if (n == 8 && nt == 1 && (((uintptr_t)d | (uintptr_t)s) & 7) == 0) {
-        *(unsigned long long *)d = *(const unsigned long long *)s;
-        return;
-    }
     if ((phase & 15) == 0 && n >= 16)
         GPUPORT_MDEV_COPY_AS(uint4, 16);
     else if ((phase & 7) == 0 && n >= 8)
