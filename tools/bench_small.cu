@@ -55,8 +55,8 @@ __host__ __device__ static inline uint64_t pv_value(uint64_t s)
  * of global lane g goes to slot i * lanes + g, so the slots of a run are
  * [0, lanes * per). The last warp to finish flushes. */
 static __global__ void k_small(gpuport_port_channel_dev_t ch, int op, int per,
-                               unsigned long long *t_start, unsigned int *warps_done,
-                               uint64_t *t_end, int *rc)
+                               unsigned long long *t_start, unsigned long long *t_pushed,
+                               unsigned int *warps_done, uint64_t *t_end, int *rc)
 {
     uint64_t lanes = (uint64_t)gridDim.x * blockDim.x;
     uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -72,6 +72,8 @@ static __global__ void k_small(gpuport_port_channel_dev_t ch, int op, int per,
         else
             st = gpuport_put_value(&ch, slot * 8, pv_value(slot));
     }
+    /* when the last lane had pushed its last: the device side's share of the time */
+    atomicMax(t_pushed, (unsigned long long)gpuport_dev_now_ns());
     bench_dev_warps_done(&ch, st, warps_done, t_end, rc);
 }
 
@@ -104,7 +106,7 @@ typedef struct small {
     int sender;
     int have_lim;
     bench_limits_t lim; /* the sender's */
-    unsigned long long *d_start, *d_taken;
+    unsigned long long *d_start, *d_taken, *d_pushed;
     unsigned int *d_done;
     uint64_t *d_end;
     int met, missed, unknown; /* targets */
@@ -171,16 +173,21 @@ static int rx_verify(small_t *sm, int op, uint64_t ops, int warps, int *bad_p)
 }
 
 /* One run of op by `warps` warps, `per` each lane: *rate_p (operations/s,
- * on the sender) and *verified_p (both sides). Collective over the pair. */
-static int small_run(small_t *sm, int op, int warps, int per, double *rate_p, int *verified_p)
+ * on the sender), *push_rate_p (operations over the time to the last
+ * lane's last push, before the flush: what the device side alone allows;
+ * NULL: not wanted) and *verified_p (both sides). Collective over the pair. */
+static int small_run(small_t *sm, int op, int warps, int per, double *rate_p,
+                     double *push_rate_p, int *verified_p)
 {
     state_t *st = sm->st;
     const bench_gpu_env_t *env = st->env;
     uint64_t ops = (uint64_t)warps * 32 * per, end = 0;
-    unsigned long long start = 0;
+    unsigned long long start = 0, pushed = 0;
     int mine = 0, theirs = 0, rc = 0;
 
     *rate_p = 0;
+    if (push_rate_p)
+        *push_rate_p = 0;
     env->barrier(env->ctx);
     if (!sm->sender && rx_prepare(sm, op, ops * (op == OP_PUT64 ? 64 : 8)))
         return -1;
@@ -188,18 +195,22 @@ static int small_run(small_t *sm, int op, int warps, int per, double *rate_p, in
     if (sm->sender) {
         /* on the kernel's stream: st->s does not wait for the legacy one */
         CK(cudaMemsetAsync(sm->d_start, 0xff, sizeof(*sm->d_start), st->s)); /* ~0: no push yet */
+        CK(cudaMemsetAsync(sm->d_pushed, 0, sizeof(*sm->d_pushed), st->s));
         CK(cudaMemsetAsync(sm->d_done, 0, sizeof(*sm->d_done), st->s));
         CK(cudaMemsetAsync(st->d_rc, 0, sizeof(int), st->s));
-        k_small<<<warps, 32, 0, st->s>>>(st->k[0].dev, op, per, sm->d_start, sm->d_done, sm->d_end,
-                                         st->d_rc);
+        k_small<<<warps, 32, 0, st->s>>>(st->k[0].dev, op, per, sm->d_start, sm->d_pushed,
+                                         sm->d_done, sm->d_end, st->d_rc);
         if (bench_wait(st->s, sm->d_end, &end, st->d_rc, &rc))
             return -1;
         CK(cudaMemcpy(&start, sm->d_start, sizeof(start), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(&pushed, sm->d_pushed, sizeof(pushed), cudaMemcpyDeviceToHost));
         if (rc)
             fprintf(stderr, "gpuport_bench: rank %d: %d warps of %s: %s\n", env->rank, warps,
                     op_name(op), gpuport_status_string((gpuport_status_t)rc));
         else if (end > start)
             *rate_p = (double)ops / ((double)(end - start) / 1e9);
+        if (!rc && push_rate_p && pushed > start)
+            *push_rate_p = (double)ops / ((double)(pushed - start) / 1e9);
         mine = rc != 0;
     }
     env->barrier(env->ctx);
@@ -279,15 +290,15 @@ static int signals(small_t *sm)
     static const int warps[] = {1, 4, 16, 64};
     state_t *st = sm->st;
     int total = scaled(st->env, st->shared ? 16384 : 131072), fails = 0, ok;
-    double rate, lim = sm->have_lim ? sm->lim.wv_batch[1] * 1e6 : 0;
+    double rate, pushes, lim = sm->have_lim ? sm->lim.wv_batch[1] * 1e6 : 0;
     char label[64], a[32], b[32], c[16];
 
-    if (small_run(sm, OP_SIGNAL, 1, 1, &rate, &ok)) /* warm */
+    if (small_run(sm, OP_SIGNAL, 1, 1, &rate, NULL, &ok)) /* warm */
         return -1;
     fails += !ok;
     for (size_t i = 0; i < sizeof(warps) / sizeof(warps[0]); i++) {
         int w = warps[i], per = total / (w * 32) < 1 ? 1 : total / (w * 32);
-        if (small_run(sm, OP_SIGNAL, w, per, &rate, &ok))
+        if (small_run(sm, OP_SIGNAL, w, per, &rate, &pushes, &ok))
             return -1;
         fails += !ok;
         snprintf(label, sizeof(label), "signals, %2d warp%s x 32 x %d", w, w > 1 ? "s" : "",
@@ -295,6 +306,11 @@ static int signals(small_t *sm)
         row(sm, label, rate_text(a, sizeof(a), rate), rate_text(b, sizeof(b), lim),
             ratio_text(c, sizeof(c), rate, lim, 1), w == 4 ? ">= 10 M/s" : "",
             w == 4 ? (rate > 0 ? rate >= 10e6 : -1) : NO_TARGET, ok);
+        /* the same run to the last push only: where this is near the row
+         * above, the device's pushes set the rate; where it is well above,
+         * the proxy and the flush do */
+        row(sm, "    the pushes alone (to the last push)", rate_text(a, sizeof(a), pushes), "-",
+            "-", "", NO_TARGET, ok);
         snprintf(label, sizeof(label), "signals_w%d", w);
         bench_out_value(label, 0, "rate", "M/s", "total", rate / 1e6, (uint64_t)w * 32 * per,
                         sm->have_lim ? LIM_WV_HOST : NULL, lim / 1e6, ok);
@@ -315,10 +331,10 @@ static int put_values(small_t *sm)
         per = 1;
     if ((uint64_t)per > room)
         per = (int)room;
-    if (small_run(sm, OP_PUT_VALUE, 1, 1, &rate, &ok)) /* warm */
+    if (small_run(sm, OP_PUT_VALUE, 1, 1, &rate, NULL, &ok)) /* warm */
         return -1;
     fails += !ok;
-    if (small_run(sm, OP_PUT_VALUE, w, per, &rate, &ok))
+    if (small_run(sm, OP_PUT_VALUE, w, per, &rate, NULL, &ok))
         return -1;
     fails += !ok;
     /* both parts of the target: 1 M/s, and 70 % of batched write-values */
@@ -339,7 +355,7 @@ static int puts64(small_t *sm)
     double rate, lim = sm->have_lim ? sm->lim.copy64 * 1e6 : 0;
     char label[64], a[32], b[32], c[16];
 
-    if (small_run(sm, OP_PUT64, 1, 1, &rate, &ok)) /* warm */
+    if (small_run(sm, OP_PUT64, 1, 1, &rate, NULL, &ok)) /* warm */
         return -1;
     fails += !ok;
     for (size_t i = 0; i < sizeof(warps) / sizeof(warps[0]); i++) {
@@ -347,7 +363,7 @@ static int puts64(small_t *sm)
         uint64_t room = st->region / (64 * 32 * (uint64_t)w);
         if ((uint64_t)per > room)
             per = (int)room;
-        if (small_run(sm, OP_PUT64, w, per, &rate, &ok))
+        if (small_run(sm, OP_PUT64, w, per, &rate, NULL, &ok))
             return -1;
         fails += !ok;
         snprintf(label, sizeof(label), "64 B puts, %2d warp%s x 32 x %d", w, w > 1 ? "s" : "",
@@ -512,6 +528,7 @@ int bench_small(state_t *st)
     sm.sender = env->rank < env->peer;
     CK(cudaMalloc(&sm.d_start, sizeof(*sm.d_start)));
     CK(cudaMalloc(&sm.d_taken, sizeof(*sm.d_taken)));
+    CK(cudaMalloc(&sm.d_pushed, sizeof(*sm.d_pushed)));
     CK(cudaMalloc(&sm.d_done, sizeof(*sm.d_done)));
     CK(cudaMalloc(&sm.d_end, sizeof(*sm.d_end)));
     fails += limits(&sm);
@@ -540,6 +557,7 @@ int bench_small(state_t *st)
     }
     cudaFree(sm.d_start);
     cudaFree(sm.d_taken);
+    cudaFree(sm.d_pushed);
     cudaFree(sm.d_done);
     cudaFree(sm.d_end);
     return r < 0 ? -1 : fails;
