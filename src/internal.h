@@ -208,7 +208,7 @@ typedef struct gpuport_proxy {
      * by gpuport_comm_stats at any time */
     _Atomic uint64_t triggers;
     _Atomic uint64_t rejected;
-    _Atomic uint64_t sig_taken; /* signal triggers (signal, put_with_signal) */
+    _Atomic uint64_t sig_taken; /* signals taken (a signal trigger's count, put_with_signal) */
     _Atomic uint64_t sig_sent;  /* transport signals they became (folded) */
     uint64_t abandoned;
     unsigned char *peer_dead; /* by rank: exited / watched flags (proxy thread only) */

@@ -17,9 +17,11 @@
 #define GPUPORT_CACHELINE 64
 
 /* A counter with one writer and any readers: a plain add, no locked RMW. */
-#define GPUPORT_STAT_INC(counter)                                                               \
-    atomic_store_explicit(&(counter), atomic_load_explicit(&(counter), memory_order_relaxed) + 1, \
+#define GPUPORT_STAT_ADD(counter, n)                                                            \
+    atomic_store_explicit(&(counter),                                                           \
+                          atomic_load_explicit(&(counter), memory_order_relaxed) + (n),         \
                           memory_order_relaxed)
+#define GPUPORT_STAT_INC(counter) GPUPORT_STAT_ADD(counter, 1)
 
 typedef struct gpuport_ring {
     _Alignas(GPUPORT_CACHELINE) _Atomic uint64_t head; /* written by the producer */

@@ -90,8 +90,9 @@ typedef struct gpuport_port_channel_dev {
 
 /** This header's gpuport_port_channel_dev_t layout version (2: the back-off
  *  settings; 3: the rma ops carried and the peer's address alignment; 4:
- *  reservations with room, give-ups said by word). */
-#define GPUPORT_CHANNEL_DEV_VERSION 4
+ *  reservations with room, give-ups said by word; 5: a SIGNAL trigger's size
+ *  is its count, so that a warp's signals go as one). */
+#define GPUPORT_CHANNEL_DEV_VERSION 5
 /** This header's gpuport_port_channel_dev_t layout, as gpuport_channel_device
  *  passes it and the device calls expect it. */
 #define GPUPORT_CHANNEL_DEV_LAYOUT                                                              \
@@ -258,7 +259,10 @@ GPUPORT_DEV int gpuport_put(const gpuport_port_channel_dev_t *ch, uint64_t dst_o
 /** Queues a signal: the peer's semaphore goes up once the channel's puts
  *  that kernels pushed before it are visible there (the host's puts only if
  *  the proxy had already taken them), as gpuport_channel_signal for host
- *  pushes.
+ *  pushes. The lanes of a warp that signal the same channel together
+ *  (converged at the call) push one trigger that counts them all: the
+ *  peer's semaphore goes up by their number at once, and each of them gets
+ *  the same status.
  *  @retval GPUPORT_OK queued
  *  @retval GPUPORT_ERR_VERSION a handle of another layout (nothing queued)
  *  @retval GPUPORT_ERR_TIMEOUT the FIFO stayed full past the time limit
@@ -267,7 +271,7 @@ GPUPORT_DEV int gpuport_put(const gpuport_port_channel_dev_t *ch, uint64_t dst_o
  *  @retval other the channel's own error (gpuport_channel_status; not carried out) */
 GPUPORT_DEV int gpuport_signal(const gpuport_port_channel_dev_t *ch)
 {
-    return gpuport_dev_op_s(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, GPUPORT_SCOPE_THREAD);
+    return gpuport_dev_signal_lanes(ch);
 }
 
 /** gpuport_put, then gpuport_signal, in one trigger.

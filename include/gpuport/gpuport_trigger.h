@@ -29,6 +29,10 @@
  * So sizes up to 2^52 - 1 and any 64-bit offset are expressible; nothing is
  * ever truncated.
  *
+ * A SIGNAL's size field is how many signals it carries (0 and 1: one): the
+ * device API folds the signals that lanes of one warp make on one channel
+ * at one moment into one trigger. The peer's count grows by that many.
+ *
  * GET and the ACC_* ops are encoded as a put is (EXT slot and all): a GET's
  * src_off is where the bytes land on the pushing side, dst_off where they are
  * read on the peer's; an ACC_*'s size is in bytes, a whole number of elements.
@@ -62,7 +66,7 @@
 typedef enum {
     GPUPORT_OP_NONE = 0,             /**< never pushed: a zeroed slot's op */
     GPUPORT_OP_PUT = 1,              /**< copy src_off..+size to the peer's dst_off */
-    GPUPORT_OP_SIGNAL = 2,           /**< add one to the peer's semaphore after the puts */
+    GPUPORT_OP_SIGNAL = 2,           /**< add size (0: 1) to the peer's semaphore, after the puts */
     GPUPORT_OP_PUT_SIGNAL = 3,       /**< PUT, then SIGNAL */
     GPUPORT_OP_FLUSH = 4,            /**< publish flush progress once earlier work is done */
     GPUPORT_OP_EXT = 5,              /**< high bits of the put behind it */
@@ -202,6 +206,14 @@ GPUPORT_HD uint32_t gpuport_trigger_op(uint64_t w0)
  *  channel was in error at publication: a device flush then needs no second
  *  load across PCIe to learn the channel's state on the way that succeeds. */
 #define GPUPORT_FLUSHED_FAILED (1ull << 63)
+
+/** How many signals a decoded SIGNAL trigger carries: its size, 0 counting
+ *  as one (a host's signal, and one thread's, push size 0).
+ *  @return 1 .. 2^32 - 1 */
+GPUPORT_HD uint64_t gpuport_trigger_signals(const gpuport_op_desc_t *d)
+{
+    return d->size ? d->size : 1;
+}
 
 /** SIGNAL and FLUSH carry nothing in word 1: the proxy ignores it, so a
  *  producer may leave it unwritten (the device API does: one store).

@@ -137,7 +137,7 @@ int proxy_execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uin
     if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) != GPUPORT_OK)
         return EXEC_DONE;
     if (d->op == GPUPORT_OP_SIGNAL) {
-        proxy_sig_defer(comm, ch);
+        proxy_sig_defer(comm, ch, gpuport_trigger_signals(d));
         return EXEC_DONE;
     }
     /* one item: a put's signal goes out later, folded */
@@ -150,14 +150,14 @@ int proxy_execute(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uin
     case GPUPORT_OP_PUT_SIGNAL:
         exec_put(comm, ch, d);
         if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) == GPUPORT_OK)
-            proxy_sig_defer(comm, ch);
+            proxy_sig_defer(comm, ch, 1);
         return EXEC_DONE;
     case GPUPORT_OP_PUT_VALUE:
         return exec_put_value(comm, ch, d);
     case GPUPORT_OP_PUT_VALUE_SIGNAL:
         exec_put_value(comm, ch, d);
         if (atomic_load_explicit(&ch->state->status, memory_order_relaxed) == GPUPORT_OK)
-            proxy_sig_defer(comm, ch);
+            proxy_sig_defer(comm, ch, 1);
         return EXEC_DONE;
     case GPUPORT_OP_GET:
     case GPUPORT_OP_ATOMIC_ADD:

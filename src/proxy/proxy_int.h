@@ -64,7 +64,7 @@ uint64_t proxy_park_abandon(gpuport_comm_t comm);
  * over with the channel's next ones (sig_defer); the channel's held signals
  * handed to its transport as one, 0 if there is no room now (sig_emit);
  * every channel's (sig_emit_all, after each batch). */
-void proxy_sig_defer(gpuport_comm_t comm, gpuport_pchan_t *ch);
+void proxy_sig_defer(gpuport_comm_t comm, gpuport_pchan_t *ch, uint64_t n);
 int proxy_sig_emit(gpuport_comm_t comm, gpuport_pchan_t *ch);
 void proxy_sig_emit_all(gpuport_comm_t comm);
 

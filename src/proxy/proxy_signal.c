@@ -22,10 +22,10 @@ static void exec_signal(gpuport_comm_t comm, gpuport_pchan_t *ch, uint64_t n)
     proxy_transport_result(comm, ch, rc, &w);
 }
 
-void proxy_sig_defer(gpuport_comm_t comm, gpuport_pchan_t *ch)
+void proxy_sig_defer(gpuport_comm_t comm, gpuport_pchan_t *ch, uint64_t n)
 {
-    GPUPORT_STAT_INC(comm->proxy.sig_taken);
-    ch->sig_pending++;
+    GPUPORT_STAT_ADD(comm->proxy.sig_taken, n);
+    ch->sig_pending += n;
     if (!ch->sig_listed) {
         ch->sig_listed = 1;
         comm->proxy.sig_list[comm->proxy.nsig++] = ch->tl.id;

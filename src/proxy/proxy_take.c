@@ -50,7 +50,7 @@ static int take(gpuport_comm_t comm, const gpuport_op_desc_t *d, int fifo, uint6
     if (ch && comm->proxy.parked_total && proxy_parked(comm, ch))
         return proxy_park(comm, ch, d, fifo, pos, used);
     if (plain_signal(comm, ch, d)) {
-        proxy_sig_defer(comm, ch);
+        proxy_sig_defer(comm, ch, gpuport_trigger_signals(d));
         proxy_carried(comm, d, fifo, pos, used);
         return 1;
     }

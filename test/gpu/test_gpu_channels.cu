@@ -298,6 +298,69 @@ static void many_pushers(gpuport_bootstrap_t *bs)
         printf("PASS many pushers: %u threads, FIFO of 64, each op exactly once\n", n);
 }
 
+/* Signals from every lane, folded per warp (gpuport_signal): thread t of
+ * the grid signals 1 + t % 3 times, so the warp's later rounds have fewer
+ * lanes, and every 5th thread through a second copy of the handle; a FIFO
+ * of 64 slots fills, so the pushing lanes wait for room. The receiver
+ * must count exactly their sum: wait_until(sum), then nothing more. */
+__host__ __device__ static uint32_t lane_signals(uint32_t t)
+{
+    return 1 + t % 3;
+}
+
+__global__ void lane_signal(gpuport_port_channel_dev_t ch, int *rc)
+{
+    gpuport_port_channel_dev_t copy = ch;
+    uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+
+    for (uint32_t i = 0; i < lane_signals(t); i++) {
+        int st = t % 5 == 0 ? gpuport_signal(&copy) : gpuport_signal(&ch);
+        if (st != GPUPORT_OK)
+            atomicAdd(&rc[2], 1);
+    }
+}
+
+__global__ void count_signals(gpuport_port_channel_dev_t ch, uint64_t n, int *rc)
+{
+    rc[0] = gpuport_wait_until(&ch, n);
+    rc[1] = gpuport_poll(&ch); /* exactly n: none left */
+}
+
+static void folded_signals(gpuport_bootstrap_t *bs)
+{
+    side_t s;
+    const uint32_t blocks = 8, threads = 96, n = blocks * threads;
+    uint64_t sum = 0;
+
+    for (uint32_t t = 0; t < n; t++)
+        sum += lane_signals(t);
+    setenv("GPUPORT_FIFO_SIZE", "64", 1);
+    side_open(&s, bs, 1u << 20);
+    unsetenv("GPUPORT_FIFO_SIZE");
+    CUDA_CHECK(cudaMemset(s.rc, 0, 64 * sizeof(int)));
+    CHECK_OK(bs->barrier(bs->ctx));
+    if (s.rank == 0) {
+        lane_signal<<<blocks, threads>>>(s.dev, s.rc);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CHECK_MSG(rcs(&s, 2) == 0, "%d signals failed", rcs(&s, 2));
+        CHECK_OK(gpuport_channel_flush(s.ch));
+    }
+    CHECK_OK(bs->barrier(bs->ctx)); /* every signal delivered */
+    if (s.rank == 1) {
+        count_signals<<<1, 1>>>(s.dev, sum, s.rc);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CHECK_MSG(rcs(&s, 0) == GPUPORT_OK, "wait_until(%llu): %d", (unsigned long long)sum,
+                  rcs(&s, 0));
+        CHECK_MSG(rcs(&s, 1) == 0, "a signal more than the %llu sent arrived",
+                  (unsigned long long)sum);
+    }
+    CHECK_OK(bs->barrier(bs->ctx));
+    side_close(&s);
+    if (s.rank == 0)
+        printf("PASS folded signals: %u lanes, %llu signals, FIFO of 64, counted exactly\n", n,
+               (unsigned long long)sum);
+}
+
 /* put_value from many threads: thread t writes its value into slot
  * (t * 0x9e3779b1) mod n of the peer's region, a permutation of the slots
  * (n a power of two, the factor odd), so every slot is written once, at
@@ -700,12 +763,20 @@ __global__ void after_close(gpuport_port_channel_dev_t ch, int *rc)
     rc[9] = (int)count;
 }
 
+/* every lane of 64 signals after the close: each gets GPUPORT_ERR_CLOSED
+ * (the lanes of a warp push one trigger and share its status) */
+__global__ void signals_after_close(gpuport_port_channel_dev_t ch, int *rc)
+{
+    if (gpuport_signal(&ch) != GPUPORT_ERR_CLOSED)
+        atomicAdd(&rc[11], 1);
+}
+
 static void peer_close(gpuport_bootstrap_t *bs)
 {
     const uint64_t region = 2u << 20;
     side_t s;
     gpuport_status_t st = GPUPORT_OK;
-    int h[11];
+    int h[12];
 
     side_open(&s, bs, region);
     /* signals are taken on the device only (host and device waiters count
@@ -727,6 +798,7 @@ static void peer_close(gpuport_bootstrap_t *bs)
     CHECK_MSG(st == GPUPORT_ERR_CLOSED, "status after the peer's close: %s",
               gpuport_status_string(st));
     after_close<<<1, 1>>>(s.dev, s.rc); /* its put's refusal is logged, a warning */
+    signals_after_close<<<1, 64>>>(s.dev, s.rc);
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaMemcpy(h, s.rc, sizeof(h), cudaMemcpyDeviceToHost));
     CHECK_MSG(h[0] == 1, "device poll of the signal sent before the close: %d", h[0]);
@@ -744,6 +816,8 @@ static void peer_close(gpuport_bootstrap_t *bs)
               h[6], h[7], h[8], h[9]);
     CHECK_MSG(h[10] == 1, "the consumed count after a failed wait_until(2): %d (1: nothing taken)",
               h[10]);
+    CHECK_MSG(h[11] == 0, "%d of 64 lanes' signals after the close did not return "
+              "GPUPORT_ERR_CLOSED", h[11]);
     CHECK_STATUS(gpuport_channel_status(s.ch), GPUPORT_ERR_CLOSED);
     CHECK_STATUS(gpuport_channel_put(s.ch, 0, 0, 64), GPUPORT_ERR_CLOSED);
     CHECK_STATUS(gpuport_channel_flush(s.ch), GPUPORT_ERR_CLOSED);
@@ -941,6 +1015,7 @@ int main(void)
     ordering(&bs);
     sequence_numbers(&bs);
     many_pushers(&bs);
+    folded_signals(&bs);
     values(&bs);
     merged_puts(&bs);
     peer_close(&bs);

@@ -24,6 +24,22 @@
 
 #define PER_THREAD 64
 
+/* whether op i of pushing thread tid is an EXT pair (two slots) */
+__host__ __device__ static inline bool is_ext(uint32_t tid, uint32_t i)
+{
+    return (i + tid) % 5 == 4;
+}
+
+/* the EXT pairs that nthreads pushing threads push */
+static uint64_t ext_pairs_of(uint32_t nthreads)
+{
+    uint64_t n = 0;
+    for (uint32_t t = 0; t < nthreads; t++)
+        for (uint32_t i = 0; i < PER_THREAD; i++)
+            n += is_ext(t, i);
+    return n;
+}
+
 __global__ void pusher(gpuport_port_channel_dev_t ch, int *errors)
 {
     uint32_t tid = blockIdx.x * blockDim.x + threadIdx.x;
@@ -34,8 +50,9 @@ __global__ void pusher(gpuport_port_channel_dev_t ch, int *errors)
         gpuport_trigger_t t[2];
         uint64_t pos;
         uint32_t n = 0;
-        /* every 5th op of a thread is an EXT pair */
-        uint64_t big = (i % 5 == 4) ? (1ull << 40) : 0;
+        /* every 5th op of a thread is an EXT pair, at a different i in
+         * neighbouring lanes: a warp's one push holds runs of 1 and of 2 */
+        uint64_t big = is_ext(tid, i) ? (1ull << 40) : 0;
         uint64_t size = big ? (5ull << 30) : i + 1;
         if (gpuport_trigger_needs_ext(big + tid, big + i, size))
             gpuport_trigger_encode_ext(&t[n++], tid & 0x7fff, big + tid, big + i, size);
@@ -81,7 +98,7 @@ static void *consume(void *arg)
         uint32_t tid = (uint32_t)(d.src_off - big), i = (uint32_t)(d.dst_off - big);
         if (d.op != GPUPORT_OP_PUT || tid >= c->nthreads || (tid & 0x7fff) != d.channel ||
             (*c->next)[tid] != i || d.size != (big ? (5ull << 30) : i + 1) ||
-            (i % 5 == 4) != (used == 2)) {
+            is_ext(tid, i) != (used == 2)) {
             if (c->failures++ < 5)
                 fprintf(stderr, "bad trigger: op %u chan %u src %llx dst %llx size %llu (tid %u "
                         "expected i %u)\n", d.op, d.channel, (unsigned long long)d.src_off,
@@ -173,7 +190,7 @@ static void run(uint32_t fifo_size, uint32_t blocks, uint32_t threads)
     c.failures = 0;
     c.ext_pairs = 0;
     /* an EXT pair takes two slots */
-    c.expect_triggers = (uint64_t)nthreads * (PER_THREAD + PER_THREAD / 5);
+    c.expect_triggers = (uint64_t)nthreads * PER_THREAD + ext_pairs_of(nthreads);
     CHECK(pthread_create(&thr, NULL, consume, &c) == 0);
     pusher<<<blocks, threads>>>(dfifo_channel(&q, 0, 30ull * 1000000000ull), errors);
     CUDA_CHECK(cudaGetLastError());
@@ -184,7 +201,7 @@ static void run(uint32_t fifo_size, uint32_t blocks, uint32_t threads)
     CHECK_MSG(c.failures == 0, "%d triggers wrong or out of order", c.failures);
     for (uint32_t t = 0; t < nthreads; t++)
         CHECK_MSG(next[t] == PER_THREAD, "thread %u delivered %u of %d", t, next[t], PER_THREAD);
-    CHECK(c.ext_pairs == (uint64_t)nthreads * (PER_THREAD / 5));
+    CHECK(c.ext_pairs == ext_pairs_of(nthreads));
     printf("PASS fifo %u slots, %u pushers x %d triggers (%llu EXT pairs)\n", fifo_size, nthreads,
            PER_THREAD, (unsigned long long)c.ext_pairs);
     cudaFree(errors);

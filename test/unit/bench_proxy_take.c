@@ -103,14 +103,17 @@ typedef struct {
     int fifo;      /* GPUPORT_FIFO_HOST or GPUPORT_FIFO_DEVICE */
     uint32_t op;   /* GPUPORT_OP_SIGNAL, _PUT or _PUT_VALUE */
     uint32_t nchan; /* triggers go to channels 0 .. nchan - 1 in turn */
+    uint32_t most;  /* SIGNAL: 0, each trigger size 0 (one signal); else trigger k's size is
+                     * k % (most + 1), the count a warp's folded signals carry (0 counts one) */
 } row_t;
 
 static const row_t rows[] = {
-    {"signal, device, 1 channel", GPUPORT_FIFO_DEVICE, GPUPORT_OP_SIGNAL, 1},
-    {"signal, device, 64 channels", GPUPORT_FIFO_DEVICE, GPUPORT_OP_SIGNAL, NCHAN},
-    {"signal, host, 1 channel", GPUPORT_FIFO_HOST, GPUPORT_OP_SIGNAL, 1},
-    {"put_value, device, 1 channel", GPUPORT_FIFO_DEVICE, GPUPORT_OP_PUT_VALUE, 1},
-    {"put 8 B, device, 1 channel", GPUPORT_FIFO_DEVICE, GPUPORT_OP_PUT, 1},
+    {"signal, device, 1 channel", GPUPORT_FIFO_DEVICE, GPUPORT_OP_SIGNAL, 1, 0},
+    {"signal, device, 64 channels", GPUPORT_FIFO_DEVICE, GPUPORT_OP_SIGNAL, NCHAN, 0},
+    {"signal x0-32, device, 64 chan", GPUPORT_FIFO_DEVICE, GPUPORT_OP_SIGNAL, NCHAN, 32},
+    {"signal, host, 1 channel", GPUPORT_FIFO_HOST, GPUPORT_OP_SIGNAL, 1, 0},
+    {"put_value, device, 1 channel", GPUPORT_FIFO_DEVICE, GPUPORT_OP_PUT_VALUE, 1, 0},
+    {"put 8 B, device, 1 channel", GPUPORT_FIFO_DEVICE, GPUPORT_OP_PUT, 1, 0},
 };
 #define NROWS (sizeof(rows) / sizeof(rows[0]))
 
@@ -121,6 +124,8 @@ static gpuport_chan_state_t *states;
 static gpuport_fifo_t fifos[GPUPORT_NFIFOS];
 static _Atomic uint64_t heads[GPUPORT_NFIFOS], tails[GPUPORT_NFIFOS];
 static _Atomic uint32_t gave_up_any;
+/* the signals the last lap's triggers carry */
+static uint64_t lap_signals;
 
 static uint64_t now_ns(void)
 {
@@ -194,6 +199,7 @@ static void write_lap(const row_t *r, gpuport_fifo_t *f)
     uint64_t base = atomic_load(f->head);
 
     atomic_store(f->head, base + f->size);
+    lap_signals = 0;
     for (uint32_t k = 0; k < f->size; k++) {
         uint64_t pos = base + k;
         gpuport_trigger_t t, *slot = &f->slots[pos & (f->size - 1)];
@@ -202,7 +208,10 @@ static void write_lap(const row_t *r, gpuport_fifo_t *f)
         if (r->op == GPUPORT_OP_PUT_VALUE)
             gpuport_trigger_encode_value(&t, r->op, ch, 0, pos);
         else
-            gpuport_trigger_encode(&t, r->op, ch, 0, 0, r->op == GPUPORT_OP_PUT ? 8 : 0);
+            gpuport_trigger_encode(&t, r->op, ch, 0, 0,
+                                   r->op == GPUPORT_OP_PUT ? 8 : r->most ? k % (r->most + 1) : 0);
+        if (r->op == GPUPORT_OP_SIGNAL)
+            lap_signals += r->most && k % (r->most + 1) ? k % (r->most + 1) : 1;
         slot->w[1] = t.w[1];
         atomic_store_explicit((_Atomic uint64_t *)&slot->w[0],
                               t.w[0] | (uint64_t)gpuport_trigger_parity(pos, f->log2_size)
@@ -305,11 +314,11 @@ static double proxy_lap(const row_t *r, int lap, uint64_t *calls)
         LAP_CHECK(st == GPUPORT_OK, r, lap, "proxy", "channel %u failed: %s", i,
                   gpuport_status_string(st));
     }
-    LAP_CHECK(seen.signals == (r->op == GPUPORT_OP_SIGNAL ? f->size : 0), r, lap, "proxy",
+    LAP_CHECK(seen.signals == (r->op == GPUPORT_OP_SIGNAL ? lap_signals : 0), r, lap, "proxy",
               "the transport was handed %llu signals (in %llu calls), the lap wrote %u %s "
-              "triggers",
+              "triggers carrying %llu",
               (unsigned long long)seen.signals, (unsigned long long)seen.signal_calls, f->size,
-              gpuport_op_name(r->op));
+              gpuport_op_name(r->op), (unsigned long long)lap_signals);
     LAP_CHECK(seen.puts == (r->op == GPUPORT_OP_PUT ? f->size : 0) &&
                   seen.put_bytes == 8 * seen.puts,
               r, lap, "proxy", "%llu puts of %llu bytes in all carried out, the lap wrote %u %s",
