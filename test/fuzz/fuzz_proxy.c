@@ -269,7 +269,9 @@ static void model(const gpuport_op_desc_t *d, uint64_t *rej)
         model_put(c, l, d, rej);
         break;
     case GPUPORT_OP_SIGNAL:
-        c->signals++;
+        /* the signals a SIGNAL carries: its size, 0 counting one (a warp's
+         * signals go as one trigger) */
+        c->signals += d->size ? d->size : 1;
         break;
     case GPUPORT_OP_PUT_SIGNAL:
         model_put(c, l, d, rej);

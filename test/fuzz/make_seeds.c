@@ -143,6 +143,15 @@ static void proxy(void)
     save("fuzz_proxy", "valid-every-channel", &b);
 
     b.n = 0;
+    add_op(&b, GPUPORT_OP_SIGNAL, 0, 0, 0, 32);           /* a warp's 32 signals as one */
+    add_op(&b, GPUPORT_OP_SIGNAL, 0, 0, 0, 1);
+    add_op(&b, GPUPORT_OP_PUT, 0, 0, 0, 8);               /* between them */
+    add_op(&b, GPUPORT_OP_SIGNAL, 0, 0, 0, 0);            /* 0 counts one */
+    add_op(&b, GPUPORT_OP_SIGNAL, 2, 0, 0, 0xffffffffull); /* the most one carries */
+    add_op(&b, GPUPORT_OP_SIGNAL, 2, 0, 0, 0xffffffffull);
+    save("fuzz_proxy", "signals-counted", &b);
+
+    b.n = 0;
     add_op(&b, GPUPORT_OP_PUT, 0, 4000, 0, 97);           /* one byte past the source */
     add_op(&b, GPUPORT_OP_PUT, 0, 0, 0, 8);               /* dropped: the channel is in error */
     add_op(&b, GPUPORT_OP_PUT_SIGNAL, 1, 0, 2999, 2);     /* past the destination: no signal */
