@@ -209,7 +209,8 @@ GPUPORT_HD uint32_t gpuport_trigger_op(uint64_t w0)
 
 /** How many signals a decoded SIGNAL trigger carries: its size, 0 counting
  *  as one (a host's signal, and one thread's, push size 0).
- *  @return 1 .. 2^32 - 1 */
+ *  @return 1 .. 2^32 - 1 for a lone trigger, up to GPUPORT_TRIGGER_SIZE_MAX
+ *  behind an EXT slot */
 GPUPORT_HD uint64_t gpuport_trigger_signals(const gpuport_op_desc_t *d)
 {
     return d->size ? d->size : 1;
