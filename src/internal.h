@@ -158,6 +158,10 @@ struct gpuport_channel {
      * destination address mod 8, for the alignment an add needs there */
     uint32_t rma_ops;
     uint32_t dst_addr_mod8;
+    /* a kernel's handle was made (gpuport_channel_device): an end a host
+     * call reports goes to its device copy first (chan_said), once each */
+    _Atomic int dev_handed;
+    _Atomic int ends_noted; /* bit 1: this side's error, bit 2: the peer's word */
 };
 
 /* A memory channel (memchan.c): the port channel under it carries its id,
@@ -408,6 +412,12 @@ void gpuport_gpu_ctx_pop(void);
 /* zeroes a (re)used channel id's device words: the device waiters' signal
  * count, a memory channel's signal tickets and its semaphore in the arena */
 gpuport_status_t gpuport_gpu_channel_reset(struct gpuport_comm *comm, uint32_t id);
+/* Writes a channel's nonzero end words (own: this side's error, peer: the
+ * peer's word) into its device copy, which kernels' pushes read, and waits
+ * for the write (the flusher's context): called before a host call reports
+ * the end, so that a kernel launched after it sees it too. Application
+ * threads; nothing to do without GPU mode or the copy. */
+void gpuport_gpu_note_end(struct gpuport_comm *comm, uint32_t id, int32_t own, int32_t peer);
 /* 1 if this rank's GPU can add atomically in the memory of the GPU with
  * CUDA ordinal `ordinal` (this process's numbering, as the rank records
  * carry it): the same GPU, or a peer with native atomics; else 0. */

@@ -19,7 +19,13 @@
  * the time the handle was made); on expiry it prints the rank, channel and
  * operation that is stuck and returns GPUPORT_ERR_TIMEOUT instead of hanging.
  * A channel the proxy put into an error state makes waiters return that
- * error. Every call checks the handle's layout first (GPUPORT_LAYOUT in
+ * error. A push (put, signal, any operation but flush) reports the
+ * channel's end (its own error, the peer's close or failure) once this
+ * rank knew of it: a host call of the channel reported it, or a device
+ * wait, poll or flush of the channel saw it; the pushes read that from a
+ * copy in device memory, not across the bus. A push that reaches the proxy
+ * after the end is not carried out either way, and the flush or wait after
+ * it reports the end. Every call checks the handle's layout first (GPUPORT_LAYOUT in
  * gpuport.h): a handle filled by code built against other headers, or never
  * filled, is refused with GPUPORT_ERR_VERSION, nothing pushed.
  *
@@ -86,13 +92,17 @@ typedef struct gpuport_port_channel_dev {
     uint64_t timeout_ns;                 /**< 0: wait forever */
     uint32_t spin;                       /**< GPUPORT_DEV_SPIN: polls before pausing */
     uint32_t backoff_ns;                 /**< GPUPORT_DEV_BACKOFF_NS: longest pause, 0 none */
+    int32_t *state; /**< device memory: [0] this side's error, [1] the peer's word, as a host
+                     *   call or a device wait, poll or flush of the channel last saw them (the
+                     *   pushes read these); NULL: the pushes read the host words */
 } gpuport_port_channel_dev_t;
 
 /** This header's gpuport_port_channel_dev_t layout version (2: the back-off
  *  settings; 3: the rma ops carried and the peer's address alignment; 4:
  *  reservations with room, give-ups said by word; 5: a SIGNAL trigger's size
- *  is its count, so that a warp's signals go as one). */
-#define GPUPORT_CHANNEL_DEV_VERSION 5
+ *  is its count, so that a warp's signals go as one; 6: the pushes read the
+ *  channel's end from a copy in device memory). */
+#define GPUPORT_CHANNEL_DEV_VERSION 6
 /** This header's gpuport_port_channel_dev_t layout, as gpuport_channel_device
  *  passes it and the device calls expect it. */
 #define GPUPORT_CHANNEL_DEV_LAYOUT                                                              \

@@ -178,7 +178,7 @@ gpuport_status_t chan_usable(gpuport_channel_t ch)
         return chan_stale("gpuport_channel_put/signal", ch);
     status = chan_state(ch);
     if (status)
-        return status;
+        return chan_said(ch, status);
     status = chan_peer_state(ch);
     if (status) {
         int32_t ok = GPUPORT_OK;
@@ -194,9 +194,9 @@ gpuport_status_t chan_usable(gpuport_channel_t ch)
                       ch->id, ch->peer, ch->peer);
         /* as the proxy does with an operation it finds after the word */
         if (!atomic_compare_exchange_strong(&ch->state->status, &ok, (int32_t)status))
-            return (gpuport_status_t)ok; /* the proxy was first: its status sticks */
+            return chan_said(ch, (gpuport_status_t)ok); /* the proxy was first: it sticks */
     }
-    return status;
+    return chan_said(ch, status);
 }
 
 /* What a host call carried out itself (GPUPORT_HOST_INLINE). */

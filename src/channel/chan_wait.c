@@ -58,13 +58,11 @@ gpuport_status_t chan_inline_drained(gpuport_channel_t ch)
     return wait_count(ch, &pc->inline_done, 0, sent, "flush of operations sent by host calls");
 }
 
-gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
+static gpuport_status_t flush(gpuport_channel_t ch)
 {
     uint64_t pos;
     gpuport_status_t status;
 
-    if (!chan_ok(ch))
-        return chan_stale("gpuport_channel_flush", ch);
     /* the channel's own state, not the peer's word: a flush answers for
      * this side's earlier operations, and those carried out before the
      * peer's close did land (the peer's destroy waited for them). One that
@@ -88,6 +86,13 @@ gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
     if (!status)
         status = chan_flushed_to(ch, pos);
     return status ? status : chan_state(ch);
+}
+
+gpuport_status_t gpuport_channel_flush(gpuport_channel_t ch)
+{
+    if (!chan_ok(ch))
+        return chan_stale("gpuport_channel_flush", ch);
+    return chan_said(ch, flush(ch));
 }
 
 /* the polls of a wait that may receive for themselves (host_recv) */
@@ -197,7 +202,7 @@ gpuport_status_t gpuport_channel_poll(gpuport_channel_t ch, int *ready_p)
         rc = take_signal(ch, 0);
     }
     if (rc < 0)
-        return (gpuport_status_t)rc;
+        return chan_said(ch, (gpuport_status_t)rc);
     *ready_p = rc;
     return GPUPORT_OK;
 }
@@ -271,7 +276,7 @@ gpuport_status_t gpuport_channel_wait(gpuport_channel_t ch)
 {
     if (!chan_ok(ch))
         return chan_stale("gpuport_channel_wait", ch);
-    return wait_for(ch, 0);
+    return chan_said(ch, wait_for(ch, 0));
 }
 
 gpuport_status_t gpuport_channel_wait_until(gpuport_channel_t ch, uint64_t value)
@@ -281,7 +286,7 @@ gpuport_status_t gpuport_channel_wait_until(gpuport_channel_t ch, uint64_t value
     /* nothing to wait for: not even the peer's end is news to this call */
     if (value == 0)
         return GPUPORT_OK;
-    return wait_for(ch, value);
+    return chan_said(ch, wait_for(ch, value));
 }
 
 gpuport_status_t gpuport_channel_signal_count(gpuport_channel_t ch, uint64_t *count_p)
@@ -373,7 +378,7 @@ gpuport_status_t gpuport_channel_flush_all(const gpuport_channel_t *chs, int n)
 
 gpuport_status_t gpuport_channel_status(gpuport_channel_t ch)
 {
-    return chan_ok(ch) ? chan_health(ch) : chan_stale("gpuport_channel_status", ch);
+    return chan_ok(ch) ? chan_said(ch, chan_health(ch)) : chan_stale("gpuport_channel_status", ch);
 }
 
 const char *gpuport_channel_transport(gpuport_channel_t ch)

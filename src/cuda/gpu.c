@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda/cudrv.h"
 #include "cuda/fcuda.h"
@@ -54,6 +55,30 @@ static gpuport_status_t map_host(void *ptr, size_t len, CUdeviceptr *d_p, int *r
     return CU_CALL(cuMemHostGetDevicePointer, (d_p, ptr, 0));
 }
 
+/* The channels' end words for the pushes (gpuport_dev_end_words), zeroed.
+ * Without them (no VMM) kernels' pushes read the host words, as before;
+ * nothing fails. */
+static void ends_open(gpuport_comm_t comm, struct gpuport_gpu *g)
+{
+    size_t size = comm->config.max_channels * 2 * sizeof(int32_t), len = 0;
+    void *p = NULL;
+    int fd = -1;
+
+    if (gpuport_gpu_vmm_alloc(comm, size, &p, &len, &fd) != GPUPORT_OK) {
+        log_info("no device copy of the channels' end words (VMM memory refused): kernels' "
+                 "pushes read the host words across the bus");
+        return;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (CU_CALL(cuMemsetD8, ((CUdeviceptr)(uintptr_t)p, 0, len)) != GPUPORT_OK) {
+        gpuport_gpu_vmm_free(comm, p, len);
+        return;
+    }
+    g->ends = (CUdeviceptr)(uintptr_t)p;
+    g->ends_len = len;
+}
+
 static void gpu_free(gpuport_comm_t comm, struct gpuport_gpu *g)
 {
     if (g->ctrl_registered)
@@ -62,6 +87,8 @@ static void gpu_free(gpuport_comm_t comm, struct gpuport_gpu *g)
         gpuport_cu.cuMemHostUnregister(comm->states);
     if (g->words)
         gpuport_cu.cuMemFree(g->words);
+    if (g->ends)
+        gpuport_gpu_vmm_free(comm, (void *)(uintptr_t)g->ends, g->ends_len);
     if (g->fifo_dmem)
         gpuport_cu.cuMemFree(g->fifo_dmem);
     if (g->fifo_host)
@@ -136,6 +163,7 @@ gpuport_status_t gpuport_gpu_open(gpuport_comm_t comm)
     comm->dfifo.log2_size = (uint32_t)__builtin_ctz((uint32_t)nslots);
     comm->gpu = g;
     comm->gpu_device = (int)g->dev;
+    ends_open(comm, g);
     log_info("GPU mode on device %d", (int)g->dev);
     return GPUPORT_OK;
 
@@ -167,7 +195,27 @@ gpuport_status_t gpuport_gpu_channel_reset(gpuport_comm_t comm, uint32_t id)
     if (!st && comm->mc_arena)
         st = CU_CALL(cuMemsetD8, ((CUdeviceptr)(uintptr_t)comm->mc_arena + id * sizeof(uint64_t),
                                   0, sizeof(uint64_t)));
+    if (!st && comm->gpu->ends)
+        st = CU_CALL(cuMemsetD8, (GPUPORT_GPU_ENDS_D(comm->gpu, id), 0, 2 * sizeof(int32_t)));
     return st;
+}
+
+void gpuport_gpu_note_end(gpuport_comm_t comm, uint32_t id, int32_t own, int32_t peer)
+{
+    int32_t w[2] = {own, peer};
+    CUdeviceptr at;
+
+    if (!comm->gpu || !comm->gpu->ends)
+        return;
+    at = GPUPORT_GPU_ENDS_D(comm->gpu, id);
+    for (int i = 0; i < 2; i++) {
+        /* only an end: a 0 would overwrite one a kernel noted */
+        if (w[i] && gpuport_gpu_copy_in(comm, (void *)(uintptr_t)(at + i * sizeof(int32_t)),
+                                        &w[i], sizeof(int32_t)) != GPUPORT_OK)
+            log_warn("channel %u: kernels' pushes may not report its end (%s) until a device "
+                     "wait, poll or flush of it sees it: its device copy could not be written",
+                     id, gpuport_status_string((gpuport_status_t)w[i]));
+    }
 }
 
 int gpuport_gpu_peer_atomics(gpuport_comm_t comm, int ordinal)
@@ -255,6 +303,9 @@ gpuport_status_t gpuport_channel_device_v(uint32_t layout, gpuport_channel_t ch,
     d.timeout_ns = comm->timeout_ns;
     d.spin = comm->config.dev_spin;
     d.backoff_ns = comm->config.dev_backoff_ns;
+    if (g->ends)
+        d.state = (int32_t *)(uintptr_t)GPUPORT_GPU_ENDS_D(g, ch->id);
+    atomic_store_explicit(&ch->dev_handed, 1, memory_order_release);
     *dev_p = d;
     return GPUPORT_OK;
 }

@@ -25,6 +25,12 @@ struct gpuport_gpu {
      * channel's signals begun and published (gpuport_memory_signal), [4]
      * and [5] a peer channel's proxy operations pushed and flushed */
     CUdeviceptr words;
+    /* per channel, 8 bytes: its two end words ([0] this side's error, [1]
+     * the peer's word) as the pushes read them (gpuport_dev_end_words), in
+     * VMM memory, which the flusher's context writes too
+     * (gpuport_gpu_note_end); 0: none (the pushes read the host words) */
+    CUdeviceptr ends;
+    size_t ends_len;
     CUdeviceptr states_d;
     CUdeviceptr ctrl_d;
     int states_registered;
@@ -47,6 +53,7 @@ struct gpuport_gpu {
 #define GPUPORT_GPU_WORDS 8
 #define GPUPORT_GPU_WORD_D(g, id, w) ((g)->words + ((id) * GPUPORT_GPU_WORDS + (w)) * sizeof(uint64_t))
 #define GPUPORT_GPU_CONSUMED_D(g, id) GPUPORT_GPU_WORD_D(g, id, 0)
+#define GPUPORT_GPU_ENDS_D(g, id) ((g)->ends + (id) * 2 * sizeof(int32_t))
 /* three words: signals begun, published, and the publisher's hold */
 #define GPUPORT_GPU_TICKETS_D(g, id) GPUPORT_GPU_WORD_D(g, id, 1)
 /* a peer channel's proxy operations pushed, and the count flushes covered */

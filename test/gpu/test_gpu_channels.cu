@@ -797,8 +797,11 @@ static void peer_close(gpuport_bootstrap_t *bs)
         usleep(100); /* 20 s at most */
     CHECK_MSG(st == GPUPORT_ERR_CLOSED, "status after the peer's close: %s",
               gpuport_status_string(st));
-    after_close<<<1, 1>>>(s.dev, s.rc); /* its put's refusal is logged, a warning */
+    /* first, before any device call of this rank has seen the close: the
+     * pushes read the channel's end from its device copy, which the host's
+     * status call above wrote before it returned GPUPORT_ERR_CLOSED */
     signals_after_close<<<1, 64>>>(s.dev, s.rc);
+    after_close<<<1, 1>>>(s.dev, s.rc); /* its put's refusal is logged, a warning */
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaMemcpy(h, s.rc, sizeof(h), cudaMemcpyDeviceToHost));
     CHECK_MSG(h[0] == 1, "device poll of the signal sent before the close: %d", h[0]);
@@ -829,6 +832,54 @@ static void peer_close(gpuport_bootstrap_t *bs)
     side_close(&s);
     printf("PASS the peer's close on %s channels: the signal before it taken, then "
            "GPUPORT_ERR_CLOSED on the device and the host\n", expected_transport());
+}
+
+/* Thread 0 waits for a signal that never comes: the peer closes. Then
+ * every thread pushes (a signal, a put), with no host call of this rank
+ * between: each must say the close, which the device copy of the
+ * channel's end has from the wait (gpuport_dev_note_end). rc[0]: the
+ * wait's status; rc[1]: threads whose push did not say it. */
+__global__ void wait_then_push(gpuport_port_channel_dev_t ch, int *rc)
+{
+    __shared__ int waited;
+
+    if (threadIdx.x == 0)
+        waited = gpuport_wait(&ch);
+    __syncthreads();
+    if (threadIdx.x == 0)
+        rc[0] = waited;
+    if (gpuport_signal(&ch) != GPUPORT_ERR_CLOSED)
+        atomicAdd(&rc[1], 1);
+    if (gpuport_put(&ch, 0, 0, 64) != GPUPORT_ERR_CLOSED)
+        atomicAdd(&rc[1], 1);
+}
+
+static void device_saw_close(gpuport_bootstrap_t *bs)
+{
+    side_t s;
+    int h[2];
+
+    side_open(&s, bs, 1u << 20);
+    if (s.rank == 1) {
+        CHECK_OK(bs->barrier(bs->ctx)); /* rank 0's kernel is launched */
+        CHECK_OK(gpuport_channel_destroy(s.ch));
+        s.ch = NULL;
+        CHECK_OK(bs->barrier(bs->ctx));
+        side_close(&s);
+        return;
+    }
+    CUDA_CHECK(cudaMemset(s.rc, 0, 2 * sizeof(int)));
+    wait_then_push<<<1, 64>>>(s.dev, s.rc);
+    CHECK_OK(bs->barrier(bs->ctx));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(h, s.rc, sizeof(h), cudaMemcpyDeviceToHost));
+    CHECK_MSG(h[0] == GPUPORT_ERR_CLOSED, "device wait across the peer's close: %d", h[0]);
+    CHECK_MSG(h[1] == 0, "%d of 128 pushes after a device wait saw the close did not return "
+              "GPUPORT_ERR_CLOSED", h[1]);
+    CHECK_OK(bs->barrier(bs->ctx));
+    side_close(&s);
+    printf("PASS pushes after a device wait saw the peer's close: GPUPORT_ERR_CLOSED, no host "
+           "call between\n");
 }
 
 static void host_api(gpuport_bootstrap_t *bs)
@@ -1019,6 +1070,7 @@ int main(void)
     values(&bs);
     merged_puts(&bs);
     peer_close(&bs);
+    device_saw_close(&bs);
     host_api(&bs);
     scoped(&bs);
     forbidden_pushes(&bs);
