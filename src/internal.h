@@ -158,8 +158,9 @@ struct gpuport_channel {
      * destination address mod 8, for the alignment an add needs there */
     uint32_t rma_ops;
     uint32_t dst_addr_mod8;
-    /* a kernel's handle was made (gpuport_channel_device): an end a host
-     * call reports goes to its device copy first (chan_said), once each */
+    /* a kernel's handle was made (gpuport_channel_device, which writes an
+     * end already there): an end a host call reports goes to its device
+     * copy first (chan_said), once each */
     _Atomic int dev_handed;
     _Atomic int ends_noted; /* bit 1: this side's error, bit 2: the peer's word */
 };

@@ -113,7 +113,7 @@ static inline gpuport_status_t chan_said(gpuport_channel_t ch, gpuport_status_t 
     int32_t own, peer;
     int noted;
 
-    if (status == GPUPORT_OK || !atomic_load_explicit(&ch->dev_handed, memory_order_acquire))
+    if (status == GPUPORT_OK || !atomic_load_explicit(&ch->dev_handed, memory_order_seq_cst))
         return status;
     own = atomic_load_explicit(&ch->state->status, memory_order_acquire);
     peer = atomic_load_explicit(&ch->inbound->peer_status, memory_order_acquire);

@@ -303,9 +303,19 @@ gpuport_status_t gpuport_channel_device_v(uint32_t layout, gpuport_channel_t ch,
     d.timeout_ns = comm->timeout_ns;
     d.spin = comm->config.dev_spin;
     d.backoff_ns = comm->config.dev_backoff_ns;
-    if (g->ends)
+    if (g->ends) {
+        int32_t own, peer;
         d.state = (int32_t *)(uintptr_t)GPUPORT_GPU_ENDS_D(g, ch->id);
-    atomic_store_explicit(&ch->dev_handed, 1, memory_order_release);
+        /* from here a host call's report writes the copy (chan_said); an
+         * end reported before is written now */
+        atomic_store_explicit(&ch->dev_handed, 1, memory_order_seq_cst);
+        own = atomic_load_explicit(&ch->state->status, memory_order_seq_cst);
+        peer = atomic_load_explicit(&ch->inbound->peer_status, memory_order_seq_cst);
+        if (own || peer) {
+            gpuport_gpu_note_end(comm, ch->id, own, peer);
+            atomic_fetch_or(&ch->ends_noted, (own ? 1 : 0) | (peer ? 2 : 0));
+        }
+    }
     *dev_p = d;
     return GPUPORT_OK;
 }
