@@ -854,21 +854,31 @@ __global__ void wait_then_push(gpuport_port_channel_dev_t ch, int *rc)
         atomicAdd(&rc[1], 1);
 }
 
+/* Two channels to the peer, which closes both. On channel a, thread 0
+ * of a kernel waits across the close, then every thread pushes, with no
+ * host call of this rank between (wait_then_push). Channel b's close is
+ * reported by gpuport_channel_status before b has a kernel's handle; the
+ * handle made after it must carry the end: its pushes say the close. */
 static void device_saw_close(gpuport_bootstrap_t *bs)
 {
     side_t s;
-    int h[2];
+    gpuport_channel_t b = NULL;
+    gpuport_port_channel_dev_t db;
+    gpuport_status_t st = GPUPORT_OK;
+    int h[12];
 
     side_open(&s, bs, 1u << 20);
+    CHECK_OK(gpuport_channel_create(s.comm, 1 - s.rank, s.msrc, s.mdst, &b));
     if (s.rank == 1) {
         CHECK_OK(bs->barrier(bs->ctx)); /* rank 0's kernel is launched */
         CHECK_OK(gpuport_channel_destroy(s.ch));
         s.ch = NULL;
+        CHECK_OK(gpuport_channel_destroy(b));
         CHECK_OK(bs->barrier(bs->ctx));
         side_close(&s);
         return;
     }
-    CUDA_CHECK(cudaMemset(s.rc, 0, 2 * sizeof(int)));
+    CUDA_CHECK(cudaMemset(s.rc, 0, sizeof(h)));
     wait_then_push<<<1, 64>>>(s.dev, s.rc);
     CHECK_OK(bs->barrier(bs->ctx));
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -876,10 +886,21 @@ static void device_saw_close(gpuport_bootstrap_t *bs)
     CHECK_MSG(h[0] == GPUPORT_ERR_CLOSED, "device wait across the peer's close: %d", h[0]);
     CHECK_MSG(h[1] == 0, "%d of 128 pushes after a device wait saw the close did not return "
               "GPUPORT_ERR_CLOSED", h[1]);
+    for (int i = 0; i < 200000 && (st = gpuport_channel_status(b)) == GPUPORT_OK; i++)
+        usleep(100); /* 20 s at most */
+    CHECK_MSG(st == GPUPORT_ERR_CLOSED, "status of the second channel after the peer's close: %s",
+              gpuport_status_string(st));
+    CHECK_OK(gpuport_channel_device(b, &db));
+    signals_after_close<<<1, 64>>>(db, s.rc);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(h, s.rc, sizeof(h), cudaMemcpyDeviceToHost));
+    CHECK_MSG(h[11] == 0, "%d of 64 lanes' signals through a handle made after the close was "
+              "reported did not return GPUPORT_ERR_CLOSED", h[11]);
+    CHECK_OK(gpuport_channel_destroy(b));
     CHECK_OK(bs->barrier(bs->ctx));
     side_close(&s);
-    printf("PASS pushes after a device wait saw the peer's close: GPUPORT_ERR_CLOSED, no host "
-           "call between\n");
+    printf("PASS pushes after a device wait saw the peer's close, and through a handle made after "
+           "the host reported it: GPUPORT_ERR_CLOSED\n");
 }
 
 static void host_api(gpuport_bootstrap_t *bs)
