@@ -45,9 +45,9 @@ gpuport_status_t gpuport_gpu_channel_reset(gpuport_comm_t comm, uint32_t id)
     return GPUPORT_OK;
 }
 
-void gpuport_gpu_note_end(gpuport_comm_t comm, uint32_t id, int32_t own, int32_t peer)
+void gpuport_gpu_note_ends(gpuport_channel_t ch)
 {
-    (void)comm, (void)id, (void)own, (void)peer;
+    (void)ch;
 }
 
 int gpuport_gpu_peer_atomics(gpuport_comm_t comm, int ordinal)

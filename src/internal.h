@@ -413,12 +413,13 @@ void gpuport_gpu_ctx_pop(void);
 /* zeroes a (re)used channel id's device words: the device waiters' signal
  * count, a memory channel's signal tickets and its semaphore in the arena */
 gpuport_status_t gpuport_gpu_channel_reset(struct gpuport_comm *comm, uint32_t id);
-/* Writes a channel's nonzero end words (own: this side's error, peer: the
- * peer's word) into its device copy, which kernels' pushes read, and waits
- * for the write (the flusher's context): called before a host call reports
- * the end, so that a kernel launched after it sees it too. Application
- * threads; nothing to do without GPU mode or the copy. */
-void gpuport_gpu_note_end(struct gpuport_comm *comm, uint32_t id, int32_t own, int32_t peer);
+/* Writes the channel's end words (its error, the peer's word) that are not
+ * 0 and not written before into their device copy, which kernels' pushes
+ * read (gpuport_dev_end_words), and waits for the writes (the flusher's
+ * context): before a host call reports the end (chan_said), so that a
+ * kernel launched after it sees it too. Application threads; nothing to do
+ * without GPU mode or the copy. */
+void gpuport_gpu_note_ends(struct gpuport_channel *ch);
 /* 1 if this rank's GPU can add atomically in the memory of the GPU with
  * CUDA ordinal `ordinal` (this process's numbering, as the rank records
  * carry it): the same GPU, or a peer with native atomics; else 0. */

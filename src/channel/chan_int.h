@@ -104,27 +104,13 @@ static inline gpuport_status_t chan_health(gpuport_channel_t ch)
 
 /* Returns status, which a host call of the live channel ch is about to
  * report; when it is not GPUPORT_OK and a kernel's handle of the channel
- * exists, first copies the channel's end words (its error, the peer's
- * word) that are not 0 into their device copy (gpuport_gpu_note_end), once
- * each, so that a kernel launched after the report sees the end in its
- * pushes (gpuport_dev_end_words). */
+ * exists, first writes the channel's end words into their device copy
+ * (gpuport_gpu_note_ends), so that a kernel launched after the report sees
+ * the end in its pushes (gpuport_dev_end_words). */
 static inline gpuport_status_t chan_said(gpuport_channel_t ch, gpuport_status_t status)
 {
-    int32_t own, peer;
-    int noted;
-
-    if (status == GPUPORT_OK || !atomic_load_explicit(&ch->dev_handed, memory_order_seq_cst))
-        return status;
-    own = atomic_load_explicit(&ch->state->status, memory_order_acquire);
-    peer = atomic_load_explicit(&ch->inbound->peer_status, memory_order_acquire);
-    noted = atomic_load_explicit(&ch->ends_noted, memory_order_acquire);
-    own = noted & 1 ? 0 : own;
-    peer = noted & 2 ? 0 : peer;
-    if (own || peer) {
-        gpuport_gpu_note_end(ch->comm, ch->id, own, peer);
-        atomic_fetch_or_explicit(&ch->ends_noted, (own ? 1 : 0) | (peer ? 2 : 0),
-                                 memory_order_release);
-    }
+    if (status != GPUPORT_OK && atomic_load_explicit(&ch->dev_handed, memory_order_seq_cst))
+        gpuport_gpu_note_ends(ch);
     return status;
 }
 

@@ -200,14 +200,13 @@ gpuport_status_t gpuport_gpu_channel_reset(gpuport_comm_t comm, uint32_t id)
     return st;
 }
 
-void gpuport_gpu_note_end(gpuport_comm_t comm, uint32_t id, int32_t own, int32_t peer)
+/* Writes the end words own and peer, those not 0, into channel id's
+ * device copy, in the flusher's context, and waits for the writes. */
+static void note_end(gpuport_comm_t comm, uint32_t id, int32_t own, int32_t peer)
 {
     int32_t w[2] = {own, peer};
-    CUdeviceptr at;
+    CUdeviceptr at = GPUPORT_GPU_ENDS_D(comm->gpu, id);
 
-    if (!comm->gpu || !comm->gpu->ends)
-        return;
-    at = GPUPORT_GPU_ENDS_D(comm->gpu, id);
     for (int i = 0; i < 2; i++) {
         /* only an end: a 0 would overwrite one a kernel noted */
         if (w[i] && gpuport_gpu_copy_in(comm, (void *)(uintptr_t)(at + i * sizeof(int32_t)),
@@ -216,6 +215,19 @@ void gpuport_gpu_note_end(gpuport_comm_t comm, uint32_t id, int32_t own, int32_t
                      "wait, poll or flush of it sees it: its device copy could not be written",
                      id, gpuport_status_string((gpuport_status_t)w[i]));
     }
+}
+
+void gpuport_gpu_note_ends(gpuport_channel_t ch)
+{
+    int noted = atomic_load_explicit(&ch->ends_noted, memory_order_acquire);
+    int32_t own = noted & 1 ? 0 : atomic_load(&ch->state->status);
+    int32_t peer = noted & 2 ? 0 : atomic_load(&ch->inbound->peer_status);
+
+    if (!ch->comm->gpu || !ch->comm->gpu->ends || (!own && !peer))
+        return;
+    note_end(ch->comm, ch->id, own, peer);
+    atomic_fetch_or_explicit(&ch->ends_noted, (own ? 1 : 0) | (peer ? 2 : 0),
+                             memory_order_release);
 }
 
 int gpuport_gpu_peer_atomics(gpuport_comm_t comm, int ordinal)
@@ -304,17 +316,12 @@ gpuport_status_t gpuport_channel_device_v(uint32_t layout, gpuport_channel_t ch,
     d.spin = comm->config.dev_spin;
     d.backoff_ns = comm->config.dev_backoff_ns;
     if (g->ends) {
-        int32_t own, peer;
         d.state = (int32_t *)(uintptr_t)GPUPORT_GPU_ENDS_D(g, ch->id);
         /* from here a host call's report writes the copy (chan_said); an
-         * end reported before is written now */
+         * end reported before is written now (both sides seq_cst: one of
+         * the two sees the other) */
         atomic_store_explicit(&ch->dev_handed, 1, memory_order_seq_cst);
-        own = atomic_load_explicit(&ch->state->status, memory_order_seq_cst);
-        peer = atomic_load_explicit(&ch->inbound->peer_status, memory_order_seq_cst);
-        if (own || peer) {
-            gpuport_gpu_note_end(comm, ch->id, own, peer);
-            atomic_fetch_or(&ch->ends_noted, (own ? 1 : 0) | (peer ? 2 : 0));
-        }
+        gpuport_gpu_note_ends(ch);
     }
     *dev_p = d;
     return GPUPORT_OK;

@@ -28,7 +28,7 @@ struct gpuport_gpu {
     /* per channel, 8 bytes: its two end words ([0] this side's error, [1]
      * the peer's word) as the pushes read them (gpuport_dev_end_words), in
      * VMM memory, which the flusher's context writes too
-     * (gpuport_gpu_note_end); 0: none (the pushes read the host words) */
+     * (gpuport_gpu_note_ends); 0: none (the pushes read the host words) */
     CUdeviceptr ends;
     size_t ends_len;
     CUdeviceptr states_d;
