@@ -81,6 +81,12 @@ static const gpuport_config_var_t core_vars[] = {
      "kernel's polls once GPUPORT_DEV_SPIN polls found nothing; pauses grow from 32 ns, so a "
      "waiter leaves the issue slots of a GPU it shares (MPS) to the kernel it waits for; 0 "
      "spins without pause", NULL},
+    {"GPUPORT_DEV_END_COPY", "1", GPUPORT_CFG_ENUM, FIELD(dev_end_copy), 0, 0, bind_words,
+     "1: kernels' pushes on port channels read the channel's end (its error, the peer's close "
+     "or failure) from a copy in GPU memory, written once a host call of the channel reported "
+     "the end or a device wait, poll or flush of it saw it; 0: every push reads the two host "
+     "words across PCIe and reports an end as soon as it arrives (slower: a warp's signals "
+     "wait a bus round trip each)", NULL},
     {"GPUPORT_MEMORY_SIGNAL", "auto", GPUPORT_CFG_ENUM, FIELD(memory_signal), 0, 0,
      memory_signal_words,
      "how memory channels' kernels signal: auto adds atomically in the peer's GPU memory where "

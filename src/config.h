@@ -44,6 +44,7 @@ typedef struct gpuport_config {
     uint64_t proxy_sleep_scale;  /* GPUPORT_PROXY_SLEEP_SCALE */
     uint64_t proxy_idle_cpu;     /* GPUPORT_PROXY_IDLE_CPU, % of a core */
     uint32_t dev_spin;          /* GPUPORT_DEV_SPIN: device polls before pausing */
+    int dev_end_copy;           /* GPUPORT_DEV_END_COPY: 0 or 1 */
     uint32_t dev_backoff_ns;    /* GPUPORT_DEV_BACKOFF_NS: longest device pause, 0 = none */
     int memory_signal;          /* GPUPORT_MEMORY_SIGNAL: 0 auto, 1 store */
     int peer_path;              /* GPUPORT_PEER_PATH: 0 auto, 1 stores, 2 proxy */

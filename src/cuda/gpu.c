@@ -64,6 +64,11 @@ static void ends_open(gpuport_comm_t comm, struct gpuport_gpu *g)
     void *p = NULL;
     int fd = -1;
 
+    if (!comm->config.dev_end_copy) {
+        log_info("GPUPORT_DEV_END_COPY=0: kernels' pushes read the channels' end words across "
+                 "the bus");
+        return;
+    }
     if (gpuport_gpu_vmm_alloc(comm, size, &p, &len, &fd) != GPUPORT_OK) {
         log_info("no device copy of the channels' end words (VMM memory refused): kernels' "
                  "pushes read the host words across the bus");
