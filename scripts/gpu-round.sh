@@ -20,9 +20,13 @@
 #      and without, the suites over cudaMalloc memory, and --small-only
 #      (its memory is cudaMalloc) with GPUPORT_CUDA_IPC_RELAY=0 and 1
 #      alternating under MPS
+#   5: the device copy of channels' end words (GPUPORT_DEV_END_COPY): the
+#      tests of a channel's close and death on the device, then
+#      --small-only with GPUPORT_DEV_END_COPY=0 and 1 alternating under MPS
+#      (the signals rows and their "pushes alone" rows)
 set -u
 cd "$(dirname "$0")/.." || exit 1
-part=${1:?usage: scripts/gpu-round.sh 1|2|3|4 [BUILD_DIR] [OUT_DIR]}
+part=${1:?usage: scripts/gpu-round.sh 1|2|3|4|5 [BUILD_DIR] [OUT_DIR]}
 B=${2:-_build/gpuc}
 OUT=${3:-${OUT:-gpu-round-results}}
 mkdir -p "$OUT"
@@ -93,8 +97,23 @@ case $part in
         [ $((SECONDS - T0)) -gt 400 ] && break
     done
     ;;
+5)
+    GPU_ONE_ONLY='^(gpu-fifo|channels-cuda_ipc|channels-tcp|peer-mps|death-cuda_ipc|stall-cuda_ipc-conn1-q1100)$' \
+        GPU_ONE_MAX_S=100 bash scripts/gpu-one.sh "$B" "$OUT/ends" 2>&1 | tee "$OUT/ends.txt"
+    grep -hE "^PASS (the peer's close|pushes after)" "$OUT"/ends/channels-*.log
+    for r in 1 2 3; do
+        for copy in 0 1; do
+            mb GPUPORT_DEV_END_COPY=$copy "$B/test/mpi/mpirun.sh" 2 "$B/tools/gpuport_bench" \
+                --small-only >"$OUT/small-endcopy$copy-$r.txt" 2>&1
+            echo "small GPUPORT_DEV_END_COPY=$copy $r rc=$?"
+            grep -E "signals,|pushes alone|put_value|64 B puts|ping-pong 8 B" \
+                "$OUT/small-endcopy$copy-$r.txt"
+        done
+        [ $((SECONDS - T0)) -gt 420 ] && break
+    done
+    ;;
 *)
-    echo "scripts/gpu-round.sh: part $part? (1, 2, 3 or 4)" >&2
+    echo "scripts/gpu-round.sh: part $part? (1, 2, 3, 4 or 5)" >&2
     exit 2
     ;;
 esac
