@@ -330,7 +330,7 @@ gpuport_status_t gpuport_channel_wait_all(const gpuport_channel_t *chs, int n)
                 rc = take_signal(chs[i], 0);
             }
             if (rc < 0)
-                status = (gpuport_status_t)rc;
+                status = chan_said(chs[i], (gpuport_status_t)rc);
             else if (rc > 0) {
                 mask[i / 64] |= 1ull << (i % 64);
                 left--;
