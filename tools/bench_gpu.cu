@@ -487,7 +487,7 @@ static int ipc_pingpong(state_t *st)
     if (env->report) {
         printf("\nIPC ping-pong, 8 B (%d round trips, mean%s; per iteration beneath)\n",
                st->pingpong_iters,
-               st->shared ? "; one GPU, time-sliced: a twentieth of the round trips" : "");
+               st->shared ? "; one GPU shared: a twentieth of the round trips" : "");
         if (raw_iters) {
             printf("  %-44s %8.2f us\n", "raw copy engine: 8 B cudaMemcpyPeerAsync + sync",
                    raw / 1e3 / raw_iters);
@@ -913,7 +913,7 @@ static int run_header(state_t *st)
         printf(" and %s (bandwidth only)", st->k[1].name);
     printf(", ");
     if (st->shared)
-        printf("ranks share GPU %d (time-sliced)\n", st->gpu);
+        printf("ranks share GPU %d (%s)\n", st->gpu, bench_gpu_sharing());
     else
         printf("GPU %d, peer on GPU %d\n", st->gpu, st->peer_gpu);
     CK(cudaGetDeviceProperties(&prop, st->gpu));

@@ -136,6 +136,11 @@ int bench_out_active(void)
     return out.csv || out.json;
 }
 
+const char *bench_gpu_sharing(void)
+{
+    return getenv("CUDA_MPS_PIPE_DIRECTORY") ? "under MPS" : "time-sliced";
+}
+
 /* "model name" (x86) or "Model" / "Hardware" (Arm) from /proc/cpuinfo, else
  * the machine type; with the cores online. */
 static void cpu_model(char *buf, size_t len)

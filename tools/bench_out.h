@@ -65,6 +65,10 @@ typedef struct bench_row {
 int bench_out_open(const char *csv, const char *json, int argc, char **argv);
 /* Whether a file is open (only where bench_out_open succeeded). */
 int bench_out_active(void);
+/* How processes that share one GPU run on it, for the tables' headers:
+ * "under MPS" where CUDA_MPS_PIPE_DIRECTORY is set (as scripts/with-mps.sh
+ * sets it), else "time-sliced". */
+const char *bench_gpu_sharing(void);
 /* The run's context, before the first row: kind "host" or "gpu", the GPU
  * the reporting rank used ("" in host mode), ranks. Host name, CPU model,
  * version, commit and date are found here. */

@@ -510,8 +510,8 @@ static int limits(small_t *sm)
                l->n_copies, l->reps_bw, l->n_hops);
     }
     if (st->shared)
-        printf("  one GPU, time-sliced: gpuport's kernel and its flusher's context take turns "
-               "on it; the limits ran alone\n");
+        printf("  one GPU (%s): gpuport's kernel and its flusher's context share it; the limits "
+               "ran alone\n", bench_gpu_sharing());
     printf("  %-40s %12s %12s %6s %18s %4s  %s\n", "", "gpuport", "limit", "ratio", "target",
            "met?", "verified");
     return sm->have_lim && !l->verified;

@@ -1343,10 +1343,10 @@ static int run_gpu(const opts_t *o, int rank, int nranks, int device, int shared
         printf("# gpuport_bench %s: %d ranks, %d pair(s), host %s\n", gpuport_version_string(),
                nranks, nranks / 2, host);
         if (peer_device == device)
-            printf("# mode: GPU memory, ranks share GPU %d (time-sliced)", device);
+            printf("# mode: GPU memory, ranks share GPU %d (%s)", device, bench_gpu_sharing());
         else if (shared)
             printf("# mode: GPU memory, fewer GPUs than ranks: local rank r on GPU r %% count "
-                   "(time-sliced); pair 0-1 on GPUs %d and %d", device, peer_device);
+                   "(%s); pair 0-1 on GPUs %d and %d", bench_gpu_sharing(), device, peer_device);
         else
             printf("# mode: GPU memory, one GPU per rank");
         printf(" (table for the pair 0-1%s)\n", nranks > 2 ? ", other pairs run at once" : "");
