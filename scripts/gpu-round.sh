@@ -106,7 +106,7 @@ case $part in
             mb GPUPORT_DEV_END_COPY=$copy "$B/test/mpi/mpirun.sh" 2 "$B/tools/gpuport_bench" \
                 --small-only >"$OUT/small-endcopy$copy-$r.txt" 2>&1
             echo "small GPUPORT_DEV_END_COPY=$copy $r rc=$?"
-            grep -E "signals,|pushes alone|put_value|64 B puts|ping-pong 8 B" \
+            grep -E "signals,|pushes alone|put_value|64 B puts|lanes in reverse|ping-pong 8 B" \
                 "$OUT/small-endcopy$copy-$r.txt"
         done
         [ $((SECONDS - T0)) -gt 420 ] && break

@@ -21,7 +21,10 @@
  *    Limit: batched write-values into GPU memory.
  *  - 64-byte puts/s, 1, 4, 16 warps: every lane gpuport_put()s 64 bytes K
  *    times, each to its own place, then one flush; the receiver checks
- *    every byte. Limit: 64-byte copies back to back.
+ *    every byte. Limit: 64-byte copies back to back. A warp's lanes put
+ *    side by side (a warp's puts of a round are one trigger); the row
+ *    "lanes in reverse" puts the same bytes with each warp's lanes in the
+ *    other order, which no fold joins: one trigger a put.
  *  - put bandwidth 1-256 KiB: bench_gp_bw's one-thread puts and flush,
  *    timed with events, beside copies of the same size back to back.
  *  - FIFO push + sync (sender alone) beside the raw pinned round trip.
@@ -34,7 +37,9 @@
 #include "bench_gpu_int.h"
 #include "bench_limits.h"
 
-enum { OP_SIGNAL, OP_PUT64, OP_PUT_VALUE };
+enum { OP_SIGNAL, OP_PUT64, OP_PUT_VALUE, OP_PUT64_REV };
+
+#define IS_PUT64(op) ((op) == OP_PUT64 || (op) == OP_PUT64_REV)
 
 #define NO_TARGET (-2) /* met(): the row has no target */
 
@@ -67,8 +72,11 @@ static __global__ void k_small(gpuport_port_channel_dev_t ch, int op, int per,
         uint64_t slot = (uint64_t)i * lanes + g;
         if (op == OP_SIGNAL)
             st = gpuport_signal(&ch);
-        else if (op == OP_PUT64)
+        else if (IS_PUT64(op)) {
+            if (op == OP_PUT64_REV) /* the warp's lanes in the other order */
+                slot = (uint64_t)i * lanes + (g & ~31ull) + 31 - (g & 31);
             st = gpuport_put(&ch, slot * 64, slot * 64, 64);
+        }
         else
             st = gpuport_put_value(&ch, slot * 8, pv_value(slot));
     }
@@ -114,7 +122,7 @@ typedef struct small {
 
 static const char *op_name(int op)
 {
-    return op == OP_SIGNAL ? "signals" : op == OP_PUT64 ? "64 B puts" : "put_values";
+    return op == OP_SIGNAL ? "signals" : IS_PUT64(op) ? "64 B puts" : "put_values";
 }
 
 /* The receiver's side before a run: no signal left to take, zeros where
@@ -147,7 +155,7 @@ static int rx_verify(small_t *sm, int op, uint64_t ops, int warps, int *bad_p)
     CK(cudaMemset(st->d_rc, 0, sizeof(int)));
     if (op == OP_SIGNAL)
         k_take_all<<<8, 32>>>(st->k[0].dev, sm->d_taken, st->d_rc);
-    else if (op == OP_PUT64)
+    else if (IS_PUT64(op))
         k_check<<<1024, 256>>>(st->k[0].dst, ops * 64, st->d_bad);
     else
         k_check_values<<<1024, 256>>>((const uint64_t *)st->k[0].dst, ops, st->d_bad);
@@ -189,7 +197,7 @@ static int small_run(small_t *sm, int op, int warps, int per, double *rate_p,
     if (push_rate_p)
         *push_rate_p = 0;
     env->barrier(env->ctx);
-    if (!sm->sender && rx_prepare(sm, op, ops * (op == OP_PUT64 ? 64 : 8)))
+    if (!sm->sender && rx_prepare(sm, op, ops * (IS_PUT64(op) ? 64 : 8)))
         return -1;
     env->barrier(env->ctx);
     if (sm->sender) {
@@ -373,6 +381,20 @@ static int puts64(small_t *sm)
         snprintf(label, sizeof(label), "put64_w%d", w);
         bench_out_value(label, 64, "rate", "M/s", "total", rate / 1e6, (uint64_t)w * 32 * per,
                         sm->have_lim ? LIM_COPY64 : NULL, lim / 1e6, ok);
+    }
+    {
+        int w = 4, per = total / (w * 32) < 1 ? 1 : total / (w * 32);
+        uint64_t room = st->region / (64 * 32 * (uint64_t)w);
+        if ((uint64_t)per > room)
+            per = (int)room;
+        if (small_run(sm, OP_PUT64_REV, w, per, &rate, NULL, &ok))
+            return -1;
+        fails += !ok;
+        snprintf(label, sizeof(label), "  lanes in reverse, %d warps x 32 x %d", w, per);
+        row(sm, label, rate_text(a, sizeof(a), rate), rate_text(b, sizeof(b), lim),
+            ratio_text(c, sizeof(c), rate, lim, 1), "", NO_TARGET, ok);
+        bench_out_value("put64_rev_w4", 64, "rate", "M/s", "total", rate / 1e6,
+                        (uint64_t)w * 32 * per, sm->have_lim ? LIM_COPY64 : NULL, lim / 1e6, ok);
     }
     return fails;
 }

@@ -252,7 +252,11 @@ typedef enum {
 
 
 /** Queues a copy of `size` bytes from the source region at src_off to the
- *  peer's destination region at dst_off, as gpuport_channel_put.
+ *  peer's destination region at dst_off, as gpuport_channel_put. The lanes
+ *  of a warp that put on the same channel together (converged at the call),
+ *  each lane's bytes just after the next lower lane's in both regions,
+ *  push one trigger for all of them and each gets its status; other puts
+ *  go one trigger each.
  *  @retval GPUPORT_OK queued
  *  @retval GPUPORT_ERR_OUT_OF_RANGE the put does not fit in both regions (nothing queued)
  *  @retval GPUPORT_ERR_VERSION a handle of another layout (nothing queued)
@@ -263,7 +267,7 @@ typedef enum {
 GPUPORT_DEV int gpuport_put(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
                             uint64_t src_off, uint64_t size)
 {
-    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT, dst_off, src_off, size, GPUPORT_SCOPE_THREAD);
+    return gpuport_dev_put_lanes(ch, dst_off, src_off, size);
 }
 
 /** Queues a signal: the peer's semaphore goes up once the channel's puts

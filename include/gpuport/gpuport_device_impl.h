@@ -853,6 +853,69 @@ GPUPORT_DEV int gpuport_dev_signal_lanes(const gpuport_port_channel_dev_t *ch)
 #endif
 }
 
+/** gpuport_put: the lanes of the warp that put on one channel together
+ *  (those __activemask names, grouped by FIFO and channel id) whose bytes
+ *  lie side by side in lane order, each lane's starting where the next
+ *  lower lane's ended in both regions (every size above 0), push one PUT
+ *  trigger of all their bytes, by the group's lowest lane, and share its
+ *  status. A warp whose 32 lanes put 64 bytes each, side by side, was 32
+ *  triggers, 32 slot writes across PCIe and 32 turns of the proxy, and the
+ *  flusher merged the copies back into one only where the FIFO kept the
+ *  warps' runs whole. The __syncwarp before the push orders every lane's
+ *  stores to the source before the pushing lane's release, as in the
+ *  warp-scoped calls. Any other group (a gap, another order, a size of 0)
+ *  pushes lane by lane, as does a group whose whole run does not fit the
+ *  regions, so that each lane gets its own put's status. */
+GPUPORT_DEV int gpuport_dev_put_lanes(const gpuport_port_channel_dev_t *ch, uint64_t dst_off,
+                                      uint64_t src_off, uint64_t size)
+{
+#if defined(__CUDA_ARCH__)
+    unsigned active = __activemask(), group, lane, lower;
+    int st = gpuport_dev_layout(ch);
+
+    if (st)
+        return st;
+    if (active & (active - 1)) {
+        group = __match_any_sync(active, (unsigned long long)(uintptr_t)ch->fifo.head);
+        group = __match_any_sync(group, ch->id);
+    } else {
+        group = active;
+    }
+    if (group & (group - 1)) {
+        int leader = __ffs(group) - 1, last = 31 - __clz(group), prev, next;
+        uint64_t end_d, end_s;
+
+        asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+        lower = group & ((1u << lane) - 1u);
+        prev = lower ? 31 - __clz(lower) : (int)lane;
+        end_d = __shfl_sync(group, dst_off + size, prev);
+        end_s = __shfl_sync(group, src_off + size, prev);
+        next = size > 0 && (prev == (int)lane || (end_d == dst_off && end_s == src_off));
+        if (__all_sync(group, next)) {
+            end_d = __shfl_sync(group, dst_off + size, last);
+            __syncwarp(group);
+            if (lane == (unsigned)leader) {
+                uint64_t pos, total = end_d - dst_off;
+
+                if (end_d < dst_off || !gpuport_dev_put_fits(ch, dst_off, src_off, total)) {
+                    st = GPUPORT_ERR_OUT_OF_RANGE;
+                } else {
+                    int32_t own, peer;
+                    gpuport_dev_end_words(ch, &own, &peer);
+                    st = gpuport_dev_pushed(
+                        gpuport_dev_push_op(ch, GPUPORT_OP_PUT, dst_off, src_off, total, &pos),
+                        own, peer);
+                }
+            }
+            st = __shfl_sync(group, st, leader);
+            if (st != GPUPORT_ERR_OUT_OF_RANGE)
+                return st;
+        }
+    }
+#endif
+    return gpuport_dev_op_s(ch, GPUPORT_OP_PUT, dst_off, src_off, size, GPUPORT_SCOPE_THREAD);
+}
+
 /** One thread's flush (gpuport_flush). */
 GPUPORT_DEV int gpuport_dev_flush_1(const gpuport_port_channel_dev_t *ch)
 {

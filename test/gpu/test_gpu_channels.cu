@@ -361,6 +361,116 @@ static void folded_signals(gpuport_bootstrap_t *bs)
                (unsigned long long)sum);
 }
 
+/* Puts by the lanes of warps (folded_puts). Pattern 0: lane g of the grid
+ * puts 64 bytes at slot i * lanes + g of round i, so a warp's lanes lie
+ * side by side (one trigger a warp and round); 1: each warp's lanes in
+ * the other order (lane 31 lowest: every lane its own trigger); 2: lanes
+ * 0-15 on channel a, 16-31 on channel b, side by side in each (two
+ * triggers a warp and round). rc[2] counts failed puts. */
+__global__ void lane_puts(gpuport_port_channel_dev_t a, gpuport_port_channel_dev_t b,
+                          int pattern, int per, int *rc)
+{
+    uint64_t lanes = (uint64_t)gridDim.x * blockDim.x;
+    uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    uint64_t in_warp = g & 31, warp = g - in_warp;
+    const gpuport_port_channel_dev_t *ch = pattern == 2 && in_warp >= 16 ? &b : &a;
+
+    for (int i = 0; i < per; i++) {
+        uint64_t slot = (uint64_t)i * lanes + (pattern == 1 ? warp + 31 - in_warp : g);
+        if (gpuport_put(ch, slot * 64, slot * 64, 64))
+            atomicAdd(&rc[2], 1);
+    }
+}
+
+/* One warp side by side at the end of the region: lanes 0-27 fit, 28-31
+ * do not. rc[10 + lane] gets each lane's status. */
+__global__ void lane_puts_past_end(gpuport_port_channel_dev_t ch, uint64_t region, int *rc)
+{
+    uint64_t off = region - 28 * 64 + (uint64_t)threadIdx.x * 64;
+    rc[10 + threadIdx.x] = gpuport_put(&ch, off, off, 64);
+}
+
+/* The sender's triggers carried out by its proxy, before and after. */
+static uint64_t triggers_of(gpuport_comm_t comm)
+{
+    gpuport_comm_stats_t st;
+    CHECK_OK(gpuport_comm_stats(comm, &st));
+    return st.triggers;
+}
+
+static void folded_puts(gpuport_bootstrap_t *bs)
+{
+    const uint32_t blocks = 2, threads = 64, lanes = blocks * threads;
+    const int per = 16;
+    const uint64_t bytes = (uint64_t)lanes * per * 64, region = 1u << 20;
+    uint64_t carried[3] = {0, 0, 0};
+    gpuport_channel_t ch2;
+    gpuport_port_channel_dev_t b;
+    side_t s;
+
+    side_open(&s, bs, region);
+    CHECK_OK(gpuport_channel_create(s.comm, 1 - s.rank, s.msrc, s.mdst, &ch2));
+    CHECK_OK(gpuport_channel_device(ch2, &b));
+    for (int pattern = 0; pattern < 3; pattern++) {
+        CUDA_CHECK(cudaMemset(s.dst, 0, region));
+        CUDA_CHECK(cudaMemset(s.rc, 0, 64 * sizeof(int)));
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CHECK_OK(bs->barrier(bs->ctx));
+        if (s.rank == 0) {
+            uint64_t t0 = triggers_of(s.comm);
+            lane_puts<<<blocks, threads>>>(s.dev, b, pattern, per, s.rc);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            CHECK_MSG(rcs(&s, 2) == 0, "pattern %d: %d puts failed", pattern, rcs(&s, 2));
+            CHECK_OK(gpuport_channel_flush(s.ch));
+            CHECK_OK(gpuport_channel_flush(ch2));
+            carried[pattern] = triggers_of(s.comm) - t0;
+        }
+        CHECK_OK(bs->barrier(bs->ctx)); /* every put landed */
+        if (s.rank == 1)
+            CHECK_MSG(count_bad(&s, 0, bytes, 0) == 0,
+                      "pattern %d: bytes wrong or beyond the %llu written", pattern,
+                      (unsigned long long)bytes);
+        CHECK_OK(bs->barrier(bs->ctx));
+    }
+    if (s.rank == 0) {
+        /* the flushes add a few triggers; the folds cut 32 (16) to 1 */
+        uint64_t rounds = (uint64_t)(lanes / 32) * per;
+        CHECK_MSG(carried[0] <= rounds + 16, "side by side: %llu triggers for %llu warp rounds "
+                  "(not folded)", (unsigned long long)carried[0], (unsigned long long)rounds);
+        CHECK_MSG(carried[1] >= (uint64_t)lanes * per, "other order: %llu triggers for %llu "
+                  "puts (folded, though no lane follows the lower one)",
+                  (unsigned long long)carried[1], (unsigned long long)lanes * per);
+        CHECK_MSG(carried[2] <= 2 * rounds + 16, "two channels: %llu triggers for %llu warp rounds",
+                  (unsigned long long)carried[2], (unsigned long long)rounds);
+    }
+    /* a run past the end: each lane its own status, the fitting ones land */
+    CUDA_CHECK(cudaMemset(s.dst, 0, region));
+    CUDA_CHECK(cudaMemset(s.rc, 0, 64 * sizeof(int)));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK_OK(bs->barrier(bs->ctx));
+    if (s.rank == 0) {
+        int h[64];
+        lane_puts_past_end<<<1, 32>>>(s.dev, region, s.rc);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(h, s.rc, sizeof(h), cudaMemcpyDeviceToHost));
+        for (int l = 0; l < 32; l++)
+            CHECK_MSG(h[10 + l] == (l < 28 ? GPUPORT_OK : GPUPORT_ERR_OUT_OF_RANGE),
+                      "past the end: lane %d got %d", l, h[10 + l]);
+        CHECK_OK(gpuport_channel_flush(s.ch));
+    }
+    CHECK_OK(bs->barrier(bs->ctx));
+    if (s.rank == 1)
+        CHECK_MSG(count_bad(&s, region - 28 * 64, 28 * 64, region - 28 * 64) == 0,
+                  "past the end: the 28 fitting lanes' bytes wrong, or bytes before them written");
+    CHECK_OK(bs->barrier(bs->ctx));
+    side_close(&s);
+    if (s.rank == 0)
+        printf("PASS folded puts: %u lanes x %d rounds of 64 B, side by side %llu triggers, "
+               "other order %llu, two channels %llu; a run past the end: 28 lanes OK, 4 "
+               "GPUPORT_ERR_OUT_OF_RANGE\n", lanes, per, (unsigned long long)carried[0],
+               (unsigned long long)carried[1], (unsigned long long)carried[2]);
+}
+
 /* put_value from many threads: thread t writes its value into slot
  * (t * 0x9e3779b1) mod n of the peer's region, a permutation of the slots
  * (n a power of two, the factor odd), so every slot is written once, at
@@ -1088,6 +1198,7 @@ int main(void)
     sequence_numbers(&bs);
     many_pushers(&bs);
     folded_signals(&bs);
+    folded_puts(&bs);
     values(&bs);
     merged_puts(&bs);
     peer_close(&bs);
