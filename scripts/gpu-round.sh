@@ -3,7 +3,7 @@
 # each (the device tool's limit), from a carried build (scripts/gpu-build.sh
 # then scripts/gpu-carry.sh: _build/gpuc). Results go to OUT_DIR (the
 # device tool's $OUT); docs/PERFORMANCE.md records them.
-#   usage: scripts/gpu-round.sh 1|2|3|4 [BUILD_DIR] [OUT_DIR]
+#   usage: scripts/gpu-round.sh 1|2|3|4|5|6 [BUILD_DIR] [OUT_DIR]
 #   1: the tests of this round's GPU code: FIFO give-ups on the proxy's own
 #      consumer, peer channels on every path, tcp get ordering on GPU
 #      memory, memory channels, the workloads' peer columns
@@ -24,9 +24,14 @@
 #      tests of a channel's close and death on the device, then
 #      --small-only with GPUPORT_DEV_END_COPY=0 and 1 alternating under MPS
 #      (the signals rows and their "pushes alone" rows)
+#   6: the fold of a warp's side-by-side puts (gpuport_dev_put_lanes): the
+#      channel tests (folded_puts) on cuda_ipc and tcp, then --small-only
+#      over cudaMalloc (the relay) and over VMM memory (direct copies: the
+#      ping-pong's copy-engine floor), each with GPUPORT_DEV_END_COPY=0 and
+#      1, alternating under MPS (the 64 B rows beside "lanes in reverse")
 set -u
 cd "$(dirname "$0")/.." || exit 1
-part=${1:?usage: scripts/gpu-round.sh 1|2|3|4|5 [BUILD_DIR] [OUT_DIR]}
+part=${1:?usage: scripts/gpu-round.sh 1|2|3|4|5|6 [BUILD_DIR] [OUT_DIR]}
 B=${2:-_build/gpuc}
 OUT=${3:-${OUT:-gpu-round-results}}
 mkdir -p "$OUT"
@@ -112,8 +117,25 @@ case $part in
         [ $((SECONDS - T0)) -gt 420 ] && break
     done
     ;;
+6)
+    GPU_ONE_ONLY='^(channels-cuda_ipc|channels-tcp)$' GPU_ONE_MAX_S=120 \
+        bash scripts/gpu-one.sh "$B" "$OUT/folds" 2>&1 | tee "$OUT/folds.txt"
+    grep -hE "^PASS folded" "$OUT"/folds/channels-*.log
+    for r in 1 2; do
+        for mem in cudamalloc vmm; do
+            for copy in 0 1; do
+                f=$OUT/small-$mem-endcopy$copy-$r.txt
+                mb GPUPORT_DEV_END_COPY=$copy "$B/test/mpi/mpirun.sh" 2 "$B/tools/gpuport_bench" \
+                    --small-only --mem $mem >"$f" 2>&1
+                echo "small $mem GPUPORT_DEV_END_COPY=$copy $r rc=$?"
+                grep -E "signals,|64 B puts|lanes in reverse|FIFO push|ping-pong 8 B" "$f"
+            done
+        done
+        [ $((SECONDS - T0)) -gt 420 ] && break
+    done
+    ;;
 *)
-    echo "scripts/gpu-round.sh: part $part? (1, 2, 3, 4 or 5)" >&2
+    echo "scripts/gpu-round.sh: part $part? (1, 2, 3, 4, 5 or 6)" >&2
     exit 2
     ;;
 esac
