@@ -366,7 +366,9 @@ static void folded_signals(gpuport_bootstrap_t *bs)
  * side by side (one trigger a warp and round); 1: each warp's lanes in
  * the other order (lane 31 lowest: every lane its own trigger); 2: lanes
  * 0-15 on channel a, 16-31 on channel b, side by side in each (two
- * triggers a warp and round). rc[2] counts failed puts. */
+ * triggers a warp and round). rc[2] counts failed puts. The __syncwarp
+ * makes the lanes call together (converged), which the fold needs and
+ * nothing else promises. */
 __global__ void lane_puts(gpuport_port_channel_dev_t a, gpuport_port_channel_dev_t b,
                           int pattern, int per, int *rc)
 {
@@ -377,6 +379,7 @@ __global__ void lane_puts(gpuport_port_channel_dev_t a, gpuport_port_channel_dev
 
     for (int i = 0; i < per; i++) {
         uint64_t slot = (uint64_t)i * lanes + (pattern == 1 ? warp + 31 - in_warp : g);
+        __syncwarp();
         if (gpuport_put(ch, slot * 64, slot * 64, 64))
             atomicAdd(&rc[2], 1);
     }
@@ -387,6 +390,7 @@ __global__ void lane_puts(gpuport_port_channel_dev_t a, gpuport_port_channel_dev
 __global__ void lane_puts_past_end(gpuport_port_channel_dev_t ch, uint64_t region, int *rc)
 {
     uint64_t off = region - 28 * 64 + (uint64_t)threadIdx.x * 64;
+    __syncwarp();
     rc[10 + threadIdx.x] = gpuport_put(&ch, off, off, 64);
 }
 
