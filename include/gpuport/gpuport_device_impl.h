@@ -787,6 +787,37 @@ GPUPORT_DEV int gpuport_dev_op_check(const gpuport_port_channel_dev_t *ch, uint3
     return gpuport_dev_rma_carried(ch, op) ? GPUPORT_OK : GPUPORT_ERR_NOT_SUPPORTED;
 }
 
+/** Pushes one checked operation (a value op by gpuport_dev_push_value, any
+ *  other by gpuport_dev_push_op) with the channel's two end words loaded
+ *  before it: gpuport_dev_pushed's status. */
+GPUPORT_DEV int gpuport_dev_push_1(const gpuport_port_channel_dev_t *ch, uint32_t op,
+                                   uint64_t dst_off, uint64_t src_off, uint64_t arg)
+{
+    uint64_t pos;
+    int32_t own, peer;
+
+    gpuport_dev_end_words(ch, &own, &peer);
+    return gpuport_dev_pushed(gpuport_trigger_is_value(op)
+                                  ? gpuport_dev_push_value(ch, op, dst_off, arg, &pos)
+                                  : gpuport_dev_push_op(ch, op, dst_off, src_off, arg, &pos),
+                              own, peer);
+}
+
+#if defined(__CUDA_ARCH__)
+/** The lanes of the warp calling now (__activemask) that call on this
+ *  channel: the same FIFO and channel id. The group a folded push stands
+ *  for (gpuport_dev_signal_lanes, gpuport_dev_put_lanes). */
+GPUPORT_DEV unsigned gpuport_dev_lane_group(const gpuport_port_channel_dev_t *ch)
+{
+    unsigned active = __activemask(), group;
+
+    if (!(active & (active - 1)))
+        return active;
+    group = __match_any_sync(active, (unsigned long long)(uintptr_t)ch->fifo.head);
+    return __match_any_sync(group, ch->id);
+}
+#endif
+
 /** Port-channel operation op (any the device API pushes but FLUSH) in scope
  *  s, as gpuport_put and the others document it: arg is a sized op's size
  *  (SIGNAL: unused), a value op's value. The channel's two error words are
@@ -795,7 +826,6 @@ GPUPORT_DEV int gpuport_dev_op_s(const gpuport_port_channel_dev_t *ch, uint32_t 
                                  uint64_t dst_off, uint64_t src_off, uint64_t arg,
                                  gpuport_scope_t s)
 {
-    uint64_t pos;
     int st = GPUPORT_OK;
 
     gpuport_scope_sync(s);
@@ -804,14 +834,8 @@ GPUPORT_DEV int gpuport_dev_op_s(const gpuport_port_channel_dev_t *ch, uint32_t 
         st = gpuport_dev_layout(ch);
         if (!st)
             st = gpuport_dev_op_check(ch, op, dst_off, src_off, arg);
-        if (!st) {
-            int32_t own, peer;
-            gpuport_dev_end_words(ch, &own, &peer);
-            st = gpuport_dev_pushed(gpuport_trigger_is_value(op)
-                                        ? gpuport_dev_push_value(ch, op, dst_off, arg, &pos)
-                                        : gpuport_dev_push_op(ch, op, dst_off, src_off, arg, &pos),
-                                    own, peer);
-        }
+        if (!st)
+            st = gpuport_dev_push_1(ch, op, dst_off, src_off, arg);
     }
     return gpuport_scope_share(s, st);
 }
@@ -834,19 +858,11 @@ GPUPORT_DEV int gpuport_dev_signal_lanes(const gpuport_port_channel_dev_t *ch)
 
     if (st)
         return st;
-    group = __match_any_sync(__activemask(), (unsigned long long)(uintptr_t)ch->fifo.head);
-    group = __match_any_sync(group, ch->id);
+    group = gpuport_dev_lane_group(ch);
     leader = __ffs(group) - 1;
     asm("mov.u32 %0, %%laneid;" : "=r"(lane));
-    if (lane == (unsigned)leader) {
-        int32_t own, peer;
-        uint64_t pos;
-
-        gpuport_dev_end_words(ch, &own, &peer);
-        st = gpuport_dev_pushed(gpuport_dev_push_op(ch, GPUPORT_OP_SIGNAL, 0, 0,
-                                                    (uint64_t)__popc(group), &pos),
-                                own, peer);
-    }
+    if (lane == (unsigned)leader)
+        st = gpuport_dev_push_1(ch, GPUPORT_OP_SIGNAL, 0, 0, (uint64_t)__popc(group));
     return __shfl_sync(group, st, leader);
 #else
     return gpuport_dev_op_s(ch, GPUPORT_OP_SIGNAL, 0, 0, 0, GPUPORT_SCOPE_THREAD);
@@ -870,17 +886,12 @@ GPUPORT_DEV int gpuport_dev_put_lanes(const gpuport_port_channel_dev_t *ch, uint
                                       uint64_t src_off, uint64_t size)
 {
 #if defined(__CUDA_ARCH__)
-    unsigned active = __activemask(), group, lane, lower;
+    unsigned group, lane, lower;
     int st = gpuport_dev_layout(ch);
 
     if (st)
         return st;
-    if (active & (active - 1)) {
-        group = __match_any_sync(active, (unsigned long long)(uintptr_t)ch->fifo.head);
-        group = __match_any_sync(group, ch->id);
-    } else {
-        group = active;
-    }
+    group = gpuport_dev_lane_group(ch);
     if (group & (group - 1)) {
         int leader = __ffs(group) - 1, last = 31 - __clz(group), prev, next;
         uint64_t end_d, end_s;
@@ -895,17 +906,12 @@ GPUPORT_DEV int gpuport_dev_put_lanes(const gpuport_port_channel_dev_t *ch, uint
             end_d = __shfl_sync(group, dst_off + size, last);
             __syncwarp(group);
             if (lane == (unsigned)leader) {
-                uint64_t pos, total = end_d - dst_off;
+                uint64_t total = end_d - dst_off;
 
-                if (end_d < dst_off || !gpuport_dev_put_fits(ch, dst_off, src_off, total)) {
+                if (end_d < dst_off || !gpuport_dev_put_fits(ch, dst_off, src_off, total))
                     st = GPUPORT_ERR_OUT_OF_RANGE;
-                } else {
-                    int32_t own, peer;
-                    gpuport_dev_end_words(ch, &own, &peer);
-                    st = gpuport_dev_pushed(
-                        gpuport_dev_push_op(ch, GPUPORT_OP_PUT, dst_off, src_off, total, &pos),
-                        own, peer);
-                }
+                else
+                    st = gpuport_dev_push_1(ch, GPUPORT_OP_PUT, dst_off, src_off, total);
             }
             st = __shfl_sync(group, st, leader);
             if (st != GPUPORT_ERR_OUT_OF_RANGE)
